@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Debian packages the test suite needs. Runs as root on CI and developer machines;
+# elsewhere it only reports what is missing.
+set -euo pipefail
+packages=(git)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing Debian packages (install them as root): ${missing[*]}" >&2
+  exit 1
+fi
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

@@ -1,0 +1,156 @@
+"""Small fixture datasets in the upstream schemas, made deterministically from a seed.
+
+The text is a tiny synthetic English: a few hundred words recombined by templates, so a
+tokenizer and a tiny model trained on it learn something measurable in seconds. Response
+lengths are spread over the length-target bins so that Ruler's MLT buckets fill.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+SUBJECTS = [
+    "the miller", "a young fox", "the old river", "my neighbour", "the village baker",
+    "a quiet student", "the north wind", "the gardener", "a tired sailor", "the teacher",
+    "the blacksmith", "a curious child", "the night guard", "an old painter", "the farmer",
+    "a travelling singer", "the doctor", "the small robot", "a grey heron", "the librarian",
+]
+VERBS = [
+    "carries", "remembers", "builds", "watches", "follows", "paints", "repairs",
+    "describes", "finds", "cleans", "measures", "opens", "counts", "explains", "guards",
+    "plants", "sells", "borrows", "studies", "draws",
+]
+OBJECTS = [
+    "the wooden bridge", "a bright lantern", "the morning bread", "seven small boats",
+    "the silver key", "a map of the hills", "the broken clock", "three green apples",
+    "the stone tower", "a letter from home", "the long road", "an empty basket",
+    "the blue door", "a box of nails", "the quiet garden", "the harbour lights",
+    "a pile of books", "the mountain path", "the old piano", "a jar of honey",
+]
+TAILS = [
+    "before the rain", "near the market", "every autumn", "with great care",
+    "in the evening light", "after a long day", "for the whole village", "without a word",
+    "under the old oak", "at the edge of town", "during the winter fair", "by the river",
+    "as the bells ring", "when the snow falls", "on a windy morning", "for a friend",
+]
+QUESTION_TEMPLATES = [
+    "Write about {o} and {s}.",
+    "Explain how {s} {v} {o}.",
+    "Tell me a story about {s} {t}.",
+    "Describe {o} {t}.",
+    "Why does {s} {v_base} {o}?",
+    "Give advice to {s} who {v} {o}.",
+    "Summarise what happens when {s} {v} {o} {t}.",
+    "What should {s} know about {o}?",
+]
+
+
+def _base_form(verb: str) -> str:
+    return verb[:-1] if verb.endswith("s") else verb
+
+
+def sentence(rng: random.Random) -> str:
+    s = rng.choice(SUBJECTS)
+    return f"{s[0].upper()}{s[1:]} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(TAILS)}."
+
+
+def passage(rng: random.Random, words: int) -> str:
+    """Whole sentences, the last one cut, so the passage has exactly ``words`` words."""
+    tokens: list[str] = []
+    while len(tokens) < words:
+        tokens.extend(sentence(rng).split())
+    tokens = tokens[:words]
+    text = " ".join(tokens)
+    return text if text.endswith(".") else text + "."
+
+
+def question(rng: random.Random) -> str:
+    verb = rng.choice(VERBS)
+    return rng.choice(QUESTION_TEMPLATES).format(
+        s=rng.choice(SUBJECTS), v=verb, v_base=_base_form(verb),
+        o=rng.choice(OBJECTS), t=rng.choice(TAILS),
+    )
+
+
+def response_length(rng: random.Random, bin_centres: list[int], max_words: int) -> int:
+    """Half near a length bin's centre, half spread evenly, so buckets fill."""
+    if rng.random() < 0.5:
+        centre = rng.choice(bin_centres)
+        return max(1, min(max_words, centre + rng.randint(-4, 4)))
+    return rng.randint(2, max_words)
+
+
+def openhermes(n: int, seed: int, bin_centres: list[int], max_words: int) -> list[dict]:
+    """OpenHermes-2.5 records; about one in ten is multi-turn or has a system turn."""
+    rng = random.Random(seed)
+    records = []
+    for index in range(n):
+        turns = [
+            {"from": "human", "value": question(rng), "weight": None},
+            {"from": "gpt", "value": passage(rng, response_length(rng, bin_centres, max_words)),
+             "weight": None},
+        ]
+        kind = rng.random()
+        if kind < 0.05:
+            turns.insert(0, {"from": "system", "value": "You are a helpful assistant.", "weight": None})
+        elif kind < 0.10:
+            turns += [{"from": "human", "value": question(rng), "weight": None},
+                      {"from": "gpt", "value": passage(rng, rng.randint(5, 40)), "weight": None}]
+        records.append({
+            "conversations": turns, "source": "reprolm-fixture", "category": "synthetic",
+            "skip_prompt_formatting": False, "id": f"oh-{index}",
+        })
+    return records
+
+
+def longform(n: int, seed: int, bin_centres: list[int], max_words: int) -> list[dict]:
+    rng = random.Random(seed)
+    return [
+        {"input": question(rng), "output": passage(rng, response_length(rng, bin_centres, max_words)),
+         "source": "reprolm-fixture", "subset": "synthetic"}
+        for _ in range(n)
+    ]
+
+
+def eli5(n: int, seed: int, bin_centres: list[int], max_words: int) -> list[dict]:
+    rng = random.Random(seed)
+    records = []
+    for index in range(n):
+        answers = [passage(rng, response_length(rng, bin_centres, max_words))
+                   for _ in range(rng.randint(1, 3))]
+        records.append({
+            "q_id": f"eli5-{index}", "title": question(rng), "selftext": "",
+            "answers": {"a_id": [f"a{index}-{k}" for k in range(len(answers))],
+                        "text": answers, "score": [rng.randint(1, 50) for _ in answers]},
+        })
+    return records
+
+
+def arena_questions(n: int, seed: int, **_) -> list[dict]:
+    rng = random.Random(seed)
+    return [
+        {"question_id": f"q{index:04d}", "category": "arena-hard-v0.1", "cluster": "synthetic",
+         "turns": [{"content": question(rng)}]}
+        for index in range(n)
+    ]
+
+
+FIXTURES: dict[str, Callable[..., list[dict]]] = {
+    "openhermes_conversations": openhermes,
+    "longform": longform,
+    "eli5": eli5,
+    "arena_question": arena_questions,
+}
+
+
+def register_fixture(schema: str, make: Callable[..., list[dict]]) -> None:
+    FIXTURES[schema] = make
+
+
+def make_fixture(schema: str, n: int, seed: int, **options) -> list[dict]:
+    try:
+        make = FIXTURES[schema]
+    except KeyError:
+        raise ValueError(f"no fixture generator for schema {schema!r}; known: {sorted(FIXTURES)}") from None
+    return make(n=n, seed=seed, **options)

@@ -1,0 +1,104 @@
+"""Upstream record schemas, and loading raw sources with row-level validation.
+
+A raw source is stored as ``resources/raw/{source}/data.parquet``, whether it was made
+from a fixture or downloaded from the hub; the schema names the upstream format so the
+same builders read both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+
+class DataError(ValueError):
+    """A malformed record: names the file, the row (0-based) and the field."""
+
+    def __init__(self, path, row: int, field: str, problem: str):
+        super().__init__(f"{path}: row {row}: field {field!r}: {problem}")
+        self.path, self.row, self.field, self.problem = str(path), row, field, problem
+
+
+def _require_str(record: dict, field: str, *, allow_empty=False) -> str | None:
+    value = record.get(field)
+    if not isinstance(value, str):
+        return f"expected a string, got {type(value).__name__}"
+    if not allow_empty and not value.strip():
+        return "empty string"
+    return None
+
+
+def _check_turns(record: dict, field: str, keys: tuple[str, ...]) -> tuple[str, str] | None:
+    turns = record.get(field)
+    if not isinstance(turns, list) or not turns:
+        return field, "empty conversation" if isinstance(turns, list) else "expected a list of turns"
+    for index, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            return f"{field}[{index}]", "expected a mapping"
+        for key in keys:
+            if not isinstance(turn.get(key), str):
+                return f"{field}[{index}].{key}", f"expected a string, got {type(turn.get(key)).__name__}"
+    return None
+
+
+def _fields(*names: str, allow_empty=()) -> Callable[[dict], tuple[str, str] | None]:
+    def check(record):
+        for name in names:
+            problem = _require_str(record, name, allow_empty=name in allow_empty)
+            if problem:
+                return name, problem
+        return None
+
+    return check
+
+
+def _check_eli5(record):
+    problem = _require_str(record, "title")
+    if problem:
+        return "title", problem
+    answers = record.get("answers")
+    if not isinstance(answers, dict) or not isinstance(answers.get("text"), list):
+        return "answers.text", "expected a list of answer strings"
+    if not all(isinstance(a, str) for a in answers["text"]):
+        return "answers.text", "expected a list of answer strings"
+    return None
+
+
+SCHEMAS: dict[str, Callable[[dict], tuple[str, str] | None]] = {
+    # teknium/OpenHermes-2.5: {"conversations": [{"from", "value"}, ...], "source", ...}
+    "openhermes_conversations": lambda r: _check_turns(r, "conversations", ("from", "value")),
+    # akoksal/LongForm: {"input", "output", "source", "subset"}
+    "longform": _fields("input", "output"),
+    # eli5: {"q_id", "title", "selftext", "answers": {"text": [...], "score": [...]}}
+    "eli5": _check_eli5,
+    # arena-hard-v0.1 question.jsonl: {"question_id", "category", "turns": [{"content"}]}
+    "arena_question": lambda r: _check_turns(r, "turns", ("content",)),
+    # plain text corpus: {"text"}
+    "text": _fields("text"),
+}
+
+
+def register_schema(name: str, check: Callable[[dict], tuple[str, str] | None]) -> None:
+    SCHEMAS[name] = check
+
+
+def validate_records(records: list[dict], schema: str, path) -> list[dict]:
+    try:
+        check = SCHEMAS[schema]
+    except KeyError:
+        raise ValueError(f"unknown schema {schema!r}; known: {sorted(SCHEMAS)}") from None
+    for row, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise DataError(path, row, "<record>", "expected a mapping")
+        problem = check(record)
+        if problem:
+            raise DataError(path, row, *problem)
+    return records
+
+
+def load_records(path: str | Path, schema: str) -> list[dict]:
+    """Read a raw parquet source and validate every row against ``schema``."""
+    records = pq.read_table(path).to_pylist()
+    return validate_records(records, schema, path)

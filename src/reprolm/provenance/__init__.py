@@ -1,0 +1,243 @@
+"""Provenance records and atomic outputs.
+
+Every rule's script runs inside :func:`tracked_step`, which logs to the rule's log file and,
+when the body succeeds, writes one ``provenance.json`` per output: inside an output folder,
+or as a ``<file>.provenance.json`` sidecar beside an output file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator, Mapping
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+PROVENANCE_NAME = "provenance.json"
+SIDECAR_SUFFIX = ".provenance.json"
+SECRET_MARKERS = ("token", "secret", "password", "api_key", "apikey", "credential")
+TRACKED_PACKAGES = (
+    "reprolm", "torch", "transformers", "tokenizers", "datasets", "trl", "peft",
+    "deepspeed", "lm_eval", "vllm", "snakemake", "pandas", "pyarrow", "numpy", "scipy",
+)
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+log = logging.getLogger(__name__)
+
+
+def provenance_path(output: str | os.PathLike) -> Path:
+    path = Path(output)
+    return path / PROVENANCE_NAME if path.is_dir() else path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def content_hash(path: str | os.PathLike) -> str:
+    """sha256 of a file, or of a folder's relative paths and file hashes.
+
+    A folder's own provenance record and Trainer checkpoints are left out, so the hash
+    names the artifact's content, not when or how it was made.
+    """
+    path = Path(path)
+    if path.is_file():
+        return _file_sha256(path)
+    digest = hashlib.sha256()
+    for item in sorted(p for p in path.rglob("*") if p.is_file()):
+        relative = item.relative_to(path).as_posix()
+        if relative == PROVENANCE_NAME or relative.startswith("checkpoint-"):
+            continue
+        digest.update(relative.encode() + b"\0" + _file_sha256(item).encode() + b"\0")
+    return digest.hexdigest()
+
+
+@cache
+def code_version() -> dict:
+    def git(*args):
+        return subprocess.run(
+            ["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=False
+        )
+
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return {"commit": None, "dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+@cache
+def package_versions() -> dict:
+    versions = {"python": platform.python_version()}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name.replace("_", "-"))
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _gpu_model() -> str | None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return None
+
+
+def execution_host() -> dict:
+    """Where this ran: host, GPU, and the SLURM job when there is one."""
+    env = os.environ
+    return {
+        "host": platform.node(),
+        "gpu": _gpu_model(),
+        "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
+        "slurm_job_id": env.get("SLURM_JOB_ID"),
+        "slurm_node": env.get("SLURMD_NODENAME") or env.get("SLURM_NODELIST"),
+        "slurm_gpus": env.get("SLURM_GPUS_ON_NODE") or env.get("SLURM_JOB_GPUS"),
+    }
+
+
+def is_secret_key(key: str) -> bool:
+    lowered = key.lower()
+    return any(marker in lowered for marker in SECRET_MARKERS)
+
+
+def redact(value):
+    """A JSON-ready copy of ``value`` with every secret-looking key's value removed."""
+    if isinstance(value, Mapping):
+        return {
+            str(k): ("<redacted>" if is_secret_key(str(k)) else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def _named(items) -> dict:
+    """Snakemake's Namedlist as a plain dict of its named entries."""
+    return {name: value for name, value in items.items()}
+
+
+def build_record(
+    *, rule: str, wildcards: Mapping, params: Mapping, inputs: Mapping[str, list[str]],
+    outputs: list[str], seed, started: str, finished: str,
+) -> dict:
+    return {
+        "rule": rule,
+        "wildcards": dict(wildcards),
+        "params": redact(dict(params)),
+        "inputs": {
+            name: [{"path": p, "sha256": content_hash(p)} for p in paths]
+            for name, paths in inputs.items()
+        },
+        "outputs": [{"path": p, "sha256": content_hash(p)} for p in outputs],
+        "code": code_version(),
+        "packages": package_versions(),
+        "execution": execution_host(),
+        "seed": seed,
+        "started": started,
+        "finished": finished,
+    }
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _input_groups(smk) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    named = set()
+    for name, value in smk.input.items():
+        paths = [value] if isinstance(value, str) else list(value)
+        groups[name] = [str(p) for p in paths]
+        named.update(groups[name])
+    unnamed = [str(p) for p in smk.input if str(p) not in named]
+    if unnamed:
+        groups["_"] = unnamed
+    return groups
+
+
+def write_record(record: dict, output: str) -> None:
+    target = provenance_path(output)
+    with atomic_path(target) as tmp:
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
+    """Run a rule's body with logging to its log file, then record provenance.
+
+    ``smk`` is the ``snakemake`` object of a script. Yields a logger for the step.
+    """
+    log_path = Path(smk.log[0]) if len(smk.log) else None
+    params = _named(smk.params)
+    if seed is None:
+        seed = params.get("seed", smk.config.get("seed"))
+    stack = contextlib.ExitStack()
+    with stack:
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            stream = stack.enter_context(log_path.open("a", buffering=1))
+            stack.enter_context(contextlib.redirect_stdout(stream))
+            stack.enter_context(contextlib.redirect_stderr(stream))
+            handler = logging.StreamHandler(stream)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+            root = logging.getLogger()
+            root.addHandler(handler)
+            root.setLevel(logging.INFO)
+            stack.callback(root.removeHandler, handler)
+        started = _now()
+        step_log = logging.getLogger(f"reprolm.rule.{smk.rule}")
+        step_log.info("rule %s wildcards %s", smk.rule, dict(_named(smk.wildcards)))
+        yield step_log
+        record = build_record(
+            rule=smk.rule,
+            wildcards=_named(smk.wildcards),
+            params=params,
+            inputs=_input_groups(smk),
+            outputs=[str(p) for p in smk.output],
+            seed=seed,
+            started=started,
+            finished=_now(),
+        )
+        for output in smk.output:
+            write_record(record, str(output))
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
+    """A temporary sibling path that replaces ``target`` only if the body succeeds.
+
+    Works for files and folders; on failure the temporary is removed and ``target`` is
+    left as it was, so no partial output is ever visible under the final name.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif tmp.exists():
+            tmp.unlink()
