@@ -1,0 +1,291 @@
+"""Evaluate models with lm-eval's own built-in task definitions, optionally on local data.
+
+A task is always lm-eval's built-in configuration (prompt templates, ``process_docs``,
+``doc_to_*`` functions, metrics, filters), loaded from its YAML with its ``!function``
+references resolved. For local data the only change is where the documents come from:
+``dataset_path: parquet`` with ``data_files`` mapping each split the task reads to
+``{data_dir}/{split}.parquet``. The resulting config dict goes to ``lm_eval.simple_evaluate``
+like any task config. With ``data_dir=None`` the config is left as lm-eval ships it and the
+data comes from the hub, so real runs and offline fixture runs share one code path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+
+from reprolm.data.schemas import DataError
+from reprolm.data.task_docs import TASK_DOC_CHECKS, schema_for_task
+
+if TYPE_CHECKING:
+    from lm_eval.api.model import LM
+    from lm_eval.api.task import ConfigurableTask
+    from lm_eval.tasks import TaskManager
+
+# lm-eval's default seed for few-shot sampling (and numpy and torch): with it, few-shot
+# contexts are the ones the lm-eval CLI builds by default. One seed is given to all of
+# lm-eval's generators, so a run is reproducible from the single number recorded.
+LM_EVAL_DEFAULT_SEED = 1234
+SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One evaluation: an lm-eval task, its few-shot count, the metric to report, the data.
+
+    ``metric`` is lm-eval's result key, ``"{metric},{filter}"`` (e.g. ``"acc_norm,none"``,
+    ``"exact_match,flexible-extract"``). ``data_dir`` holds ``{split}.parquet`` files in
+    the upstream schema; None reads the hub dataset named in the task's YAML.
+    ``gen_kwargs`` update the task's own ``generation_kwargs`` (e.g. ``max_gen_toks``).
+    ``limit`` caps the evaluated documents for this task, over ``evaluate_tasks(limit=)``.
+    """
+
+    name: str
+    task: str
+    num_fewshot: int
+    metric: str
+    data_dir: str | Path | None = None
+    gen_kwargs: dict[str, Any] | None = field(default=None, hash=False)
+    limit: int | None = None
+
+
+@cache
+def task_manager() -> TaskManager:
+    """lm-eval's index of built-in tasks; built once per process, since it takes seconds."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager()
+
+
+def builtin_task_config(task: str) -> dict[str, Any]:
+    """lm-eval's own configuration of ``task``: its YAML with includes merged and
+    ``!function`` references resolved to the task's Python functions."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    entry = task_manager().task_index.get(task)
+    if entry is None or entry.yaml_path is None:
+        raise ValueError(f"lm-eval {version('lm_eval')} has no YAML-defined task {task!r}")
+    return load_yaml(entry.yaml_path, resolve_func=True)
+
+
+def eval_split(config: dict[str, Any]) -> str:
+    """The split lm-eval scores: the test split if the task has one, else validation."""
+    split = config.get("test_split") or config.get("validation_split")
+    if split is None:
+        raise ValueError(f"lm-eval task {config.get('task')!r} declares neither a test nor a validation split")
+    return split
+
+
+def fewshot_source_split(config: dict[str, Any]) -> str:
+    """The split lm-eval draws few-shot examples from, by lm-eval's own precedence: an
+    explicit few-shot split, else training, else validation, else test."""
+    explicit = (config.get("fewshot_config") or {}).get("split") or config.get("fewshot_split")
+    return explicit or config.get("training_split") or config.get("validation_split") or config.get("test_split")
+
+
+def _local_data_override(spec: TaskSpec, config: dict[str, Any]) -> dict[str, Any]:
+    """Config keys that point the task at ``spec.data_dir``.
+
+    The evaluated split must exist, and so must the few-shot split when examples are drawn
+    from it. lm-eval's task constructor also reads the few-shot split when no examples are
+    drawn, so for a zero-shot run a split that is absent locally is declared absent (None),
+    and lm-eval falls back to a split that exists; this changes nothing that is scored.
+    """
+    data_dir = Path(spec.data_dir)
+    evaluated, fewshot_pool = eval_split(config), fewshot_source_split(config)
+    needed = {evaluated: "the evaluated documents"}
+    if spec.num_fewshot > 0:
+        needed.setdefault(fewshot_pool, f"{spec.num_fewshot}-shot examples")
+    declared = {config[key] for key in SPLIT_KEYS if config.get(key)} | {fewshot_pool}
+    present = {split for split in declared if (data_dir / f"{split}.parquet").is_file()}
+    for split, purpose in needed.items():
+        if split not in present:
+            found = sorted(path.name for path in data_dir.glob("*.parquet")) if data_dir.is_dir() else "folder missing"
+            raise FileNotFoundError(
+                f"{data_dir}: no {split}.parquet, which lm-eval task {spec.task!r} (spec {spec.name!r}) "
+                f"reads for {purpose}; found: {found}")
+    if spec.num_fewshot > 0:
+        _check_fewshot_pool(spec, data_dir / f"{fewshot_pool}.parquet", same_as_evaluated=fewshot_pool == evaluated)
+
+    override: dict[str, Any] = {
+        "dataset_path": "parquet",
+        "dataset_name": None,
+        "dataset_kwargs": {"data_files": {split: str(data_dir / f"{split}.parquet") for split in sorted(present)}},
+    }
+    for key in SPLIT_KEYS:
+        if config.get(key) and config[key] not in present:
+            override[key] = None
+    fewshot_config = config.get("fewshot_config") or {}
+    if fewshot_config.get("split") and fewshot_config["split"] not in present:
+        override["fewshot_config"] = {**fewshot_config, "split": None}
+    return override
+
+
+def _check_fewshot_pool(spec: TaskSpec, path: Path, *, same_as_evaluated: bool) -> None:
+    """lm-eval would fail obscurely (or silently use fewer examples) with too small a pool;
+    when the pool is the evaluated split, the evaluated document itself is excluded."""
+    needed = spec.num_fewshot + int(same_as_evaluated)
+    rows = pq.ParquetFile(path).metadata.num_rows
+    if rows < needed:
+        raise ValueError(f"{path}: {rows} documents, but spec {spec.name!r} needs {needed} "
+                         f"for {spec.num_fewshot}-shot examples")
+
+
+def _validate_local_docs(task: str, data_files: dict[str, str]) -> None:
+    """Check every row of the local splits against the task's upstream schema, so a bad
+    document fails with its file, row and field rather than deep inside lm-eval."""
+    schema = schema_for_task(task)
+    if schema is None:
+        return
+    check = TASK_DOC_CHECKS[schema]
+    for path in data_files.values():
+        for row, record in enumerate(pq.read_table(path).to_pylist()):
+            problem = check(record)
+            if problem:
+                raise DataError(path, row, *problem)
+
+
+def task_config(spec: TaskSpec) -> dict[str, Any]:
+    """The config dict evaluated for ``spec``: lm-eval's built-in task config, the few-shot
+    count, generation overrides and, for local data, the data source (whose documents are
+    checked against the upstream schema here, before any model time is spent)."""
+    config = builtin_task_config(spec.task)
+    fixed_shots = config.get("num_fewshot")
+    # lm-eval ignores a requested few-shot count when the YAML pins it to 0 (TruthfulQA's
+    # prompt carries its own examples); asking for more is a configuration mistake.
+    if fixed_shots == 0 and spec.num_fewshot != 0:
+        raise ValueError(
+            f"spec {spec.name!r}: lm-eval task {spec.task!r} is defined zero-shot; "
+            f"num_fewshot={spec.num_fewshot} cannot apply")
+    config["num_fewshot"] = spec.num_fewshot
+    if spec.gen_kwargs:
+        if config.get("output_type") != "generate_until":
+            raise ValueError(
+                f"spec {spec.name!r}: gen_kwargs given, but lm-eval task {spec.task!r} is "
+                f"{config.get('output_type')!r}, not generate_until")
+        config["generation_kwargs"] = {**(config.get("generation_kwargs") or {}), **spec.gen_kwargs}
+    if spec.data_dir is not None:
+        config.update(_local_data_override(spec, config))
+        _validate_local_docs(spec.task, config["dataset_kwargs"]["data_files"])
+    return config
+
+
+def build_task(spec: TaskSpec) -> ConfigurableTask:
+    """The lm-eval task object for ``spec``, with its documents loaded (e.g. to read the
+    documents through the task's own ``doc_to_text`` and ``doc_to_target``)."""
+    return task_manager().load([task_config(spec)])["tasks"][spec.task]
+
+
+def load_task_docs(spec: TaskSpec, split: str) -> list[dict]:
+    """The raw documents (upstream schema, before ``process_docs``) of one split."""
+    task = build_task(spec)
+    if split not in task.dataset:
+        raise KeyError(f"spec {spec.name!r}: lm-eval task {spec.task!r} has no split {split!r}; "
+                       f"loaded: {sorted(task.dataset)}")
+    return task.dataset[split].to_list()
+
+
+def task_doc_counts(spec: TaskSpec) -> dict[str, int]:
+    """Number of raw documents per loaded split."""
+    task = build_task(spec)
+    return {split: task.dataset[split].num_rows for split in sorted(task.dataset)}
+
+
+def language_model(model, tokenizer=None, *, backend: str = "hf", batch_size: int | str = 8, device: str = "cpu",
+                   dtype: str = "auto", tensor_parallel_size: int = 1, seed: int = LM_EVAL_DEFAULT_SEED) -> LM:
+    """lm-eval's model wrapper.
+
+    ``hf``: ``model`` is a checkpoint path (loaded on ``device`` in ``dtype``, "auto" being
+    the checkpoint's own) or an already-loaded ``transformers`` model, used as it is (its
+    device and dtype), with its ``tokenizer`` (required then).
+    ``vllm`` (GPU only, never run on CPU): ``model`` and ``tokenizer`` (or None) must be
+    paths, since vLLM loads both itself; its tensor parallelism is ``tensor_parallel_size``.
+    """
+    from lm_eval.api.registry import get_model
+
+    if backend == "hf":
+        if isinstance(model, (str, Path)):
+            return get_model("hf")(pretrained=str(model), tokenizer=tokenizer, device=device, dtype=dtype,
+                                   batch_size=batch_size)
+        if tokenizer is None:
+            raise ValueError("an already-loaded model needs its tokenizer")
+        return get_model("hf")(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+    if backend == "vllm":
+        if not isinstance(model, (str, Path)) or not isinstance(tokenizer, (str, Path, type(None))):
+            raise TypeError("the vllm backend loads model and tokenizer itself: pass paths, not loaded objects")
+        return get_model("vllm")(pretrained=str(model), tokenizer=None if tokenizer is None else str(tokenizer),
+                                 dtype=dtype, batch_size=batch_size, tensor_parallel_size=tensor_parallel_size,
+                                 seed=seed)
+    raise ValueError(f"unknown backend {backend!r}; known: 'hf', 'vllm'")
+
+
+def _number_or_none(value) -> float | None:
+    """lm-eval reports an uncomputed stderr as "N/A" and an undefined one as NaN; JSON wants null."""
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _summarise(spec: TaskSpec, config: dict[str, Any], output: dict) -> dict[str, Any]:
+    task_results = output["results"][spec.task]
+    if spec.metric not in task_results:
+        reported = sorted(key for key in task_results if "," in key and "_stderr" not in key)
+        raise KeyError(f"spec {spec.name!r}: lm-eval task {spec.task!r} reports no {spec.metric!r}; reported: {reported}")
+    metric, _, filter_name = spec.metric.partition(",")
+    return {
+        "task": spec.task,
+        "metric": spec.metric,
+        "value": _number_or_none(task_results[spec.metric]),
+        "stderr": _number_or_none(task_results.get(f"{metric}_stderr,{filter_name}")),
+        # lm-eval's metric keys are "{metric},{filter}"; the others ("alias", "name",
+        # "sample_len") describe the task, not its scores.
+        "metrics": {key: _number_or_none(value) for key, value in task_results.items() if "," in key},
+        "n_docs": output["n-samples"][spec.task]["effective"],
+        "n_docs_available": output["n-samples"][spec.task]["original"],
+        "num_fewshot": output["n-shot"][spec.task],
+        "task_version": output["versions"][spec.task],
+        "data": str(spec.data_dir) if spec.data_dir is not None else f"{config['dataset_path']}:{config.get('dataset_name')}",
+    }
+
+
+def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int | str = 8, device: str = "cpu",
+                   dtype: str = "auto", limit: int | None = None, backend: str = "hf", tensor_parallel_size: int = 1,
+                   seed: int = LM_EVAL_DEFAULT_SEED, bootstrap_iters: int = 100_000) -> dict[str, Any]:
+    """Evaluate one model on every task through ``lm_eval.simple_evaluate``.
+
+    ``model``, ``tokenizer``, ``backend``, ``device``, ``dtype`` and ``tensor_parallel_size``
+    are as in :func:`language_model`. The model is wrapped once and reused for all tasks.
+    Each task runs in its own ``simple_evaluate`` call because limits are per call and
+    specs may differ in limit.
+    Returns ``{"lm_eval_version", "backend", "seed", "tasks": {spec.name: summary}}`` where a
+    summary holds the chosen metric's ``value`` and ``stderr`` (None where lm-eval gives no
+    finite number), every metric lm-eval reported, ``n_docs`` (evaluated) and
+    ``n_docs_available``, the actual ``num_fewshot``, and the task version.
+    """
+    import lm_eval
+
+    names = [spec.name for spec in tasks]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"task spec names must be unique; repeated: {duplicates}")
+    # Fail on a missing split or a bad document before spending time loading the model.
+    configs = {spec.name: task_config(spec) for spec in tasks}
+
+    lm = language_model(model, tokenizer, backend=backend, batch_size=batch_size, device=device, dtype=dtype,
+                        tensor_parallel_size=tensor_parallel_size, seed=seed)
+    summaries = {}
+    for spec in tasks:
+        output = lm_eval.simple_evaluate(
+            model=lm, tasks=[configs[spec.name]], task_manager=task_manager(),
+            limit=spec.limit if spec.limit is not None else limit, bootstrap_iters=bootstrap_iters,
+            log_samples=False, random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed,
+            fewshot_random_seed=seed,
+        )
+        summaries[spec.name] = _summarise(spec, configs[spec.name], output)
+    return {"lm_eval_version": version("lm_eval"), "backend": backend, "seed": seed, "tasks": summaries}

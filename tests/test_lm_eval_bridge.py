@@ -1,0 +1,251 @@
+"""The lm-eval bridge, with real lm-eval, its built-in task definitions, fixture documents
+in the upstream schemas and a tiny random Llama model built here."""
+
+from __future__ import annotations
+
+import json
+import os
+
+# Nothing here may reach a hub; set before lm-eval imports datasets, which reads these once.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from reprolm.data.schemas import DataError
+from reprolm.data.task_docs import (
+    TASK_DOC_CHECKS, TASK_DOC_FIXTURES, make_task_docs, world_text, write_task_docs,
+)
+from reprolm.score.lm_eval_bridge import (
+    TaskSpec, build_task, evaluate_tasks, load_task_docs, task_config, task_doc_counts,
+)
+
+DOCS_PER_SPLIT = 30
+LIMIT = 6
+# (spec name, lm-eval task, paper few-shot count, metric, fixture schema, gen_kwargs)
+PAPER_TASKS = [
+    ("arc", "arc_challenge", 25, "acc_norm,none", "arc", None),
+    ("hellaswag", "hellaswag", 10, "acc_norm,none", "hellaswag", None),
+    ("truthfulqa", "truthfulqa_mc2", 0, "acc,none", "truthfulqa_mc", None),
+    ("mmlu", "mmlu_miscellaneous", 5, "acc,none", "mmlu", None),
+    ("winogrande", "winogrande", 5, "acc,none", "winogrande", None),
+    ("gsm8k", "gsm8k", 5, "exact_match,flexible-extract", "gsm8k", {"max_gen_toks": 32}),
+    ("cola", "cola", 0, "mcc,none", "glue_cola", None),
+    ("boolq", "boolq", 0, "acc,none", "boolq", None),
+]
+METRIC_RANGE = {"acc": (0.0, 1.0), "acc_norm": (0.0, 1.0), "exact_match": (0.0, 1.0), "mcc": (-1.0, 1.0)}
+
+
+@pytest.fixture(scope="module")
+def fixture_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("task_docs")
+    for schema, make in TASK_DOC_FIXTURES.items():
+        write_task_docs(make(n=DOCS_PER_SPLIT, seed=0), root / schema)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory, fixture_dirs):
+    """A byte-level BPE tokenizer trained on the fixture text and a random 2-layer Llama
+    whose 2048 positions hold a 25-shot ARC prompt; saved, and returned loaded."""
+    corpus = world_text() + [
+        json.dumps(record) for path in sorted(fixture_dirs.glob("*/*.parquet"))
+        for record in pq.read_table(path).to_pylist()
+    ]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=600, special_tokens=["<s>", "</s>", "<pad>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id)).eval()
+    path = tmp_path_factory.mktemp("tiny_llama")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path, model, tokenizer
+
+
+def paper_specs(fixture_dirs) -> list[TaskSpec]:
+    return [TaskSpec(name, task, shots, metric, fixture_dirs / schema, gen_kwargs=gen_kwargs, limit=LIMIT)
+            for name, task, shots, metric, schema, gen_kwargs in PAPER_TASKS]
+
+
+@pytest.fixture(scope="module")
+def loaded_model_results(tiny_model, fixture_dirs):
+    _, model, tokenizer = tiny_model
+    return evaluate_tasks(model, tokenizer, paper_specs(fixture_dirs), batch_size=8, bootstrap_iters=100)
+
+
+# ---- fixture documents ----
+
+@pytest.mark.parametrize("schema", sorted(TASK_DOC_FIXTURES))
+def test_fixture_docs_are_deterministic_and_pass_their_schema_check(schema):
+    docs = make_task_docs(schema, n=DOCS_PER_SPLIT, seed=3)
+    assert docs == make_task_docs(schema, n=DOCS_PER_SPLIT, seed=3)
+    assert docs != make_task_docs(schema, n=DOCS_PER_SPLIT, seed=4)
+    for split, records in docs.items():
+        assert len(records) == DOCS_PER_SPLIT, split
+        for record in records:
+            assert TASK_DOC_CHECKS[schema](record) is None, (split, record)
+
+
+def test_fixture_docs_use_the_splits_lm_eval_reads():
+    for schema, task in [("arc", "arc_challenge"), ("hellaswag", "hellaswag"), ("truthfulqa_mc", "truthfulqa_mc2"),
+                         ("mmlu", "mmlu_miscellaneous"), ("winogrande", "winogrande"), ("gsm8k", "gsm8k"),
+                         ("glue_cola", "cola"), ("boolq", "boolq")]:
+        config = task_config(TaskSpec(schema, task, 0, "acc,none"))
+        read = {config[key] for key in ("training_split", "validation_split", "test_split", "fewshot_split")
+                if config.get(key)}
+        assert read == set(make_task_docs(schema, n=1, seed=0)), task
+
+
+@pytest.mark.parametrize("schema, field, value, problem_field", [
+    ("arc", "answerKey", "E", "answerKey"),
+    ("hellaswag", "label", 2, "label"),
+    ("truthfulqa_mc", "mc1_targets", {"choices": ["a", "b"], "labels": [0, 1]}, "mc1_targets.labels"),
+    ("mmlu", "answer", 4, "answer"),
+    ("winogrande", "sentence", "no blank here", "sentence"),
+    ("gsm8k", "answer", "The answer is 4.", "answer"),
+    ("glue_cola", "label", True, "label"),
+    ("boolq", "passage", "", "passage"),
+])
+def test_schema_checks_name_the_bad_field(schema, field, value, problem_field):
+    split, records = next(iter(make_task_docs(schema, n=1, seed=0).items()))
+    assert TASK_DOC_CHECKS[schema]({**records[0], field: value})[0] == problem_field
+
+
+# ---- evaluation ----
+
+def test_every_task_reports_its_metric_in_range_with_the_asked_counts(loaded_model_results):
+    assert loaded_model_results["lm_eval_version"] == "0.4.13"
+    assert set(loaded_model_results["tasks"]) == {name for name, *_ in PAPER_TASKS}
+    for name, task, shots, metric, _, _ in PAPER_TASKS:
+        summary = loaded_model_results["tasks"][name]
+        low, high = METRIC_RANGE[metric.split(",")[0]]
+        assert summary["task"] == task and summary["metric"] == metric
+        assert isinstance(summary["value"], float) and low <= summary["value"] <= high, (name, summary)
+        assert summary["metrics"][metric] == summary["value"]
+        assert summary["stderr"] is None or summary["stderr"] >= 0, (name, summary)
+        assert summary["n_docs"] == LIMIT and summary["n_docs_available"] == DOCS_PER_SPLIT, name
+        assert summary["num_fewshot"] == shots, name
+    json.dumps(loaded_model_results, allow_nan=False)
+
+
+def test_loaded_model_and_checkpoint_path_give_the_same_scores(tiny_model, fixture_dirs, loaded_model_results):
+    path, _, _ = tiny_model
+    from_path = evaluate_tasks(str(path), None, paper_specs(fixture_dirs), batch_size=8, bootstrap_iters=100)
+    for name in loaded_model_results["tasks"]:
+        assert from_path["tasks"][name]["metrics"] == pytest.approx(loaded_model_results["tasks"][name]["metrics"]), name
+
+
+def test_call_limit_applies_where_a_spec_sets_none(tiny_model, fixture_dirs):
+    _, model, tokenizer = tiny_model
+    spec = TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq")
+    result = evaluate_tasks(model, tokenizer, [spec], limit=3, bootstrap_iters=0)
+    assert result["tasks"]["boolq"]["n_docs"] == 3
+    # With bootstrapping off lm-eval computes no stderr; it is reported as None.
+    assert result["tasks"]["boolq"]["stderr"] is None
+
+
+def test_arc_prompt_holds_25_examples_and_fits_the_model(tiny_model, fixture_dirs):
+    _, model, tokenizer = tiny_model
+    task = build_task(TaskSpec("arc", "arc_challenge", 25, "acc_norm,none", fixture_dirs / "arc"))
+    task.set_fewshot_seed(1234)
+    context = task.fewshot_context(doc=task.eval_docs[0], num_fewshot=25)
+    assert context.count("Question:") == 26
+    assert len(tokenizer(context).input_ids) < model.config.max_position_embeddings
+
+
+def test_builtin_task_functions_are_kept(fixture_dirs):
+    hellaswag = build_task(TaskSpec("hellaswag", "hellaswag", 0, "acc_norm,none", fixture_dirs / "hellaswag"))
+    doc = hellaswag.eval_docs[0]
+    # hellaswag's own process_docs builds "query", "choices" and "gold" from the raw record.
+    assert doc["query"].startswith(f"{doc['activity_label']}: ") and doc["gold"] == int(doc["label"])
+    gsm8k = build_task(TaskSpec("gsm8k", "gsm8k", 5, "exact_match,flexible-extract", fixture_dirs / "gsm8k",
+                                gen_kwargs={"max_gen_toks": 32}))
+    assert [f.name for f in gsm8k._filters] == ["strict-match", "flexible-extract"]
+    assert gsm8k.config.generation_kwargs["max_gen_toks"] == 32
+    assert "Question:" in gsm8k.config.generation_kwargs["until"]
+
+
+def test_doc_counts_and_raw_docs(fixture_dirs):
+    spec = TaskSpec("mmlu", "mmlu_miscellaneous", 5, "acc,none", fixture_dirs / "mmlu")
+    assert task_doc_counts(spec) == {"dev": DOCS_PER_SPLIT, "test": DOCS_PER_SPLIT}
+    assert load_task_docs(spec, "dev") == pq.read_table(fixture_dirs / "mmlu" / "dev.parquet").to_pylist()
+    with pytest.raises(KeyError, match="no split 'validation'"):
+        load_task_docs(spec, "validation")
+
+
+def test_hub_data_keeps_the_builtin_source():
+    config = task_config(TaskSpec("arc", "arc_challenge", 25, "acc_norm,none"))
+    assert (config["dataset_path"], config["dataset_name"]) == ("allenai/ai2_arc", "ARC-Challenge")
+    assert "dataset_kwargs" not in config and config["num_fewshot"] == 25
+
+
+# ---- errors ----
+
+def test_missing_evaluated_split_names_folder_and_split(tmp_path):
+    write_task_docs({"train": make_task_docs("arc", n=30, seed=0)["train"]}, tmp_path)
+    with pytest.raises(FileNotFoundError, match=rf"{tmp_path}: no test\.parquet.*'arc_challenge'"):
+        task_config(TaskSpec("arc", "arc_challenge", 25, "acc_norm,none", tmp_path))
+
+
+def test_missing_fewshot_split_is_an_error_only_with_shots(tmp_path, tiny_model):
+    write_task_docs({"validation": make_task_docs("boolq", n=10, seed=0)["validation"]}, tmp_path)
+    with pytest.raises(FileNotFoundError, match=rf"{tmp_path}: no train\.parquet.*2-shot examples"):
+        task_config(TaskSpec("boolq", "boolq", 2, "acc,none", tmp_path))
+    _, model, tokenizer = tiny_model
+    zero_shot = evaluate_tasks(model, tokenizer, [TaskSpec("boolq", "boolq", 0, "acc,none", tmp_path, limit=4)],
+                               bootstrap_iters=0)
+    assert zero_shot["tasks"]["boolq"]["n_docs"] == 4
+
+
+def test_too_few_fewshot_docs_is_an_error(tmp_path):
+    write_task_docs(make_task_docs("arc", n=10, seed=0), tmp_path)
+    with pytest.raises(ValueError, match=rf"{tmp_path / 'train.parquet'}: 10 documents.*25-shot"):
+        task_config(TaskSpec("arc", "arc_challenge", 25, "acc_norm,none", tmp_path))
+
+
+def test_bad_document_names_file_row_and_field(tmp_path):
+    docs = make_task_docs("winogrande", n=5, seed=0)
+    docs["validation"][3]["answer"] = "3"
+    write_task_docs(docs, tmp_path)
+    with pytest.raises(DataError) as caught:
+        task_config(TaskSpec("winogrande", "winogrande", 0, "acc,none", tmp_path))
+    assert (caught.value.path, caught.value.row, caught.value.field) == (str(tmp_path / "validation.parquet"), 3, "answer")
+
+
+def test_shots_on_a_zero_shot_task_is_an_error():
+    with pytest.raises(ValueError, match="truthfulqa_mc2.*zero-shot"):
+        task_config(TaskSpec("truthfulqa", "truthfulqa_mc2", 5, "acc,none"))
+
+
+def test_unreported_metric_names_the_reported_ones(tiny_model, fixture_dirs):
+    _, model, tokenizer = tiny_model
+    spec = TaskSpec("cola", "cola", 0, "acc,none", fixture_dirs / "glue_cola", limit=2)
+    with pytest.raises(KeyError, match=r"no 'acc,none'; reported: \['mcc,none'\]"):
+        evaluate_tasks(model, tokenizer, [spec], bootstrap_iters=0)
+
+
+def test_vllm_needs_paths(tiny_model, fixture_dirs):
+    _, model, tokenizer = tiny_model
+    spec = TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq")
+    with pytest.raises(TypeError, match="pass paths"):
+        evaluate_tasks(model, tokenizer, [spec], backend="vllm")
+
+
+def test_duplicate_spec_names_are_an_error(fixture_dirs):
+    spec = TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq")
+    with pytest.raises(ValueError, match="repeated: \\['boolq'\\]"):
+        evaluate_tasks("unused", None, [spec, spec])
+
