@@ -148,9 +148,13 @@ def register_fixture(schema: str, make: Callable[..., list[dict]]) -> None:
     FIXTURES[schema] = make
 
 
-def make_fixture(schema: str, n: int, seed: int, **options) -> list[dict]:
+def make_fixture(schema: str, n: int, seed: int, **options) -> list[dict] | dict[str, list[dict]]:
+    """Records of one split, or (lm-eval task docs) records by split."""
+    from reprolm.data.task_docs import TASK_DOC_FIXTURES
+
     try:
-        make = FIXTURES[schema]
+        make = FIXTURES.get(schema) or TASK_DOC_FIXTURES[schema]
     except KeyError:
-        raise ValueError(f"no fixture generator for schema {schema!r}; known: {sorted(FIXTURES)}") from None
+        known = sorted(FIXTURES) + sorted(TASK_DOC_FIXTURES)
+        raise ValueError(f"no fixture generator for schema {schema!r}; known: {known}") from None
     return make(n=n, seed=seed, **options)

@@ -85,10 +85,11 @@ def register_schema(name: str, check: Callable[[dict], tuple[str, str] | None]) 
 
 
 def validate_records(records: list[dict], schema: str, path) -> list[dict]:
-    try:
-        check = SCHEMAS[schema]
-    except KeyError:
-        raise ValueError(f"unknown schema {schema!r}; known: {sorted(SCHEMAS)}") from None
+    from reprolm.data.task_docs import TASK_DOC_CHECKS
+
+    check = SCHEMAS.get(schema) or TASK_DOC_CHECKS.get(schema)
+    if check is None:
+        raise ValueError(f"unknown schema {schema!r}; known: {sorted(SCHEMAS) + sorted(TASK_DOC_CHECKS)}")
     for row, record in enumerate(records):
         if not isinstance(record, dict):
             raise DataError(path, row, "<record>", "expected a mapping")

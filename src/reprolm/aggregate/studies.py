@@ -1,0 +1,19 @@
+"""Each study's table writer, by study name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reprolm.aggregate.length_tables import write_ruler_tables
+from reprolm.aggregate.tables import load_scores
+from reprolm.provenance import atomic_path
+
+STUDY_TABLES = {"ruler": write_ruler_tables}
+
+
+def write_study_tables(study: str, score_paths, study_config, length_targets, tables: str, plots: str) -> None:
+    scores = load_scores(score_paths)
+    with atomic_path(tables) as tables_tmp, atomic_path(plots) as plots_tmp:
+        tables_tmp.mkdir()
+        plots_tmp.mkdir()
+        STUDY_TABLES[study](scores, study_config, length_targets, tables_tmp, plots_tmp)

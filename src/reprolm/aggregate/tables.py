@@ -1,0 +1,45 @@
+"""Reading score files and writing tables (CSV plus a markdown rendering)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from reprolm.provenance import atomic_path
+
+
+@dataclass(frozen=True)
+class Score:
+    metric: str
+    base: str
+    recipe: str
+    name: str  # prompt set or lm-eval suite
+    data: dict
+
+    @property
+    def model(self) -> str:
+        return f"{self.base}/{self.recipe}"
+
+
+def load_scores(paths) -> list[Score]:
+    """Score files laid out as ``results/scores/{metric}/{base}/{recipe}/{name}.json``."""
+    scores = []
+    for path in map(Path, paths):
+        metric, base, recipe = path.parts[-4:-1]
+        scores.append(Score(metric, base, recipe, path.stem, json.loads(path.read_text())))
+    return scores
+
+
+def write_table(frame: pd.DataFrame, folder: str | Path, name: str, decimals: int = 2) -> Path:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rounded = frame.round(decimals)
+    csv_path = folder / f"{name}.csv"
+    with atomic_path(csv_path) as tmp:
+        rounded.to_csv(tmp, index=False)
+    with atomic_path(folder / f"{name}.md") as tmp:
+        tmp.write_text(rounded.to_markdown(index=False) + "\n")
+    return csv_path

@@ -1,0 +1,62 @@
+"""Prompt sets: dataset rows -> final prompt strings, stop strings and token handling.
+
+A prompt builder sees the row, the tokenizer (for its chat template), what the model was
+trained for (``length_prompt`` of its recipe: ``mlt`` or ``instruction``) and the length
+targets. Builders are registered by name so studies add their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from reprolm.score.length import TargetSet
+
+
+@dataclass
+class PromptBatch:
+    prompts: list[str]
+    stop: list[str] = field(default_factory=list)
+    skip_special_tokens: bool = True
+
+
+def chat_prompt(tokenizer, user: str) -> str:
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
+    )
+
+
+def word_count_instruction(instruction: str, target_name: str, targets: TargetSet) -> str:
+    """The baseline prompt: the instruction plus the requested word count."""
+    phrase = targets[target_name].instruction()
+    return f"{instruction}\nThe response should have a word count of {phrase} words."
+
+
+def target_length_prompts(rows, tokenizer, length_prompt: str, targets: TargetSet) -> PromptBatch:
+    """Ruler models: the assistant header followed by the target's MLT, stopping at any
+    further MLT. Other models: the word-count instruction through the chat template."""
+    if length_prompt == "mlt":
+        prompts = [chat_prompt(tokenizer, r["Instruction"]) + targets[r["TargetLength"]].mlt for r in rows]
+        return PromptBatch(prompts, stop=targets.mlt_tokens)
+    prompts = [chat_prompt(tokenizer, word_count_instruction(r["Instruction"], r["TargetLength"], targets))
+               for r in rows]
+    return PromptBatch(prompts)
+
+
+def self_length_prompts(rows, tokenizer, length_prompt: str, targets: TargetSet) -> PromptBatch:
+    """No target given: the model writes its own MLT first, so special tokens are kept."""
+    return PromptBatch([chat_prompt(tokenizer, r["Instruction"]) for r in rows], skip_special_tokens=False)
+
+
+PROMPT_BUILDERS: dict[str, Callable[..., PromptBatch]] = {
+    "target_length": target_length_prompts,
+    "self_length": self_length_prompts,
+}
+
+
+def build_prompts(kind: str, rows: list[Mapping], tokenizer, length_prompt: str, targets: TargetSet) -> PromptBatch:
+    try:
+        make = PROMPT_BUILDERS[kind]
+    except KeyError:
+        raise ValueError(f"unknown prompt kind {kind!r}; known: {sorted(PROMPT_BUILDERS)}") from None
+    return make(rows, tokenizer, length_prompt, targets)

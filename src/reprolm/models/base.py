@@ -1,0 +1,36 @@
+"""Base models: built and briefly pretrained locally, or downloaded from the hub."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from reprolm.provenance import atomic_path
+
+log = logging.getLogger(__name__)
+
+
+def build_base_model(build: Mapping, tokenizer_dir: str, corpus: Mapping[str, str],
+                     schemas: Mapping[str, str], seed: int, output: str) -> dict:
+    from reprolm.data.corpus import chat_documents
+    from reprolm.models.loading import load_tokenizer
+    from reprolm.models.tiny import build_tiny_model
+    from reprolm.train.pretrain import pretrain
+
+    tokenizer = load_tokenizer(tokenizer_dir)
+    model = build_tiny_model(dict(build), tokenizer, seed)
+    documents = chat_documents(corpus, schemas, tokenizer)
+    log.info("built %s with %d parameters; pretraining on %d documents",
+             build["architecture"], sum(p.numel() for p in model.parameters()), len(documents))
+    return pretrain(model, tokenizer, documents, dict(build["pretrain"]), seed, output)
+
+
+def download_base_model(hub: Mapping, output: str) -> None:
+    """A hub checkpoint's files (weights, config, tokenizer) into ``output``."""
+    from huggingface_hub import snapshot_download
+
+    with atomic_path(output) as tmp:
+        snapshot_download(
+            repo_id=hub["path"], revision=hub.get("revision"), local_dir=str(tmp),
+            allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"],
+        )

@@ -1,0 +1,36 @@
+"""Load checkpoints (local folders or hub ids) with one set of rules for every stage."""
+
+from __future__ import annotations
+
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from reprolm.models.tokenizer import CHAT_TEMPLATE
+
+
+def load_tokenizer(path: str, chat_template: str | None = None):
+    """The checkpoint's tokenizer, left-padded for batched generation.
+
+    Base models without a chat template get ``chat_template`` (or the project's simple
+    one), so instruction prompts and training text always go through a template.
+    """
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
+    elif not tokenizer.chat_template:
+        tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def torch_dtype(name: str | None):
+    import torch
+
+    return {None: torch.float32, "auto": "auto", "float32": torch.float32,
+            "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def load_causal_lm(path: str, dtype: str | None = None, device: str = "cpu"):
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype))
+    return model.to(device).eval()

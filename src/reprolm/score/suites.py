@@ -1,0 +1,29 @@
+"""An lm-eval suite from config: task specs with local docs, run through the bridge."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def task_specs(suite: Mapping, sources: Mapping[str, str]):
+    from reprolm.score.lm_eval_bridge import TaskSpec
+
+    return [
+        TaskSpec(
+            name=task["name"], task=task["task"], num_fewshot=task["num_fewshot"], metric=task["metric"],
+            data_dir=sources[task["source"]] if task.get("source") else None,
+            gen_kwargs=task.get("gen_kwargs"), limit=task.get("limit"),
+        )
+        for task in suite["tasks"]
+    ]
+
+
+def run_suite(model_path: str, suite: Mapping, sources: Mapping[str, str], *, backend: str,
+              precision: str, seed: int, tensor_parallel_size: int = 1) -> dict:
+    from reprolm.score.lm_eval_bridge import evaluate_tasks
+
+    lm_backend = "vllm" if backend == "vllm" else "hf"
+    return evaluate_tasks(
+        model_path, None, task_specs(suite, sources), batch_size=suite.get("batch_size", 8),
+        backend=lm_backend, dtype=precision, tensor_parallel_size=tensor_parallel_size, seed=seed,
+    )

@@ -1,0 +1,51 @@
+"""Brief causal-LM pretraining of a tiny base model on a local corpus."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+from reprolm.provenance import atomic_path
+
+log = logging.getLogger(__name__)
+
+
+def pack(token_lists: list[list[int]], block_size: int) -> list[dict]:
+    """Concatenate documents and cut them into equal blocks (the usual LM packing)."""
+    stream = [token for tokens in token_lists for token in tokens]
+    blocks = [stream[i:i + block_size] for i in range(0, len(stream) - block_size + 1, block_size)]
+    return [{"input_ids": b, "attention_mask": [1] * block_size, "labels": list(b)} for b in blocks]
+
+
+def pretrain(model, tokenizer, texts: list[str], settings: dict, seed: int, output: str) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import Trainer, TrainingArguments, default_data_collator
+
+    torch.manual_seed(seed)
+    ids = [tokenizer(text, add_special_tokens=False).input_ids + [tokenizer.eos_token_id] for text in texts]
+    blocks = pack(ids, settings["block_size"])
+    with atomic_path(output) as tmp:
+        args = TrainingArguments(
+            output_dir=str(tmp / "_trainer"),
+            max_steps=settings["steps"],
+            per_device_train_batch_size=settings["batch_size"],
+            learning_rate=settings["learning_rate"],
+            lr_scheduler_type="cosine",
+            warmup_steps=0.05,
+            weight_decay=0.01,
+            logging_steps=50,
+            save_strategy="no",
+            report_to=[],
+            disable_tqdm=True,
+            seed=seed,
+            data_seed=seed,
+        )
+        trainer = Trainer(model=model, args=args, train_dataset=Dataset.from_list(blocks),
+                          data_collator=default_data_collator)
+        result = trainer.train()
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        shutil.rmtree(tmp / "_trainer", ignore_errors=True)
+    log.info("pretrained on %d blocks: final loss %.3f", len(blocks), result.training_loss)
+    return {"blocks": len(blocks), "train_loss": result.training_loss}

@@ -1,0 +1,89 @@
+import json
+
+from snakemake.utils import validate
+
+from reprolm import config as lookups
+from reprolm.score.length import TargetSet
+
+
+validate(config, schema="../schemas/config.schema.yaml")
+lookups.check_references(config)
+
+
+wildcard_constraints:
+    source=r"[A-Za-z0-9_]+",
+    tokenizer=r"[A-Za-z0-9_]+",
+    base=r"[A-Za-z0-9_]+",
+    recipe=r"[A-Za-z0-9_.+-]+",
+    dataset=r"[A-Za-z0-9_]+",
+    split=r"[A-Za-z0-9_]+",
+    promptset=r"[A-Za-z0-9_]+",
+    metric=r"(?!lm_eval)[A-Za-z0-9_]+",
+    suite=r"[A-Za-z0-9_]+",
+    study=r"[A-Za-z0-9_]+",
+
+
+def all_targets():
+    return [f"results/tables/{study}" for study in config["studies"]] + [
+        f"results/plots/{study}" for study in config["studies"]
+    ]
+
+
+def raw_dir(source):
+    return f"resources/raw/{source}"
+
+
+def tokenizer_inputs(wildcards):
+    return [raw_dir(s) for s in config["tokenizers"][wildcards.tokenizer]["corpus"]]
+
+
+def base_model_inputs(wildcards):
+    build = config["base_models"][wildcards.base].get("build")
+    if not build:
+        return {}
+    return {
+        "tokenizer": f"resources/tokenizers/{build['tokenizer']}",
+        "corpus": [raw_dir(s) for s in build["pretrain"]["corpus"]],
+    }
+
+
+def dataset_inputs(wildcards):
+    return {s: raw_dir(s) for s in config["datasets"][wildcards.dataset]["sources"]}
+
+
+def source_schemas(dataset):
+    return {s: config["sources"][s]["schema"] for s in config["datasets"][dataset]["sources"]}
+
+
+def model_dir(wildcards):
+    return lookups.model_dir(wildcards.base, wildcards.recipe)
+
+
+def recipe_train_file(wildcards):
+    return f"results/datasets/{config['recipes'][wildcards.recipe]['dataset']}/train.parquet"
+
+
+def promptset_file(wildcards):
+    spec = config["promptsets"][wildcards.promptset]
+    return f"results/datasets/{spec['dataset']}/{spec['split']}.parquet"
+
+
+def stage_resource(stage, key):
+    def lookup(wildcards, attempt):
+        value = lookups.model_settings(config, wildcards.base, stage)[key]
+        # A retry after an out-of-memory or time-out asks for more.
+        return value * attempt if key in ("mem_mb", "runtime") else value
+
+    return lookup
+
+
+def lm_eval_inputs(wildcards):
+    suite = config["lm_eval_suites"][wildcards.suite]
+    return {
+        "model": model_dir(wildcards),
+        "docs": [raw_dir(t["source"]) for t in suite["tasks"] if t.get("source")],
+    }
+
+
+def study_table_inputs(wildcards):
+    return lookups.study_scores(config, wildcards.study)

@@ -1,0 +1,26 @@
+rule study_tables:
+    input:
+        study_table_inputs,
+    output:
+        tables=report(
+            directory("results/tables/{study}"),
+            patterns=["{name}.csv"],
+            caption="../report/tables.rst",
+            category="{study}",
+            subcategory="tables",
+        ),
+        plots=report(
+            directory("results/plots/{study}"),
+            patterns=["{name}.png"],
+            caption="../report/plots.rst",
+            category="{study}",
+            subcategory="plots",
+        ),
+    params:
+        models=lambda wildcards: lookups.study_models(config, wildcards.study),
+        study=lambda wildcards: config[wildcards.study],
+        length_targets=config["length_targets"],
+    log:
+        "logs/study_tables/{study}.log",
+    script:
+        "../scripts/study_tables.py"

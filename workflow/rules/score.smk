@@ -1,0 +1,38 @@
+rule score:
+    input:
+        "results/generations/{base}/{recipe}/{promptset}.parquet",
+    output:
+        "results/scores/{metric}/{base}/{recipe}/{promptset}.json",
+    params:
+        length_targets=config["length_targets"],
+    log:
+        "logs/score/{metric}/{base}/{recipe}/{promptset}.log",
+    script:
+        "../scripts/score.py"
+
+
+rule lm_eval:
+    input:
+        unpack(lm_eval_inputs),
+    output:
+        "results/scores/lm_eval/{base}/{recipe}/{suite}.json",
+    params:
+        suite=lambda wildcards: config["lm_eval_suites"][wildcards.suite],
+        sources=lambda wildcards: {
+            t["source"]: f"resources/raw/{t['source']}"
+            for t in config["lm_eval_suites"][wildcards.suite]["tasks"]
+            if t.get("source")
+        },
+        backend=config["generation"]["backend"],
+        precision=lambda wildcards: lookups.model_settings(config, wildcards.base, "evaluate")["precision"],
+        seed=config["seed"],
+    resources:
+        gpu=stage_resource("evaluate", "gpus"),
+        mem_mb=stage_resource("evaluate", "mem_mb"),
+        runtime=stage_resource("evaluate", "runtime"),
+    log:
+        "logs/lm_eval/{base}/{recipe}/{suite}.log",
+    benchmark:
+        "benchmarks/lm_eval/{base}/{recipe}/{suite}.tsv"
+    script:
+        "../scripts/lm_eval.py"

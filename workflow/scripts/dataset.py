@@ -1,0 +1,15 @@
+from pathlib import Path
+
+from reprolm.data.builders import BuildContext, build_split
+from reprolm.provenance import tracked_step
+from reprolm.score.length import TargetSet
+
+with tracked_step(snakemake) as log:
+    context = BuildContext(
+        sources={name: Path(path) for name, path in snakemake.input.items()},
+        schemas=snakemake.params.schemas,
+        params=snakemake.params.options,
+        targets=TargetSet.from_config(snakemake.params.length_targets),
+    )
+    rows = build_split(snakemake.params.builder, context, snakemake.wildcards.split, snakemake.output[0])
+    log.info("%d rows", rows)

@@ -1,0 +1,17 @@
+from reprolm.provenance import tracked_step
+from reprolm.train.finetune import FinetuneSpec
+from reprolm.train.launch import launch
+
+with tracked_step(snakemake) as log:
+    spec = FinetuneSpec(
+        base_model=snakemake.input.base,
+        output_dir=snakemake.output[0],
+        checkpoint_root=snakemake.params.checkpoint_root,
+        train_file=snakemake.input.train,
+        recipe=dict(snakemake.params.recipe),
+        seed=snakemake.params.seed,
+        add_tokens=list(snakemake.params.add_tokens),
+        deepspeed=snakemake.params.deepspeed,
+        precision=snakemake.params.precision,
+    )
+    launch(spec, snakemake.params.launcher, max(1, snakemake.resources.gpu), log_path=snakemake.log[0])

@@ -1,0 +1,19 @@
+from reprolm.generate.run import generate_promptset
+from reprolm.provenance import tracked_step
+from reprolm.score.length import TargetSet
+
+with tracked_step(snakemake) as log:
+    params = snakemake.params
+    rows = generate_promptset(
+        model_path=snakemake.input.model,
+        dataset_file=snakemake.input.prompts,
+        promptset=params.promptset,
+        length_prompt=params.length_prompt,
+        targets=TargetSet.from_config(params.length_targets),
+        backend=params.backend,
+        backend_options={"batch_size": params.batch_size, "dtype": params.precision,
+                         "tensor_parallel_size": max(1, snakemake.resources.gpu)},
+        seed=params.seed,
+        output=snakemake.output[0],
+    )
+    log.info("%d samples", rows)

@@ -1,0 +1,11 @@
+from reprolm.provenance import tracked_step
+from reprolm.score.metrics import write_json
+from reprolm.score.suites import run_suite
+
+with tracked_step(snakemake):
+    result = run_suite(
+        snakemake.input.model, snakemake.params.suite, snakemake.params.sources,
+        backend=snakemake.params.backend, precision=snakemake.params.precision,
+        seed=snakemake.params.seed, tensor_parallel_size=max(1, snakemake.resources.gpu),
+    )
+    write_json({"metric": "lm_eval", **result}, snakemake.output[0])

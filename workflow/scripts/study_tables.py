@@ -1,0 +1,8 @@
+from reprolm.aggregate.studies import write_study_tables
+from reprolm.provenance import tracked_step
+
+with tracked_step(snakemake):
+    write_study_tables(
+        snakemake.wildcards.study, snakemake.input, snakemake.params.study,
+        snakemake.params.length_targets, snakemake.output.tables, snakemake.output.plots,
+    )
