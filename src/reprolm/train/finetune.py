@@ -1,8 +1,9 @@
 """The shared finetune stage: one Trainer-based loop for every SFT recipe.
 
-Runs in-process on CPU, or under torchrun / the deepspeed launcher (see ``launch``) with a
-DeepSpeed config on GPUs. Checkpoints go to a folder keyed by the run's spec, so a killed
-run resumes from its latest checkpoint and a changed recipe never resumes a stale one.
+Runs in-process, or under torchrun / the deepspeed launcher (see ``launch``) with a
+DeepSpeed config: one worker per GPU, or a single worker on CPU for tests. Checkpoints go
+to a folder keyed by the run's spec, so a killed run resumes from its latest checkpoint and
+a changed recipe never resumes a stale one.
 """
 
 from __future__ import annotations
@@ -84,6 +85,10 @@ def training_arguments(spec: FinetuneSpec):
         save_steps=save_steps or 500,
         save_total_limit=2,
         report_to=[],
+        # Info on the main process puts DeepSpeed's engine set-up (ZeRO stage, partitioning)
+        # in the run's log; replicas stay quiet.
+        log_level="info",
+        log_level_replica="warning",
         disable_tqdm=True,
         dataloader_num_workers=0,
         remove_unused_columns=False,
@@ -95,16 +100,29 @@ def run(spec: FinetuneSpec) -> None:
     import pyarrow.parquet as pq
     import torch
     from datasets import Dataset
-    from transformers import DataCollatorForSeq2Seq, Trainer
+    from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, Trainer
 
-    from reprolm.models.loading import load_causal_lm, load_tokenizer, torch_dtype
+    from reprolm.models.loading import load_tokenizer, torch_dtype
     from reprolm.train.examples import build_examples
 
     torch.manual_seed(spec.seed)
+    # Arguments before the model: with a ZeRO-3 config they register it globally, so
+    # from_pretrained partitions the weights across ranks while loading instead of every
+    # rank holding the whole model. Loaded without load_causal_lm, which also moves the
+    # model to a device: placement is the Trainer's or DeepSpeed's job here.
+    args = training_arguments(spec)
+    if spec.deepspeed:
+        from deepspeed.utils import logger as ds_logger
+
+        # DeepSpeed's handler filters at WARNING whatever its logger's level, which would
+        # keep the engine set-up out of the log; follow the Trainer's per-rank level.
+        for handler in ds_logger.handlers:
+            handler.setLevel(args.get_process_log_level())
+        ds_logger.setLevel(args.get_process_log_level())
     tokenizer = load_tokenizer(spec.base_model, spec.chat_template)
     if spec.add_tokens:
         tokenizer.add_tokens(spec.add_tokens, special_tokens=True)
-    model = load_causal_lm(spec.base_model, dtype=None).train()
+    model = AutoModelForCausalLM.from_pretrained(spec.base_model, dtype=torch.float32).train()
     if spec.add_tokens:
         model.resize_token_embeddings(len(tokenizer))
     if spec.precision != "float32" and not spec.deepspeed:
@@ -117,7 +135,7 @@ def run(spec: FinetuneSpec) -> None:
 
     trainer = Trainer(
         model=model,
-        args=training_arguments(spec),
+        args=args,
         train_dataset=Dataset.from_list(trainable),
         data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100, padding=True),
         processing_class=tokenizer,
@@ -126,10 +144,18 @@ def run(spec: FinetuneSpec) -> None:
     if resume:
         log.info("resuming from %s", resume)
     trainer.train(resume_from_checkpoint=resume)
+
+    # Under ZeRO-3 gathering the full weights is a collective, so every rank calls
+    # save_model; only the world's rank 0 writes (weights, config, tokenizer). The folder
+    # name must agree across ranks, hence a fixed one inside the checkpoint folder that
+    # rank 0 then moves into place.
+    staging = spec.checkpoint_dir / "final"
+    if trainer.is_world_process_zero():
+        shutil.rmtree(staging, ignore_errors=True)
+    trainer.save_model(str(staging))
     if trainer.is_world_process_zero():
         with atomic_path(spec.output_dir) as tmp:
-            trainer.save_model(str(tmp))
-            tokenizer.save_pretrained(str(tmp))
+            shutil.move(staging, tmp)
         shutil.rmtree(spec.checkpoint_dir, ignore_errors=True)
 
 

@@ -1,8 +1,10 @@
 """Start a finetune in-process, or over several workers with torchrun or deepspeed.
 
 On a SLURM node the rule asks for one task and the launcher starts one worker per granted
-GPU itself. On CPU, ``torchrun --nproc_per_node 1`` runs the same DeepSpeed path with the
-gloo backend, which is how the tests exercise it.
+GPU itself (nccl). On a machine without CUDA, ``torchrun --nproc_per_node 1`` runs the same
+DeepSpeed path on DeepSpeed's CPU accelerator with the gloo backend, which is how the tests
+exercise it; there DeepSpeed compiles its shared-memory communication op on first use
+(gcc and ninja, cached under TORCH_EXTENSIONS_DIR, by default ~/.cache/torch_extensions).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def launch_command(launcher: str, nproc: int, spec_path: str, port: int) -> list[str]:
+def launch_command(launcher: str, nproc: int, spec_path: str, port: int,
+                   visible_devices: str | None = None) -> list[str]:
+    """The launcher's command line; ``visible_devices`` is the job's CUDA_VISIBLE_DEVICES."""
     bindir = Path(sys.executable).parent
     if launcher == "torchrun":
         torchrun = shutil.which("torchrun", path=str(bindir)) or "torchrun"
@@ -35,21 +39,53 @@ def launch_command(launcher: str, nproc: int, spec_path: str, port: int) -> list
                 f"--master_port={port}", "-m", "reprolm.train.finetune", spec_path]
     if launcher == "deepspeed":
         deepspeed = shutil.which("deepspeed", path=str(bindir)) or "deepspeed"
-        return [deepspeed, f"--num_gpus={nproc}", f"--master_port={port}",
+        # --num_gpus makes the deepspeed launcher drop CUDA_VISIBLE_DEVICES and use GPUs
+        # 0..n-1, which need not be the ones SLURM granted; --include keeps the grant.
+        devices = [d for d in (visible_devices or "").split(",") if d.strip()]
+        slots = [f"--include=localhost:{','.join(devices[:nproc])}"] if devices else [f"--num_gpus={nproc}"]
+        # --no_local_rank: the worker takes LOCAL_RANK from the environment, and its only
+        # argument is the spec.
+        return [deepspeed, *slots, "--master_addr=127.0.0.1", f"--master_port={port}", "--no_local_rank",
                 "--module", "reprolm.train.finetune", spec_path]
     raise ValueError(f"unknown launcher {launcher!r}; choose from {LAUNCHERS}")
 
 
+def launcher_environment() -> dict[str, str]:
+    import torch
+
+    env = dict(os.environ)
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # The interpreter's bin folder first, so DeepSpeed's op compiler finds the ninja that
+    # came with the environment even when the environment is not activated.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    if not torch.cuda.is_available():
+        # Without CUDA DeepSpeed guesses an accelerator; name the CPU one so that guess
+        # cannot land on another installed backend.
+        env.setdefault("DS_ACCELERATOR", "cpu")
+    return env
+
+
 def launch(spec: FinetuneSpec, launcher: str = "none", nproc: int = 1, log_path: str | None = None) -> None:
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {launcher!r}; choose from {LAUNCHERS}")
     if launcher == "none":
+        if spec.deepspeed:
+            # DeepSpeed initialises torch.distributed from a launcher's RANK/WORLD_SIZE/
+            # MASTER_ADDR; in-process it falls back to MPI discovery and fails obscurely.
+            raise ValueError(f"DeepSpeed config {spec.deepspeed} needs launcher torchrun or deepspeed, "
+                             "not none")
         run(spec)
         return
+    env = launcher_environment()
+    if spec.deepspeed and nproc > 1 and env.get("DS_ACCELERATOR") == "cpu":
+        # Without a GPU backend accelerate reports a DeepSpeed world of one process, so
+        # every worker would act as rank 0 and the batch sizes DeepSpeed checks disagree.
+        raise ValueError(f"DeepSpeed on CPU runs one worker only, not {nproc}")
     with tempfile.TemporaryDirectory() as tmp:
         spec_path = str(Path(tmp) / "finetune_spec.json")
         spec.save(spec_path)
-        command = launch_command(launcher, max(1, nproc), spec_path, free_port())
-        env = dict(os.environ)
-        env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        command = launch_command(launcher, max(1, nproc), spec_path, free_port(),
+                                 env.get("CUDA_VISIBLE_DEVICES"))
         log = open(log_path, "a") if log_path else None
         try:
             result = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT if log else None,
