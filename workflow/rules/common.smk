@@ -5,7 +5,6 @@ from snakemake.utils import validate
 from reprolm import config as lookups
 from reprolm.score.length import TargetSet
 
-
 validate(config, schema="../schemas/config.schema.yaml")
 lookups.check_references(config)
 
@@ -52,7 +51,10 @@ def dataset_inputs(wildcards):
 
 
 def source_schemas(dataset):
-    return {s: config["sources"][s]["schema"] for s in config["datasets"][dataset]["sources"]}
+    return {
+        s: config["sources"][s]["schema"]
+        for s in config["datasets"][dataset]["sources"]
+    }
 
 
 def model_dir(wildcards):
@@ -61,6 +63,11 @@ def model_dir(wildcards):
 
 def recipe_train_file(wildcards):
     return f"results/datasets/{config['recipes'][wildcards.recipe]['dataset']}/train.parquet"
+
+
+def deepspeed_config(wildcards):
+    path = config["recipes"][wildcards.recipe].get("deepspeed")
+    return [path] if path else []
 
 
 def promptset_file(wildcards):

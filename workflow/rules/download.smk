@@ -5,10 +5,12 @@ localrules:
 rule raw_source:
     output:
         directory("resources/raw/{source}"),
-    params:
-        spec=lambda wildcards: config["sources"][wildcards.source],
     log:
         "logs/raw_source/{source}.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        spec=lambda wildcards: config["sources"][wildcards.source],
     script:
         "../scripts/raw_source.py"
 
@@ -18,14 +20,16 @@ rule tokenizer:
         tokenizer_inputs,
     output:
         directory("resources/tokenizers/{tokenizer}"),
+    log:
+        "logs/tokenizer/{tokenizer}.log",
+    conda:
+        "../envs/core.yaml"
     params:
         spec=lambda wildcards: config["tokenizers"][wildcards.tokenizer],
         schemas=lambda wildcards: {
             s: config["sources"][s]["schema"]
             for s in config["tokenizers"][wildcards.tokenizer]["corpus"]
         },
-    log:
-        "logs/tokenizer/{tokenizer}.log",
     script:
         "../scripts/tokenizer.py"
 
@@ -35,13 +39,16 @@ rule base_model:
         unpack(base_model_inputs),
     output:
         directory("resources/models/{base}"),
-    params:
-        spec=lambda wildcards: config["base_models"][wildcards.base],
-        schemas=lambda wildcards: {s: v["schema"] for s, v in config["sources"].items()},
-        seed=config["seed"],
     log:
         "logs/base_model/{base}.log",
     benchmark:
         "benchmarks/base_model/{base}.tsv"
+    conda:
+        "../envs/train.yaml"
+    threads: 2
+    params:
+        spec=lambda wildcards: config["base_models"][wildcards.base],
+        schemas=lambda wildcards: {s: v["schema"] for s, v in config["sources"].items()},
+        seed=config["seed"],
     script:
         "../scripts/base_model.py"

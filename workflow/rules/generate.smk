@@ -4,21 +4,26 @@ rule generate:
         prompts=promptset_file,
     output:
         "results/generations/{base}/{recipe}/{promptset}.parquet",
+    log:
+        "logs/generate/{base}/{recipe}/{promptset}.log",
+    benchmark:
+        "benchmarks/generate/{base}/{recipe}/{promptset}.tsv"
+    conda:
+        "../envs/generate.yaml"
+    threads: 2
+    resources:
+        gpu=stage_resource("generate", "gpus"),
+        mem_mb=stage_resource("generate", "mem_mb"),
+        runtime=stage_resource("generate", "runtime"),
     params:
         promptset=lambda wildcards: config["promptsets"][wildcards.promptset],
         length_prompt=lambda wildcards: lookups.length_prompt(config, wildcards.recipe),
         length_targets=config["length_targets"],
         backend=config["generation"]["backend"],
         batch_size=config["generation"]["batch_size"],
-        precision=lambda wildcards: lookups.model_settings(config, wildcards.base, "generate")["precision"],
+        precision=lambda wildcards: lookups.model_settings(
+            config, wildcards.base, "generate"
+        )["precision"],
         seed=config["seed"],
-    resources:
-        gpu=stage_resource("generate", "gpus"),
-        mem_mb=stage_resource("generate", "mem_mb"),
-        runtime=stage_resource("generate", "runtime"),
-    log:
-        "logs/generate/{base}/{recipe}/{promptset}.log",
-    benchmark:
-        "benchmarks/generate/{base}/{recipe}/{promptset}.tsv"
     script:
         "../scripts/generate.py"

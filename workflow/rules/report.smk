@@ -16,11 +16,13 @@ rule study_tables:
             category="{study}",
             subcategory="plots",
         ),
+    log:
+        "logs/study_tables/{study}.log",
+    conda:
+        "../envs/core.yaml"
     params:
         models=lambda wildcards: lookups.study_models(config, wildcards.study),
         study=lambda wildcards: config[wildcards.study],
         length_targets=config["length_targets"],
-    log:
-        "logs/study_tables/{study}.log",
     script:
         "../scripts/study_tables.py"

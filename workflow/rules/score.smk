@@ -3,10 +3,12 @@ rule score:
         "results/generations/{base}/{recipe}/{promptset}.parquet",
     output:
         "results/scores/{metric}/{base}/{recipe}/{promptset}.json",
-    params:
-        length_targets=config["length_targets"],
     log:
         "logs/score/{metric}/{base}/{recipe}/{promptset}.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        length_targets=config["length_targets"],
     script:
         "../scripts/score.py"
 
@@ -16,6 +18,17 @@ rule lm_eval:
         unpack(lm_eval_inputs),
     output:
         "results/scores/lm_eval/{base}/{recipe}/{suite}.json",
+    log:
+        "logs/lm_eval/{base}/{recipe}/{suite}.log",
+    benchmark:
+        "benchmarks/lm_eval/{base}/{recipe}/{suite}.tsv"
+    conda:
+        "../envs/evaluate.yaml"
+    threads: 2
+    resources:
+        gpu=stage_resource("evaluate", "gpus"),
+        mem_mb=stage_resource("evaluate", "mem_mb"),
+        runtime=stage_resource("evaluate", "runtime"),
     params:
         suite=lambda wildcards: config["lm_eval_suites"][wildcards.suite],
         sources=lambda wildcards: {
@@ -24,15 +37,9 @@ rule lm_eval:
             if t.get("source")
         },
         backend=config["generation"]["backend"],
-        precision=lambda wildcards: lookups.model_settings(config, wildcards.base, "evaluate")["precision"],
+        precision=lambda wildcards: lookups.model_settings(
+            config, wildcards.base, "evaluate"
+        )["precision"],
         seed=config["seed"],
-    resources:
-        gpu=stage_resource("evaluate", "gpus"),
-        mem_mb=stage_resource("evaluate", "mem_mb"),
-        runtime=stage_resource("evaluate", "runtime"),
-    log:
-        "logs/lm_eval/{base}/{recipe}/{suite}.log",
-    benchmark:
-        "benchmarks/lm_eval/{base}/{recipe}/{suite}.tsv"
     script:
         "../scripts/lm_eval.py"

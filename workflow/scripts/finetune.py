@@ -11,7 +11,7 @@ with tracked_step(snakemake) as log:
         recipe=dict(snakemake.params.recipe),
         seed=snakemake.params.seed,
         add_tokens=list(snakemake.params.add_tokens),
-        deepspeed=snakemake.params.deepspeed,
+        deepspeed=snakemake.input.deepspeed[0] if snakemake.input.deepspeed else None,
         precision=snakemake.params.precision,
     )
     launch(spec, snakemake.params.launcher, max(1, snakemake.resources.gpu), log_path=snakemake.log[0])

@@ -108,7 +108,7 @@ def write_ruler_tables(scores: list[Score], study: Mapping, length_targets, tabl
     write_table(self_mlt_table(scores, targets), tables, "self_mlt")
     recipes = study["recipes"]
     if len(recipes) >= 2:
-        write_table(ttest_table(scores, recipes[0], recipes[1], study.get("compat", "paper")), tables, "ttest", 4)
+        write_table(ttest_table(scores, recipes[0], recipes[1], study.get("compat", "paper")), tables, "ttest", None)
     general = general_table(scores)
     if not general.empty:
         write_table(general, tables, "general")

@@ -33,10 +33,11 @@ def load_scores(paths) -> list[Score]:
     return scores
 
 
-def write_table(frame: pd.DataFrame, folder: str | Path, name: str, decimals: int = 2) -> Path:
+def write_table(frame: pd.DataFrame, folder: str | Path, name: str, decimals: int | None = 2) -> Path:
+    """``decimals=None`` keeps full precision (p-values)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    rounded = frame.round(decimals)
+    rounded = frame if decimals is None else frame.round(decimals)
     csv_path = folder / f"{name}.csv"
     with atomic_path(csv_path) as tmp:
         rounded.to_csv(tmp, index=False)

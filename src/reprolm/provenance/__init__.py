@@ -186,6 +186,9 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
 
     ``smk`` is the ``snakemake`` object of a script. Yields a logger for the step.
     """
+    # Numeric libraries read these at import, so a job uses exactly the cores it was given.
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[variable] = str(smk.threads)
     log_path = Path(smk.log[0]) if len(smk.log) else None
     params = _named(smk.params)
     if seed is None:

@@ -46,6 +46,9 @@ class FinetuneSpec:
         material = asdict(self)
         for volatile in ("output_dir", "checkpoint_root"):
             material.pop(volatile)
+        # The DeepSpeed config's content, not its path, shapes the run.
+        if self.deepspeed:
+            material["deepspeed"] = Path(self.deepspeed).read_text()
         return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
 
     @property

@@ -1,0 +1,101 @@
+"""Benchmarks of the workflow (not timed tests): prints a table, writes bench/last_run.json.
+
+1. the default run from a clean scratch copy: wall time and peak memory (largest process);
+2. the no-op rerun right after it;
+3. the dry run of config/paper.yaml: time and job count;
+4. generation throughput on a tiny finetuned model: batched vs one prompt at a time.
+
+Usage: ``.venv/bin/python bench/run_bench.py [--keep DIR]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def run(work: Path, *args: str) -> tuple[float, str]:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               HF_HOME=str(work / "resources" / "hf_home"), TOKENIZERS_PARALLELISM="false")
+    start = time.perf_counter()
+    result = subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=work, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if result.returncode != 0:
+        sys.exit(f"snakemake {' '.join(args)} failed:\n{result.stderr[-3000:]}")
+    return elapsed, result.stdout + result.stderr
+
+
+def job_total(output: str) -> int:
+    for line in output.splitlines():
+        if line.startswith("total"):
+            return int(line.split()[1])
+    return 0
+
+
+def generation_throughput(model_dir: Path, prompts: int = 32, max_new_tokens: int = 64) -> dict:
+    from reprolm.generate import GenerationRequest, SamplingParams, make_backend
+
+    backend = make_backend("transformers", str(model_dir), batch_size=prompts)
+    tok = backend.tokenizer
+    texts = [tok.apply_chat_template([{"role": "user", "content": f"Describe the old piano number {i}."}],
+                                     tokenize=False, add_generation_prompt=True) for i in range(prompts)]
+    sampling = SamplingParams(max_new_tokens=max_new_tokens)
+    backend.generate(GenerationRequest(texts[:2], sampling))  # warm-up
+    start = time.perf_counter()
+    batched = backend.generate(GenerationRequest(texts, sampling))
+    batched_s = time.perf_counter() - start
+    start = time.perf_counter()
+    single = [backend.generate(GenerationRequest([t], sampling))[0] for t in texts]
+    single_s = time.perf_counter() - start
+    tokens = sum(len(tok(s[0], add_special_tokens=False).input_ids) for s in batched)
+    return {"prompts": prompts, "max_new_tokens": max_new_tokens, "batched_s": batched_s, "single_s": single_s,
+            "speedup": single_s / batched_s, "batched_tokens_per_s": tokens / batched_s,
+            "same_text": [s[0] for s in single] == [b[0] for b in batched]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--keep", type=Path, help="run in this folder and keep it")
+    args = parser.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="reprolm-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    for name in ("workflow", "config", "profiles"):
+        shutil.copytree(REPO / name, work / name, dirs_exist_ok=True)
+    figures = {"machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
+    figures["default_run_s"], _ = run(work)
+    figures["default_run_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    figures["noop_rerun_s"], noop = run(work, "-n")
+    figures["noop_nothing_to_do"] = "Nothing to be done" in noop
+    paper_dir = Path(tempfile.mkdtemp(prefix="reprolm-paper-"))
+    for name in ("workflow", "config", "profiles"):
+        shutil.copytree(REPO / name, paper_dir / name)
+    figures["paper_dry_run_s"], paper = run(paper_dir, "-n", "--configfile", "config/paper.yaml")
+    figures["paper_dry_run_jobs"] = job_total(paper)
+    shutil.rmtree(paper_dir)
+    figures["generation"] = generation_throughput(work / "results/models/tiny_llama/vanilla")
+    if not args.keep:
+        shutil.rmtree(work)
+    (REPO / "bench" / "last_run.json").write_text(json.dumps(figures, indent=2) + "\n")
+    gen = figures["generation"]
+    print(f"machine                     {figures['machine']}")
+    print(f"default run                 {figures['default_run_s']:.0f} s, peak RSS {figures['default_run_peak_rss_mb']:.0f} MB")
+    print(f"no-op rerun (dry)           {figures['noop_rerun_s']:.1f} s, nothing to do: {figures['noop_nothing_to_do']}")
+    print(f"paper.yaml dry run          {figures['paper_dry_run_s']:.1f} s, {figures['paper_dry_run_jobs']} jobs")
+    print(f"generation, {gen['prompts']} prompts       batched {gen['batched_s']:.2f} s, one at a time "
+          f"{gen['single_s']:.2f} s: {gen['speedup']:.1f}x (target >= 5x)")
+
+
+if __name__ == "__main__":
+    main()

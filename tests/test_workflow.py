@@ -1,0 +1,171 @@
+"""The real default pipeline, end to end, in a scratch copy; reruns; the paper DAG; lint."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from reprolm.provenance import content_hash, provenance_path
+from reprolm.score.length import TargetSet, count_words
+from workflow_helpers import REPO, dry_run_jobs, job_counts, scratch_copy, snakemake
+
+pytestmark = pytest.mark.workflow
+
+DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+MODELS = [f"{b}/{r}" for b in DEFAULT["ruler"]["bases"] for r in DEFAULT["ruler"]["recipes"]]
+TARGETS = TargetSet.from_config(DEFAULT["length_targets"])
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory) -> Path:
+    work = scratch_copy(tmp_path_factory.mktemp("default_run"))
+    snakemake(work)
+    return work
+
+
+def test_tlg_levels_table_matches_generations(default_run):
+    table = pd.read_csv(default_run / "results/tables/ruler/tlg_levels.csv")
+    assert list(table.columns) == ["model", "level", "PM_in", "PM_out", "PM", "FM_in", "FM_out", "FM"]
+    assert sorted(set(table["model"])) == sorted(MODELS)
+    levels = [f"Level:{level}" for level in TARGETS.levels] + ["All"]
+    for model in MODELS:
+        rows = table[table["model"] == model].set_index("level")
+        assert list(rows.index) == levels
+        # Recount from the generations: the table is pooled counts of \w+ words in windows.
+        generations = pq.read_table(default_run / f"results/generations/{model}/tlg.parquet").to_pylist()
+        assert len(generations) == DEFAULT["datasets"]["tlg"]["params"]["num"]
+        pm_in = sum(TARGETS[g["TargetLength"]].pm.contains(count_words(g["text"])) for g in generations)
+        fm_in = sum(TARGETS[g["TargetLength"]].fm.contains(count_words(g["text"])) for g in generations)
+        assert rows.loc["All", "PM_in"] == pm_in and rows.loc["All", "FM_in"] == fm_in
+        assert rows.loc["All", "PM_in"] + rows.loc["All", "PM_out"] == len(generations)
+        assert rows.loc["All", "PM"] == pytest.approx(round(100 * pm_in / len(generations), 2))
+        assert rows.loc["All", "PM_in"] == rows.drop("All")["PM_in"].sum()
+    assert (default_run / "results/tables/ruler/tlg_levels.md").read_text().startswith("| model")
+
+
+def test_ruler_prompts_end_with_the_mlt_and_baselines_ask_in_words(default_run):
+    ruler = pq.read_table(default_run / f"results/generations/{MODELS[0]}/tlg.parquet").to_pylist()
+    vanilla = pq.read_table(default_run / f"results/generations/{MODELS[1]}/tlg.parquet").to_pylist()
+    assert all(r["prompt"].endswith(TARGETS[r["TargetLength"]].mlt) for r in ruler)
+    assert all(f"word count of {TARGETS[r['TargetLength']].instruction()} words" in r["prompt"] for r in vanilla)
+
+
+def test_other_ruler_tables(default_run):
+    tables = default_run / "results/tables/ruler"
+    multi = pd.read_csv(tables / "multi_mlt.csv")
+    assert list(multi.columns) == ["model", *TARGETS.names, "Avg FM"]
+    for _, row in multi.iterrows():
+        assert row["Avg FM"] == pytest.approx(row[TARGETS.names].mean(), abs=0.01)
+    self_mlt = pd.read_csv(tables / "self_mlt.csv")
+    assert sorted(self_mlt["model"]) == sorted(m for m in MODELS if m.endswith("/ruler"))
+    assert (self_mlt[TARGETS.names].sum(axis=1) + self_mlt["no MLT"] == DEFAULT["sources"]["arena_hard"]["fixture"]["n"]).all()
+    ttest = pd.read_csv(tables / "ttest.csv")
+    assert sorted(ttest["base"]) == sorted(DEFAULT["ruler"]["bases"])
+    assert ttest["p"].between(0, 1).all()
+    errors = pd.read_csv(tables / "length_errors.csv")
+    assert errors["exact_match"].between(0, 100).all() and (errors["rmse"] >= 0).all()
+    general = pd.read_csv(tables / "general.csv")
+    tasks = [t["name"] for t in DEFAULT["lm_eval_suites"]["general"]["tasks"]]
+    assert sorted(general["model"]) == sorted(MODELS)
+    assert list(general.columns) == ["model", *tasks]
+    assert general[tasks].apply(lambda col: col.between(0, 100)).all().all()
+    png = default_run / "results/plots/ruler/tlg_targets.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_lm_eval_used_the_paper_fewshot_counts(default_run):
+    result = json.loads((default_run / f"results/scores/lm_eval/{MODELS[0]}/general.json").read_text())
+    expected = {t["name"]: t["num_fewshot"] for t in DEFAULT["lm_eval_suites"]["general"]["tasks"]}
+    assert {name: task["num_fewshot"] for name, task in result["tasks"].items()} == expected
+    assert all(not math.isnan(task["value"]) for task in result["tasks"].values())
+
+
+def test_every_output_has_provenance_with_true_hashes(default_run):
+    outputs = [
+        default_run / "results/datasets/tlg/test.parquet",
+        default_run / f"results/models/{MODELS[0]}",
+        default_run / f"results/generations/{MODELS[0]}/tlg.parquet",
+        default_run / f"results/scores/length_levels/{MODELS[0]}/tlg.json",
+        default_run / "results/tables/ruler",
+    ]
+    for output in outputs:
+        record = json.loads(provenance_path(output).read_text())
+        assert record["outputs"][0]["sha256"] == content_hash(output)
+        assert record["code"]["commit"] and "torch" in record["packages"]
+        assert record["started"] <= record["finished"] and record["seed"] == DEFAULT["seed"]
+        for group in record["inputs"].values():
+            for item in group:
+                assert item["sha256"] == content_hash(default_run / item["path"])
+    finetune = json.loads(provenance_path(default_run / f"results/models/{MODELS[0]}").read_text())
+    assert finetune["rule"] == "finetune"
+    assert finetune["params"]["recipe"]["learning_rate"] == DEFAULT["recipes"]["ruler"]["learning_rate"]
+    assert finetune["wildcards"] == dict(zip(("base", "recipe"), MODELS[0].split("/")))
+
+
+def test_noop_rerun_does_nothing(default_run):
+    result = snakemake(default_run, "-n")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_changing_one_recipe_reruns_exactly_its_descendants(default_run, tmp_path):
+    changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    changed["recipes"]["vanilla"]["learning_rate"] *= 2
+    configfile = tmp_path / "changed.yaml"
+    configfile.write_text(yaml.safe_dump(changed))
+    jobs = dry_run_jobs(default_run, "--configfile", str(configfile))
+    bases = DEFAULT["ruler"]["bases"]
+    assert sorted((w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune") == [(b, "vanilla") for b in bases]
+    for rule, wildcards in jobs:
+        if rule in ("generate", "score", "lm_eval"):
+            assert wildcards["recipe"] == "vanilla"
+    assert job_counts(jobs) == {"finetune": 2, "generate": 4, "score": 4, "lm_eval": 2, "study_tables": 1, "all": 1}
+
+
+def test_paper_config_builds_the_full_ruler_dag_offline(tmp_path):
+    work = scratch_copy(tmp_path)
+    jobs = dry_run_jobs(work, "--configfile", "config/paper.yaml")
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    bases, baselines = paper["ruler"]["bases"], paper["ruler"]["baselines"]
+    assert len(bases) == 6 and len(baselines) == 6
+    finetunes = sorted((w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune")
+    assert finetunes == sorted((b, r) for b in bases for r in ("ruler", "vanilla"))
+    counts = job_counts(jobs)
+    # 12 finetuned + 6 instruct baselines; TLG and multi-MLT for all, self-MLT for Ruler models.
+    assert counts["base_model"] == 12 and counts["generate"] == 18 * 2 + 6
+    assert counts["lm_eval"] == 18 and counts["raw_source"] == 4 and counts["dataset"] == 4
+
+
+def test_bad_config_fails_before_any_job(tmp_path):
+    work = scratch_copy(tmp_path)
+    config = yaml.safe_load((work / "config/config.yaml").read_text())
+    config["generation"]["backend"] = "tpu"
+    (work / "bad.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake(work, "--configfile", "bad.yaml", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "'tpu' is not one of ['transformers', 'vllm']" in output
+    assert "backend" in output
+    config["generation"]["backend"] = "transformers"
+    config["ruler"]["recipes"] = ["ruler", "vanila"]
+    (work / "typo.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake(work, "--configfile", "typo.yaml", check=False)
+    assert result.returncode != 0
+    assert "ruler.recipes: 'vanila' is not declared; allowed: ['ruler', 'vanilla']" in result.stdout + result.stderr
+    assert not (work / "results").exists() and not (work / "resources").exists()
+
+
+def test_lint_and_format_are_clean(tmp_path):
+    work = scratch_copy(tmp_path)
+    lint = snakemake(work, "--lint", check=False)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    import subprocess
+    import sys
+
+    fmt = subprocess.run([str(Path(sys.executable).with_name("snakefmt")), "--check", "workflow"], cwd=work,
+                         capture_output=True, text=True)
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
