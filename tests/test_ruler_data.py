@@ -9,7 +9,7 @@ import pytest
 from reprolm.data import fixtures
 from reprolm.data.builders import BuildContext, build_split, single_turn
 from reprolm.data.schemas import DataError, load_records
-from reprolm.data.sources import write_source
+from reprolm.data.sources import SPLIT_ORDER, read_all_splits, write_source
 from reprolm.generate.prompts import build_prompts
 from reprolm.models.tokenizer import train_bpe_tokenizer
 from reprolm.score.length import PAPER_TARGETS, TargetSet
@@ -31,6 +31,7 @@ def _source(tmp_path, name, schema, records):
     folder = tmp_path / name
     folder.mkdir()
     pq.write_table(pa.Table.from_pylist(records), folder / "train.parquet")
+    (folder / SPLIT_ORDER).write_text('["train"]')
     return folder
 
 
@@ -124,11 +125,21 @@ def test_failed_build_leaves_no_partial_output(tmp_path):
     assert list(out.parent.iterdir()) == [] if out.parent.exists() else True
 
 
-def test_source_rejects_bad_fixture_row_before_writing(tmp_path):
+def test_fixture_source_is_written_in_upstream_schema(tmp_path):
     spec = {"schema": "longform", "fixture": {"n": 3, "seed": 0, "bin_centres": [10], "max_words": 20}}
     counts = write_source(spec, tmp_path / "ok")
     assert counts == {"train": 3}
     assert load_records(tmp_path / "ok" / "train.parquet", "longform")[0].keys() >= {"input", "output"}
+
+
+def test_multi_split_source_is_read_in_listed_order(tmp_path):
+    spec = {"schema": "arc", "fixture": {"n": 3, "seed": 0}}
+    counts = write_source(spec, tmp_path / "arc")
+    assert all(n == 3 for n in counts.values()) and len(counts) >= 2
+    records = read_all_splits(tmp_path / "arc", "arc")
+    assert len(records) == 3 * len(counts)
+    first_split = next(iter(counts))
+    assert records[:3] == load_records(tmp_path / "arc" / f"{first_split}.parquet", "arc")
 
 
 def test_labels_start_exactly_at_the_mlt(tokenizer):

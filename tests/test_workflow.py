@@ -169,3 +169,10 @@ def test_lint_and_format_are_clean(tmp_path):
     fmt = subprocess.run([str(Path(sys.executable).with_name("snakefmt")), "--check", "workflow"], cwd=work,
                          capture_output=True, text=True)
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+def test_html_report_holds_tables_and_plots(default_run):
+    snakemake(default_run, "--report", "report.html")
+    html = (default_run / "report.html").read_text(errors="replace")
+    assert "tlg_levels.csv" in html and "tlg_targets.png" in html
+    assert "half-open" in html  # the caption explaining the windows

@@ -1,9 +1,12 @@
-import json
+import os
 
 from snakemake.utils import validate
 
 from reprolm import config as lookups
 from reprolm.score.length import TargetSet
+
+# Hub caches live inside the project, never in the user's home.
+os.environ.setdefault("HF_HOME", os.path.abspath("resources/hf_home"))
 
 validate(config, schema="../schemas/config.schema.yaml")
 lookups.check_references(config)

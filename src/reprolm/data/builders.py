@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reprolm.data.sources import read_source
+from reprolm.data.sources import read_all_splits, read_source
 from reprolm.provenance import atomic_path
 from reprolm.score.length import TargetSet, count_words
 
@@ -27,11 +27,14 @@ class BuildContext:
     params: Mapping
     targets: TargetSet | None = None
 
-    def records(self, source: str, split: str = "train") -> list[dict]:
+    def records(self, source: str, split: str | None = None) -> list[dict]:
+        """One split's records, or (``split=None``) every split's in the source's order."""
         try:
             folder = self.sources[source]
         except KeyError:
             raise KeyError(f"builder needs source {source!r}; configured: {sorted(self.sources)}") from None
+        if split is None:
+            return read_all_splits(folder, self.schemas[source])
         return read_source(folder, self.schemas[source], split)
 
 

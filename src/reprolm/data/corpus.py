@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from reprolm.data.sources import read_source
+from reprolm.data.sources import read_all_splits
 
 ROLES = {"human": "user", "gpt": "assistant", "system": "system"}
 
@@ -26,7 +26,7 @@ def conversations(record: Mapping, schema: str) -> list[list[dict]]:
 
 def plain_texts(sources: Mapping[str, str], schemas: Mapping[str, str]) -> Iterator[str]:
     for name, folder in sources.items():
-        for record in read_source(folder, schemas[name]):
+        for record in read_all_splits(folder, schemas[name]):
             if schemas[name] == "text":
                 yield record["text"]
             for messages in conversations(record, schemas[name]):
@@ -37,7 +37,7 @@ def plain_texts(sources: Mapping[str, str], schemas: Mapping[str, str]) -> Itera
 def chat_documents(sources: Mapping[str, str], schemas: Mapping[str, str], tokenizer) -> list[str]:
     documents = []
     for name, folder in sources.items():
-        for record in read_source(folder, schemas[name]):
+        for record in read_all_splits(folder, schemas[name]):
             if schemas[name] == "text":
                 documents.append(record["text"])
             for messages in conversations(record, schemas[name]):

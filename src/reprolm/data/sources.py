@@ -5,6 +5,7 @@ A source is a folder ``resources/raw/{source}/`` with one ``{split}.parquet`` pe
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,6 +14,8 @@ import pyarrow.parquet as pq
 from reprolm.data.fixtures import make_fixture
 from reprolm.data.schemas import load_records, validate_records
 from reprolm.provenance import atomic_path
+
+SPLIT_ORDER = "splits.json"
 
 
 def fetch_splits(spec: dict) -> dict[str, list[dict]]:
@@ -42,6 +45,8 @@ def write_source(spec: dict, output: str | Path) -> dict[str, int]:
         tmp.mkdir()
         for split, records in splits.items():
             pq.write_table(pa.Table.from_pylist(records), tmp / f"{split}.parquet")
+        # The order splits were listed in, which builders reading every split follow.
+        (tmp / SPLIT_ORDER).write_text(json.dumps(list(splits)) + "\n")
     return {split: len(records) for split, records in splits.items()}
 
 
@@ -51,3 +56,9 @@ def read_source(folder: str | Path, schema: str, split: str = "train") -> list[d
         available = sorted(p.stem for p in Path(folder).glob("*.parquet"))
         raise FileNotFoundError(f"{path}: no split {split!r}; available: {available}")
     return load_records(path, schema)
+
+
+def read_all_splits(folder: str | Path, schema: str) -> list[dict]:
+    """Every split's records, in the order the source listed its splits."""
+    order = json.loads((Path(folder) / SPLIT_ORDER).read_text())
+    return [record for split in order for record in read_source(folder, schema, split)]

@@ -1,0 +1,126 @@
+"""Generation: the request type, the transformers backend on a tiny model, and the vLLM
+backend's translation of a request (vLLM cannot run on a CPU machine, so a fake module
+stands in for it and is named as such)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import types
+
+import pytest
+
+from reprolm.data import fixtures
+from reprolm.generate import GenerationRequest, SamplingParams, make_backend
+from reprolm.generate.request import cut_at_stop
+from reprolm.models.tiny import build_tiny_model
+from reprolm.models.tokenizer import train_bpe_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    rng = random.Random(0)
+    tokenizer = train_bpe_tokenizer([fixtures.passage(rng, 30) for _ in range(100)], 400)
+    tokenizer.add_tokens(["[MLT:10]"], special_tokens=True)
+    model = build_tiny_model({"architecture": "llama", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
+                              "intermediate_size": 64, "max_positions": 256}, tokenizer, seed=0)
+    folder = tmp_path_factory.mktemp("tiny")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def _prompts(backend, count):
+    return [backend.tokenizer.apply_chat_template([{"role": "user", "content": f"Describe {i} boats."}],
+                                                  tokenize=False, add_generation_prompt=True) for i in range(count)]
+
+
+def test_cut_at_stop_takes_the_earliest():
+    assert cut_at_stop("abc STOP def END", ["END", "STOP"]) == "abc "
+    assert cut_at_stop("nothing here", ["X"]) == "nothing here"
+
+
+def test_importing_generation_does_not_import_vllm():
+    code = "import sys, reprolm.generate, reprolm.generate.run; print('vllm' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_batched_greedy_equals_one_at_a_time(tiny_model_dir):
+    backend = make_backend("transformers", tiny_model_dir, batch_size=8)
+    prompts = _prompts(backend, 6)
+    sampling = SamplingParams(max_new_tokens=12)
+    batched = backend.generate(GenerationRequest(prompts, sampling))
+    single = [backend.generate(GenerationRequest([p], sampling))[0] for p in prompts]
+    assert batched == single
+    assert all(len(samples) == 1 for samples in batched)
+
+
+def test_sampling_n_and_seed(tiny_model_dir):
+    backend = make_backend("transformers", tiny_model_dir, batch_size=4)
+    prompts = _prompts(backend, 3)
+    sampling = SamplingParams(max_new_tokens=10, temperature=1.0, top_p=0.9, top_k=50, n=4, seed=7)
+    first = backend.generate(GenerationRequest(prompts, sampling))
+    again = backend.generate(GenerationRequest(prompts, sampling))
+    assert [len(s) for s in first] == [4, 4, 4]
+    assert first == again
+    other = backend.generate(GenerationRequest(prompts, SamplingParams(**{**sampling.__dict__, "seed": 8})))
+    assert other != first
+
+
+def test_special_token_stop_and_visibility(tiny_model_dir):
+    backend = make_backend("transformers", tiny_model_dir, batch_size=4)
+    mlt_id = backend.tokenizer.convert_tokens_to_ids("[MLT:10]")
+    assert backend._stop_token_ids(["[MLT:10]", "not a token"]) == [mlt_id]
+    # A prompt that ends in the MLT keeps the MLT out of the generated text either way.
+    prompts = [p + "[MLT:10]" for p in _prompts(backend, 2)]
+    kept = backend.generate(GenerationRequest(prompts, SamplingParams(max_new_tokens=8), skip_special_tokens=False))
+    assert all("<|eos|>" not in s[0] and "<|pad|>" not in s[0] for s in kept)
+
+
+class FakeVLLM:
+    """Stand-in for the ``vllm`` module (GPU-only): records what the backend asks of it."""
+
+    def __init__(self):
+        self.module = types.ModuleType("vllm")
+        self.calls = {}
+        fake = self
+
+        class LLM:
+            def __init__(self, **kwargs):
+                fake.calls["LLM"] = kwargs
+
+            def get_tokenizer(self):
+                return types.SimpleNamespace(chat_template=None)
+
+            def generate(self, prompts, params):
+                fake.calls["generate"] = (prompts, params)
+                return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"{p}-{k}") for k in range(params.n)])
+                        for p in prompts]
+
+        class SamplingParams:
+            def __init__(self, **kwargs):
+                self.__dict__.update(kwargs)
+
+        self.module.LLM = LLM
+        self.module.SamplingParams = SamplingParams
+
+
+def test_vllm_backend_translates_the_request(monkeypatch):
+    fake = FakeVLLM()
+    monkeypatch.setitem(sys.modules, "vllm", fake.module)
+    backend = make_backend("vllm", "/models/x", tensor_parallel_size=4, dtype="bfloat16", batch_size=9,
+                           chat_template="T")
+    assert fake.calls["LLM"]["tensor_parallel_size"] == 4 and fake.calls["LLM"]["model"] == "/models/x"
+    assert backend.tokenizer.chat_template == "T"
+    request = GenerationRequest(["a", "b"], SamplingParams(max_new_tokens=5, temperature=0.7, top_p=0.9, n=2, seed=3),
+                                stop=["[MLT:10]"], skip_special_tokens=False)
+    assert backend.generate(request) == [["a-0", "a-1"], ["b-0", "b-1"]]
+    params = fake.calls["generate"][1]
+    assert (params.max_tokens, params.temperature, params.top_p, params.top_k, params.n, params.seed) == (5, 0.7, 0.9, -1, 2, 3)
+    assert params.stop == ["[MLT:10]"] and params.skip_special_tokens is False
+
+
+def test_unknown_backend_is_refused():
+    with pytest.raises(ValueError, match="unknown generation backend 'tgi'; choose from"):
+        make_backend("tgi", "/x")
