@@ -1,0 +1,221 @@
+"""LM-Harmony aggregation: PC1 leaderboard and cross-task ranking consistency (STUDIES.md section 3).
+
+Conventions were pinned against the authors' published numbers (tests/test_harmony_aggregate.py):
+
+* Score matrices are models x tasks, one column per lm-eval task, in the paper's task order
+  (``PAPER_TASKS``; the order matters for the PC1 sign, see ``pc1_scores``).
+* The paper's analysis uses the 24 downstream tasks only; ``all_results.json`` also carries three
+  bits-per-byte perplexity tasks (``*_2025``, lower is better, missing for the 8 Gemma models) that
+  the paper analyses separately, so they are not part of ``PAPER_TASKS``.
+* PCA runs on the models with a score on every task; Kendall tau runs on the models common to
+  each pair of tasks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import kendalltau
+
+# The paper's 24 tasks, in the order of its analysis notebook and of the README leaderboard.
+PAPER_TASKS: tuple[str, ...] = (
+    "mnli", "qqp", "medmcqa", "qnli", "nq_open", "sst2", "winogrande", "hellaswag",
+    "social_iqa", "mathqa", "anli_r1", "piqa", "sciq", "commonsense_qa", "boolq", "cola",
+    "gsm8k", "wic", "openbookqa", "mrpc", "headqa_en", "rte", "arc_easy", "arc_challenge",
+)  # fmt: skip
+
+# lm-eval task name -> column header of the README leaderboard.
+TASK_LABELS: dict[str, str] = {
+    "mnli": "MNLI", "qqp": "QQP", "medmcqa": "MedMCQA", "qnli": "QNLI", "nq_open": "NQ-Open",
+    "sst2": "SST-2", "winogrande": "Winogrande", "hellaswag": "HellaSwag",
+    "social_iqa": "Social-IQA", "mathqa": "MathQA", "anli_r1": "ANLI", "piqa": "PIQA",
+    "sciq": "SciQ", "commonsense_qa": "CommonsenseQA", "boolq": "BoolQ", "cola": "CoLA",
+    "gsm8k": "GSM8K", "wic": "WiC", "openbookqa": "OpenBookQA", "mrpc": "MRPC",
+    "headqa_en": "HeadQA", "rte": "RTE", "arc_easy": "ARC-Easy", "arc_challenge": "ARC-Challenge",
+}  # fmt: skip
+
+
+def score_matrix(
+    scores: Mapping[str, Mapping[str, object]], tasks: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """Models x tasks from a nested ``task -> model -> score`` mapping (the layout of ``all_results.json``).
+
+    ``tasks`` selects and orders the columns (default: the mapping's order). A model missing from a
+    task, and a non-numeric entry (the stderr tables hold ``"N/A"``), becomes NaN.
+    """
+    tasks = list(scores) if tasks is None else list(tasks)
+    missing = [task for task in tasks if task not in scores]
+    if missing:
+        raise KeyError(f"tasks not in the scores: {missing}")
+    frame = pd.DataFrame({task: pd.Series(scores[task], dtype=object) for task in tasks})
+    frame = frame.apply(pd.to_numeric, errors="coerce").astype(float)
+    frame.index.name = "model"
+    frame.columns.name = "task"
+    return frame
+
+
+def load_harmony_results(
+    path: str | Path, tasks: Sequence[str] | None = PAPER_TASKS
+) -> dict[str, pd.DataFrame]:
+    """Every table of an ``all_results.json`` (``direct_eval``, ``train_before_test``, their
+    ``*_stderr``) as a score matrix; ``tasks=None`` keeps all tasks the file has."""
+    tables = json.loads(Path(path).read_text())
+    return {name: score_matrix(table, tasks) for name, table in tables.items()}
+
+
+def complete_models(matrix: pd.DataFrame) -> pd.DataFrame:
+    """The models with a score on every task (what PCA needs)."""
+    return matrix.dropna(axis=0, how="any")
+
+
+@dataclass(frozen=True)
+class PC1:
+    scores: pd.Series  # per model; the README leaderboard prints 100 x this
+    loadings: pd.Series  # per task: the unit-length PC1 direction in standardised space
+    explained_variance_ratio: np.ndarray  # of every component, PC1 first
+
+
+def pc1_scores(matrix: pd.DataFrame) -> PC1:
+    """First principal component of the standardised score matrix.
+
+    Each task column is centred and divided by its population standard deviation (ddof=0, as
+    sklearn's ``StandardScaler`` in the authors' notebook); PC1 is the leading right singular vector
+    of that matrix and a model's score is its projection on it (not divided by the singular value,
+    as ``sklearn.decomposition.PCA.transform``). The sign is fixed so that the loading of the
+    *first column* is positive (the notebook's ``if pca.components_[0][0] < 0: pc1 = -pc1``, whose
+    first column is MNLI); for the paper's matrices every loading is positive, so this is the same
+    as "higher scores, higher PC1".
+
+    The README leaderboard's PC1 column is 100 x ``scores`` rounded to 2 decimals, whether the
+    inputs are fractions or percentages: standardising removes the scale, so the x100 is purely
+    cosmetic. Its Rank is the order of PC1, descending. With the sample standard deviation (ddof=1)
+    every score would shrink by sqrt((n-1)/n), which misses the leaderboard by up to 11 points.
+    """
+    if matrix.isna().to_numpy().any():
+        incomplete = matrix.index[matrix.isna().any(axis=1)].tolist()
+        raise ValueError(f"PCA needs a score on every task; use complete_models(). Incomplete: {incomplete}")
+    values = matrix.to_numpy(dtype=float)
+    spread = values.std(axis=0, ddof=0)
+    if (spread == 0).any():
+        raise ValueError(f"tasks with one score for every model cannot be standardised: "
+                         f"{matrix.columns[spread == 0].tolist()}")
+    standardised = (values - values.mean(axis=0)) / spread
+    _, singular, right = np.linalg.svd(standardised, full_matrices=False)
+    direction = right[0] if right[0, 0] >= 0 else -right[0]
+    variance = singular**2
+    return PC1(
+        scores=pd.Series(standardised @ direction, index=matrix.index, name="PC1"),
+        loadings=pd.Series(direction, index=matrix.columns, name="PC1"),
+        explained_variance_ratio=variance / variance.sum(),
+    )
+
+
+def leaderboard(matrix: pd.DataFrame, decimals: int | None = 2) -> pd.DataFrame:
+    """The README leaderboard: Rank, PC1 (x100), then the task scores, sorted by PC1 descending.
+
+    Scores are printed as percentages: a matrix whose values all lie in [-1, 1] is taken to hold
+    fractions and is multiplied by 100 ([-1, 1] rather than [0, 1] because CoLA's MCC can be
+    negative); anything else is taken as percentages already. Ranks come from the unrounded PC1.
+    """
+    pc1 = pc1_scores(matrix)
+    fractions = bool((matrix.abs() <= 1).to_numpy().all())
+    table = (matrix * 100 if fractions else matrix.copy()).astype(float)
+    table.insert(0, "PC1", 100 * pc1.scores)
+    table = table.sort_values("PC1", ascending=False, kind="stable")
+    table.insert(0, "Rank", np.arange(1, len(table) + 1))
+    table.columns.name = None
+    return table if decimals is None else table.round(decimals)
+
+
+@dataclass(frozen=True)
+class Consistency:
+    tau: pd.DataFrame  # task x task Kendall tau-b; NaN on the diagonal and for skipped pairs
+    mean: float  # over all ordered pairs of distinct tasks that have a tau
+    per_task: pd.Series  # each task's mean tau with every other task
+
+
+def ranking_consistency(matrix: pd.DataFrame, min_models: int = 5) -> Consistency:
+    """Kendall tau-b between the model rankings of every pair of tasks.
+
+    Each pair uses the models scored on both tasks and is skipped (NaN) when fewer than
+    ``min_models`` remain (the authors' threshold is 5). Tau-b, SciPy's default, corrects for tied
+    scores (e.g. several models at CoLA MCC 0). tau(a, b) = tau(b, a), so the mean over ordered
+    pairs equals the mean over unordered ones. A pair whose tau is undefined (one task constant
+    over the common models) is left out of the means, like skipped pairs. The authors round each
+    tau to 3 decimals before averaging; this does not, which moves the paper's means by < 3e-5.
+    """
+    tasks = list(matrix.columns)
+    tau = pd.DataFrame(np.nan, index=tasks, columns=tasks)
+    for first, second in itertools.combinations(tasks, 2):
+        both = matrix[[first, second]].dropna()
+        if len(both) < min_models:
+            continue
+        value = kendalltau(both[first], both[second], variant="b").statistic
+        tau.loc[first, second] = tau.loc[second, first] = value
+    off_diagonal = tau.to_numpy()[~np.eye(len(tasks), dtype=bool)]
+    mean = float(np.nanmean(off_diagonal)) if np.isfinite(off_diagonal).any() else float("nan")
+    return Consistency(tau=tau, mean=mean, per_task=tau.mean(axis=1, skipna=True).rename("mean_tau"))
+
+
+def _figure(width: float, height: float):
+    # A bare Figure on the Agg canvas: no pyplot global state, no dependence on the session backend.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height))
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def plot_tau_heatmap(tau_matrix: pd.DataFrame, path: str | Path, title: str | None = None) -> Path:
+    """Task x task Kendall tau heatmap, annotated, on a fixed 0..1 colour scale so that direct and
+    train-before-test heatmaps compare at a glance."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    values = tau_matrix.to_numpy(dtype=float)
+    size = max(4.0, 0.45 * len(tau_matrix.columns))
+    figure = _figure(size + 1.5, size)
+    axis = figure.add_subplot()
+    image = axis.imshow(values, cmap="YlGnBu_r", vmin=0, vmax=1)
+    for (row, column), value in np.ndenumerate(values):
+        if np.isfinite(value):
+            axis.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=6)
+    column_labels = [TASK_LABELS.get(task, task) for task in tau_matrix.columns]
+    row_labels = [TASK_LABELS.get(task, task) for task in tau_matrix.index]
+    axis.set_xticks(range(len(column_labels)), column_labels, rotation=45, ha="right", fontsize=8)
+    axis.set_yticks(range(len(row_labels)), row_labels, fontsize=8)
+    figure.colorbar(image, ax=axis, label="Kendall's $\\tau$")
+    if title:
+        axis.set_title(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    return path
+
+
+def plot_consistency(direct_per_task: pd.Series, tbt_per_task: pd.Series, path: str | Path) -> Path:
+    """Per task, mean Kendall tau with the other tasks under direct evaluation and under
+    train-before-test, tasks ordered by their direct-evaluation value (the paper's figure)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tasks = direct_per_task.sort_values(kind="stable").index
+    tbt = tbt_per_task.reindex(tasks)
+    positions = np.arange(len(tasks))
+    figure = _figure(max(6.0, 0.4 * len(tasks)), 3.5)
+    axis = figure.add_subplot()
+    axis.bar(positions - 0.2, direct_per_task.reindex(tasks), width=0.4, label="Direct evaluation")
+    axis.bar(positions + 0.2, tbt, width=0.4, label="Train-before-test")
+    axis.set_xticks(positions, [TASK_LABELS.get(task, task) for task in tasks], rotation=45, ha="right")
+    axis.set_ylim(0, 1)
+    axis.set_ylabel("Mean Kendall $\\tau$")
+    axis.set_axisbelow(True)
+    axis.grid(True, axis="y", linestyle="--", alpha=0.7)
+    axis.legend(ncols=2, frameon=False, loc="upper left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    return path
