@@ -69,7 +69,7 @@ def general_table(scores: list[Score]) -> pd.DataFrame:
     rows = []
     for s in _by_metric(scores, "lm_eval"):
         row = {"model": s.model}
-        row.update({task: 100.0 * result["value"] for task, result in s.data["tasks"].items()})
+        row.update({task: 100.0 * s.data["tasks"][task]["value"] for task in s.data["task_order"]})
         rows.append(row)
     return pd.DataFrame(rows)
 

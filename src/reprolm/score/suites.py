@@ -23,7 +23,10 @@ def run_suite(model_path: str, suite: Mapping, sources: Mapping[str, str], *, ba
     from reprolm.score.lm_eval_bridge import evaluate_tasks
 
     lm_backend = "vllm" if backend == "vllm" else "hf"
-    return evaluate_tasks(
-        model_path, None, task_specs(suite, sources), batch_size=suite.get("batch_size", 8),
+    specs = task_specs(suite, sources)
+    result = evaluate_tasks(
+        model_path, None, specs, batch_size=suite.get("batch_size", 8),
         backend=lm_backend, dtype=precision, tensor_parallel_size=tensor_parallel_size, seed=seed,
     )
+    # Score files are written with sorted keys; tables follow the suite's own order.
+    return {**result, "task_order": [spec.name for spec in specs]}
