@@ -2,7 +2,11 @@
 # Debian packages the test suite needs. Runs as root on CI and developer machines;
 # elsewhere it only reports what is missing.
 set -euo pipefail
-packages=(git)
+# The SLURM tests (tests/slurm_cluster.py) start a real single-node cluster from these:
+# controller, node daemon, client commands, accounting daemon (for sacct), its MariaDB,
+# and munge for authentication. The tests start their own daemons on their own sockets
+# and ports, whether or not package scripts start the system services.
+packages=(git slurmctld slurmd slurm-client slurmdbd munge mariadb-server)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
