@@ -117,7 +117,7 @@ def test_changing_one_recipe_reruns_exactly_its_descendants(default_run, tmp_pat
     changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
     changed["recipes"]["vanilla"]["learning_rate"] *= 2
     configfile = tmp_path / "changed.yaml"
-    configfile.write_text(yaml.safe_dump(changed))
+    configfile.write_text(yaml.safe_dump(changed, sort_keys=True))
     jobs = dry_run_jobs(default_run, "--configfile", str(configfile))
     bases = DEFAULT["ruler"]["bases"]
     assert sorted((w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune") == [(b, "vanilla") for b in bases]

@@ -39,6 +39,11 @@ def tokenizer_inputs(wildcards):
     return [raw_dir(s) for s in config["tokenizers"][wildcards.tokenizer]["corpus"]]
 
 
+def tokenizer_schemas(wildcards):
+    corpus = config["tokenizers"][wildcards.tokenizer]["corpus"]
+    return lookups.canonical({s: config["sources"][s]["schema"] for s in corpus})
+
+
 def base_model_inputs(wildcards):
     build = config["base_models"][wildcards.base].get("build")
     if not build:
@@ -47,6 +52,12 @@ def base_model_inputs(wildcards):
         "tokenizer": f"resources/tokenizers/{build['tokenizer']}",
         "corpus": [raw_dir(s) for s in build["pretrain"]["corpus"]],
     }
+
+
+def base_model_schemas(wildcards):
+    build = config["base_models"][wildcards.base].get("build")
+    corpus = build["pretrain"]["corpus"] if build else []
+    return lookups.canonical({s: config["sources"][s]["schema"] for s in corpus})
 
 
 def dataset_inputs(wildcards):
@@ -93,6 +104,13 @@ def lm_eval_inputs(wildcards):
         "model": model_dir(wildcards),
         "docs": [raw_dir(t["source"]) for t in suite["tasks"] if t.get("source")],
     }
+
+
+def lm_eval_sources(wildcards):
+    tasks = config["lm_eval_suites"][wildcards.suite]["tasks"]
+    return lookups.canonical(
+        {t["source"]: raw_dir(t["source"]) for t in tasks if t.get("source")}
+    )
 
 
 def study_table_inputs(wildcards):

@@ -8,11 +8,13 @@ rule dataset:
     conda:
         "../envs/core.yaml"
     params:
-        builder=lambda wildcards: config["datasets"][wildcards.dataset]["builder"],
-        options=lambda wildcards: config["datasets"][wildcards.dataset].get(
-            "params", {}
+        builder=lambda wildcards: lookups.canonical(
+            config["datasets"][wildcards.dataset]["builder"]
         ),
-        schemas=lambda wildcards: source_schemas(wildcards.dataset),
-        length_targets=config["length_targets"],
+        options=lambda wildcards: lookups.canonical(
+            config["datasets"][wildcards.dataset].get(), "params", {}
+        ),
+        schemas=lambda wildcards: lookups.canonical(source_schemas(wildcards.dataset)),
+        length_targets=lookups.canonical(config["length_targets"]),
     script:
         "../scripts/dataset.py"

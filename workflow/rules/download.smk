@@ -10,7 +10,7 @@ rule raw_source:
     conda:
         "../envs/core.yaml"
     params:
-        spec=lambda wildcards: config["sources"][wildcards.source],
+        spec=lambda wildcards: lookups.canonical(config["sources"][wildcards.source]),
     script:
         "../scripts/raw_source.py"
 
@@ -25,11 +25,10 @@ rule tokenizer:
     conda:
         "../envs/core.yaml"
     params:
-        spec=lambda wildcards: config["tokenizers"][wildcards.tokenizer],
-        schemas=lambda wildcards: {
-            s: config["sources"][s]["schema"]
-            for s in config["tokenizers"][wildcards.tokenizer]["corpus"]
-        },
+        spec=lambda wildcards: lookups.canonical(
+            config["tokenizers"][wildcards.tokenizer]
+        ),
+        schemas=tokenizer_schemas,
     script:
         "../scripts/tokenizer.py"
 
@@ -47,8 +46,10 @@ rule base_model:
         "../envs/train.yaml"
     threads: 2
     params:
-        spec=lambda wildcards: config["base_models"][wildcards.base],
-        schemas=lambda wildcards: {s: v["schema"] for s, v in config["sources"].items()},
+        spec=lambda wildcards: lookups.canonical(config["base_models"][wildcards.base]),
+        schemas=lambda wildcards: lookups.canonical(
+            {s: v["schema"] for s, v in config["sources"].items()}
+        ),
         seed=config["seed"],
     script:
         "../scripts/base_model.py"

@@ -17,13 +17,15 @@ rule finetune:
         mem_mb=stage_resource("finetune", "mem_mb"),
         runtime=stage_resource("finetune", "runtime"),
     params:
-        recipe=lambda wildcards: config["recipes"][wildcards.recipe],
-        add_tokens=lambda wildcards: lookups.finetune_tokens(config, wildcards.recipe),
-        launcher=lambda wildcards: lookups.model_settings(
-            config, wildcards.base, "finetune"
+        recipe=lambda wildcards: lookups.canonical(config["recipes"][wildcards.recipe]),
+        add_tokens=lambda wildcards: lookups.canonical(
+            lookups.finetune_tokens(config, wildcards.recipe)
+        ),
+        launcher=lambda wildcards: lookups.canonical(
+            lookups.model_settings(), config, wildcards.base, "finetune"
         )["launcher"],
-        precision=lambda wildcards: lookups.model_settings(
-            config, wildcards.base, "finetune"
+        precision=lambda wildcards: lookups.canonical(
+            lookups.model_settings(), config, wildcards.base, "finetune"
         )["precision"],
         checkpoint_root="results/checkpoints/{base}/{recipe}",
         seed=config["seed"],

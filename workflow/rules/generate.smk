@@ -16,13 +16,17 @@ rule generate:
         mem_mb=stage_resource("generate", "mem_mb"),
         runtime=stage_resource("generate", "runtime"),
     params:
-        promptset=lambda wildcards: config["promptsets"][wildcards.promptset],
-        length_prompt=lambda wildcards: lookups.length_prompt(config, wildcards.recipe),
-        length_targets=config["length_targets"],
+        promptset=lambda wildcards: lookups.canonical(
+            config["promptsets"][wildcards.promptset]
+        ),
+        length_prompt=lambda wildcards: lookups.canonical(
+            lookups.length_prompt(config, wildcards.recipe)
+        ),
+        length_targets=lookups.canonical(config["length_targets"]),
         backend=config["generation"]["backend"],
         batch_size=config["generation"]["batch_size"],
-        precision=lambda wildcards: lookups.model_settings(
-            config, wildcards.base, "generate"
+        precision=lambda wildcards: lookups.canonical(
+            lookups.model_settings(), config, wildcards.base, "generate"
         )["precision"],
         seed=config["seed"],
     script:

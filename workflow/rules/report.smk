@@ -21,8 +21,10 @@ rule study_tables:
     conda:
         "../envs/core.yaml"
     params:
-        models=lambda wildcards: lookups.study_models(config, wildcards.study),
-        study=lambda wildcards: config[wildcards.study],
-        length_targets=config["length_targets"],
+        models=lambda wildcards: lookups.canonical(
+            lookups.study_models(config, wildcards.study)
+        ),
+        study=lambda wildcards: lookups.canonical(config[wildcards.study]),
+        length_targets=lookups.canonical(config["length_targets"]),
     script:
         "../scripts/study_tables.py"

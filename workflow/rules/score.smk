@@ -8,7 +8,7 @@ rule score:
     conda:
         "../envs/core.yaml"
     params:
-        length_targets=config["length_targets"],
+        length_targets=lookups.canonical(config["length_targets"]),
     script:
         "../scripts/score.py"
 
@@ -30,15 +30,13 @@ rule lm_eval:
         mem_mb=stage_resource("evaluate", "mem_mb"),
         runtime=stage_resource("evaluate", "runtime"),
     params:
-        suite=lambda wildcards: config["lm_eval_suites"][wildcards.suite],
-        sources=lambda wildcards: {
-            t["source"]: f"resources/raw/{t['source']}"
-            for t in config["lm_eval_suites"][wildcards.suite]["tasks"]
-            if t.get("source")
-        },
+        suite=lambda wildcards: lookups.canonical(
+            config["lm_eval_suites"][wildcards.suite]
+        ),
+        sources=lm_eval_sources,
         backend=config["generation"]["backend"],
-        precision=lambda wildcards: lookups.model_settings(
-            config, wildcards.base, "evaluate"
+        precision=lambda wildcards: lookups.canonical(
+            lookups.model_settings(), config, wildcards.base, "evaluate"
         )["precision"],
         seed=config["seed"],
     script:

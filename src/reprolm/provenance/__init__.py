@@ -24,6 +24,8 @@ from importlib import metadata
 from pathlib import Path
 
 PROVENANCE_NAME = "provenance.json"
+# Snakemake marks directory outputs with this file after the job; it is not content.
+SNAKEMAKE_MARKER = ".snakemake_timestamp"
 SIDECAR_SUFFIX = ".provenance.json"
 SECRET_MARKERS = ("token", "secret", "password", "api_key", "apikey", "credential")
 TRACKED_PACKAGES = (
@@ -51,8 +53,8 @@ def _file_sha256(path: Path) -> str:
 def content_hash(path: str | os.PathLike) -> str:
     """sha256 of a file, or of a folder's relative paths and file hashes.
 
-    A folder's own provenance record and Trainer checkpoints are left out, so the hash
-    names the artifact's content, not when or how it was made.
+    A folder's own provenance record, Snakemake's timestamp marker and Trainer checkpoints
+    are left out, so the hash names the artifact's content, not when or how it was made.
     """
     path = Path(path)
     if path.is_file():
@@ -60,7 +62,7 @@ def content_hash(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
     for item in sorted(p for p in path.rglob("*") if p.is_file()):
         relative = item.relative_to(path).as_posix()
-        if relative == PROVENANCE_NAME or relative.startswith("checkpoint-"):
+        if relative in (PROVENANCE_NAME, SNAKEMAKE_MARKER) or relative.startswith("checkpoint-"):
             continue
         digest.update(relative.encode() + b"\0" + _file_sha256(item).encode() + b"\0")
     return digest.hexdigest()

@@ -1,0 +1,223 @@
+"""Train-before-test (LM-Harmony): fine-tune on a benchmark's training split, evaluate
+zero-shot through lm-eval before training and after every epoch, and report the test score
+at the epoch with the best validation score.
+
+Splits follow the study's code: a task with both validation and test documents uses
+train/validation/test; otherwise its training documents are split 80/20 (numpy permutation,
+seed 0) into train/valid and its evaluation documents are the test set. Each set is then
+capped by a seeded permutation. Evaluation always goes through lm-eval's own task definition;
+the chosen documents are handed to it as local parquet files of the evaluated split.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reprolm.provenance import atomic_path
+from reprolm.score.lm_eval_bridge import TaskSpec, build_task, builtin_task_config, eval_split, evaluate_tasks
+
+log = logging.getLogger(__name__)
+
+
+def has_training_split(task: str) -> bool:
+    return bool(builtin_task_config(task).get("training_split"))
+
+
+def _cap(dataset, cap: int | None, seed: int):
+    if cap is None or cap < 0 or len(dataset) <= cap:
+        return dataset
+    np.random.seed(seed)
+    return dataset.select(np.random.permutation(len(dataset))[:cap])
+
+
+@dataclass
+class HarmonySplits:
+    """Raw documents (upstream schema) of each set, and the task they belong to."""
+
+    task: object  # lm-eval ConfigurableTask
+    train: object  # datasets.Dataset
+    valid: object
+    test: object
+
+    def sizes(self) -> dict[str, int]:
+        return {"train": len(self.train), "valid": len(self.valid), "test": len(self.test)}
+
+
+def harmony_splits(spec: TaskSpec, caps: Mapping[str, int | None], seed: int = 0) -> HarmonySplits:
+    task = build_task(spec)
+    config = task.config
+    if not config.training_split:
+        raise ValueError(f"lm-eval task {spec.task!r} has no training split; train-before-test needs one")
+    dataset = task.dataset
+    train = dataset[config.training_split]
+    if config.validation_split and config.test_split:
+        valid, test = dataset[config.validation_split], dataset[config.test_split]
+    else:
+        np.random.seed(seed)
+        order = np.random.permutation(len(train))
+        n_train, n_valid = int(0.8 * len(train)), int(0.2 * len(train))
+        valid = train.select(order[n_train:n_train + n_valid])
+        train = train.select(order[:n_train])
+        test = dataset[config.test_split or config.validation_split]
+    return HarmonySplits(
+        task=task,
+        train=_cap(train, caps.get("max_num_train"), seed),
+        valid=_cap(valid, caps.get("max_num_valid"), seed),
+        test=_cap(test, caps.get("max_num_test"), seed),
+    )
+
+
+def processed(task, raw):
+    """The task's own ``process_docs`` applied, as lm-eval does before templating."""
+    process = task.config.process_docs
+    return process(raw) if callable(process) else raw
+
+
+def training_example(task, doc: Mapping) -> tuple[str, str]:
+    """(question, target) from the task's own templates.
+
+    An integer target indexes the task's choices. A ``doc_to_text`` that returns an index
+    (lm-eval's multiple-input tasks, e.g. Winogrande) selects the correct filled-in prefix,
+    which the continuation then follows.
+    """
+    question = task.doc_to_text(doc)
+    target = task.doc_to_target(doc)
+    if isinstance(question, int):
+        return task.doc_to_choice(doc)[question], str(target)
+    if task.config.doc_to_choice is not None and isinstance(target, int):
+        target = task.doc_to_choice(doc)[target]
+    elif isinstance(target, list):
+        target = " ".join(target)
+    return question, str(target)
+
+
+def training_records(task, raw, *, chat_template: bool, completion_only: bool, tokenizer=None) -> list[dict]:
+    """TRL SFT records: ``text`` (loss on the whole sequence) or ``prompt``/``completion``
+    (loss on the target only), optionally through the chat template (user = question,
+    assistant = target)."""
+    records = []
+    for doc in processed(task, raw):
+        question, target = training_example(task, doc)
+        if chat_template:
+            prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                                   add_generation_prompt=True)
+            completion = target + tokenizer.eos_token
+        else:
+            prompt, completion = question, " " + target
+        records.append({"prompt": prompt, "completion": completion} if completion_only
+                       else {"text": prompt + completion})
+    return records
+
+
+def _write_eval_docs(raw, task_name: str, folder: Path) -> Path:
+    """The documents as the split lm-eval scores, so its own task config reads them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    split = eval_split(builtin_task_config(task_name))
+    pq.write_table(pa.Table.from_pylist(raw.to_list()), folder / f"{split}.parquet")
+    return folder
+
+
+class EpochEvaluator:
+    """Scores the in-memory model on the valid and test sets (no reload between epochs)."""
+
+    def __init__(self, spec: TaskSpec, splits: HarmonySplits, workdir: Path, batch_size: int, seed: int):
+        self.valid = TaskSpec(spec.name, spec.task, 0, spec.metric, _write_eval_docs(splits.valid, spec.task, workdir / "valid"),
+                              spec.gen_kwargs)
+        self.test = TaskSpec(spec.name, spec.task, 0, spec.metric, _write_eval_docs(splits.test, spec.task, workdir / "test"),
+                             spec.gen_kwargs)
+        self.batch_size, self.seed = batch_size, seed
+
+    def __call__(self, model, tokenizer) -> dict[str, float]:
+        was_training = model.training
+        model.eval()
+        scores = {}
+        for name, spec in (("valid", self.valid), ("test", self.test)):
+            result = evaluate_tasks(model, tokenizer, [spec], batch_size=self.batch_size, seed=self.seed,
+                                    bootstrap_iters=0)
+            scores[name] = result["tasks"][spec.name]["value"]
+        if was_training:
+            model.train()
+        return scores
+
+
+def best_epoch(epochs: list[dict]) -> dict:
+    """The epoch with the highest validation score (the earliest on ties)."""
+    return max(epochs, key=lambda e: (e["valid"], -e["epoch"]))
+
+
+def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed: int, output: str) -> dict:
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    from reprolm.models.loading import load_tokenizer
+
+    torch.manual_seed(seed)
+    caps = {key: recipe.get(key) for key in ("max_num_train", "max_num_valid", "max_num_test")}
+    splits = harmony_splits(spec, caps, seed=recipe.get("split_seed", 0))
+    tokenizer = load_tokenizer(model_path)
+    tokenizer.padding_side = "right"
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    records = training_records(splits.task, splits.train, chat_template=recipe.get("chat_template", False),
+                               completion_only=recipe.get("completion_only", False), tokenizer=tokenizer)
+    with tempfile.TemporaryDirectory() as scratch:
+        evaluate = EpochEvaluator(spec, splits, Path(scratch), recipe.get("eval_batch_size", 8), seed)
+        direct = evaluate(model, tokenizer)
+        log.info("direct evaluation: %s", direct)
+        epochs: list[dict] = []
+
+        class EvaluateEachEpoch(TrainerCallback):
+            def on_epoch_end(self, args, state, control, model=None, **kwargs):
+                scores = evaluate(model, tokenizer)
+                epochs.append({"epoch": round(state.epoch), **scores})
+                log.info("epoch %d: %s", round(state.epoch), scores)
+
+        lora = recipe.get("lora")
+        trainer = SFTTrainer(
+            model=model,
+            processing_class=tokenizer,
+            train_dataset=Dataset.from_list(records),
+            peft_config=LoraConfig(task_type="CAUSAL_LM", r=lora["r"], lora_alpha=lora["alpha"],
+                                   lora_dropout=lora["dropout"]) if lora else None,
+            callbacks=[EvaluateEachEpoch()],
+            args=SFTConfig(
+                output_dir=str(Path(scratch) / "trainer"),
+                num_train_epochs=recipe["num_train_epochs"],
+                per_device_train_batch_size=recipe["per_device_train_batch_size"],
+                learning_rate=recipe["learning_rate"],
+                weight_decay=recipe.get("weight_decay", 0.01),
+                max_length=recipe.get("max_length", 1024),
+                packing=False,
+                # TRL defaults to bf16; CPUs train in float32.
+                bf16=recipe.get("precision") == "bfloat16",
+                completion_only_loss=recipe.get("completion_only", False),
+                save_strategy="no",
+                eval_strategy="no",
+                logging_strategy="epoch",
+                report_to=[],
+                disable_tqdm=True,
+                seed=seed,
+                data_seed=seed,
+            ),
+        )
+        trainer.train()
+    best = best_epoch(epochs)
+    result = {
+        "task": spec.task, "metric": spec.metric, "sizes": splits.sizes(),
+        "direct": direct, "epochs": epochs, "best_epoch": best["epoch"],
+        "train_before_test": best["test"], "direct_eval": direct["test"],
+    }
+    with atomic_path(output) as tmp:
+        tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    return result
