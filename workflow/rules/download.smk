@@ -47,9 +47,7 @@ rule base_model:
     threads: 2
     params:
         spec=lambda wildcards: lookups.canonical(config["base_models"][wildcards.base]),
-        schemas=lambda wildcards: lookups.canonical(
-            {s: v["schema"] for s, v in config["sources"].items()}
-        ),
+        schemas=base_model_schemas,
         seed=config["seed"],
     script:
         "../scripts/base_model.py"

@@ -21,11 +21,11 @@ rule finetune:
         add_tokens=lambda wildcards: lookups.canonical(
             lookups.finetune_tokens(config, wildcards.recipe)
         ),
-        launcher=lambda wildcards: lookups.canonical(
-            lookups.model_settings(), config, wildcards.base, "finetune"
+        launcher=lambda wildcards: lookups.model_settings(
+            config, wildcards.base, "finetune"
         )["launcher"],
-        precision=lambda wildcards: lookups.canonical(
-            lookups.model_settings(), config, wildcards.base, "finetune"
+        precision=lambda wildcards: lookups.model_settings(
+            config, wildcards.base, "finetune"
         )["precision"],
         checkpoint_root="results/checkpoints/{base}/{recipe}",
         seed=config["seed"],

@@ -25,8 +25,8 @@ rule generate:
         length_targets=lookups.canonical(config["length_targets"]),
         backend=config["generation"]["backend"],
         batch_size=config["generation"]["batch_size"],
-        precision=lambda wildcards: lookups.canonical(
-            lookups.model_settings(), config, wildcards.base, "generate"
+        precision=lambda wildcards: lookups.model_settings(
+            config, wildcards.base, "generate"
         )["precision"],
         seed=config["seed"],
     script:

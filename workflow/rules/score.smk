@@ -35,8 +35,8 @@ rule lm_eval:
         ),
         sources=lm_eval_sources,
         backend=config["generation"]["backend"],
-        precision=lambda wildcards: lookups.canonical(
-            lookups.model_settings(), config, wildcards.base, "evaluate"
+        precision=lambda wildcards: lookups.model_settings(
+            config, wildcards.base, "evaluate"
         )["precision"],
         seed=config["seed"],
     script:
