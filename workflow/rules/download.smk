@@ -44,12 +44,10 @@ rule base_model:
         "benchmarks/base_model/{base}.tsv"
     conda:
         "../envs/train.yaml"
-    threads: 2
+    threads: stage_threads("finetune")
     params:
         spec=lambda wildcards: lookups.canonical(config["base_models"][wildcards.base]),
-        schemas=lambda wildcards: lookups.canonical(
-            {s: v["schema"] for s, v in config["sources"].items()}
-        ),
+        schemas=base_model_schemas,
         seed=config["seed"],
     script:
         "../scripts/base_model.py"
