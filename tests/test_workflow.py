@@ -136,8 +136,10 @@ def test_paper_config_builds_the_full_ruler_dag_offline(tmp_path):
     finetunes = sorted((w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune")
     assert finetunes == sorted((b, r) for b in bases for r in ("ruler", "vanilla"))
     counts = job_counts(jobs)
+    ruler_models = {w["base"] for rule, w in jobs if rule == "base_model"} & set(bases + baselines)
+    assert ruler_models == set(bases + baselines)
     # 12 finetuned + 6 instruct baselines; TLG and multi-MLT for all, self-MLT for Ruler models.
-    assert counts["base_model"] == 12 and counts["generate"] == 18 * 2 + 6
+    assert counts["generate"] == 18 * 2 + 6
     assert counts["lm_eval"] == 18 and counts["raw_source"] == 4 and counts["dataset"] == 4
 
 
@@ -176,3 +178,47 @@ def test_html_report_holds_tables_and_plots(default_run):
     html = (default_run / "report.html").read_text(errors="replace")
     assert "tlg_levels.csv" in html and "tlg_targets.png" in html
     assert "half-open" in html  # the caption explaining the windows
+
+
+def test_paper_config_builds_the_full_harmony_grid_offline(tmp_path):
+    work = scratch_copy(tmp_path)
+    jobs = dry_run_jobs(work, "--configfile", "config/paper.yaml")
+    harmony = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())["harmony"]
+    assert len(harmony["bases"]) == 61 and len(harmony["tasks"]) == 24
+    grid = {(w["base"], w["task"]) for rule, w in jobs if rule == "train_before_test"}
+    assert grid == {(b, t["name"]) for b in harmony["bases"] for t in harmony["tasks"]}
+    assert job_counts(jobs)["train_before_test"] == 61 * 24
+
+
+def test_harmony_tables_match_the_score_files(default_run):
+    harmony = DEFAULT["harmony"]
+    tables = default_run / "results/tables/harmony"
+    tasks = [t["name"] for t in harmony["tasks"]]
+    models = sorted(f"{b}/pretrained" for b in harmony["bases"])
+    for kind, key in (("direct", "direct_eval"), ("train_before_test", "train_before_test")):
+        table = pd.read_csv(tables / f"{kind}_scores.csv").set_index("model")
+        assert sorted(table.index) == models and list(table.columns) == tasks
+        for model in models:
+            for task in tasks:
+                score = json.loads((default_run / f"results/scores/train_before_test/{model}/{task}.json").read_text())
+                assert table.loc[model, task] == pytest.approx(round(100 * score[key], 2))
+                assert score["train_before_test"] == max(score["epochs"], key=lambda e: (e["valid"], -e["epoch"]))["test"]
+                assert len(score["epochs"]) == harmony["train"]["num_train_epochs"]
+    summary = pd.read_csv(tables / "consistency_summary.csv").set_index("evaluation")
+    assert list(summary.index) == ["direct", "train_before_test"]
+    assert summary["mean_kendall_tau"].between(-1, 1).all()
+    for name in ("tau_direct.png", "tau_train_before_test.png", "consistency.png"):
+        assert (default_run / "results/plots/harmony" / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_task_without_training_split_is_refused_before_any_job(tmp_path):
+    work = scratch_copy(tmp_path)
+    config = yaml.safe_load((work / "config/config.yaml").read_text())
+    config["harmony"]["tasks"].append({"name": "truthfulqa", "task": "truthfulqa_mc2", "metric": "acc,none"})
+    (work / "bad.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake(work, "--configfile", "bad.yaml", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "tasks without a training split cannot be trained on: ['truthfulqa']" in output
+    assert "configured tasks that have one: ['arc_easy', 'boolq', 'cola', 'gsm8k']" in output
+    assert not (work / "results").exists()

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from reprolm.score.length import TargetSet
 
 PRETRAINED = "pretrained"  # the recipe name of a base model used as it is
-STUDIES = ("ruler",)
+STUDIES = ("ruler", "harmony")
 
 
 class ConfigError(ValueError):
@@ -53,8 +53,11 @@ def check_references(config: Mapping) -> None:
             raise ConfigError(f"study {study!r} is enabled but the config has no {study!r} section")
         for base in spec["bases"] + spec.get("baselines", []):
             _require(base, config["base_models"], f"{study}.bases")
-        for recipe in spec["recipes"]:
-            _require(recipe, recipes, f"{study}.recipes")
+        for recipe in spec.get("recipes", []):
+            _require(recipe, list(recipes) + [PRETRAINED], f"{study}.recipes")
+        for index, task in enumerate(spec.get("tasks", [])):
+            if task.get("source"):
+                _require(task["source"], sources, f"{study}.tasks[{index}].source")
         for index, evaluation in enumerate(spec.get("evaluations", [])):
             _require(evaluation["promptset"], config.get("promptsets", {}), f"{study}.evaluations[{index}].promptset")
             for recipe in evaluation.get("recipes", []):
@@ -62,7 +65,10 @@ def check_references(config: Mapping) -> None:
         suite = spec.get("lm_eval_suite")
         if suite:
             _require(suite, config.get("lm_eval_suites", {}), f"{study}.lm_eval_suite")
-    TargetSet.from_config(config["length_targets"])
+    if "ruler" in config["studies"]:
+        if "length_targets" not in config:
+            raise ConfigError("the ruler study needs length_targets ('paper' or a list)")
+        TargetSet.from_config(config["length_targets"])
 
 
 def canonical(value):
@@ -87,9 +93,11 @@ def model_dir(base: str, recipe: str) -> str:
 
 
 def study_models(config: Mapping, study: str) -> list[tuple[str, str]]:
-    """(base, recipe) pairs a study evaluates: finetunes, then baselines used as they are."""
+    """(base, recipe) pairs a study evaluates: each base under each recipe (a base model as
+    it is when no recipes are given), then baselines used as they are."""
     spec = config[study]
-    return [(b, r) for b in spec["bases"] for r in spec["recipes"]] + [
+    recipes = spec.get("recipes") or [PRETRAINED]
+    return [(b, r) for b in spec["bases"] for r in recipes] + [
         (b, PRETRAINED) for b in spec.get("baselines", [])
     ]
 
@@ -112,7 +120,17 @@ def study_scores(config: Mapping, study: str) -> list[str]:
                 )
         if spec.get("lm_eval_suite"):
             paths.append(f"results/scores/lm_eval/{base}/{recipe}/{spec['lm_eval_suite']}.json")
+        for task in spec.get("tasks", []):
+            paths.append(f"results/scores/train_before_test/{base}/{recipe}/{task['name']}.json")
     return paths
+
+
+def harmony_task(config: Mapping, name: str) -> dict:
+    """A train-before-test task's settings by its short name."""
+    for task in config["harmony"]["tasks"]:
+        if task["name"] == name:
+            return task
+    raise KeyError(f"harmony.tasks has no task named {name!r}")
 
 
 def finetune_tokens(config: Mapping, recipe: str) -> list[str]:
@@ -124,7 +142,12 @@ def finetune_tokens(config: Mapping, recipe: str) -> list[str]:
 
 def model_settings(config: Mapping, base: str, stage: str) -> dict:
     """Per-base-model settings of a stage (finetune, generate, evaluate), with defaults."""
-    defaults = {"gpus": 0, "mem_mb": 4000, "runtime": 60, "launcher": "none", "precision": "float32",
-                "tensor_parallel": False}
+    defaults = {"gpus": 0, "threads": 1, "mem_mb": 4000, "runtime": 60, "launcher": "none",
+                "precision": "float32", "tensor_parallel": False}
     spec = config["base_models"][base].get("resources", {})
     return {**defaults, **spec.get("default", {}), **spec.get(stage, {})}
+
+
+def study_settings(config: Mapping, study: str) -> dict:
+    """The top-level settings a study's tables use besides its own section."""
+    return {"length_targets": config["length_targets"]} if study == "ruler" else {}

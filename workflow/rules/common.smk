@@ -10,6 +10,14 @@ os.environ.setdefault("HF_HOME", os.path.abspath("resources/hf_home"))
 
 validate(config, schema="../schemas/config.schema.yaml")
 lookups.check_references(config)
+if "harmony" in config["studies"]:
+    from reprolm.score.task_splits import refuse_tasks_without_training_split
+
+    refuse_tasks_without_training_split(
+        config["harmony"]["tasks"],
+        "resources/lm_eval_task_splits.json",
+        "harmony.tasks",
+    )
 
 
 wildcard_constraints:
@@ -20,7 +28,8 @@ wildcard_constraints:
     dataset=r"[A-Za-z0-9_]+",
     split=r"[A-Za-z0-9_]+",
     promptset=r"[A-Za-z0-9_]+",
-    metric=r"(?!lm_eval)[A-Za-z0-9_]+",
+    metric=r"(?!lm_eval/|train_before_test/)[A-Za-z0-9_]+",
+    task=r"[A-Za-z0-9_]+",
     suite=r"[A-Za-z0-9_]+",
     study=r"[A-Za-z0-9_]+",
 
@@ -98,6 +107,13 @@ def stage_resource(stage, key):
     return lookup
 
 
+def stage_threads(stage):
+    def lookup(wildcards):
+        return lookups.model_settings(config, wildcards.base, stage)["threads"]
+
+    return lookup
+
+
 def lm_eval_inputs(wildcards):
     suite = config["lm_eval_suites"][wildcards.suite]
     return {
@@ -111,6 +127,11 @@ def lm_eval_sources(wildcards):
     return lookups.canonical(
         {t["source"]: raw_dir(t["source"]) for t in tasks if t.get("source")}
     )
+
+
+def harmony_task_docs(wildcards):
+    source = lookups.harmony_task(config, wildcards.task).get("source")
+    return [raw_dir(source)] if source else []
 
 
 def study_table_inputs(wildcards):

@@ -15,6 +15,6 @@ rule dataset:
             config["datasets"][wildcards.dataset].get("params", {})
         ),
         schemas=lambda wildcards: lookups.canonical(source_schemas(wildcards.dataset)),
-        length_targets=lookups.canonical(config["length_targets"]),
+        length_targets=lookups.canonical(config.get("length_targets")),
     script:
         "../scripts/dataset.py"

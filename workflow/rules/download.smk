@@ -44,7 +44,7 @@ rule base_model:
         "benchmarks/base_model/{base}.tsv"
     conda:
         "../envs/train.yaml"
-    threads: 2
+    threads: stage_threads("finetune")
     params:
         spec=lambda wildcards: lookups.canonical(config["base_models"][wildcards.base]),
         schemas=base_model_schemas,

@@ -11,7 +11,7 @@ rule finetune:
         "benchmarks/finetune/{base}/{recipe}.tsv"
     conda:
         "../envs/train.yaml"
-    threads: 2
+    threads: stage_threads("finetune")
     resources:
         gpu=stage_resource("finetune", "gpus"),
         mem_mb=stage_resource("finetune", "mem_mb"),
@@ -31,3 +31,30 @@ rule finetune:
         seed=config["seed"],
     script:
         "../scripts/finetune.py"
+
+
+rule train_before_test:
+    input:
+        model=model_dir,
+        docs=harmony_task_docs,
+    output:
+        "results/scores/train_before_test/{base}/{recipe}/{task}.json",
+    log:
+        "logs/train_before_test/{base}/{recipe}/{task}.log",
+    benchmark:
+        "benchmarks/train_before_test/{base}/{recipe}/{task}.tsv"
+    conda:
+        "../envs/train.yaml"
+    threads: stage_threads("train_before_test")
+    resources:
+        gpu=stage_resource("train_before_test", "gpus"),
+        mem_mb=stage_resource("train_before_test", "mem_mb"),
+        runtime=stage_resource("train_before_test", "runtime"),
+    params:
+        task=lambda wildcards: lookups.canonical(
+            lookups.harmony_task(config, wildcards.task)
+        ),
+        train=lookups.canonical(config.get("harmony", {}).get("train", {})),
+        seed=config["seed"],
+    script:
+        "../scripts/train_before_test.py"

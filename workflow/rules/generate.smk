@@ -10,7 +10,7 @@ rule generate:
         "benchmarks/generate/{base}/{recipe}/{promptset}.tsv"
     conda:
         "../envs/generate.yaml"
-    threads: 2
+    threads: stage_threads("generate")
     resources:
         gpu=stage_resource("generate", "gpus"),
         mem_mb=stage_resource("generate", "mem_mb"),
@@ -22,7 +22,7 @@ rule generate:
         length_prompt=lambda wildcards: lookups.canonical(
             lookups.length_prompt(config, wildcards.recipe)
         ),
-        length_targets=lookups.canonical(config["length_targets"]),
+        length_targets=lookups.canonical(config.get("length_targets")),
         backend=config["generation"]["backend"],
         batch_size=config["generation"]["batch_size"],
         precision=lambda wildcards: lookups.model_settings(

@@ -25,6 +25,8 @@ rule study_tables:
             lookups.study_models(config, wildcards.study)
         ),
         study=lambda wildcards: lookups.canonical(config[wildcards.study]),
-        length_targets=lookups.canonical(config["length_targets"]),
+        config=lambda wildcards: lookups.canonical(
+            lookups.study_settings(config, wildcards.study)
+        ),
     script:
         "../scripts/study_tables.py"

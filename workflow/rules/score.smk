@@ -8,7 +8,7 @@ rule score:
     conda:
         "../envs/core.yaml"
     params:
-        length_targets=lookups.canonical(config["length_targets"]),
+        length_targets=lookups.canonical(config.get("length_targets")),
     script:
         "../scripts/score.py"
 
@@ -24,7 +24,7 @@ rule lm_eval:
         "benchmarks/lm_eval/{base}/{recipe}/{suite}.tsv"
     conda:
         "../envs/evaluate.yaml"
-    threads: 2
+    threads: stage_threads("evaluate")
     resources:
         gpu=stage_resource("evaluate", "gpus"),
         mem_mb=stage_resource("evaluate", "mem_mb"),

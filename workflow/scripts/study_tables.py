@@ -4,5 +4,5 @@ from reprolm.provenance import tracked_step
 with tracked_step(snakemake):
     write_study_tables(
         snakemake.wildcards.study, snakemake.input, snakemake.params.study,
-        snakemake.params.length_targets, snakemake.output.tables, snakemake.output.plots,
+        snakemake.params.config, snakemake.output.tables, snakemake.output.plots,
     )

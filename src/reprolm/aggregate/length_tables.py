@@ -98,8 +98,8 @@ def plot_targets(frame: pd.DataFrame, output: Path) -> None:
     plt.close(fig)
 
 
-def write_ruler_tables(scores: list[Score], study: Mapping, length_targets, tables: Path, plots: Path) -> None:
-    targets = TargetSet.from_config(length_targets)
+def write_ruler_tables(scores: list[Score], study: Mapping, config: Mapping, tables: Path, plots: Path) -> None:
+    targets = TargetSet.from_config(config["length_targets"])
     write_table(tlg_levels(scores), tables, "tlg_levels")
     per_target = tlg_targets(scores)
     write_table(per_target, tables, "tlg_targets")

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reprolm.aggregate.harmony_tables import write_harmony_tables
 from reprolm.aggregate.length_tables import write_ruler_tables
 from reprolm.aggregate.tables import load_scores
 from reprolm.provenance import atomic_path
 
-STUDY_TABLES = {"ruler": write_ruler_tables}
+STUDY_TABLES = {"ruler": write_ruler_tables, "harmony": write_harmony_tables}
 
 
-def write_study_tables(study: str, score_paths, study_config, length_targets, tables: str, plots: str) -> None:
+def write_study_tables(study: str, score_paths, study_config, config, tables: str, plots: str) -> None:
     scores = load_scores(score_paths)
     with atomic_path(tables) as tables_tmp, atomic_path(plots) as plots_tmp:
         tables_tmp.mkdir()
         plots_tmp.mkdir()
-        STUDY_TABLES[study](scores, study_config, length_targets, tables_tmp, plots_tmp)
+        STUDY_TABLES[study](scores, study_config, config, tables_tmp, plots_tmp)

@@ -136,7 +136,18 @@ def arena_questions(n: int, seed: int, **_) -> list[dict]:
     ]
 
 
+def world_corpus(n: int, seed: int, facts_per_document: int = 6, **_) -> list[dict]:
+    """Plain-text documents of the task fixtures' world facts, for pretraining tiny models
+    so that train-before-test tasks are learnable."""
+    from reprolm.data.task_docs import world_text
+
+    facts = world_text()
+    rng = random.Random(seed)
+    return [{"text": " ".join(rng.sample(facts, min(facts_per_document, len(facts))))} for _ in range(n)]
+
+
 FIXTURES: dict[str, Callable[..., list[dict]]] = {
+    "text": world_corpus,
     "openhermes_conversations": openhermes,
     "longform": longform,
     "eli5": eli5,

@@ -1,0 +1,107 @@
+"""Train-before-test: splits as the study's code makes them, training text from lm-eval's own
+templates, the best-epoch rule, the refusal of tasks without training data, and one real
+LoRA run on a tiny model with lm-eval after every epoch."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from reprolm.data import fixtures
+from reprolm.data.task_docs import make_task_docs, write_task_docs
+from reprolm.models.tiny import build_tiny_model
+from reprolm.models.tokenizer import train_bpe_tokenizer
+from reprolm.score.lm_eval_bridge import TaskSpec
+from reprolm.score.task_splits import refuse_tasks_without_training_split, training_split_table
+from reprolm.train import train_before_test as tbt
+
+
+@pytest.fixture(scope="module")
+def docs_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("docs")
+    for schema, n in (("arc", 30), ("winogrande", 12), ("glue_cola", 30), ("boolq", 10)):
+        write_task_docs(make_task_docs(schema, n=n, seed=3), root / schema)
+    return root
+
+
+def test_eighty_twenty_split_with_numpy_seed_when_no_separate_test(docs_dir):
+    # cola has train and validation only: train docs are split 80/20, validation is the test set.
+    splits = tbt.harmony_splits(TaskSpec("cola", "cola", 0, "mcc,none", docs_dir / "glue_cola"), {})
+    raw_train = splits.task.dataset["train"]
+    np.random.seed(0)
+    order = np.random.permutation(len(raw_train))
+    assert splits.sizes() == {"train": 24, "valid": 6, "test": 30}
+    assert splits.train["idx"] == [raw_train[int(i)]["idx"] for i in order[:24]]
+    assert splits.valid["idx"] == [raw_train[int(i)]["idx"] for i in order[24:30]]
+    assert splits.test["idx"] == splits.task.dataset["validation"]["idx"]
+
+
+def test_task_with_validation_and_test_uses_them_and_caps_by_permutation(docs_dir):
+    spec = TaskSpec("arc_easy", "arc_easy", 0, "acc_norm,none", docs_dir / "arc")
+    splits = tbt.harmony_splits(spec, {"max_num_train": 10, "max_num_valid": 5, "max_num_test": None})
+    assert splits.sizes() == {"train": 10, "valid": 5, "test": 30}
+    np.random.seed(0)
+    expected = np.random.permutation(30)[:10]
+    assert splits.train["id"] == [splits.task.dataset["train"][int(i)]["id"] for i in expected]
+    assert splits.test["id"] == splits.task.dataset["test"]["id"]
+
+
+def test_training_text_maps_target_index_through_choices(docs_dir):
+    splits = tbt.harmony_splits(TaskSpec("arc_easy", "arc_easy", 0, "acc_norm,none", docs_dir / "arc"), {})
+    doc = tbt.processed(splits.task, splits.train)[0]
+    question, target = tbt.training_example(splits.task, doc)
+    assert question.startswith("Question: ") and question.endswith("Answer:")
+    assert target == doc["choices"]["text"][doc["choices"]["label"].index(doc["answerKey"])]
+    record = tbt.training_records(splits.task, splits.train.select([0]), chat_template=False, completion_only=False)[0]
+    assert record == {"text": question + " " + target}
+    split_record = tbt.training_records(splits.task, splits.train.select([0]), chat_template=False,
+                                        completion_only=True)[0]
+    assert split_record == {"prompt": question, "completion": " " + target}
+
+
+def test_winogrande_trains_on_the_correct_filled_in_prefix(docs_dir):
+    splits = tbt.harmony_splits(TaskSpec("winogrande", "winogrande", 0, "acc,none", docs_dir / "winogrande"), {})
+    doc = tbt.processed(splits.task, splits.train)[0]
+    prefix, continuation = tbt.training_example(splits.task, doc)
+    blank = doc["sentence"].index("_")
+    correct = doc["option1"] if doc["answer"] == "1" else doc["option2"]
+    assert prefix == doc["sentence"][:blank] + correct
+    assert continuation == doc["sentence"][blank + 1:].strip()
+
+
+def test_best_epoch_is_highest_validation_then_earliest():
+    epochs = [{"epoch": 1, "valid": 0.5, "test": 0.1}, {"epoch": 2, "valid": 0.7, "test": 0.2},
+              {"epoch": 3, "valid": 0.7, "test": 0.9}]
+    assert tbt.best_epoch(epochs)["epoch"] == 2
+
+
+def test_tasks_without_training_split_are_refused(tmp_path):
+    cache = tmp_path / "splits.json"
+    assert training_split_table(["arc_easy", "truthfulqa_mc2"], cache) == {"arc_easy": True, "truthfulqa_mc2": False}
+    assert "truthfulqa_mc2" in json.loads(cache.read_text()).popitem()[1]
+    tasks = [{"name": "arc", "task": "arc_easy"}, {"name": "tqa", "task": "truthfulqa_mc2"}]
+    with pytest.raises(ValueError, match=r"harmony.tasks: .*\['tqa'\]; configured tasks that have one: \['arc'\]"):
+        refuse_tasks_without_training_split(tasks, cache, "harmony.tasks")
+
+
+def test_lora_train_before_test_on_a_tiny_model(docs_dir, tmp_path):
+    rng = random.Random(0)
+    tokenizer = train_bpe_tokenizer([fixtures.passage(rng, 30) for _ in range(200)], 500)
+    model = build_tiny_model({"architecture": "llama", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
+                              "intermediate_size": 64, "max_positions": 512}, tokenizer, seed=0)
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    recipe = {"lora": {"r": 8, "alpha": 32, "dropout": 0.1}, "learning_rate": 1e-3, "num_train_epochs": 2,
+              "per_device_train_batch_size": 8, "max_length": 128, "max_num_valid": 8, "max_num_test": 8}
+    spec = TaskSpec("boolq", "boolq", 0, "acc,none", docs_dir / "boolq")
+    result = tbt.train_before_test(model_path=str(tmp_path / "model"), spec=spec, recipe=recipe, seed=0,
+                                   output=str(tmp_path / "out.json"))
+    assert json.loads((tmp_path / "out.json").read_text()) == result
+    assert [e["epoch"] for e in result["epochs"]] == [1, 2]
+    assert result["sizes"] == {"train": 8, "valid": 2, "test": 8}
+    assert result["train_before_test"] == tbt.best_epoch(result["epochs"])["test"]
+    assert result["direct_eval"] == result["direct"]["test"]
+    assert all(0 <= e[k] <= 1 for e in result["epochs"] for k in ("valid", "test"))

@@ -1,0 +1,17 @@
+from reprolm.provenance import tracked_step
+from reprolm.score.lm_eval_bridge import TaskSpec
+from reprolm.train.train_before_test import train_before_test
+
+with tracked_step(snakemake) as log:
+    task = snakemake.params.task
+    spec = TaskSpec(
+        name=task["name"], task=task["task"], num_fewshot=0, metric=task["metric"],
+        data_dir=snakemake.input.docs[0] if snakemake.input.docs else None,
+        gen_kwargs=task.get("gen_kwargs"),
+    )
+    result = train_before_test(
+        model_path=snakemake.input.model, spec=spec, recipe=snakemake.params.train,
+        seed=snakemake.params.seed, output=snakemake.output[0],
+    )
+    log.info("direct %.4f, train-before-test %.4f (epoch %d)",
+             result["direct_eval"], result["train_before_test"], result["best_epoch"])
