@@ -105,3 +105,15 @@ def test_lora_train_before_test_on_a_tiny_model(docs_dir, tmp_path):
     assert result["train_before_test"] == tbt.best_epoch(result["epochs"])["test"]
     assert result["direct_eval"] == result["direct"]["test"]
     assert all(0 <= e[k] <= 1 for e in result["epochs"] for k in ("valid", "test"))
+
+
+def test_chat_template_training_records(docs_dir):
+    splits = tbt.harmony_splits(TaskSpec("arc_easy", "arc_easy", 0, "acc_norm,none", docs_dir / "arc"), {})
+    rng = random.Random(1)
+    tokenizer = train_bpe_tokenizer([fixtures.passage(rng, 20) for _ in range(50)], 400)
+    doc = tbt.processed(splits.task, splits.train)[0]
+    question, target = tbt.training_example(splits.task, doc)
+    record = tbt.training_records(splits.task, splits.train.select([0]), chat_template=True, completion_only=True,
+                                  tokenizer=tokenizer)[0]
+    assert record["prompt"] == f"<|bos|><|user|>\n{question}\n<|assistant|>\n"
+    assert record["completion"] == target + "<|eos|>"

@@ -256,8 +256,12 @@ def _summarise(spec: TaskSpec, config: dict[str, Any], output: dict) -> dict[str
 
 def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int | str = 8, device: str = "cpu",
                    dtype: str = "auto", limit: int | None = None, backend: str = "hf", tensor_parallel_size: int = 1,
-                   seed: int = LM_EVAL_DEFAULT_SEED, bootstrap_iters: int = 100_000) -> dict[str, Any]:
+                   seed: int = LM_EVAL_DEFAULT_SEED, bootstrap_iters: int = 100_000,
+                   apply_chat_template: bool = False) -> dict[str, Any]:
     """Evaluate one model on every task through ``lm_eval.simple_evaluate``.
+
+    ``apply_chat_template`` renders each prompt through the tokenizer's chat template, for
+    models trained on chat-formatted task text.
 
     ``model``, ``tokenizer``, ``backend``, ``device``, ``dtype`` and ``tensor_parallel_size``
     are as in :func:`language_model`. The model is wrapped once and reused for all tasks.
@@ -285,7 +289,8 @@ def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int |
             model=lm, tasks=[configs[spec.name]], task_manager=task_manager(),
             limit=spec.limit if spec.limit is not None else limit, bootstrap_iters=bootstrap_iters,
             log_samples=False, random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed,
-            fewshot_random_seed=seed,
+            fewshot_random_seed=seed, apply_chat_template=apply_chat_template,
         )
         summaries[spec.name] = _summarise(spec, configs[spec.name], output)
-    return {"lm_eval_version": version("lm_eval"), "backend": backend, "seed": seed, "tasks": summaries}
+    return {"lm_eval_version": version("lm_eval"), "backend": backend, "seed": seed,
+            "apply_chat_template": apply_chat_template, "tasks": summaries}

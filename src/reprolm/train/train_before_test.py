@@ -129,12 +129,13 @@ def _write_eval_docs(raw, task_name: str, folder: Path) -> Path:
 class EpochEvaluator:
     """Scores the in-memory model on the valid and test sets (no reload between epochs)."""
 
-    def __init__(self, spec: TaskSpec, splits: HarmonySplits, workdir: Path, batch_size: int, seed: int):
+    def __init__(self, spec: TaskSpec, splits: HarmonySplits, workdir: Path, batch_size: int, seed: int,
+                 chat_template: bool):
         self.valid = TaskSpec(spec.name, spec.task, 0, spec.metric, _write_eval_docs(splits.valid, spec.task, workdir / "valid"),
                               spec.gen_kwargs)
         self.test = TaskSpec(spec.name, spec.task, 0, spec.metric, _write_eval_docs(splits.test, spec.task, workdir / "test"),
                              spec.gen_kwargs)
-        self.batch_size, self.seed = batch_size, seed
+        self.batch_size, self.seed, self.chat_template = batch_size, seed, chat_template
 
     def __call__(self, model, tokenizer) -> dict[str, float]:
         was_training = model.training
@@ -142,7 +143,7 @@ class EpochEvaluator:
         scores = {}
         for name, spec in (("valid", self.valid), ("test", self.test)):
             result = evaluate_tasks(model, tokenizer, [spec], batch_size=self.batch_size, seed=self.seed,
-                                    bootstrap_iters=0)
+                                    bootstrap_iters=0, apply_chat_template=self.chat_template)
             scores[name] = result["tasks"][spec.name]["value"]
         if was_training:
             model.train()
@@ -172,7 +173,9 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
     records = training_records(splits.task, splits.train, chat_template=recipe.get("chat_template", False),
                                completion_only=recipe.get("completion_only", False), tokenizer=tokenizer)
     with tempfile.TemporaryDirectory() as scratch:
-        evaluate = EpochEvaluator(spec, splits, Path(scratch), recipe.get("eval_batch_size", 8), seed)
+        # Models trained on chat-formatted text are asked through the same template.
+        evaluate = EpochEvaluator(spec, splits, Path(scratch), recipe.get("eval_batch_size", 8), seed,
+                                  recipe.get("chat_template", False))
         direct = evaluate(model, tokenizer)
         log.info("direct evaluation: %s", direct)
         epochs: list[dict] = []
