@@ -7,20 +7,16 @@ kept in resources/torch_extensions (git-ignored), so later runs of this file ski
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from reprolm.data.fixtures import passage, question
+from finetune_helpers import MLT_TOKENS, tiny_finetune_inputs
 from reprolm.train.finetune import FinetuneSpec
 from reprolm.train.launch import launch, launch_command
 
 REPO = Path(__file__).resolve().parents[1]
 ZERO3 = str(REPO / "config" / "deepspeed" / "zero3.json")
-MLT_TOKENS = ["[MLT:10]", "[MLT:30]", "[MLT:50]"]
 RECIPE = {
     "format": "instruction_response", "completion_prefix": "mlt", "max_length": 128,
     "learning_rate": 1e-3, "num_train_epochs": 1, "per_device_train_batch_size": 4,
@@ -31,24 +27,8 @@ RECIPE = {
 def workspace(tmp_path_factory):
     """A tiny base model with its tokenizer, a Ruler-schema train file, and the launch environment."""
     pytest.importorskip("deepspeed")
-    from reprolm.models.tiny import build_tiny_model
-    from reprolm.models.tokenizer import train_bpe_tokenizer
-
     root = tmp_path_factory.mktemp("finetune_launch")
-    rng = random.Random(0)
-    texts = [passage(rng, 40) for _ in range(200)] + [question(rng) for _ in range(200)]
-    tokenizer = train_bpe_tokenizer(texts, vocab_size=400)
-    model = build_tiny_model(
-        {"architecture": "llama", "hidden_size": 32, "num_layers": 2, "num_heads": 2,
-         "intermediate_size": 64, "max_positions": 256},
-        tokenizer, seed=0,
-    )
-    base = root / "base"
-    tokenizer.save_pretrained(base)
-    model.save_pretrained(base)
-    rows = [{"Instruction": question(rng), "output": passage(rng, rng.randint(5, 25)),
-             "mlt": rng.choice(MLT_TOKENS)} for _ in range(48)]
-    pq.write_table(pa.Table.from_pylist(rows), root / "train.parquet")
+    tiny_finetune_inputs(root)
 
     with pytest.MonkeyPatch.context() as env:
         env.setenv("HF_HUB_OFFLINE", "1")

@@ -136,11 +136,24 @@ def test_paper_config_builds_the_full_ruler_dag_offline(tmp_path):
     finetunes = sorted((w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune")
     assert finetunes == sorted((b, r) for b in bases for r in ("ruler", "vanilla"))
     counts = job_counts(jobs)
-    ruler_models = {w["base"] for rule, w in jobs if rule == "base_model"} & set(bases + baselines)
-    assert ruler_models == set(bases + baselines)
+    ruler_models = {w["base"] for rule, w in jobs if rule == "download_base_model"} & set(bases + baselines)
+    assert ruler_models == set(bases + baselines) and "build_base_model" not in counts
     # 12 finetuned + 6 instruct baselines; TLG and multi-MLT for all, self-MLT for Ruler models.
     assert counts["generate"] == 18 * 2 + 6
     assert counts["lm_eval"] == 18 and counts["raw_source"] == 4 and counts["dataset"] == 4
+
+
+def test_built_and_hub_base_models_go_to_their_own_rules(tmp_path):
+    """One output pattern, two rules: each base name is claimed by the rule of its config section."""
+    work = scratch_copy(tmp_path)
+    config = yaml.safe_load((work / "config/config.yaml").read_text())
+    config["base_models"]["hub_llama"] = {"hub": {"path": "example/tiny-llama"}}
+    config["ruler"]["baselines"] = ["hub_llama"]
+    (work / "mixed.yaml").write_text(yaml.safe_dump(config))
+    jobs = dry_run_jobs(work, "--configfile", "mixed.yaml")
+    built = sorted(name for name, spec in config["base_models"].items() if "build" in spec)
+    assert sorted(w["base"] for rule, w in jobs if rule == "build_base_model") == built
+    assert [w["base"] for rule, w in jobs if rule == "download_base_model"] == ["hub_llama"]
 
 
 def test_bad_config_fails_before_any_job(tmp_path):

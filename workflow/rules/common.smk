@@ -1,4 +1,5 @@
 import os
+import re
 
 from snakemake.utils import validate
 
@@ -53,10 +54,15 @@ def tokenizer_schemas(wildcards):
     return lookups.canonical({s: config["sources"][s]["schema"] for s in corpus})
 
 
-def base_model_inputs(wildcards):
-    build = config["base_models"][wildcards.base].get("build")
-    if not build:
-        return {}
+def base_names(kind):
+    """A wildcard regex matching exactly the base models whose config has ``kind`` (build or hub)."""
+    names = [re.escape(n) for n, spec in config["base_models"].items() if kind in spec]
+    # An empty alternation would match the empty string; (?!) matches nothing.
+    return "|".join(names) if names else "(?!)"
+
+
+def build_base_model_inputs(wildcards):
+    build = config["base_models"][wildcards.base]["build"]
     return {
         "tokenizer": f"resources/tokenizers/{build['tokenizer']}",
         "corpus": [raw_dir(s) for s in build["pretrain"]["corpus"]],
@@ -64,8 +70,7 @@ def base_model_inputs(wildcards):
 
 
 def base_model_schemas(wildcards):
-    build = config["base_models"][wildcards.base].get("build")
-    corpus = build["pretrain"]["corpus"] if build else []
+    corpus = config["base_models"][wildcards.base]["build"]["pretrain"]["corpus"]
     return lookups.canonical({s: config["sources"][s]["schema"] for s in corpus})
 
 

@@ -1,5 +1,7 @@
+# Downloads run on the submitting host: compute nodes often have no internet access.
 localrules:
     raw_source,
+    download_base_model,
 
 
 rule raw_source:
@@ -33,21 +35,44 @@ rule tokenizer:
         "../scripts/tokenizer.py"
 
 
-rule base_model:
+# Built tiny models (compute: pretraining) and hub checkpoints (network) share one output
+# pattern; each base name is claimed by exactly one rule through its config section.
+rule build_base_model:
     input:
-        unpack(base_model_inputs),
+        unpack(build_base_model_inputs),
     output:
         directory("resources/models/{base}"),
     log:
-        "logs/base_model/{base}.log",
+        "logs/build_base_model/{base}.log",
     benchmark:
-        "benchmarks/base_model/{base}.tsv"
+        "benchmarks/build_base_model/{base}.tsv"
+    wildcard_constraints:
+        base=base_names("build"),
     conda:
         "../envs/train.yaml"
     threads: stage_threads("finetune")
     params:
-        spec=lambda wildcards: lookups.canonical(config["base_models"][wildcards.base]),
+        build=lambda wildcards: lookups.canonical(
+            config["base_models"][wildcards.base]["build"]
+        ),
         schemas=base_model_schemas,
         seed=config["seed"],
     script:
-        "../scripts/base_model.py"
+        "../scripts/build_base_model.py"
+
+
+rule download_base_model:
+    output:
+        directory("resources/models/{base}"),
+    log:
+        "logs/download_base_model/{base}.log",
+    wildcard_constraints:
+        base=base_names("hub"),
+    conda:
+        "../envs/train.yaml"
+    params:
+        hub=lambda wildcards: lookups.canonical(
+            config["base_models"][wildcards.base]["hub"]
+        ),
+    script:
+        "../scripts/download_base_model.py"

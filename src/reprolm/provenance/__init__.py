@@ -100,16 +100,30 @@ def _gpu_model() -> str | None:
     return None
 
 
+def _first(env: Mapping, *names: str) -> str | None:
+    return next((env[name] for name in names if env.get(name)), None)
+
+
 def execution_host() -> dict:
-    """Where this ran: host, GPU, and the SLURM job when there is one."""
+    """Where this ran: host, GPU, and the SLURM job when there is one.
+
+    Under the Snakemake SLURM executor a rule runs in a job step: the batch script's SLURM
+    variables are removed before its ``srun -n1``, and srun sets the step's own, among them
+    SLURM_JOB_ID, SLURMD_NODENAME and, for a GPU request, SLURM_STEP_GPUS (the node's
+    indices of the granted GPUs; SLURM_GPUS_ON_NODE is only their count) and
+    CUDA_VISIBLE_DEVICES (the indices as the process sees them, which device cgroups
+    renumber from 0). SLURM_JOB_GPUS and the node lists cover a workflow run as a whole
+    inside an allocation's batch script, where no step variables are set.
+    """
     env = os.environ
     return {
         "host": platform.node(),
         "gpu": _gpu_model(),
         "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
         "slurm_job_id": env.get("SLURM_JOB_ID"),
-        "slurm_node": env.get("SLURMD_NODENAME") or env.get("SLURM_NODELIST"),
-        "slurm_gpus": env.get("SLURM_GPUS_ON_NODE") or env.get("SLURM_JOB_GPUS"),
+        "slurm_node": _first(env, "SLURMD_NODENAME", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+                             "SLURM_NODELIST"),
+        "slurm_gpus": _first(env, "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"),
     }
 
 

@@ -26,6 +26,7 @@ TRAINING_KEYS = (
     "gradient_accumulation_steps", "lr_scheduler_type", "warmup_ratio", "weight_decay",
     "adam_beta2", "max_steps", "logging_steps", "save_steps", "gradient_checkpointing",
 )
+TRAINER_STATE = "trainer_state.json"
 
 
 @dataclass
@@ -63,8 +64,25 @@ class FinetuneSpec:
         return cls(**json.loads(Path(path).read_text()))
 
 
+def _complete(checkpoint: Path) -> bool:
+    """Whether a checkpoint was fully written: the Trainer writes trainer_state.json last."""
+    try:
+        json.loads((checkpoint / TRAINER_STATE).read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def latest_checkpoint(folder: Path) -> str | None:
-    checkpoints = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    """The newest complete checkpoint in ``folder``.
+
+    A run killed while saving (at a SLURM time limit, say: a large model takes minutes to
+    save) leaves a newer folder without trainer state. Resuming from it fails (no
+    trainer_state.json), and would again on every rerun; the complete checkpoint before it
+    is where the run really stopped.
+    """
+    checkpoints = sorted((p for p in folder.glob("checkpoint-*") if _complete(p)),
+                         key=lambda p: int(p.name.split("-")[-1]))
     return str(checkpoints[-1]) if checkpoints else None
 
 

@@ -1,0 +1,137 @@
+"""A killed finetune resumes from its latest complete checkpoint and ends where an uninterrupted one does.
+
+Three runs of ``python -m reprolm.train.finetune SPEC.json`` on a tiny Llama, on the CPU: one
+uninterrupted; one SIGKILLed as soon as a checkpoint is complete; a rerun of the killed spec.
+The Trainer's resume restores weights, optimizer, schedule, RNG state and the data order
+(accelerate's seedable sampler reseeds each epoch; the resumed epoch skips the batches it
+already trained on), so the rerun's remaining losses and final weights must be identical,
+bit for bit, to the uninterrupted run's. Both use one thread, so kernels reduce in the same
+order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from finetune_helpers import MLT_TOKENS, TRAIN_ROWS, tiny_finetune_inputs
+from reprolm.train.finetune import FinetuneSpec
+
+EPOCHS, BATCH, ACCUMULATION, SAVE_STEPS = 6, 2, 2, 4
+STEPS_PER_EPOCH = TRAIN_ROWS // (BATCH * ACCUMULATION)
+TOTAL_STEPS = EPOCHS * STEPS_PER_EPOCH
+RECIPE = {
+    "format": "instruction_response", "completion_prefix": "mlt", "max_length": 128,
+    "learning_rate": 1e-3, "num_train_epochs": EPOCHS, "per_device_train_batch_size": BATCH,
+    "gradient_accumulation_steps": ACCUMULATION, "lr_scheduler_type": "cosine", "warmup_ratio": 0.05,
+    "save_steps": SAVE_STEPS, "logging_steps": 1,
+}
+RUN_TIMEOUT_S = 120
+# The Trainer logs one dict per optimizer step (logging_steps 1); its `epoch` tells them apart.
+STEP_LOG = re.compile(r"^\{'loss': .*'epoch': '[^']+'\}$", re.MULTILINE)
+
+
+def spec(root: Path, name: str) -> FinetuneSpec:
+    return FinetuneSpec(
+        base_model=str(root / "base"), output_dir=str(root / "models" / name),
+        checkpoint_root=str(root / "checkpoints" / name), train_file=str(root / "train.parquet"),
+        recipe=dict(RECIPE), seed=7, add_tokens=list(MLT_TOKENS),
+    )
+
+
+def start(root: Path, run: FinetuneSpec, log_name: str) -> subprocess.Popen:
+    spec_path = root / f"{log_name}.json"
+    run.save(spec_path)
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false")
+    with open(root / f"{log_name}.log", "w") as log:
+        return subprocess.Popen([sys.executable, "-m", "reprolm.train.finetune", str(spec_path)],
+                                stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def finish(process: subprocess.Popen) -> int:
+    try:
+        return process.wait(RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
+
+
+def complete_checkpoints(folder: Path) -> dict[int, Path]:
+    """Checkpoints whose trainer state is written (the Trainer's last file), by global step."""
+    found = {}
+    for checkpoint in folder.glob("checkpoint-*"):
+        try:
+            state = json.loads((checkpoint / "trainer_state.json").read_text())
+        except (OSError, ValueError):
+            continue
+        found[state["global_step"]] = checkpoint
+    return found
+
+
+def kill_after_first_checkpoint(process: subprocess.Popen, folder: Path) -> None:
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not complete_checkpoints(folder):
+        assert process.poll() is None, "the run ended before it wrote a checkpoint"
+        assert time.monotonic() < deadline, "no checkpoint within the time limit"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait(RUN_TIMEOUT_S)
+
+
+def step_logs(log: str) -> list[str]:
+    return STEP_LOG.findall(log)
+
+
+@pytest.mark.timeout(300)
+def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    tiny_finetune_inputs(tmp_path)
+    whole, killed = spec(tmp_path, "whole"), spec(tmp_path, "killed")
+    assert whole.key() == killed.key()
+    # The uninterrupted reference runs beside the run that gets killed.
+    reference = start(tmp_path, whole, "whole")
+    first = start(tmp_path, killed, "killed")
+    kill_after_first_checkpoint(first, killed.checkpoint_dir)
+    assert first.returncode == -signal.SIGKILL
+    assert not Path(killed.output_dir).exists()
+
+    checkpoints = complete_checkpoints(killed.checkpoint_dir)
+    resumed_step = max(checkpoints)
+    assert 0 < resumed_step < TOTAL_STEPS
+    # A kill in the middle of a save leaves the next checkpoint without trainer state; one is
+    # made here so that every run checks that the rerun passes over it.
+    torn = killed.checkpoint_dir / f"checkpoint-{resumed_step + SAVE_STEPS}"
+    shutil.copytree(checkpoints[resumed_step], torn, dirs_exist_ok=True)
+    (torn / "trainer_state.json").unlink()
+
+    rerun = start(tmp_path, killed, "rerun")
+    assert finish(rerun) == 0, (tmp_path / "rerun.log").read_text()[-3000:]
+    assert finish(reference) == 0, (tmp_path / "whole.log").read_text()[-3000:]
+
+    rerun_log, whole_log = (tmp_path / "rerun.log").read_text(), (tmp_path / "whole.log").read_text()
+    assert f"resuming from {checkpoints[resumed_step]}" in rerun_log
+    epoch = resumed_step // STEPS_PER_EPOCH
+    assert f"Resuming training from checkpoint with epoch {epoch} and global step {resumed_step}" in rerun_log
+    # The rerun did only the steps after the checkpoint, and they retraced the reference.
+    assert len(step_logs(whole_log)) == TOTAL_STEPS
+    assert step_logs(rerun_log) == step_logs(whole_log)[resumed_step:]
+
+    reference_weights = load_file(Path(whole.output_dir) / "model.safetensors")
+    resumed_weights = load_file(Path(killed.output_dir) / "model.safetensors")
+    assert reference_weights.keys() == resumed_weights.keys()
+    different = [name for name in reference_weights if not torch.equal(reference_weights[name], resumed_weights[name])]
+    assert not different, f"tensors differ after the resume: {different}"
+    assert not killed.checkpoint_dir.exists()

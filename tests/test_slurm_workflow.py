@@ -1,0 +1,201 @@
+"""The project's workflow through SLURM: real jobs, the same outputs as a local run.
+
+A small config derived from config/config.yaml (one tiny base model, a few pretraining and
+finetune steps, eight TLG prompts) gives the finetune and generate rules (fake) GPUs.
+One target, the TLG length score of the finetuned model, needs raw sources (local rules),
+a tokenizer, the base model, two datasets, the finetune, the generations and the score. It
+runs in two scratch copies at once: through profiles/slurm on the session's test cluster,
+and locally. Both give every rule the threads it declares (at most 2, the local --cores;
+on the cluster they become the job's CPUs and OMP_NUM_THREADS), so kernels reduce in the
+same order and even the trained weights must come out bit-identical.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reprolm.provenance import content_hash, provenance_path
+from workflow_helpers import REPO, SNAKEMAKE, scratch_copy, snakemake_env
+
+RUN_TIMEOUT_S = 600
+# Each snakemake call is bounded by RUN_TIMEOUT_S; this bounds a test with its set-up.
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(2 * RUN_TIMEOUT_S + 120)]
+BASE, RECIPE, PROMPTSET, METRIC = "tiny_llama", "ruler", "tlg", "length_levels"
+TARGET = f"results/scores/{METRIC}/{BASE}/{RECIPE}/{PROMPTSET}.json"
+COMPARED = (
+    "resources/tokenizers/tiny_bpe",
+    f"resources/models/{BASE}",
+    "results/datasets/tlg/test.parquet",
+    "results/datasets/ruler_train/train.parquet",
+    f"results/models/{BASE}/{RECIPE}",
+    f"results/generations/{BASE}/{RECIPE}/{PROMPTSET}.parquet",
+    TARGET,
+)
+# Jobs the target needs, by the rule that makes them.
+CLUSTER_JOBS = {"tokenizer": 1, "build_base_model": 1, "dataset": 2, "finetune": 1, "generate": 1, "score": 1}
+# GPUs per rule (and config stage): two for the finetune, so that the GPU indices a
+# provenance record names are told from a GPU count.
+GPUS = {"finetune": 2, "generate": 1}
+LOCAL_JOBS = {"raw_source": 3}
+COMMENT = re.compile(r"rule_(\w+?)(?:_wildcards_.*)?")
+PROFILE = ("--workflow-profile", "profiles/slurm", "--profile", str(REPO / "tests" / "slurm_profile_test"))
+
+
+def small_config() -> dict:
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    base = config["base_models"][BASE]
+    base["build"]["pretrain"]["steps"] = 4
+    base["resources"] = {stage: {"gpus": gpus} for stage, gpus in GPUS.items()}
+    config["base_models"] = {BASE: base}
+    config["recipes"] = {RECIPE: {**config["recipes"][RECIPE], "max_steps": 4}}
+    config["datasets"]["tlg"]["params"]["num"] = 8
+    config["promptsets"] = {PROMPTSET: {**config["promptsets"][PROMPTSET], "sampling": {"max_new_tokens": 32}}}
+    config["ruler"].update(bases=[BASE], recipes=[RECIPE], evaluations=[{"promptset": PROMPTSET, "metric": METRIC}])
+    del config["ruler"]["lm_eval_suite"]
+    return config
+
+
+def prepared(work: Path) -> Path:
+    scratch_copy(work)
+    (work / "small.yaml").write_text(yaml.safe_dump(small_config(), sort_keys=False))
+    return work
+
+
+def outside_slurm(env: dict) -> dict:
+    """``env`` without the variables of a SLURM job the tests themselves may run in."""
+    return {k: v for k, v in env.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
+
+
+def cluster_env(work: Path, cluster) -> dict:
+    return dict(snakemake_env(work), SLURM_CONF=cluster.env["SLURM_CONF"], PATH=cluster.env["PATH"])
+
+
+def start(work: Path, env: dict, *args: str, target: str = TARGET) -> subprocess.Popen:
+    # The target before --configfile, which takes every path that follows it.
+    return subprocess.Popen([SNAKEMAKE, *args, target, "--configfile", "small.yaml"], cwd=work,
+                            env=outside_slurm(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(process: subprocess.Popen, succeed: bool = True) -> str:
+    try:
+        out, _ = process.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, _ = process.communicate()
+        raise AssertionError(f"snakemake ran over {RUN_TIMEOUT_S} s:\n{out[-5000:]}")
+    assert (process.returncode == 0) == succeed, out[-5000:]
+    return out
+
+
+def run_id(out: str) -> str:
+    """The SLURM executor names every job of a run by the run's id."""
+    return re.search(r"SLURM run ID: (\S+)", out).group(1)
+
+
+@pytest.fixture(scope="module")
+def runs(slurm_cluster, tmp_path_factory):
+    """(SLURM work dir, local work dir, SLURM run's output, sacct records of its jobs)."""
+    cluster_work = prepared(tmp_path_factory.mktemp("slurm_run"))
+    local_work = prepared(tmp_path_factory.mktemp("local_run"))
+    since = dt.datetime.now().replace(microsecond=0) - dt.timedelta(seconds=1)
+    on_cluster = start(cluster_work, cluster_env(cluster_work, slurm_cluster), *PROFILE)
+    local = start(local_work, snakemake_env(local_work), "--cores", "2")
+    try:
+        cluster_out = finish(on_cluster)
+    except BaseException:
+        local.kill()
+        local.communicate()
+        raise
+    local_out = finish(local)
+    assert "SLURM run ID" not in local_out
+    records = [r for r in slurm_cluster.sacct("--name", run_id(cluster_out), "--starttime", since.isoformat())
+               if "." not in r["JobID"]]
+    return cluster_work, local_work, cluster_out, records
+
+
+def tres(record: dict, key: str) -> dict:
+    return dict(item.split("=", 1) for item in record[key].split(",") if item)
+
+
+def rule_of(record: dict) -> str:
+    return COMMENT.fullmatch(record["Comment"]).group(1)
+
+
+def test_cluster_rules_ran_as_completed_slurm_jobs_with_their_gpus(runs, slurm_cluster):
+    _, _, _, records = runs
+    by_rule: dict[str, list[dict]] = {}
+    for record in records:
+        by_rule.setdefault(rule_of(record), []).append(record)
+    assert {rule: len(jobs) for rule, jobs in by_rule.items()} == CLUSTER_JOBS
+    for rule, jobs in by_rule.items():
+        for job in jobs:
+            assert (job["State"], job["ExitCode"]) == ("COMPLETED", "0:0"), (rule, job)
+            assert job["Partition"] == slurm_cluster.partition
+            requested, allocated = tres(job, "ReqTRES"), tres(job, "AllocTRES")
+            if rule in GPUS:
+                gpus = str(GPUS[rule])
+                gpu_type = f"gres/gpu:{slurm_cluster.gpu_type}"
+                assert requested["gres/gpu"] == requested[gpu_type] == allocated["gres/gpu"] == gpus, (rule, job)
+            else:
+                assert "gres/gpu" not in allocated, (rule, job)
+            # The rules' threads (2 where they declare them, else 1) became the job's CPUs.
+            assert allocated["cpu"] == ("2" if rule in ("build_base_model", *GPUS) else "1"), (rule, job)
+
+
+def test_local_rules_ran_on_the_submitting_host(runs):
+    cluster_work, _, cluster_out, records = runs
+    assert not any(rule_of(r) in LOCAL_JOBS for r in records)
+    for rule, count in LOCAL_JOBS.items():
+        assert cluster_out.count(f"localrule {rule}:") == count
+    for source in ("openhermes", "longform", "eli5"):
+        record = json.loads(provenance_path(cluster_work / "resources" / "raw" / source).read_text())
+        assert record["execution"]["slurm_job_id"] is None
+
+
+@pytest.mark.parametrize("output", COMPARED)
+def test_outputs_equal_the_local_runs(runs, output):
+    cluster_work, local_work, _, _ = runs
+    assert content_hash(cluster_work / output) == content_hash(local_work / output)
+
+
+@pytest.mark.parametrize("rule, output", [
+    ("finetune", f"results/models/{BASE}/{RECIPE}"),
+    ("generate", f"results/generations/{BASE}/{RECIPE}/{PROMPTSET}.parquet"),
+    ("score", TARGET),
+])
+def test_provenance_names_the_slurm_job_node_and_granted_gpus(runs, slurm_cluster, rule, output):
+    cluster_work, local_work, _, records = runs
+    execution = json.loads(provenance_path(cluster_work / output).read_text())["execution"]
+    job = next(r for r in records if rule_of(r) == rule)
+    assert execution["slurm_job_id"] == job["JobID"]
+    assert execution["slurm_node"] == slurm_cluster.node
+    if rule in GPUS:
+        granted = execution["slurm_gpus"].split(",")
+        assert len(granted) == GPUS[rule] and set(granted) <= {str(i) for i in range(slurm_cluster.gpus)}, execution
+        # The test node has no device cgroups, so the process sees the node's own indices.
+        assert execution["cuda_visible_devices"] == execution["slurm_gpus"], execution
+    else:
+        assert execution["slurm_gpus"] is None and execution["cuda_visible_devices"] is None, execution
+    local = json.loads(provenance_path(local_work / output).read_text())["execution"]
+    assert local["slurm_job_id"] is None and local["slurm_node"] is None and local["slurm_gpus"] is None
+
+
+def test_hub_download_runs_on_the_submitting_host(slurm_cluster, tmp_path):
+    """download_base_model is a localrule: never submitted, even where it fails (offline here)."""
+    work = prepared(tmp_path)
+    config = small_config()
+    config["base_models"]["hub_llama"] = {"hub": {"path": "example/tiny-llama"}}
+    (work / "small.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    out = finish(start(work, cluster_env(work, slurm_cluster), *PROFILE, target="resources/models/hub_llama"),
+                 succeed=False)
+    assert "localrule download_base_model:" in out and "Error in rule download_base_model" in out, out[-5000:]
+    assert "submitted with SLURM jobid" not in out
+    assert "LocalEntryNotFoundError" in out and "HF_HUB_OFFLINE" in out
+    assert slurm_cluster.sacct("--name", run_id(out)) == []
