@@ -53,8 +53,10 @@ def check_references(config: Mapping) -> None:
             raise ConfigError(f"study {study!r} is enabled but the config has no {study!r} section")
         for base in spec["bases"] + spec.get("baselines", []):
             _require(base, config["base_models"], f"{study}.bases")
+        # Ruler evaluates base models as they are through `baselines`; harmony through recipes.
+        allowed = list(recipes) + ([PRETRAINED] if study == "harmony" else [])
         for recipe in spec.get("recipes", []):
-            _require(recipe, list(recipes) + [PRETRAINED], f"{study}.recipes")
+            _require(recipe, allowed, f"{study}.recipes")
         for index, task in enumerate(spec.get("tasks", [])):
             if task.get("source"):
                 _require(task["source"], sources, f"{study}.tasks[{index}].source")
