@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from reprolm.aggregate.harmony_tables import write_harmony_tables
 from reprolm.aggregate.length_tables import write_ruler_tables
