@@ -191,6 +191,15 @@ def test_pc1_is_scale_free_and_needs_complete_rows():
         pc1_scores(matrix.assign(b=0.5))
 
 
+def test_leaderboard_shows_tasks_left_out_of_pc1():
+    matrix = pd.DataFrame({"a": [0.1, 0.5, 0.9], "b": [0.2, 0.3, 0.7], "tied": [0.0, 0.0, 0.0]}, index=["x", "y", "z"])
+    table = leaderboard(matrix, pc1_tasks=["a", "b"])
+    assert list(table.columns) == ["Rank", "PC1", "a", "b", "tied"]
+    assert list(table.index) == ["z", "y", "x"] and (table["tied"] == 0).all()
+    expected = (100 * pc1_scores(matrix[["a", "b"]]).scores).round(2)
+    pd.testing.assert_series_equal(table["PC1"], expected.loc[table.index])
+
+
 def test_tau_b_corrects_for_ties():
     matrix = pd.DataFrame({"a": [1, 2, 2, 3, 4], "b": [1, 2, 3, 4, 5]}, dtype=float)
     tau = ranking_consistency(matrix).tau.loc["a", "b"]

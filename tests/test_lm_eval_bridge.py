@@ -16,6 +16,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from reprolm.data.fixtures import make_fixture
 from reprolm.data.schemas import DataError
 from reprolm.data.task_docs import (
     TASK_DOC_CHECKS, TASK_DOC_FIXTURES, make_task_docs, world_text, write_task_docs,
@@ -107,6 +108,27 @@ def test_fixture_docs_use_the_splits_lm_eval_reads():
         read = {config[key] for key in ("training_split", "validation_split", "test_split", "fewshot_split")
                 if config.get(key)}
         assert read == set(make_task_docs(schema, n=1, seed=0)), task
+
+
+def test_fixture_labels_carry_a_cue_a_tiny_model_can_learn():
+    # CoLA: an unacceptable sentence is a world fact with a subject-verb agreement error.
+    facts = set(world_text())
+    for record in make_task_docs("glue_cola", n=40, seed=1)["train"]:
+        assert (record["sentence"] in facts) == bool(record["label"]), record
+    # BoolQ: the passage of a "no" denies what is asked; a "yes" passage states it.
+    for record in make_task_docs("boolq", n=40, seed=1)["train"]:
+        asked = record["question"].split(" ", 1)[1]
+        assert (" never " in record["passage"]) == (not record["label"]), record
+        assert asked.split()[-1] in record["passage"], record
+
+
+def test_task_text_corpus_renders_answers_in_the_task_formats():
+    texts = [record["text"] for record in make_fixture("text", n=3, seed=6, task_formats=["boolq", "gsm8k"])]
+    assert len(texts) == 6
+    assert all(text.endswith(("\nAnswer: yes", "\nAnswer: no")) for text in texts[:3])
+    assert all(text.startswith("Question: ") and "\n#### " in text for text in texts[3:])
+    with pytest.raises(ValueError, match="no task text for schemas \\['hellaswag'\\]"):
+        make_fixture("text", n=1, seed=0, task_formats=["hellaswag"])
 
 
 @pytest.mark.parametrize("schema, field, value, problem_field", [

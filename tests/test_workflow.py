@@ -229,6 +229,24 @@ def test_harmony_tables_match_the_score_files(default_run):
         assert (math.isnan(expected) and math.isnan(reported)) or reported == pytest.approx(expected, abs=1e-3)
     for name in ("tau_direct.png", "tau_train_before_test.png", "consistency.png"):
         assert (default_run / "results/plots/harmony" / name).read_bytes()[:4] == b"\x89PNG"
+    for kind in ("direct", "train_before_test"):
+        board = pd.read_csv(tables / f"leaderboard_{kind}.csv")
+        assert list(board.columns) == ["model", "Rank", "PC1", *tasks]
+
+
+def test_harmony_default_tasks_are_learnt_so_its_figures_mean_something(default_run):
+    """The fixture tasks are learnable at tiny scale: fine-tuning on boolq and cola moves
+    models well above chance, every task separates the models after training, and so the
+    consistency figures are defined."""
+    tables = default_run / "results/tables/harmony"
+    direct = pd.read_csv(tables / "direct_scores.csv").set_index("model")
+    trained = pd.read_csv(tables / "train_before_test_scores.csv").set_index("model")
+    assert trained["boolq"].max() >= 90 and trained["cola"].max() >= 90
+    assert (trained[["boolq", "cola"]].mean() > direct[["boolq", "cola"]].mean() + 20).all()
+    assert (trained.nunique() > 1).all()
+    summary = pd.read_csv(tables / "consistency_summary.csv").set_index("evaluation")
+    assert summary["mean_kendall_tau"].notna().all()
+    assert summary.loc["train_before_test", "pc1_tasks"] == len(trained.columns)
 
 
 def test_task_without_training_split_is_refused_before_any_job(tmp_path):

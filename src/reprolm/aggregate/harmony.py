@@ -116,14 +116,17 @@ def pc1_scores(matrix: pd.DataFrame) -> PC1:
     )
 
 
-def leaderboard(matrix: pd.DataFrame, decimals: int | None = 2) -> pd.DataFrame:
+def leaderboard(matrix: pd.DataFrame, decimals: int | None = 2, pc1_tasks: list[str] | None = None) -> pd.DataFrame:
     """The README leaderboard: Rank, PC1 (x100), then the task scores, sorted by PC1 descending.
+
+    ``pc1_tasks`` (default: every column) are the columns PC1 is computed from; the others
+    are still shown.
 
     Scores are printed as percentages: a matrix whose values all lie in [-1, 1] is taken to hold
     fractions and is multiplied by 100 ([-1, 1] rather than [0, 1] because CoLA's MCC can be
     negative); anything else is taken as percentages already. Ranks come from the unrounded PC1.
     """
-    pc1 = pc1_scores(matrix)
+    pc1 = pc1_scores(matrix if pc1_tasks is None else matrix[pc1_tasks])
     fractions = bool((matrix.abs() <= 1).to_numpy().all())
     table = (matrix * 100 if fractions else matrix.copy()).astype(float)
     table.insert(0, "PC1", 100 * pc1.scores)

@@ -47,7 +47,8 @@ def write_harmony_tables(scores: list[Score], study: Mapping, config: Mapping, t
         if len(usable.columns) >= 1 and len(usable) >= 2:
             pc1 = pc1_scores(usable)
             row["pc1_explained_variance"] = float(pc1.explained_variance_ratio[0])
-            write_table(leaderboard(usable).reset_index(), tables, f"leaderboard_{kind}")
+            board = leaderboard(matrix.loc[usable.index], pc1_tasks=list(usable.columns))
+            write_table(board.reset_index(), tables, f"leaderboard_{kind}")
         summary.append(row)
         plot_tau_heatmap(consistency.tau, plots / f"tau_{kind}.png", title=f"Kendall tau-b, {kind.replace('_', ' ')}")
     write_table(pd.DataFrame(summary), tables, "consistency_summary", decimals=3)

@@ -136,11 +136,14 @@ def arena_questions(n: int, seed: int, **_) -> list[dict]:
     ]
 
 
-def world_corpus(n: int, seed: int, facts_per_document: int = 6, **_) -> list[dict]:
+def world_corpus(n: int, seed: int, facts_per_document: int = 6, task_formats: list[str] = (), **_) -> list[dict]:
     """Plain-text documents of the task fixtures' world facts, for pretraining tiny models
-    so that train-before-test tasks are learnable."""
-    from reprolm.data.task_docs import world_text
+    so that train-before-test tasks are learnable. ``task_formats`` (task-doc schemas) makes
+    the documents question-answer texts in those tasks' formats instead, ``n`` per schema."""
+    from reprolm.data.task_docs import task_text, world_text
 
+    if task_formats:
+        return [{"text": text} for text in task_text(list(task_formats), n, seed)]
     facts = world_text()
     rng = random.Random(seed)
     return [{"text": " ".join(rng.sample(facts, min(facts_per_document, len(facts))))} for _ in range(n)]

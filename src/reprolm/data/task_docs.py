@@ -207,18 +207,18 @@ def _gsm8k_problem(rng: random.Random) -> tuple[str, str]:
     who, thing = capitalise(habit.subject), rng.choice(COUNTABLE_THINGS)
     kind = rng.choice(["add", "subtract", "multiply"])
     if kind == "add":
-        a, b = rng.randint(2, 20), rng.randint(2, 20)
+        a, b = rng.randint(1, 9), rng.randint(1, 9)
         result = a + b
         question = f"{who} has {a} {thing} and finds {b} more. How many {thing} does {habit.subject} have now?"
         working = f"{who} has {a} + {b} = <<{a}+{b}={result}>>{result} {thing}."
     elif kind == "subtract":
-        a = rng.randint(5, 30)
+        a = rng.randint(2, 12)
         b = rng.randint(1, a - 1)
         result = a - b
         question = f"{who} has {a} {thing} and sells {b} of them. How many {thing} are left?"
         working = f"{who} has {a} - {b} = <<{a}-{b}={result}>>{result} {thing} left."
     else:
-        a, b = rng.randint(2, 9), rng.randint(2, 9)
+        a, b = rng.randint(2, 4), rng.randint(2, 5)
         result = a * b
         question = f"{who} fills {a} baskets with {b} {thing} each. How many {thing} are there in total?"
         working = f"There are {a} * {b} = <<{a}*{b}={result}>>{result} {thing}."
@@ -234,11 +234,9 @@ def gsm8k(n: int, seed: int) -> dict[str, list[dict]]:
     return docs
 
 
-def _unacceptable(rng: random.Random, habit: Habit) -> str:
-    """A sentence of the same words that a speaker would reject."""
-    if rng.random() < 0.5:
-        return f"{capitalise(habit.subject)} {habit.verb_base} {habit.obj} {habit.place}."
-    return f"{capitalise(habit.subject)} {habit.obj} {habit.verb} {habit.place}."
+def _unacceptable(habit: Habit) -> str:
+    """The fact with a subject-verb agreement error, the commonest kind of CoLA violation."""
+    return f"{capitalise(habit.subject)} {habit.verb_base} {habit.obj} {habit.place}."
 
 
 def glue_cola(n: int, seed: int) -> dict[str, list[dict]]:
@@ -251,7 +249,7 @@ def glue_cola(n: int, seed: int) -> dict[str, list[dict]]:
             habit = rng.choice(WORLD)
             acceptable = rng.random() < 0.5
             records.append({
-                "sentence": habit.sentence() if acceptable else _unacceptable(rng, habit),
+                "sentence": habit.sentence() if acceptable else _unacceptable(habit),
                 "label": int(acceptable), "idx": index,
             })
         docs[split] = records
@@ -267,17 +265,45 @@ def boolq(n: int, seed: int) -> dict[str, list[dict]]:
         records = []
         for index in range(n):
             habit = rng.choice(WORLD)
-            facts = [habit, _other_habit(rng, habit)]
-            rng.shuffle(facts)
             answer = rng.random() < 0.5
-            asked = habit.obj if answer else _other_habit(rng, habit).obj
+            if answer:
+                asked, sentences = habit.obj, [habit.sentence(), _other_habit(rng, habit).sentence()]
+            else:
+                # The passage denies what is asked, as a boolq passage does for a "no".
+                asked = rng.choice([obj for obj in OBJECTS if obj != habit.obj])
+                sentences = [habit.sentence(), f"{capitalise(habit.subject)} never {habit.verb} {asked}."]
+            rng.shuffle(sentences)
             records.append({
                 "question": f"does {habit.subject} {habit.verb_base} {asked}",
-                "passage": " ".join(fact.sentence() for fact in facts),
+                "passage": " ".join(sentences),
                 "idx": index, "label": int(answer),
             })
         docs[split] = records
     return docs
+
+
+def _yes_no(label: int) -> str:
+    return "yes" if label else "no"
+
+
+# A document of each schema as web text would show it: question, then answer. Pretraining
+# on these is what "exposure to the benchmark's format" means at tiny scale.
+TASK_TEXT: dict[str, Callable[[dict], str]] = {
+    "arc": lambda doc: "Question: {}\nAnswer: {}".format(
+        doc["question"], doc["choices"]["text"][doc["choices"]["label"].index(doc["answerKey"])]),
+    "boolq": lambda doc: f"{doc['passage']}\nQuestion: {doc['question']}?\nAnswer: {_yes_no(doc['label'])}",
+    "glue_cola": lambda doc: (f"{doc['sentence']}\nQuestion: Does this sentence make sense?\n"
+                              f"Answer: {_yes_no(doc['label'])}"),
+    "gsm8k": lambda doc: f"Question: {doc['question']}\nAnswer: {doc['answer']}",
+}
+
+
+def task_text(schemas: list[str], n: int, seed: int) -> list[str]:
+    """``n`` question-answer texts per schema, from the training documents of ``seed``."""
+    unknown = sorted(set(schemas) - set(TASK_TEXT))
+    if unknown:
+        raise ValueError(f"no task text for schemas {unknown}; known: {sorted(TASK_TEXT)}")
+    return [TASK_TEXT[schema](doc) for schema in schemas for doc in TASK_DOC_FIXTURES[schema](n, seed)["train"]]
 
 
 TASK_DOC_FIXTURES: dict[str, Callable[..., dict[str, list[dict]]]] = {
