@@ -6,7 +6,8 @@
 4. generation throughput on a tiny finetuned model: batched vs one prompt at a time;
 5. one epoch's train-before-test evaluation (valid + test) with the in-memory model passed to
    lm-eval vs saving the epoch's weights and lm-eval loading them, for the tiny model and a
-   270M-parameter one.
+   270M-parameter one;
+6. peak memory of an ExPO merge of two 270M-parameter checkpoints, relative to one.
 
 Usage: ``.venv/bin/python bench/run_bench.py [--keep DIR]``
 """
@@ -113,6 +114,53 @@ def epoch_evaluation(model_dir: Path, docs_dir: Path, scratch: Path, *, hidden_s
     return {**figures, "speedup": figures["reloaded_s"] / figures["passed_s"]}
 
 
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the forking parent.
+MERGE_CHILD = """
+import re, sys
+from pathlib import Path
+from reprolm.merge.extrapolate import extrapolate
+extrapolate(sys.argv[1], sys.argv[2], 0.5, sys.argv[3])
+print(int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024)
+"""
+
+
+def merge_memory(tokenizer_dir: Path, scratch: Path, hidden_size: int = 1024, num_layers: int = 16) -> dict:
+    """Peak memory of an ExPO merge of two random Llama checkpoints of ~270M parameters,
+    relative to one checkpoint's size. The merge runs in a fresh process, whose own peak
+    resident memory (interpreter and torch included) is what is reported."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from reprolm.models.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tokenizer_dir))
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=4 * hidden_size,
+                         num_hidden_layers=num_layers, num_attention_heads=hidden_size // 64)
+    folders = []
+    for seed, name in ((1, "sft"), (2, "aligned")):
+        torch_seed(seed)
+        model = AutoModelForCausalLM.from_config(config)
+        model.save_pretrained(scratch / name)
+        tokenizer.save_pretrained(scratch / name)
+        folders.append(scratch / name)
+        del model
+    checkpoint_bytes = (scratch / "aligned" / "model.safetensors").stat().st_size
+    start = time.perf_counter()
+    child = subprocess.run([sys.executable, "-c", MERGE_CHILD, *map(str, folders), str(scratch / "merged")],
+                           capture_output=True, text=True, check=True)
+    seconds = time.perf_counter() - start
+    peak = int(child.stdout.strip().splitlines()[-1])
+    for folder in (*folders, scratch / "merged"):
+        shutil.rmtree(folder)
+    return {"checkpoint_mb": checkpoint_bytes / 2**20, "peak_rss_mb": peak / 2**20, "seconds": seconds,
+            "peak_over_checkpoint": peak / checkpoint_bytes}
+
+
+def torch_seed(seed: int) -> None:
+    import torch
+
+    torch.manual_seed(seed)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--keep", type=Path, help="run in this folder and keep it")
@@ -137,6 +185,7 @@ def main() -> None:
     tiny, docs = work / "resources/models/tiny_llama", work / "resources/raw/arc_docs"
     figures["epoch_evaluation"] = epoch_evaluation(tiny, docs, work)
     figures["epoch_evaluation_270m"] = epoch_evaluation(tiny, docs, work, hidden_size=1024, num_layers=16)
+    figures["merge_memory"] = merge_memory(tiny, work)
     if not args.keep:
         shutil.rmtree(work)
     (REPO / "bench" / "last_run.json").write_text(json.dumps(figures, indent=2) + "\n")
@@ -148,6 +197,9 @@ def main() -> None:
           f"{figures['paper_dry_run_cached_s']:.1f} s after, {figures['paper_dry_run_jobs']} jobs (target < 10 s)")
     print(f"generation, {gen['prompts']} prompts       batched {gen['batched_s']:.2f} s, one at a time "
           f"{gen['single_s']:.2f} s: {gen['speedup']:.1f}x (target >= 5x)")
+    merge = figures["merge_memory"]
+    print(f"ExPO merge, {merge['checkpoint_mb']:.0f} MB checkpoints  peak RSS {merge['peak_rss_mb']:.0f} MB "
+          f"= {merge['peak_over_checkpoint']:.2f}x one checkpoint, {merge['seconds']:.1f} s (target <= 1.5x)")
     for key in ("epoch_evaluation", "epoch_evaluation_270m"):
         epoch = figures[key]
         print(f"epoch evaluation, {epoch['parameters_m']:.1f}M  model passed {epoch['passed_s']:.2f} s, saved and "

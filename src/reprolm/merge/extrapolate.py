@@ -1,0 +1,176 @@
+"""ExPO model extrapolation: theta = theta_aligned + alpha * (theta_aligned - theta_sft).
+
+Every floating-point tensor of the checkpoint is extrapolated (embeddings, norms and the
+head included); integer tensors, which are buffers such as position ids, are copied from
+the aligned model. Arithmetic is done in float32 and each result is stored in the aligned
+tensor's own dtype (bf16 stays bf16), so alpha = 0 reproduces the aligned weights exactly.
+
+The merge streams: tensors are read one at a time from the two checkpoints' safetensors
+files, and the output is written in shards of at most ``max_shard_bytes`` (safetensors
+serialises a shard through one copy), so the memory used is about two shards, whatever the
+model's size. Config, generation config and
+tokenizer come from the aligned model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from reprolm.provenance import atomic_path
+
+log = logging.getLogger(__name__)
+
+SINGLE_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+# Files of the aligned checkpoint carried over unchanged (whichever exist).
+CARRIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                 "special_tokens_map.json", "chat_template.jinja", "tokenizer.model", "vocab.json", "merges.txt",
+                 "added_tokens.json")
+DEFAULT_MAX_SHARD_BYTES = 256 << 20
+
+
+class IncompatibleCheckpoints(ValueError):
+    """The two checkpoints cannot be extrapolated: the message names the first mismatch."""
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    file: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        count = 1
+        for size in self.shape:
+            count *= size
+        return count * DTYPE_BYTES[self.dtype]
+
+
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
+
+
+def tensor_index(folder: str | Path) -> dict[str, TensorInfo]:
+    """Name -> (file, dtype, shape) of every tensor, from the safetensors headers only."""
+    from safetensors import safe_open
+
+    folder = Path(folder)
+    if (folder / INDEX_FILE).exists():
+        files = sorted(set(json.loads((folder / INDEX_FILE).read_text())["weight_map"].values()))
+    elif (folder / SINGLE_FILE).exists():
+        files = [SINGLE_FILE]
+    else:
+        raise FileNotFoundError(f"{folder}: no {SINGLE_FILE} or {INDEX_FILE}; extrapolation reads safetensors only")
+    index = {}
+    for file in files:
+        with safe_open(folder / file, framework="pt") as handle:
+            for name in handle.keys():
+                piece = handle.get_slice(name)
+                index[name] = TensorInfo(file, piece.get_dtype(), tuple(piece.get_shape()))
+    return index
+
+
+def _first_difference(first: dict, second: dict) -> str | None:
+    for key in sorted(set(first) | set(second)):
+        if first.get(key) != second.get(key):
+            return key
+    return None
+
+
+def check_compatible(sft: str | Path, aligned: str | Path) -> dict[str, TensorInfo]:
+    """The aligned checkpoint's tensor index, after checking that ``sft`` matches it in
+    architecture, tensor names and shapes, and vocabulary; raises IncompatibleCheckpoints
+    naming the first mismatch."""
+    from transformers import AutoTokenizer
+
+    sft, aligned = Path(sft), Path(aligned)
+    configs = {name: json.loads((path / "config.json").read_text()) for name, path in (("sft", sft), ("aligned", aligned))}
+    for key in ("model_type", "architectures", "vocab_size", "hidden_size", "num_hidden_layers"):
+        if configs["sft"].get(key) != configs["aligned"].get(key):
+            raise IncompatibleCheckpoints(
+                f"config.json {key!r}: {configs['sft'].get(key)!r} in {sft} but {configs['aligned'].get(key)!r} in {aligned}")
+    sft_index, aligned_index = tensor_index(sft), tensor_index(aligned)
+    for name in sorted(set(sft_index) | set(aligned_index)):
+        if name not in sft_index or name not in aligned_index:
+            where, missing = (sft, aligned) if name in sft_index else (aligned, sft)
+            raise IncompatibleCheckpoints(f"tensor {name!r} is in {where} but not in {missing}")
+        if sft_index[name].shape != aligned_index[name].shape:
+            raise IncompatibleCheckpoints(
+                f"tensor {name!r}: shape {list(sft_index[name].shape)} in {sft} but "
+                f"{list(aligned_index[name].shape)} in {aligned}")
+    vocabularies = [AutoTokenizer.from_pretrained(path).get_vocab() for path in (sft, aligned)]
+    token = _first_difference(*vocabularies)
+    if token is not None:
+        raise IncompatibleCheckpoints(
+            f"vocabulary: token {token!r} has id {vocabularies[0].get(token)} in {sft} but "
+            f"{vocabularies[1].get(token)} in {aligned}")
+    return aligned_index
+
+
+def _shards(index: dict[str, TensorInfo], max_shard_bytes: int) -> Iterator[list[str]]:
+    """Tensor names grouped into consecutive shards of at most ``max_shard_bytes`` (a tensor
+    larger than that gets a shard of its own)."""
+    shard, size = [], 0
+    for name in sorted(index):
+        nbytes = index[name].nbytes
+        if shard and size + nbytes > max_shard_bytes:
+            yield shard
+            shard, size = [], 0
+        shard.append(name)
+        size += nbytes
+    if shard:
+        yield shard
+
+
+def extrapolate(sft: str | Path, aligned: str | Path, alpha: float, output: str | Path, *,
+                max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES) -> dict:
+    """Write the extrapolated checkpoint to ``output`` (Hugging Face format); returns a summary."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    sft, aligned = Path(sft), Path(aligned)
+    index = check_compatible(sft, aligned)
+    sft_index = tensor_index(sft)
+    shards = list(_shards(index, max_shard_bytes))
+    names = [f"model-{number:05d}-of-{len(shards):05d}.safetensors" for number in range(1, len(shards) + 1)]
+    extrapolated = copied = 0
+    with atomic_path(output) as tmp:
+        tmp.mkdir(parents=True)
+        weight_map = {}
+        for shard, shard_file in zip(shards, names):
+            tensors = {}
+            for name in shard:
+                # One tensor at a time, files reopened per tensor so no mapping outlives it.
+                with safe_open(aligned / index[name].file, framework="pt") as handle:
+                    theta_aligned = handle.get_tensor(name)
+                if index[name].dtype in FLOAT_DTYPES:
+                    with safe_open(sft / sft_index[name].file, framework="pt") as handle:
+                        theta_sft = handle.get_tensor(name).to(torch.float32)
+                    result = theta_aligned.to(torch.float32)
+                    result += alpha * (result - theta_sft)
+                    tensors[name] = result.to(theta_aligned.dtype)
+                    del theta_sft, result
+                    extrapolated += 1
+                else:
+                    tensors[name] = theta_aligned
+                    copied += 1
+                weight_map[name] = shard_file
+            save_file(tensors, tmp / shard_file, metadata={"format": "pt"})
+            del tensors
+        total = sum(info.nbytes for info in index.values())
+        (tmp / INDEX_FILE).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map},
+                                                 indent=2, sort_keys=True) + "\n")
+        for file in CARRIED_FILES:
+            if (aligned / file).exists():
+                shutil.copy2(aligned / file, tmp / file)
+    summary = {"alpha": alpha, "extrapolated_tensors": extrapolated, "copied_tensors": copied,
+               "shards": len(shards), "bytes": total}
+    log.info("extrapolated %d tensors (alpha %g), copied %d, into %d shard(s)", extrapolated, alpha, copied, len(shards))
+    return summary
