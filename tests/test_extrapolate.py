@@ -107,3 +107,22 @@ def test_a_different_vocabulary_of_the_same_size_is_refused(pair, tmp_path):
     other = _checkpoint(tmp_path / "other", seed=1, tokenizer=_tokenizer(seed=9))
     with pytest.raises(IncompatibleCheckpoints, match="vocabulary: token .* has id"):
         extrapolate(other, pair[1], 0.5, tmp_path / "out")
+
+
+def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
+    import yaml
+
+    from reprolm.config import ConfigError, check_references, expo_reference_dir, split_expo
+
+    repo = Path(__file__).resolve().parents[1]
+    paper = yaml.safe_load((repo / "config/paper.yaml").read_text())
+    assert expo_reference_dir(paper, "zephyr_7b_beta", "pretrained") == "resources/models/mistral_7b_sft_beta"
+    default = yaml.safe_load((repo / "config/config.yaml").read_text())
+    assert expo_reference_dir(default, "tiny_llama", "vanilla") == "resources/models/tiny_llama"
+    assert split_expo("vanilla+expo2.5") == ("vanilla", 2.5) and split_expo("vanilla") == ("vanilla", None)
+    default["ruler"]["recipes"] = ["ruler", "ruler+expo0.5"]
+    with pytest.raises(ConfigError, match="expo.references has no entry for recipe 'ruler'"):
+        check_references(default)
+    paper["expo"]["models"].append("zephyr_7b_sft_full/pretrained+expo0.3")
+    with pytest.raises(ConfigError, match="expo.base_references has no entry for base model 'zephyr_7b_sft_full'"):
+        check_references(paper)

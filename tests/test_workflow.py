@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+import torch
 import yaml
 
 from reprolm.provenance import content_hash, provenance_path
@@ -127,6 +128,47 @@ def test_changing_one_recipe_reruns_exactly_its_descendants(default_run, tmp_pat
     assert job_counts(jobs) == {"finetune": 2, "generate": 4, "score": 4, "lm_eval": 2, "study_tables": 1, "all": 1}
 
 
+def test_extrapolated_model_is_built_on_request_from_its_two_checkpoints(default_run):
+    from safetensors.torch import load_file
+
+    from reprolm.config import model_dir
+
+    target = "results/models/tiny_llama/vanilla+expo0.5"
+    jobs = dry_run_jobs(default_run, target)
+    assert job_counts(jobs) == {"extrapolate": 1}
+    snakemake(default_run, target)
+    out = default_run / target
+
+    def weights(folder):
+        return {name: t for file in sorted(folder.glob("*.safetensors")) for name, t in load_file(file).items()}
+
+    merged = weights(out)
+    sft, aligned = weights(default_run / model_dir("tiny_llama", "pretrained")), weights(default_run / model_dir("tiny_llama", "vanilla"))
+    assert merged.keys() == aligned.keys()
+    for name, value in aligned.items():
+        assert torch.allclose(merged[name], value + 0.5 * (value - sft[name]), atol=1e-6), name
+    provenance = json.loads((out / "provenance.json").read_text())
+    assert provenance["rule"] == "extrapolate" and provenance["params"]["alpha"] == 0.5
+    assert "Nothing to be done" in snakemake(default_run, "-n", target).stdout
+
+
+def test_incompatible_extrapolation_is_refused_without_output(default_run, tmp_path):
+    # The ruler recipe adds MLT tokens, so its model no longer matches the base model's shapes.
+    config = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    config["expo"]["references"]["ruler"] = "pretrained"
+    configfile = tmp_path / "expo.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    target = "results/models/tiny_llama/ruler+expo0.5"
+    result = snakemake(default_run, target, "--configfile", str(configfile), check=False)
+    assert result.returncode != 0
+    assert "config.json 'vocab_size'" in result.stdout + result.stderr
+    assert not (default_run / target).exists()
+    assert not list((default_run / "results/models/tiny_llama").glob(".ruler+expo*"))
+    result = snakemake(default_run, "-n", "results/models/tiny_qwen2/ruler+expo0.5", check=False)
+    assert result.returncode != 0
+    assert "expo.references has no entry for recipe 'ruler'" in result.stdout + result.stderr
+
+
 def test_paper_config_builds_the_full_ruler_dag_offline(tmp_path):
     work = scratch_copy(tmp_path)
     jobs = dry_run_jobs(work, "--configfile", "config/paper.yaml")
@@ -193,14 +235,21 @@ def test_html_report_holds_tables_and_plots(default_run):
     assert "half-open" in html  # the caption explaining the windows
 
 
-def test_paper_config_builds_the_full_harmony_grid_offline(tmp_path):
+def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(tmp_path):
     work = scratch_copy(tmp_path)
     jobs = dry_run_jobs(work, "--configfile", "config/paper.yaml")
-    harmony = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())["harmony"]
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    harmony = paper["harmony"]
     assert len(harmony["bases"]) == 61 and len(harmony["tasks"]) == 24
     grid = {(w["base"], w["task"]) for rule, w in jobs if rule == "train_before_test"}
     assert grid == {(b, t["name"]) for b in harmony["bases"] for t in harmony["tasks"]}
     assert job_counts(jobs)["train_before_test"] == 61 * 24
+    # ExPO's published models: each aligned hub model extrapolated away from its SFT model.
+    extrapolated = {(w["base"], w["recipe"], w["alpha"]) for rule, w in jobs if rule == "extrapolate"}
+    assert extrapolated == {("zephyr_7b_alpha", "pretrained", "0.3"), ("zephyr_7b_beta", "pretrained", "0.1"),
+                            ("zephyr_7b_dpo_full", "pretrained", "0.3"), ("mistral7b_pairrm_sppo", "pretrained", "0.3")}
+    downloads = {w["base"] for rule, w in jobs if rule == "download_base_model"}
+    assert set(paper["expo"]["base_references"].values()) <= downloads
 
 
 def test_harmony_tables_match_the_score_files(default_run):

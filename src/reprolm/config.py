@@ -7,6 +7,7 @@ key and the allowed values.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from reprolm.score.length import TargetSet
@@ -22,6 +23,14 @@ class ConfigError(ValueError):
 def _require(name, allowed: Mapping | list, where: str) -> None:
     if name not in allowed:
         raise ConfigError(f"{where}: {name!r} is not declared; allowed: {sorted(allowed)}")
+
+
+def _require_recipe(config: Mapping, recipe: str, allowed: list, where: str) -> None:
+    """A declared recipe, or ``{recipe}+expo{alpha}`` of one that has an ExPO reference."""
+    plain, alpha = split_expo(recipe)
+    _require(plain, allowed, where)
+    if alpha is not None:
+        expo_reference(config, plain)
 
 
 def check_references(config: Mapping) -> None:
@@ -40,6 +49,19 @@ def check_references(config: Mapping) -> None:
             _require(source, sources, f"datasets.{name}.sources")
     for name, spec in recipes.items():
         _require(spec["dataset"], datasets, f"recipes.{name}.dataset")
+    for aligned, reference in config.get("expo", {}).get("references", {}).items():
+        _require(aligned, recipes, "expo.references")
+        _require(reference, list(recipes) + [PRETRAINED], f"expo.references.{aligned}")
+    for index, name in enumerate(config.get("expo", {}).get("models", [])):
+        base, recipe = name.split("/", 1)
+        _require(base, config["base_models"], f"expo.models[{index}]")
+        if split_expo(recipe)[0] == PRETRAINED:
+            expo_reference_dir(config, base, split_expo(recipe)[0])
+        else:
+            _require_recipe(config, recipe, list(recipes), f"expo.models[{index}]")
+    for aligned, reference in config.get("expo", {}).get("base_references", {}).items():
+        _require(aligned, config["base_models"], "expo.base_references")
+        _require(reference, config["base_models"], f"expo.base_references.{aligned}")
     for name, spec in config.get("promptsets", {}).items():
         _require(spec["dataset"], datasets, f"promptsets.{name}.dataset")
     for name, suite in config.get("lm_eval_suites", {}).items():
@@ -56,14 +78,14 @@ def check_references(config: Mapping) -> None:
         # Ruler evaluates base models as they are through `baselines`; harmony through recipes.
         allowed = list(recipes) + ([PRETRAINED] if study == "harmony" else [])
         for recipe in spec.get("recipes", []):
-            _require(recipe, allowed, f"{study}.recipes")
+            _require_recipe(config, recipe, allowed, f"{study}.recipes")
         for index, task in enumerate(spec.get("tasks", [])):
             if task.get("source"):
                 _require(task["source"], sources, f"{study}.tasks[{index}].source")
         for index, evaluation in enumerate(spec.get("evaluations", [])):
             _require(evaluation["promptset"], config.get("promptsets", {}), f"{study}.evaluations[{index}].promptset")
             for recipe in evaluation.get("recipes", []):
-                _require(recipe, list(recipes) + [PRETRAINED], f"{study}.evaluations[{index}].recipes")
+                _require_recipe(config, recipe, list(recipes) + [PRETRAINED], f"{study}.evaluations[{index}].recipes")
         suite = spec.get("lm_eval_suite")
         if suite:
             _require(suite, config.get("lm_eval_suites", {}), f"{study}.lm_eval_suite")
@@ -90,8 +112,50 @@ def base_model_dir(base: str) -> str:
     return f"resources/models/{base}"
 
 
+EXPO_SUFFIX = re.compile(r"^(?P<recipe>[A-Za-z0-9_.-]+)\+expo(?P<alpha>[0-9]+(?:\.[0-9]+)?)$")
+
+
+def split_expo(recipe: str) -> tuple[str, float | None]:
+    """``"dpo+expo0.5"`` -> ``("dpo", 0.5)``: an extrapolated model names the recipe it
+    extrapolates and alpha; a plain recipe gives ``(recipe, None)``."""
+    match = EXPO_SUFFIX.match(recipe)
+    return (match["recipe"], float(match["alpha"])) if match else (recipe, None)
+
+
+def expo_reference(config: Mapping, recipe: str) -> str:
+    """The recipe (or ``pretrained``) that ``recipe``'s model is extrapolated away from."""
+    references = config.get("expo", {}).get("references", {})
+    if recipe not in references:
+        raise ConfigError(f"expo.references has no entry for recipe {recipe!r}, so '{recipe}+expo<alpha>' "
+                          f"cannot be built; declared: {sorted(references)}")
+    return references[recipe]
+
+
+def expo_reference_dir(config: Mapping, base: str, recipe: str) -> str:
+    """The checkpoint ``{base}/{recipe}+expo{alpha}`` is extrapolated away from: for a recipe,
+    its reference recipe on the same base; for an aligned model used as it is
+    (``pretrained``), the SFT base model named in ``expo.base_references``."""
+    if recipe == PRETRAINED:
+        references = config.get("expo", {}).get("base_references", {})
+        if base not in references:
+            raise ConfigError(f"expo.base_references has no entry for base model {base!r}, so "
+                              f"'{base}/{PRETRAINED}+expo<alpha>' cannot be built; declared: {sorted(references)}")
+        return base_model_dir(references[base])
+    return model_dir(base, expo_reference(config, recipe))
+
+
+def recipe_spec(config: Mapping, recipe: str) -> Mapping:
+    """A recipe's settings; an extrapolated model inherits those of the recipe it extrapolates."""
+    return config["recipes"][split_expo(recipe)[0]]
+
+
 def model_dir(base: str, recipe: str) -> str:
     return base_model_dir(base) if recipe == PRETRAINED else f"results/models/{base}/{recipe}"
+
+
+def expo_models(config: Mapping) -> list[str]:
+    """Folders of the extrapolated checkpoints listed in ``expo.models``."""
+    return [model_dir(*name.split("/", 1)) for name in config.get("expo", {}).get("models", [])]
 
 
 def study_models(config: Mapping, study: str) -> list[tuple[str, str]]:
@@ -108,7 +172,7 @@ def length_prompt(config: Mapping, recipe: str) -> str:
     """How a model is asked for a length: ``mlt`` if its recipe taught MLTs."""
     if recipe == PRETRAINED:
         return "instruction"
-    return config["recipes"][recipe].get("length_prompt", "instruction")
+    return recipe_spec(config, recipe).get("length_prompt", "instruction")
 
 
 def study_scores(config: Mapping, study: str) -> list[str]:

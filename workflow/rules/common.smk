@@ -36,9 +36,11 @@ wildcard_constraints:
 
 
 def all_targets():
-    return [f"results/tables/{study}" for study in config["studies"]] + [
-        f"results/plots/{study}" for study in config["studies"]
-    ]
+    return (
+        [f"results/tables/{study}" for study in config["studies"]]
+        + [f"results/plots/{study}" for study in config["studies"]]
+        + lookups.expo_models(config)
+    )
 
 
 def raw_dir(source):
@@ -87,6 +89,10 @@ def source_schemas(dataset):
 
 def model_dir(wildcards):
     return lookups.model_dir(wildcards.base, wildcards.recipe)
+
+
+def expo_reference_dir(wildcards):
+    return lookups.expo_reference_dir(config, wildcards.base, wildcards.recipe)
 
 
 def recipe_train_file(wildcards):

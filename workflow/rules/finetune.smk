@@ -9,6 +9,9 @@ rule finetune:
         "logs/finetune/{base}/{recipe}.log",
     benchmark:
         "benchmarks/finetune/{base}/{recipe}.tsv"
+    # "{recipe}+expo{alpha}" folders are the extrapolate rule's.
+    wildcard_constraints:
+        recipe=r"[A-Za-z0-9_.-]+",
     conda:
         "../envs/train.yaml"
     threads: stage_threads("finetune")
