@@ -152,6 +152,19 @@ def test_extrapolated_model_is_built_on_request_from_its_two_checkpoints(default
     assert "Nothing to be done" in snakemake(default_run, "-n", target).stdout
 
 
+def test_dpo_starts_from_its_init_recipe_and_is_extrapolated_away_from_it(default_run):
+    target = "results/models/tiny_llama/dpo+expo0.5"
+    jobs = dry_run_jobs(default_run, target)
+    assert job_counts(jobs) == {"raw_source": 1, "dataset": 1, "finetune": 1, "extrapolate": 1}
+    assert [w["recipe"] for rule, w in jobs if rule == "finetune"] == ["dpo"]
+    snakemake(default_run, target)
+    dpo = json.loads((default_run / "results/models/tiny_llama/dpo/provenance.json").read_text())
+    assert [item["path"] for item in dpo["inputs"]["base"]] == ["results/models/tiny_llama/vanilla"]
+    expo = json.loads((default_run / target / "provenance.json").read_text())
+    assert [item["path"] for item in expo["inputs"]["sft"]] == ["results/models/tiny_llama/vanilla"]
+    assert [item["path"] for item in expo["inputs"]["aligned"]] == ["results/models/tiny_llama/dpo"]
+
+
 def test_incompatible_extrapolation_is_refused_without_output(default_run, tmp_path):
     # The ruler recipe adds MLT tokens, so its model no longer matches the base model's shapes.
     config = yaml.safe_load((default_run / "config/config.yaml").read_text())

@@ -49,6 +49,8 @@ def check_references(config: Mapping) -> None:
             _require(source, sources, f"datasets.{name}.sources")
     for name, spec in recipes.items():
         _require(spec["dataset"], datasets, f"recipes.{name}.dataset")
+        if "init" in spec:
+            _require(spec["init"], [other for other in recipes if other != name], f"recipes.{name}.init")
     for aligned, reference in config.get("expo", {}).get("references", {}).items():
         _require(aligned, recipes, "expo.references")
         _require(reference, list(recipes) + [PRETRAINED], f"expo.references.{aligned}")
@@ -147,6 +149,13 @@ def expo_reference_dir(config: Mapping, base: str, recipe: str) -> str:
 def recipe_spec(config: Mapping, recipe: str) -> Mapping:
     """A recipe's settings; an extrapolated model inherits those of the recipe it extrapolates."""
     return config["recipes"][split_expo(recipe)[0]]
+
+
+def finetune_start(config: Mapping, base: str, recipe: str) -> str:
+    """The checkpoint a recipe's finetune starts from: the base model, or the model of the
+    recipe named in ``init`` (e.g. DPO from an SFT model)."""
+    init = config["recipes"][recipe].get("init")
+    return model_dir(base, init) if init else base_model_dir(base)
 
 
 def model_dir(base: str, recipe: str) -> str:

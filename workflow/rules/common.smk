@@ -95,6 +95,10 @@ def expo_reference_dir(wildcards):
     return lookups.expo_reference_dir(config, wildcards.base, wildcards.recipe)
 
 
+def finetune_start(wildcards):
+    return lookups.finetune_start(config, wildcards.base, wildcards.recipe)
+
+
 def recipe_train_file(wildcards):
     return f"results/datasets/{config['recipes'][wildcards.recipe]['dataset']}/train.parquet"
 

@@ -1,6 +1,6 @@
 rule finetune:
     input:
-        base=lambda wildcards: lookups.base_model_dir(wildcards.base),
+        base=finetune_start,
         train=recipe_train_file,
         deepspeed=deepspeed_config,
     output:

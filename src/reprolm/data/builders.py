@@ -167,3 +167,21 @@ def build_split(name: str, ctx: BuildContext, split: str, output: str | Path) ->
     with atomic_path(output) as tmp:
         pq.write_table(pa.Table.from_pylist(rows), tmp)
     return len(rows)
+
+
+@builder("preference_pairs")
+def build_preference_pairs(ctx: BuildContext) -> dict[str, list[dict]]:
+    """Preference pairs in TRL's conversational form from an UltraFeedback-binarized
+    source: ``prompt`` (the turns before the answer), ``chosen`` and ``rejected`` (the final
+    assistant turn of each). ``splits`` maps our split names to the source's
+    (default ``{train: train_prefs, test: test_prefs}``); ``num`` caps each split."""
+    (source,) = ctx.sources
+    splits = ctx.params.get("splits", {"train": "train_prefs", "test": "test_prefs"})
+    built = {}
+    for split, upstream in splits.items():
+        records = ctx.records(source, upstream)[: ctx.params.get("num")]
+        built[split] = [
+            {"prompt": record["chosen"][:-1], "chosen": record["chosen"][-1:], "rejected": record["rejected"][-1:]}
+            for record in records
+        ]
+    return built

@@ -149,12 +149,44 @@ def world_corpus(n: int, seed: int, facts_per_document: int = 6, task_formats: l
     return [{"text": " ".join(rng.sample(facts, min(facts_per_document, len(facts))))} for _ in range(n)]
 
 
+def _scrambled(rng: random.Random, words: int) -> str:
+    """A passage's words in random order: the kind of answer a rater scores low."""
+    tokens = passage(rng, words).rstrip(".").split()
+    rng.shuffle(tokens)
+    return " ".join(tokens) + "."
+
+
+def ultrafeedback_binarized(n: int, seed: int, min_words: int = 8, max_words: int = 30, **_) -> dict[str, list[dict]]:
+    """UltraFeedback-binarized preference pairs, splits ``train_prefs`` and ``test_prefs``:
+    the chosen answer is fluent text of the fixture world, the rejected one the same kind of
+    text with its words scrambled, so a tiny reward model or DPO run can learn the difference."""
+    splits = {}
+    for split, offset in (("train_prefs", 0), ("test_prefs", 1)):
+        rng = random.Random(f"ultrafeedback/{split}/{seed + offset}")
+        records = []
+        for index in range(n):
+            prompt = question(rng)
+            words = rng.randint(min_words, max_words)
+            user = {"role": "user", "content": prompt}
+            chosen, rejected = passage(rng, words), _scrambled(rng, words)
+            records.append({
+                "prompt": prompt, "prompt_id": f"{split}-{index}",
+                "chosen": [user, {"role": "assistant", "content": chosen}],
+                "rejected": [user, {"role": "assistant", "content": rejected}],
+                "messages": [user, {"role": "assistant", "content": chosen}],
+                "score_chosen": float(rng.randint(7, 10)), "score_rejected": float(rng.randint(1, 5)),
+            })
+        splits[split] = records
+    return splits
+
+
 FIXTURES: dict[str, Callable[..., list[dict]]] = {
     "text": world_corpus,
     "openhermes_conversations": openhermes,
     "longform": longform,
     "eli5": eli5,
     "arena_question": arena_questions,
+    "ultrafeedback_binarized": ultrafeedback_binarized,
 }
 
 

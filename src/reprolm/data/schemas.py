@@ -66,6 +66,22 @@ def _check_eli5(record):
     return None
 
 
+def _check_preference(record):
+    problem = _require_str(record, "prompt")
+    if problem:
+        return "prompt", problem
+    for field in ("chosen", "rejected"):
+        problem = _check_turns(record, field, ("role", "content"))
+        if problem:
+            return problem
+        if record[field][-1]["role"] != "assistant":
+            return f"{field}[-1].role", f"the last turn must be the assistant's, got {record[field][-1]['role']!r}"
+    for field in ("score_chosen", "score_rejected"):
+        if not isinstance(record.get(field), (int, float)):
+            return field, f"expected a number, got {type(record.get(field)).__name__}"
+    return None
+
+
 SCHEMAS: dict[str, Callable[[dict], tuple[str, str] | None]] = {
     # teknium/OpenHermes-2.5: {"conversations": [{"from", "value"}, ...], "source", ...}
     "openhermes_conversations": lambda r: _check_turns(r, "conversations", ("from", "value")),
@@ -77,6 +93,9 @@ SCHEMAS: dict[str, Callable[[dict], tuple[str, str] | None]] = {
     "arena_question": lambda r: _check_turns(r, "turns", ("content",)),
     # plain text corpus: {"text"}
     "text": _fields("text"),
+    # HuggingFaceH4/ultrafeedback_binarized (train_prefs/test_prefs): {"prompt", "prompt_id",
+    # "chosen"/"rejected": [{"role", "content"}, ...], "score_chosen", "score_rejected", ...}
+    "ultrafeedback_binarized": _check_preference,
 }
 
 

@@ -1,4 +1,5 @@
-"""The shared finetune stage: one Trainer-based loop for every SFT recipe.
+"""The shared finetune stage: one Trainer-based loop for every recipe, SFT (transformers
+Trainer) or preference optimisation (TRL's DPOTrainer, ``objective: dpo``).
 
 Runs in-process, or under torchrun / the deepspeed launcher (see ``launch``) with a
 DeepSpeed config: one worker per GPU, or a single worker on CPU for tests. Checkpoints go
@@ -87,16 +88,24 @@ def latest_checkpoint(folder: Path) -> str | None:
 
 
 def training_arguments(spec: FinetuneSpec):
+    """Trainer settings from the recipe: ``TrainingArguments`` for SFT, TRL's ``DPOConfig``
+    (with ``beta`` and ``max_length``) for ``objective: dpo``."""
     from transformers import TrainingArguments
 
     recipe = spec.recipe
+    arguments_class, objective_settings = TrainingArguments, {}
+    if recipe.get("objective", "sft") == "dpo":
+        from trl import DPOConfig
+
+        arguments_class = DPOConfig
+        objective_settings = {"beta": recipe.get("beta", 0.1), "max_length": recipe["max_length"]}
     settings = {k: recipe[k] for k in TRAINING_KEYS if k in recipe}
     # transformers 5 takes a warm-up ratio as a float warmup_steps below 1.
     if "warmup_ratio" in settings:
         settings["warmup_steps"] = float(settings.pop("warmup_ratio"))
     settings.setdefault("logging_steps", 10)
     save_steps = settings.pop("save_steps", None)
-    return TrainingArguments(
+    return arguments_class(
         output_dir=str(spec.checkpoint_dir),
         seed=spec.seed,
         data_seed=spec.seed,
@@ -113,8 +122,28 @@ def training_arguments(spec: FinetuneSpec):
         disable_tqdm=True,
         dataloader_num_workers=0,
         remove_unused_columns=False,
+        **objective_settings,
         **settings,
     )
+
+
+PREFERENCE_FIELDS = ("prompt", "chosen", "rejected")
+
+
+def preference_trainer(model, tokenizer, args, records: list[dict], source: str):
+    """TRL's DPOTrainer on conversational pairs (``prompt`` turns, ``chosen``/``rejected``
+    assistant turns); the reference model is a frozen copy of the starting model."""
+    from datasets import Dataset
+    from trl import DPOTrainer
+
+    for row, record in enumerate(records):
+        for field_name in PREFERENCE_FIELDS:
+            if not record.get(field_name):
+                raise KeyError(f"{source}: row {row}: missing or empty field {field_name!r} (a DPO recipe "
+                               f"needs {list(PREFERENCE_FIELDS)}, e.g. from the preference_pairs builder)")
+    pairs = Dataset.from_list([{name: record[name] for name in PREFERENCE_FIELDS} for record in records])
+    log.info("%d preference pairs", len(pairs))
+    return DPOTrainer(model=model, args=args, train_dataset=pairs, processing_class=tokenizer)
 
 
 def run(spec: FinetuneSpec) -> None:
@@ -150,17 +179,20 @@ def run(spec: FinetuneSpec) -> None:
         model = model.to(torch_dtype(spec.precision))
 
     records = pq.read_table(spec.train_file).to_pylist()
-    examples = build_examples(tokenizer, records, spec.recipe, spec.train_file)
-    trainable = [e for e in examples if any(label != -100 for label in e["labels"])]
-    log.info("%d training examples (%d fully masked by truncation)", len(trainable), len(examples) - len(trainable))
-
-    trainer = Trainer(
-        model=model,
-        args=args,
-        train_dataset=Dataset.from_list(trainable),
-        data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100, padding=True),
-        processing_class=tokenizer,
-    )
+    if spec.recipe.get("objective", "sft") == "dpo":
+        trainer = preference_trainer(model, tokenizer, args, records, spec.train_file)
+    else:
+        examples = build_examples(tokenizer, records, spec.recipe, spec.train_file)
+        trainable = [e for e in examples if any(label != -100 for label in e["labels"])]
+        log.info("%d training examples (%d fully masked by truncation)", len(trainable),
+                 len(examples) - len(trainable))
+        trainer = Trainer(
+            model=model,
+            args=args,
+            train_dataset=Dataset.from_list(trainable),
+            data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100, padding=True),
+            processing_class=tokenizer,
+        )
     resume = latest_checkpoint(spec.checkpoint_dir)
     if resume:
         log.info("resuming from %s", resume)
