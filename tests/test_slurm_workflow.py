@@ -62,6 +62,7 @@ def small_config() -> dict:
     # Ruler's chain covers every stage kind; the other studies only lengthen the run.
     config["studies"] = ["ruler"]
     config.pop("harmony")
+    config.pop("expo")
     base = config["base_models"][BASE]
     base["build"]["pretrain"]["steps"] = 4
     base["resources"] = {stage: {"gpus": gpus} for stage, gpus in GPUS.items()}
