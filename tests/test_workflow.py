@@ -225,7 +225,7 @@ def test_bad_config_fails_before_any_job(tmp_path):
     (work / "typo.yaml").write_text(yaml.safe_dump(config))
     result = snakemake(work, "--configfile", "typo.yaml", check=False)
     assert result.returncode != 0
-    assert "ruler.recipes: 'vanila' is not declared; allowed: ['ruler', 'vanilla']" in result.stdout + result.stderr
+    assert "ruler.recipes: 'vanila' is not declared; allowed: ['dpo', 'ruler', 'vanilla']" in result.stdout + result.stderr
     assert not (work / "results").exists() and not (work / "resources").exists()
 
 
