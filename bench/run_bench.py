@@ -72,14 +72,15 @@ def generation_throughput(model_dir: Path, prompts: int = 32, max_new_tokens: in
 def epoch_evaluation(model_dir: Path, docs_dir: Path, scratch: Path, *, hidden_size: int | None = None,
                      num_layers: int | None = None, repeats: int = 3) -> dict:
     """One epoch's evaluation (valid + test, 16 arc_easy docs each) of the model in memory,
+    as the train-before-test evaluator does it (one lm-eval environment report per job),
     against what evaluating without passing it costs: save the epoch's weights, then let
-    lm-eval load them. ``hidden_size``/``num_layers`` make a randomly initialised Llama of
+    lm-eval load them and evaluate afresh. ``hidden_size``/``num_layers`` make a randomly initialised Llama of
     that size with the tiny tokenizer instead of ``model_dir``'s model (load time grows
     with size; scores do not matter here)."""
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     from reprolm.models.loading import load_tokenizer
-    from reprolm.score.lm_eval_bridge import TaskSpec, evaluate_tasks
+    from reprolm.score.lm_eval_bridge import TaskSpec, environment_report_once, evaluate_tasks
 
     specs = [TaskSpec("arc_easy", "arc_easy", 0, "acc_norm,none", docs_dir, limit=16)]
     tokenizer = load_tokenizer(str(model_dir))
@@ -89,7 +90,6 @@ def epoch_evaluation(model_dir: Path, docs_dir: Path, scratch: Path, *, hidden_s
         model = AutoModelForCausalLM.from_config(config).eval()
     else:
         model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0)  # warm-up: task index, imports
     checkpoint = scratch / "epoch_checkpoint"
 
     def passed() -> None:
@@ -108,8 +108,13 @@ def epoch_evaluation(model_dir: Path, docs_dir: Path, scratch: Path, *, hidden_s
             evaluate()
         return (time.perf_counter() - start) / repeats
 
+    # As in a train-before-test job: the direct evaluation (here the warm-up, which also
+    # builds lm-eval's task index) collects lm-eval's environment report; epochs reuse it.
+    with environment_report_once():
+        evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0)
+        passed_s = timed(passed)
     figures = {"parameters_m": sum(p.numel() for p in model.parameters()) / 1e6,
-               "passed_s": timed(passed), "reloaded_s": timed(saved_and_reloaded)}
+               "passed_s": passed_s, "reloaded_s": timed(saved_and_reloaded)}
     shutil.rmtree(checkpoint, ignore_errors=True)
     return {**figures, "speedup": figures["reloaded_s"] / figures["passed_s"]}
 

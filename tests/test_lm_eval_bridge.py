@@ -22,7 +22,7 @@ from reprolm.data.task_docs import (
     TASK_DOC_CHECKS, TASK_DOC_FIXTURES, make_task_docs, world_text, write_task_docs,
 )
 from reprolm.score.lm_eval_bridge import (
-    TaskSpec, build_task, evaluate_tasks, load_task_docs, task_config, task_doc_counts,
+    TaskSpec, build_task, environment_report_once, evaluate_tasks, load_task_docs, task_config, task_doc_counts,
 )
 
 DOCS_PER_SPLIT = 30
@@ -177,6 +177,29 @@ def test_call_limit_applies_where_a_spec_sets_none(tiny_model, fixture_dirs):
     assert result["tasks"]["boolq"]["n_docs"] == 3
     # With bootstrapping off lm-eval computes no stderr; it is reported as None.
     assert result["tasks"]["boolq"]["stderr"] is None
+
+
+def test_environment_report_is_collected_once_per_block_and_scores_do_not_change(tiny_model, fixture_dirs,
+                                                                                  monkeypatch):
+    import lm_eval.evaluator as evaluator
+
+    collected = []
+    collect = evaluator.add_env_info
+
+    def counting(storage):
+        collected.append(1)
+        collect(storage)
+
+    monkeypatch.setattr(evaluator, "add_env_info", counting)
+    _, model, tokenizer = tiny_model
+    specs = [TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq", limit=4)]
+    plain = evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0)
+    assert len(collected) == 1
+    with environment_report_once():
+        repeated = [evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0) for _ in range(3)]
+    assert len(collected) == 2
+    assert all(result == plain for result in repeated)
+    assert evaluator.add_env_info is counting
 
 
 def test_arc_prompt_holds_25_examples_and_fits_the_model(tiny_model, fixture_dirs):

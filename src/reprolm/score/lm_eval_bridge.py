@@ -12,6 +12,8 @@ data comes from the hub, so real runs and offline fixture runs share one code pa
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import version
@@ -252,6 +254,33 @@ def _summarise(spec: TaskSpec, config: dict[str, Any], output: dict) -> dict[str
         "task_version": output["versions"][spec.task],
         "data": str(spec.data_dir) if spec.data_dir is not None else f"{config['dataset_path']}:{config.get('dataset_name')}",
     }
+
+
+@contextmanager
+def environment_report_once() -> Iterator[None]:
+    """Inside this block, lm-eval collects its environment report once.
+
+    Every ``simple_evaluate`` call attaches a report of the environment to its results
+    (``torch.utils.collect_env``, which runs pip and other subprocesses: about half a second,
+    more in large environments). Within one process the environment does not change, so
+    repeated evaluations of one job (every epoch of train-before-test) reuse the first
+    report. The report itself is unchanged; the evaluation is not touched.
+    """
+    import lm_eval.evaluator as evaluator
+
+    collect = evaluator.add_env_info
+    report: dict[str, Any] = {}
+
+    def add_env_info_once(storage: dict[str, Any]) -> None:
+        if not report:
+            collect(report)
+        storage.update(report)
+
+    evaluator.add_env_info = add_env_info_once
+    try:
+        yield
+    finally:
+        evaluator.add_env_info = collect
 
 
 def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int | str = 8, device: str = "cpu",
