@@ -120,6 +120,10 @@ def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
     default = yaml.safe_load((repo / "config/config.yaml").read_text())
     assert expo_reference_dir(default, "tiny_llama", "vanilla") == "resources/models/tiny_llama"
     assert split_expo("vanilla+expo2.5") == ("vanilla", 2.5) and split_expo("vanilla") == ("vanilla", None)
+    # An extrapolated model is asked for lengths the way the recipe it extrapolates is.
+    from reprolm.config import length_prompt
+
+    assert length_prompt(default, "ruler+expo0.5") == "mlt" and length_prompt(default, "pretrained+expo0.3") == "instruction"
     default["ruler"]["recipes"] = ["ruler", "ruler+expo0.5"]
     with pytest.raises(ConfigError, match="expo.references has no entry for recipe 'ruler'"):
         check_references(default)

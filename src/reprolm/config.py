@@ -26,10 +26,11 @@ def _require(name, allowed: Mapping | list, where: str) -> None:
 
 
 def _require_recipe(config: Mapping, recipe: str, allowed: list, where: str) -> None:
-    """A declared recipe, or ``{recipe}+expo{alpha}`` of one that has an ExPO reference."""
+    """A declared recipe, or ``{recipe}+expo{alpha}`` of one that has an ExPO reference
+    (``pretrained+expo{alpha}``'s reference depends on the base; it is checked per model)."""
     plain, alpha = split_expo(recipe)
     _require(plain, allowed, where)
-    if alpha is not None:
+    if alpha is not None and plain != PRETRAINED:
         expo_reference(config, plain)
 
 
@@ -146,11 +147,6 @@ def expo_reference_dir(config: Mapping, base: str, recipe: str) -> str:
     return model_dir(base, expo_reference(config, recipe))
 
 
-def recipe_spec(config: Mapping, recipe: str) -> Mapping:
-    """A recipe's settings; an extrapolated model inherits those of the recipe it extrapolates."""
-    return config["recipes"][split_expo(recipe)[0]]
-
-
 def finetune_start(config: Mapping, base: str, recipe: str) -> str:
     """The checkpoint a recipe's finetune starts from: the base model, or the model of the
     recipe named in ``init`` (e.g. DPO from an SFT model)."""
@@ -179,9 +175,10 @@ def study_models(config: Mapping, study: str) -> list[tuple[str, str]]:
 
 def length_prompt(config: Mapping, recipe: str) -> str:
     """How a model is asked for a length: ``mlt`` if its recipe taught MLTs."""
-    if recipe == PRETRAINED:
+    plain = split_expo(recipe)[0]
+    if plain == PRETRAINED:
         return "instruction"
-    return recipe_spec(config, recipe).get("length_prompt", "instruction")
+    return config["recipes"][plain].get("length_prompt", "instruction")
 
 
 def study_scores(config: Mapping, study: str) -> list[str]:

@@ -83,8 +83,8 @@ def _first_difference(first: dict, second: dict) -> str | None:
     return None
 
 
-def check_compatible(sft: str | Path, aligned: str | Path) -> dict[str, TensorInfo]:
-    """The aligned checkpoint's tensor index, after checking that ``sft`` matches it in
+def check_compatible(sft: str | Path, aligned: str | Path) -> tuple[dict[str, TensorInfo], dict[str, TensorInfo]]:
+    """The two checkpoints' tensor indexes (sft, aligned), after checking that they match in
     architecture, tensor names and shapes, and vocabulary; raises IncompatibleCheckpoints
     naming the first mismatch."""
     from transformers import AutoTokenizer
@@ -110,7 +110,7 @@ def check_compatible(sft: str | Path, aligned: str | Path) -> dict[str, TensorIn
         raise IncompatibleCheckpoints(
             f"vocabulary: token {token!r} has id {vocabularies[0].get(token)} in {sft} but "
             f"{vocabularies[1].get(token)} in {aligned}")
-    return aligned_index
+    return sft_index, aligned_index
 
 
 def _shards(index: dict[str, TensorInfo], max_shard_bytes: int) -> Iterator[list[str]]:
@@ -136,8 +136,7 @@ def extrapolate(sft: str | Path, aligned: str | Path, alpha: float, output: str 
     from safetensors.torch import save_file
 
     sft, aligned = Path(sft), Path(aligned)
-    index = check_compatible(sft, aligned)
-    sft_index = tensor_index(sft)
+    sft_index, index = check_compatible(sft, aligned)
     shards = list(_shards(index, max_shard_bytes))
     names = [f"model-{number:05d}-of-{len(shards):05d}.safetensors" for number in range(1, len(shards) + 1)]
     extrapolated = copied = 0
