@@ -82,6 +82,13 @@ def test_dpo_on_rows_without_pairs_names_the_file_row_and_field(pairs, tmp_path)
     assert not (tmp_path / "out").exists()
 
 
+def test_preference_pairs_need_exactly_one_source(pairs):
+    root, _ = pairs
+    sources = {"a": root / "raw", "b": root / "raw"}
+    with pytest.raises(ValueError, match="exactly one source; configured: \\['a', 'b'\\]"):
+        BUILDERS["preference_pairs"](BuildContext(sources, dict.fromkeys(sources, "ultrafeedback_binarized"), {}))
+
+
 def test_preference_schema_names_the_bad_field():
     from reprolm.data.schemas import DataError, validate_records
 

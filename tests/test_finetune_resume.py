@@ -135,3 +135,21 @@ def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(tmp_pat
     different = [name for name in reference_weights if not torch.equal(reference_weights[name], resumed_weights[name])]
     assert not different, f"tensors differ after the resume: {different}"
     assert not killed.checkpoint_dir.exists()
+
+
+def test_checkpoint_folder_changes_when_the_starting_model_is_rebuilt(tmp_path):
+    """A finetune resumes only checkpoints made from the same starting weights: the spec's
+    key carries the starting checkpoint's recorded content hash, not only its path."""
+    start = tmp_path / "results/models/tiny/vanilla"
+    start.mkdir(parents=True)
+
+    def spec() -> FinetuneSpec:
+        return FinetuneSpec(base_model=str(start), output_dir="out", checkpoint_root="ckpt",
+                            train_file="train.parquet", recipe={"objective": "dpo"})
+
+    unrecorded = spec().key()
+    for digest in ("a" * 64, "b" * 64):
+        (start / "provenance.json").write_text(json.dumps({"outputs": [{"path": str(start), "sha256": digest}]}))
+        assert spec().key() == spec().key()
+        assert spec().key() != unrecorded
+        unrecorded = spec().key()

@@ -131,6 +131,16 @@ def test_task_text_corpus_renders_answers_in_the_task_formats():
         make_fixture("text", n=1, seed=0, task_formats=["hellaswag"])
 
 
+def test_misspelt_fixture_option_is_an_error_naming_the_source_and_option(tmp_path):
+    from reprolm.data.sources import write_source
+
+    spec = {"name": "world_tasks", "schema": "text", "fixture": {"n": 2, "seed": 0, "task_format": ["boolq"]}}
+    with pytest.raises(ValueError, match="sources.world_tasks.fixture: fixture for schema 'text': unknown options "
+                                         "\\['task_format'\\]; it takes \\['facts_per_document', 'task_formats'\\]"):
+        write_source(spec, tmp_path / "world_tasks")
+    assert not (tmp_path / "world_tasks").exists()
+
+
 @pytest.mark.parametrize("schema, field, value, problem_field", [
     ("arc", "answerKey", "E", "answerKey"),
     ("hellaswag", "label", 2, "label"),

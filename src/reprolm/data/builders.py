@@ -175,6 +175,8 @@ def build_preference_pairs(ctx: BuildContext) -> dict[str, list[dict]]:
     source: ``prompt`` (the turns before the answer), ``chosen`` and ``rejected`` (the final
     assistant turn of each). ``splits`` maps our split names to the source's
     (default ``{train: train_prefs, test: test_prefs}``); ``num`` caps each split."""
+    if len(ctx.sources) != 1:
+        raise ValueError(f"preference_pairs builds from exactly one source; configured: {sorted(ctx.sources)}")
     (source,) = ctx.sources
     splits = ctx.params.get("splits", {"train": "train_prefs", "test": "test_prefs"})
     built = {}

@@ -7,6 +7,7 @@ lengths are spread over the length-target bins so that Ruler's MLT buckets fill.
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections.abc import Callable
 
@@ -127,7 +128,7 @@ def eli5(n: int, seed: int, bin_centres: list[int], max_words: int) -> list[dict
     return records
 
 
-def arena_questions(n: int, seed: int, **_) -> list[dict]:
+def arena_questions(n: int, seed: int) -> list[dict]:
     rng = random.Random(seed)
     return [
         {"question_id": f"q{index:04d}", "category": "arena-hard-v0.1", "cluster": "synthetic",
@@ -136,7 +137,7 @@ def arena_questions(n: int, seed: int, **_) -> list[dict]:
     ]
 
 
-def world_corpus(n: int, seed: int, facts_per_document: int = 6, task_formats: list[str] = (), **_) -> list[dict]:
+def world_corpus(n: int, seed: int, facts_per_document: int = 6, task_formats: list[str] = ()) -> list[dict]:
     """Plain-text documents of the task fixtures' world facts, for pretraining tiny models
     so that train-before-test tasks are learnable. ``task_formats`` (task-doc schemas) makes
     the documents question-answer texts in those tasks' formats instead, ``n`` per schema."""
@@ -156,7 +157,7 @@ def _scrambled(rng: random.Random, words: int) -> str:
     return " ".join(tokens) + "."
 
 
-def ultrafeedback_binarized(n: int, seed: int, min_words: int = 8, max_words: int = 30, **_) -> dict[str, list[dict]]:
+def ultrafeedback_binarized(n: int, seed: int, min_words: int = 8, max_words: int = 30) -> dict[str, list[dict]]:
     """UltraFeedback-binarized preference pairs, splits ``train_prefs`` and ``test_prefs``:
     the chosen answer is fluent text of the fixture world, the rejected one the same kind of
     text with its words scrambled, so a tiny reward model or DPO run can learn the difference."""
@@ -203,4 +204,9 @@ def make_fixture(schema: str, n: int, seed: int, **options) -> list[dict] | dict
     except KeyError:
         known = sorted(FIXTURES) + sorted(TASK_DOC_FIXTURES)
         raise ValueError(f"no fixture generator for schema {schema!r}; known: {known}") from None
+    # A misspelt option would otherwise be dropped silently and change nothing.
+    takes = set(inspect.signature(make).parameters) - {"n", "seed"}
+    unknown = sorted(set(options) - takes)
+    if unknown:
+        raise ValueError(f"fixture for schema {schema!r}: unknown options {unknown}; it takes {sorted(takes)}")
     return make(n=n, seed=seed, **options)

@@ -21,7 +21,10 @@ SPLIT_ORDER = "splits.json"
 def fetch_splits(spec: dict) -> dict[str, list[dict]]:
     """The records a source spec names, by split: ``fixture`` options or a ``hub`` dataset."""
     if "fixture" in spec:
-        made = make_fixture(spec["schema"], **dict(spec["fixture"]))
+        try:
+            made = make_fixture(spec["schema"], **dict(spec["fixture"]))
+        except ValueError as error:
+            raise ValueError(f"sources.{spec.get('name', '?')}.fixture: {error}") from None
         return made if isinstance(made, dict) else {"train": made}
     hub = spec["hub"]
     import datasets  # heavy; only hub sources need it

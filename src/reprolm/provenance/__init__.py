@@ -68,6 +68,21 @@ def content_hash(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def recorded_hash(path: str | os.PathLike) -> str | None:
+    """The content hash ``path``'s own provenance record gives it (None without a record):
+    reading it costs nothing, where hashing a multi-GB checkpoint again would not."""
+    record_path = provenance_path(path)
+    if not record_path.exists():
+        return None
+    outputs = json.loads(record_path.read_text()).get("outputs", [])
+    target = Path(path).as_posix()
+    matching = [item["sha256"] for item in outputs if Path(item["path"]).as_posix() == target]
+    # Records hold paths relative to where the rule ran; a folder's record has one output.
+    if not matching and len(outputs) == 1:
+        matching = [outputs[0]["sha256"]]
+    return matching[0] if matching else None
+
+
 @cache
 def code_version() -> dict:
     def git(*args):

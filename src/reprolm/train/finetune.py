@@ -18,7 +18,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from reprolm.provenance import atomic_path
+from reprolm.provenance import atomic_path, recorded_hash
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,9 @@ class FinetuneSpec:
         material = asdict(self)
         for volatile in ("output_dir", "checkpoint_root"):
             material.pop(volatile)
+        # The starting checkpoint's content, not only its path: a retrained SFT model (the
+        # start of a DPO recipe) must never resume checkpoints made from the old one.
+        material["base_model_sha256"] = recorded_hash(self.base_model)
         # The DeepSpeed config's content, not its path, shapes the run.
         if self.deepspeed:
             material["deepspeed"] = Path(self.deepspeed).read_text()
