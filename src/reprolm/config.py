@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from reprolm.score.length import TargetSet
 
 PRETRAINED = "pretrained"  # the recipe name of a base model used as it is
-STUDIES = ("ruler", "harmony")
+STUDIES = ("ruler", "harmony", "expo")
 
 
 class ConfigError(ValueError):
@@ -71,6 +71,12 @@ def check_references(config: Mapping) -> None:
         for index, task in enumerate(suite["tasks"]):
             if task.get("source"):
                 _require(task["source"], sources, f"lm_eval_suites.{name}.tasks[{index}].source")
+    for name, spec in config.get("judges", {}).items():
+        if spec["kind"] == "reward_model":
+            _require_model(config, spec["model"], f"judges.{name}.model")
+    for name, spec in config.get("promptsets", {}).items():
+        if spec.get("reference", "dataset") != "dataset":
+            _require_model(config, spec["reference"], f"promptsets.{name}.reference")
     for study in config["studies"]:
         _require(study, STUDIES, "studies")
         spec = config.get(study)
@@ -78,8 +84,8 @@ def check_references(config: Mapping) -> None:
             raise ConfigError(f"study {study!r} is enabled but the config has no {study!r} section")
         for base in spec["bases"] + spec.get("baselines", []):
             _require(base, config["base_models"], f"{study}.bases")
-        # Ruler evaluates base models as they are through `baselines`; harmony through recipes.
-        allowed = list(recipes) + ([PRETRAINED] if study == "harmony" else [])
+        # Ruler evaluates base models as they are through `baselines`; the others through recipes.
+        allowed = list(recipes) + ([PRETRAINED] if study in ("harmony", "expo") else [])
         for recipe in spec.get("recipes", []):
             _require_recipe(config, recipe, allowed, f"{study}.recipes")
         for index, task in enumerate(spec.get("tasks", [])):
@@ -92,10 +98,36 @@ def check_references(config: Mapping) -> None:
         suite = spec.get("lm_eval_suite")
         if suite:
             _require(suite, config.get("lm_eval_suites", {}), f"{study}.lm_eval_suite")
+    if "expo" in config["studies"]:
+        _check_expo_study(config)
     if "ruler" in config["studies"]:
         if "length_targets" not in config:
             raise ConfigError("the ruler study needs length_targets ('paper' or a list)")
         TargetSet.from_config(config["length_targets"])
+
+
+def _require_model(config: Mapping, name: str, where: str) -> None:
+    """``name`` is ``{base}/{recipe}`` of a declared base model and recipe (or pretrained)."""
+    base, _, recipe = name.partition("/")
+    _require(base, config["base_models"], where)
+    _require_recipe(config, recipe, list(config.get("recipes", {})) + [PRETRAINED], where)
+
+
+def _check_expo_study(config: Mapping) -> None:
+    spec = config["expo"]
+    _require(spec["judge"], config.get("judges", {}), "expo.judge")
+    if spec.get("benchmark_judge"):
+        _require(spec["benchmark_judge"], config.get("judges", {}), "expo.benchmark_judge")
+    for key in ("win_rate", "single_grade"):
+        _require(spec[key], config.get("promptsets", {}), f"expo.{key}")
+    _require(spec["alpha_search"]["promptset"], config.get("promptsets", {}), "expo.alpha_search.promptset")
+    if spec.get("judge_validation"):
+        _require(spec["judge_validation"], config.get("datasets", {}), "expo.judge_validation")
+    for base, recipe in study_models(config, "expo"):
+        if recipe == PRETRAINED:
+            expo_reference_dir(config, base, recipe)
+        else:
+            expo_reference(config, recipe)
 
 
 def canonical(value):
@@ -158,6 +190,56 @@ def model_dir(base: str, recipe: str) -> str:
     return base_model_dir(base) if recipe == PRETRAINED else f"results/models/{base}/{recipe}"
 
 
+def expo_name(recipe: str, alpha: float) -> str:
+    """The model name of ``recipe`` extrapolated by ``alpha`` (``0.30`` and ``0.3`` name one model)."""
+    return f"{recipe}+expo{alpha:g}"
+
+
+def judge_model(config: Mapping, judge: str) -> str | None:
+    """The checkpoint folder a reward-model judge loads (None for an endpoint)."""
+    spec = config["judges"][judge]
+    return model_dir(*spec["model"].split("/", 1)) if spec["kind"] == "reward_model" else None
+
+
+def grade_path(judge: str, base: str, recipe: str, promptset: str) -> str:
+    return f"results/scores/grade_{judge}/{base}/{recipe}/{promptset}.json"
+
+
+def alpha_search_grades(config: Mapping, base: str, recipe: str) -> dict[str, str]:
+    """The judge's grades of ``recipe``'s model (alpha 0) and of each extrapolation in the
+    grid, on the search prompts, by alpha as text."""
+    spec = config["expo"]
+    search = spec["alpha_search"]
+    models = {"0": recipe, **{f"{alpha:g}": expo_name(recipe, alpha) for alpha in search["alphas"]}}
+    return {alpha: grade_path(spec["judge"], base, model, search["promptset"]) for alpha, model in models.items()}
+
+
+def alpha_search_path(config: Mapping, base: str, recipe: str) -> str:
+    return f"results/scores/alpha_search/{base}/{recipe}/{config['expo']['alpha_search']['promptset']}.json"
+
+
+def expo_scores(config: Mapping, base: str, recipe: str, alpha: float) -> list[str]:
+    """Score files of the ExPO tables for one aligned model and its chosen extrapolation:
+    win rate and single-answer grades under the benchmark judge (default: the search's),
+    and the lm-eval suite."""
+    spec = config["expo"]
+    judge = spec.get("benchmark_judge", spec["judge"])
+    paths = []
+    for model in (recipe, expo_name(recipe, alpha)):
+        paths.append(f"results/scores/win_rate_{judge}/{base}/{model}/{spec['win_rate']}.json")
+        paths.append(grade_path(judge, base, model, spec["single_grade"]))
+        if spec.get("lm_eval_suite"):
+            paths.append(f"results/scores/lm_eval/{base}/{model}/{spec['lm_eval_suite']}.json")
+    return paths
+
+
+def judge_validation_path(config: Mapping) -> list[str]:
+    """The study judge's accuracy on the held-out pairs of ``expo.judge_validation``, if set."""
+    spec = config["expo"]
+    dataset = spec.get("judge_validation")
+    return [f"results/scores/pair_accuracy/{spec['judge']}/{dataset}/test.json"] if dataset else []
+
+
 def expo_models(config: Mapping) -> list[str]:
     """Folders of the extrapolated checkpoints listed in ``expo.models``."""
     return [model_dir(*name.split("/", 1)) for name in config.get("expo", {}).get("models", [])]
@@ -212,14 +294,39 @@ def finetune_tokens(config: Mapping, recipe: str) -> list[str]:
     return []
 
 
+STAGE_DEFAULTS = {"gpus": 0, "threads": 1, "mem_mb": 4000, "runtime": 60, "launcher": "none",
+                  "precision": "float32", "tensor_parallel": False}
+
+
 def model_settings(config: Mapping, base: str, stage: str) -> dict:
     """Per-base-model settings of a stage (finetune, generate, evaluate), with defaults."""
-    defaults = {"gpus": 0, "threads": 1, "mem_mb": 4000, "runtime": 60, "launcher": "none",
-                "precision": "float32", "tensor_parallel": False}
     spec = config["base_models"][base].get("resources", {})
-    return {**defaults, **spec.get("default", {}), **spec.get(stage, {})}
+    return {**STAGE_DEFAULTS, **spec.get("default", {}), **spec.get(stage, {})}
+
+
+def judge_settings(config: Mapping, judge: str) -> dict:
+    """Resources of a judge's jobs: its reward model's evaluate settings; an endpoint's
+    defaults (it only makes requests)."""
+    spec = config["judges"][judge]
+    if spec["kind"] == "reward_model":
+        return model_settings(config, spec["model"].split("/", 1)[0], "evaluate")
+    return dict(STAGE_DEFAULTS)
+
+
+def chosen_alpha(search_path: str) -> float:
+    """The alpha an alpha search chose (its JSON's ``best_alpha``)."""
+    import json
+    from pathlib import Path
+
+    return float(json.loads(Path(search_path).read_text())["best_alpha"])
 
 
 def study_settings(config: Mapping, study: str) -> dict:
     """The top-level settings a study's tables use besides its own section."""
-    return {"length_targets": config["length_targets"]} if study == "ruler" else {}
+    if study == "ruler":
+        return {"length_targets": config["length_targets"]}
+    if study == "expo":
+        spec = config["expo"]
+        return {"judges": {name: config["judges"][name]
+                           for name in {spec["judge"], spec.get("benchmark_judge", spec["judge"])}}}
+    return {}

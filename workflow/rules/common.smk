@@ -5,6 +5,7 @@ from snakemake.utils import validate
 
 from reprolm import config as lookups
 from reprolm.score.length import TargetSet
+from reprolm.score.metrics import METRICS
 
 # Hub caches live inside the project, never in the user's home.
 os.environ.setdefault("HF_HOME", os.path.abspath("resources/hf_home"))
@@ -29,10 +30,11 @@ wildcard_constraints:
     dataset=r"[A-Za-z0-9_]+",
     split=r"[A-Za-z0-9_]+",
     promptset=r"[A-Za-z0-9_]+",
-    metric=r"(?!lm_eval/|train_before_test/)[A-Za-z0-9_]+",
+    metric="|".join(METRICS),
     task=r"[A-Za-z0-9_]+",
     suite=r"[A-Za-z0-9_]+",
     study=r"[A-Za-z0-9_]+",
+    judge=r"[A-Za-z0-9_]+",
 
 
 def all_targets():
@@ -40,6 +42,16 @@ def all_targets():
         [f"results/tables/{study}" for study in config["studies"]]
         + [f"results/plots/{study}" for study in config["studies"]]
         + lookups.expo_models(config)
+        # Named up front so that every alpha search is scheduled at once, not one per
+        # re-evaluation of the checkpoint-dependent table inputs.
+        + [
+            lookups.alpha_search_path(config, base, recipe)
+            for base, recipe in (
+                lookups.study_models(config, "expo")
+                if "expo" in config["studies"]
+                else []
+            )
+        ]
     )
 
 
@@ -149,5 +161,64 @@ def harmony_task_docs(wildcards):
     return [raw_dir(source)] if source else []
 
 
+def judge_spec(wildcards):
+    return lookups.canonical(config["judges"][wildcards.judge])
+
+
+def judge_inputs(wildcards):
+    model = lookups.judge_model(config, wildcards.judge)
+    return {"judge_model": model} if model else {}
+
+
+def judge_resource(key):
+    """A judge job's resources are those its own model needs (none for an endpoint)."""
+
+    def lookup(wildcards, attempt):
+        value = lookups.judge_settings(config, wildcards.judge)[key]
+        return value * attempt if key in ("mem_mb", "runtime") else value
+
+    return lookup
+
+
+def judge_threads(wildcards):
+    return lookups.judge_settings(config, wildcards.judge)["threads"]
+
+
+def win_rate_inputs(wildcards):
+    inputs = {
+        **judge_inputs(wildcards),
+        "answers": f"results/generations/{wildcards.base}/{wildcards.recipe}/{wildcards.promptset}.parquet",
+    }
+    reference = config["promptsets"][wildcards.promptset].get("reference", "dataset")
+    if reference != "dataset":
+        inputs["reference"] = (
+            f"results/generations/{reference}/{wildcards.promptset}.parquet"
+        )
+    return inputs
+
+
+def alpha_search_grades(wildcards):
+    return list(
+        lookups.alpha_search_grades(config, wildcards.base, wildcards.recipe).values()
+    )
+
+
+def expo_table_inputs():
+    """The ExPO tables evaluate each aligned model's chosen extrapolation, known only after
+    its alpha search (a checkpoint) has run."""
+    paths = lookups.judge_validation_path(config)
+    for base, recipe in lookups.study_models(config, "expo"):
+        search = checkpoints.alpha_search.get(
+            base=base,
+            recipe=recipe,
+            promptset=config["expo"]["alpha_search"]["promptset"],
+        ).output[0]
+        best = lookups.chosen_alpha(search)
+        paths += [search] + lookups.expo_scores(config, base, recipe, best)
+    return paths
+
+
 def study_table_inputs(wildcards):
+    if wildcards.study == "expo":
+        return expo_table_inputs()
     return lookups.study_scores(config, wildcards.study)

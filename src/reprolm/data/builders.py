@@ -187,3 +187,33 @@ def build_preference_pairs(ctx: BuildContext) -> dict[str, list[dict]]:
             for record in records
         ]
     return built
+
+
+def _instruction_row(record: dict, schema: str) -> dict:
+    """One instruction in the shared form: ``instruction`` (the first user turn), ``turns``
+    (every user turn) and, where the source has one, the reference model's ``reference``."""
+    if schema == "mt_bench_prompts":
+        return {"instruction": record["prompt"][0], "turns": list(record["prompt"]),
+                "category": record.get("category", "")}
+    if schema == "alpaca_eval":
+        return {"instruction": record["instruction"], "turns": [record["instruction"]],
+                "reference": record["output"]}
+    if schema == "ultrafeedback_binarized":
+        return {"instruction": record["prompt"], "turns": [record["prompt"]]}
+    if schema == "arena_question":
+        turns = [turn["content"] for turn in record["turns"]]
+        return {"instruction": turns[0], "turns": turns}
+    raise ValueError(f"the instructions builder cannot read schema {schema!r}; it reads "
+                     "mt_bench_prompts, alpaca_eval, ultrafeedback_binarized and arena_question")
+
+
+@builder("instructions")
+def build_instructions(ctx: BuildContext) -> dict[str, list[dict]]:
+    """Prompts for open-ended generation (win rates, single-answer grading, alpha search)
+    from one source's ``split`` (default: all its splits), the first ``num`` of them, as split ``test``."""
+    if len(ctx.sources) != 1:
+        raise ValueError(f"instructions builds from exactly one source; configured: {sorted(ctx.sources)}")
+    (source,) = ctx.sources
+    records = ctx.records(source, ctx.params.get("split"))
+    rows = [_instruction_row(record, ctx.schemas[source]) for record in records[: ctx.params.get("num")]]
+    return {"test": [{"id": index, **row} for index, row in enumerate(rows)]}

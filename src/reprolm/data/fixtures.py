@@ -181,6 +181,36 @@ def ultrafeedback_binarized(n: int, seed: int, min_words: int = 8, max_words: in
     return splits
 
 
+def alpaca_eval(n: int, seed: int, min_words: int = 8, max_words: int = 40) -> list[dict]:
+    """AlpacaEval instructions with a reference model's answer (fluent fixture text)."""
+    rng = random.Random(f"alpaca_eval/{seed}")
+    return [
+        {"instruction": question(rng), "output": passage(rng, rng.randint(min_words, max_words)),
+         "generator": "fixture_reference", "dataset": "fixture"}
+        for _ in range(n)
+    ]
+
+
+FOLLOW_UP_TURNS = [
+    "Now say that again in fewer words.",
+    "Add one more detail about {o}.",
+    "Rewrite your answer for {s}.",
+    "What would change {t}?",
+]
+
+
+def mt_bench_prompts(n: int, seed: int) -> list[dict]:
+    """Two-turn MT-Bench prompts: a fixture question and a follow-up on the answer."""
+    rng = random.Random(f"mt_bench/{seed}")
+    categories = ["writing", "roleplay", "reasoning", "extraction"]
+    return [
+        {"prompt": [question(rng), rng.choice(FOLLOW_UP_TURNS).format(
+            s=rng.choice(SUBJECTS), o=rng.choice(OBJECTS), t=rng.choice(TAILS))],
+         "prompt_id": index, "category": categories[index % len(categories)], "reference": []}
+        for index in range(n)
+    ]
+
+
 FIXTURES: dict[str, Callable[..., list[dict]]] = {
     "text": world_corpus,
     "openhermes_conversations": openhermes,
@@ -188,6 +218,8 @@ FIXTURES: dict[str, Callable[..., list[dict]]] = {
     "eli5": eli5,
     "arena_question": arena_questions,
     "ultrafeedback_binarized": ultrafeedback_binarized,
+    "alpaca_eval": alpaca_eval,
+    "mt_bench_prompts": mt_bench_prompts,
 }
 
 

@@ -82,6 +82,17 @@ def _check_preference(record):
     return None
 
 
+def _check_string_list(record, field: str):
+    values = record.get(field)
+    if not isinstance(values, list) or not values:
+        return field, "expected a non-empty list of strings"
+    for index, value in enumerate(values):
+        problem = _require_str({"value": value}, "value")
+        if problem:
+            return f"{field}[{index}]", problem
+    return None
+
+
 SCHEMAS: dict[str, Callable[[dict], tuple[str, str] | None]] = {
     # teknium/OpenHermes-2.5: {"conversations": [{"from", "value"}, ...], "source", ...}
     "openhermes_conversations": lambda r: _check_turns(r, "conversations", ("from", "value")),
@@ -96,6 +107,11 @@ SCHEMAS: dict[str, Callable[[dict], tuple[str, str] | None]] = {
     # HuggingFaceH4/ultrafeedback_binarized (train_prefs/test_prefs): {"prompt", "prompt_id",
     # "chosen"/"rejected": [{"role", "content"}, ...], "score_chosen", "score_rejected", ...}
     "ultrafeedback_binarized": _check_preference,
+    # tatsu-lab/alpaca_eval (alpaca_eval_gpt4_baseline): {"instruction", "output" (the
+    # reference model's answer), "generator", "dataset"}
+    "alpaca_eval": _fields("instruction", "output"),
+    # HuggingFaceH4/mt_bench_prompts: {"prompt": [turn, ...], "prompt_id", "category", "reference"}
+    "mt_bench_prompts": lambda r: _check_string_list(r, "prompt"),
 }
 
 

@@ -48,10 +48,18 @@ def self_length_prompts(rows, tokenizer, length_prompt: str, targets: TargetSet)
     return PromptBatch([chat_prompt(tokenizer, r["Instruction"]) for r in rows], skip_special_tokens=False)
 
 
+def instruction_prompts(rows, tokenizer, length_prompt: str, targets: TargetSet) -> PromptBatch:
+    """The row's ``instruction`` through the chat template, nothing added."""
+    return PromptBatch([chat_prompt(tokenizer, r["instruction"]) for r in rows])
+
+
 PROMPT_BUILDERS: dict[str, Callable[..., PromptBatch]] = {
     "target_length": target_length_prompts,
     "self_length": self_length_prompts,
+    "chat": instruction_prompts,
 }
+# Prompt kinds asked turn by turn, each turn after the model's own earlier answers.
+MULTI_TURN = "multi_turn"
 
 
 def build_prompts(kind: str, rows: list[Mapping], tokenizer, length_prompt: str, targets: TargetSet) -> PromptBatch:

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprolm.generate import GenerationRequest, SamplingParams, make_backend
-from reprolm.generate.prompts import build_prompts
+from reprolm.generate.prompts import MULTI_TURN, build_prompts
 from reprolm.provenance import atomic_path
 from reprolm.score.length import TargetSet
 
@@ -20,17 +20,50 @@ def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, l
                        output: str) -> int:
     rows = pq.read_table(dataset_file).to_pylist()
     engine = make_backend(backend, model_path, **backend_options)
-    batch = build_prompts(promptset["prompt"], rows, engine.tokenizer, length_prompt, targets)
     sampling = SamplingParams(seed=seed, **promptset["sampling"])
+    if promptset["prompt"] == MULTI_TURN:
+        records = generate_conversations(engine, rows, sampling, dataset_file)
+    else:
+        records = _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampling)
+    with atomic_path(output) as tmp:
+        pq.write_table(pa.Table.from_pylist(records), tmp)
+    return len(records)
+
+
+def _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampling) -> list[dict]:
+    batch = build_prompts(promptset["prompt"], rows, engine.tokenizer, length_prompt, targets)
     request = GenerationRequest(batch.prompts, sampling, stop=batch.stop,
                                 skip_special_tokens=batch.skip_special_tokens)
     log.info("generating %s", request.describe())
     samples = engine.generate(request)
-    records = [
+    return [
         {**row, "prompt": prompt, "sample": index, "text": text}
         for row, prompt, texts in zip(rows, batch.prompts, samples, strict=True)
         for index, text in enumerate(texts)
     ]
-    with atomic_path(output) as tmp:
-        pq.write_table(pa.Table.from_pylist(records), tmp)
-    return len(records)
+
+
+def generate_conversations(engine, rows: list[dict], sampling: SamplingParams, source: str) -> list[dict]:
+    """MT-Bench style: every user turn in ``turns`` is asked after the model's own earlier
+    answers. Each record keeps the whole ``conversation``; ``text`` is the last answer."""
+    if sampling.n != 1:
+        raise ValueError(f"{source}: multi-turn prompts take one sample per prompt (n=1), not n={sampling.n}")
+    for row, record in enumerate(rows):
+        if not record.get("turns"):
+            raise KeyError(f"{source}: row {row}: multi-turn prompts need a non-empty 'turns' list")
+    conversations: list[list[dict]] = [[] for _ in rows]
+    prompts = [""] * len(rows)
+    for turn in range(max(len(record["turns"]) for record in rows)):
+        asking = [i for i, record in enumerate(rows) if turn < len(record["turns"])]
+        for i in asking:
+            conversations[i].append({"role": "user", "content": rows[i]["turns"][turn]})
+            prompts[i] = engine.tokenizer.apply_chat_template(conversations[i], tokenize=False,
+                                                              add_generation_prompt=True)
+        request = GenerationRequest([prompts[i] for i in asking], sampling)
+        log.info("turn %d: generating %s", turn + 1, request.describe())
+        for i, texts in zip(asking, engine.generate(request), strict=True):
+            conversations[i].append({"role": "assistant", "content": texts[0]})
+    return [
+        {**record, "prompt": prompt, "sample": 0, "text": conversation[-1]["content"], "conversation": conversation}
+        for record, prompt, conversation in zip(rows, prompts, conversations, strict=True)
+    ]

@@ -1,5 +1,6 @@
 """The shared finetune stage: one Trainer-based loop for every recipe, SFT (transformers
-Trainer) or preference optimisation (TRL's DPOTrainer, ``objective: dpo``).
+Trainer), preference optimisation (TRL's DPOTrainer, ``objective: dpo``) or a reward model
+(TRL's RewardTrainer on a sequence-classification head, ``objective: reward``).
 
 Runs in-process, or under torchrun / the deepspeed launcher (see ``launch``) with a
 DeepSpeed config: one worker per GPU, or a single worker on CPU for tests. Checkpoints go
@@ -92,16 +93,23 @@ def latest_checkpoint(folder: Path) -> str | None:
 
 def training_arguments(spec: FinetuneSpec):
     """Trainer settings from the recipe: ``TrainingArguments`` for SFT, TRL's ``DPOConfig``
-    (with ``beta`` and ``max_length``) for ``objective: dpo``."""
+    (with ``beta`` and ``max_length``) for ``objective: dpo``, ``RewardConfig`` for
+    ``objective: reward``."""
     from transformers import TrainingArguments
 
     recipe = spec.recipe
     arguments_class, objective_settings = TrainingArguments, {}
-    if recipe.get("objective", "sft") == "dpo":
+    if objective(recipe) == "dpo":
         from trl import DPOConfig
 
         arguments_class = DPOConfig
         objective_settings = {"beta": recipe.get("beta", 0.1), "max_length": recipe["max_length"]}
+    elif objective(recipe) == "reward":
+        from trl import RewardConfig
+
+        arguments_class = RewardConfig
+        # Dropout makes the two sequences of a pair see different networks.
+        objective_settings = {"max_length": recipe["max_length"], "disable_dropout": True}
     settings = {k: recipe[k] for k in TRAINING_KEYS if k in recipe}
     # transformers 5 takes a warm-up ratio as a float warmup_steps below 1.
     if "warmup_ratio" in settings:
@@ -133,27 +141,34 @@ def training_arguments(spec: FinetuneSpec):
 PREFERENCE_FIELDS = ("prompt", "chosen", "rejected")
 
 
-def preference_trainer(model, tokenizer, args, records: list[dict], source: str):
-    """TRL's DPOTrainer on conversational pairs (``prompt`` turns, ``chosen``/``rejected``
-    assistant turns); the reference model is a frozen copy of the starting model."""
+def objective(recipe: dict) -> str:
+    return recipe.get("objective", "sft")
+
+
+def preference_trainer(model, tokenizer, args, records: list[dict], source: str, kind: str):
+    """On conversational pairs (``prompt`` turns, ``chosen``/``rejected`` assistant turns):
+    TRL's DPOTrainer (``kind`` dpo; the reference model is a frozen copy of the starting
+    model) or RewardTrainer (``kind`` reward; Bradley-Terry loss on the pair's two scores)."""
     from datasets import Dataset
-    from trl import DPOTrainer
+    from trl import DPOTrainer, RewardTrainer
 
     for row, record in enumerate(records):
         for field_name in PREFERENCE_FIELDS:
             if not record.get(field_name):
-                raise KeyError(f"{source}: row {row}: missing or empty field {field_name!r} (a DPO recipe "
+                raise KeyError(f"{source}: row {row}: missing or empty field {field_name!r} (a {kind} recipe "
                                f"needs {list(PREFERENCE_FIELDS)}, e.g. from the preference_pairs builder)")
     pairs = Dataset.from_list([{name: record[name] for name in PREFERENCE_FIELDS} for record in records])
     log.info("%d preference pairs", len(pairs))
-    return DPOTrainer(model=model, args=args, train_dataset=pairs, processing_class=tokenizer)
+    trainer_class = DPOTrainer if kind == "dpo" else RewardTrainer
+    return trainer_class(model=model, args=args, train_dataset=pairs, processing_class=tokenizer)
 
 
 def run(spec: FinetuneSpec) -> None:
     import pyarrow.parquet as pq
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, Trainer
+    from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, DataCollatorForSeq2Seq,
+                              Trainer)
 
     from reprolm.models.loading import load_tokenizer, torch_dtype
     from reprolm.train.examples import build_examples
@@ -175,15 +190,20 @@ def run(spec: FinetuneSpec) -> None:
     tokenizer = load_tokenizer(spec.base_model, spec.chat_template)
     if spec.add_tokens:
         tokenizer.add_tokens(spec.add_tokens, special_tokens=True)
-    model = AutoModelForCausalLM.from_pretrained(spec.base_model, dtype=torch.float32).train()
+    if objective(spec.recipe) == "reward":
+        # A scalar head on the language model; it reads the score at the last non-pad token.
+        model = AutoModelForSequenceClassification.from_pretrained(
+            spec.base_model, dtype=torch.float32, num_labels=1, pad_token_id=tokenizer.pad_token_id).train()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(spec.base_model, dtype=torch.float32).train()
     if spec.add_tokens:
         model.resize_token_embeddings(len(tokenizer))
     if spec.precision != "float32" and not spec.deepspeed:
         model = model.to(torch_dtype(spec.precision))
 
     records = pq.read_table(spec.train_file).to_pylist()
-    if spec.recipe.get("objective", "sft") == "dpo":
-        trainer = preference_trainer(model, tokenizer, args, records, spec.train_file)
+    if objective(spec.recipe) in ("dpo", "reward"):
+        trainer = preference_trainer(model, tokenizer, args, records, spec.train_file, objective(spec.recipe))
     else:
         examples = build_examples(tokenizer, records, spec.recipe, spec.train_file)
         trainable = [e for e in examples if any(label != -100 for label in e["labels"])]

@@ -1,0 +1,119 @@
+"""ExPO: choosing alpha from the judge's grades, and the tables in the seed's layout
+(Original vs + ExPO per aligned model)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from reprolm.aggregate.tables import Score, write_table
+from reprolm.config import split_expo
+
+
+def choose_alpha(grades: Mapping[float, Mapping]) -> dict:
+    """The alpha whose extrapolated model the judge grades highest on the search prompts.
+
+    ``grades`` maps alpha to a grade result; alpha 0 (the aligned model itself) is part of
+    the curve for comparison but is not a candidate: the study evaluates an extrapolation.
+    """
+    curve = [{"alpha": alpha, "mean_grade": grades[alpha]["mean"]} for alpha in sorted(grades)]
+    candidates = [point for point in curve if point["alpha"] > 0 and not math.isnan(point["mean_grade"])]
+    if not candidates:
+        raise ValueError(f"alpha search: no alpha above 0 has a usable grade; curve {curve}")
+    best = max(candidates, key=lambda point: point["mean_grade"])
+    return {"curve": curve, "best_alpha": best["alpha"], "best_mean_grade": best["mean_grade"]}
+
+
+def _by_prefix(scores: list[Score], prefix: str) -> list[Score]:
+    return [s for s in scores if s.metric == prefix or s.metric.startswith(prefix + "_")]
+
+
+def _pairs(scores: list[Score], prefix: str) -> dict[tuple[str, str], dict[str, Score]]:
+    """Scores of one kind by (base, aligned recipe), then 'original' / 'expo'."""
+    pairs: dict[tuple[str, str], dict[str, Score]] = {}
+    for score in _by_prefix(scores, prefix):
+        recipe, alpha = split_expo(score.recipe)
+        pairs.setdefault((score.base, recipe), {})["original" if alpha is None else "expo"] = score
+    return pairs
+
+
+def alpha_table(scores: list[Score]) -> pd.DataFrame:
+    rows = []
+    for search in _by_prefix(scores, "alpha_search"):
+        for point in search.data["curve"]:
+            rows.append({"model": search.model, "alpha": point["alpha"], "mean_grade": point["mean_grade"],
+                         "chosen": point["alpha"] == search.data["best_alpha"]})
+    return pd.DataFrame(rows)
+
+
+def win_rate_table(scores: list[Score]) -> pd.DataFrame:
+    rows = []
+    for (base, recipe), pair in _pairs(scores, "win_rate").items():
+        original, expo = pair["original"].data, pair["expo"].data
+        rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(pair["expo"].recipe)[1],
+                     "Win Rate (Ori)": original["win_rate"], "LC Win Rate (Ori)": original["lc_win_rate"],
+                     "Win Rate (+ ExPO)": expo["win_rate"], "LC Win Rate (+ ExPO)": expo["lc_win_rate"],
+                     "Length (Ori)": original["mean_length"], "Length (+ ExPO)": expo["mean_length"]})
+    return pd.DataFrame(rows)
+
+
+def single_grade_table(scores: list[Score], promptset: str) -> pd.DataFrame:
+    rows = []
+    for (base, recipe), pair in _pairs([s for s in scores if s.name == promptset], "grade").items():
+        rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(pair["expo"].recipe)[1],
+                     "Original": pair["original"].data["mean"], "+ ExPO": pair["expo"].data["mean"],
+                     "scale": pair["original"].data["judge_scale"]})
+    return pd.DataFrame(rows)
+
+
+def lm_eval_table(scores: list[Score]) -> pd.DataFrame:
+    rows = []
+    for (base, recipe), pair in _pairs(scores, "lm_eval").items():
+        original, expo = pair["original"].data, pair["expo"].data
+        for task in original["task_order"]:
+            rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(pair["expo"].recipe)[1], "task": task,
+                         "Original": 100.0 * original["tasks"][task]["value"],
+                         "+ ExPO": 100.0 * expo["tasks"][task]["value"]})
+    return pd.DataFrame(rows)
+
+
+def judge_table(scores: list[Score]) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"judge": s.data["judge"], "dataset": s.data["dataset"], "split": s.data["split"], "pairs": s.data["n"],
+         "accuracy": s.data["accuracy"], "ci_low": s.data["ci_low"], "ci_high": s.data["ci_high"]}
+        for s in _by_prefix(scores, "pair_accuracy")
+    ])
+
+
+def plot_alpha_curves(frame: pd.DataFrame, output: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(5, 3.5))
+    for model, curve in frame.groupby("model"):
+        axes.plot(curve["alpha"], curve["mean_grade"], marker="o", label=model)
+        chosen = curve[curve["chosen"]]
+        axes.scatter(chosen["alpha"], chosen["mean_grade"], s=120, facecolors="none", edgecolors="black")
+    axes.set_xlabel("alpha")
+    axes.set_ylabel("mean judge grade (search prompts)")
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(output, dpi=120)
+    plt.close(figure)
+
+
+def write_expo_tables(scores: list[Score], study: Mapping, config: Mapping, tables: Path, plots: Path) -> None:
+    alphas = alpha_table(scores)
+    write_table(alphas, tables, "alpha_search", decimals=4)
+    plot_alpha_curves(alphas, plots / "alpha_search.png")
+    write_table(win_rate_table(scores), tables, "alpaca_eval")
+    write_table(single_grade_table(scores, study["single_grade"]), tables, "mt_bench", decimals=3)
+    if study.get("lm_eval_suite"):
+        write_table(lm_eval_table(scores), tables, "lm_eval")
+    if study.get("judge_validation"):
+        write_table(judge_table(scores), tables, "judge")

@@ -1,0 +1,175 @@
+"""Judges: a score for a conversation, and a preference between two answers.
+
+A judge is configured under ``judges:`` by ``kind``:
+
+- ``reward_model``: a sequence-classification checkpoint with one output (a recipe with
+  ``objective: reward``, or a hub reward model). ``score`` is its scalar at the end of the
+  conversation; ``prefer`` is the Bradley-Terry probability sigmoid(r_answer - r_reference).
+- ``chat_endpoint``: an OpenAI-compatible chat-completions endpoint. ``score`` asks for a
+  single-answer rating from 1 to 10 (MT-Bench's ``[[rating]]`` convention); ``prefer`` asks
+  which of two answers is better, the order shuffled per item against position bias. The
+  API key is read from the environment variable the config names and is never written
+  anywhere: the config, logs and provenance hold only the variable's name.
+
+A judge's answers that cannot be parsed are NaN, counted and left out of means.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import re
+from collections.abc import Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+Conversation = list[dict]  # [{"role", "content"}, ...], ending with the assistant's answer
+
+
+class RewardModelJudge:
+    kind = "reward_model"
+    scale = "reward (unbounded)"
+
+    def __init__(self, model_path: str, batch_size: int = 8, max_length: int = 1024, precision: str = "float32"):
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        from reprolm.models.loading import load_tokenizer, torch_dtype
+
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.tokenizer = load_tokenizer(model_path)
+        self.model = AutoModelForSequenceClassification.from_pretrained(
+            model_path, dtype=torch_dtype(precision)).to(self.device).eval()
+        if self.model.config.num_labels != 1:
+            raise ValueError(f"{model_path}: a reward model has one output, this one has "
+                             f"num_labels={self.model.config.num_labels}")
+        self.batch_size, self.max_length = batch_size, max_length
+
+    def score(self, conversations: Sequence[Conversation]) -> list[float]:
+        import torch
+
+        pad = self.tokenizer.pad_token_id
+        scores: list[float] = []
+        for start in range(0, len(conversations), self.batch_size):
+            # The head reads the last token, where the answer ends: over-long conversations
+            # lose their beginning, never their end.
+            encoded = [self.tokenizer.apply_chat_template(c, tokenize=True, return_dict=True)["input_ids"][-self.max_length:]
+                       for c in conversations[start:start + self.batch_size]]
+            width = max(map(len, encoded))
+            input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids in encoded], device=self.device)
+            mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in encoded], device=self.device)
+            with torch.no_grad():
+                logits = self.model(input_ids=input_ids, attention_mask=mask).logits
+            scores.extend(logits[:, 0].float().tolist())
+        return scores
+
+    def prefer(self, instructions: Sequence[str], answers: Sequence[str], references: Sequence[str]) -> list[float]:
+        answer_scores = self.score([_exchange(i, a) for i, a in zip(instructions, answers, strict=True)])
+        reference_scores = self.score([_exchange(i, r) for i, r in zip(instructions, references, strict=True)])
+        return [1.0 / (1.0 + math.exp(r - a)) for a, r in zip(answer_scores, reference_scores)]
+
+
+RATING = re.compile(r"\[\[(\d+(?:\.\d+)?)\]\]")
+CHOICE = re.compile(r"\b(?:output|answer)?\s*\(?([ab])\)?\s*$", re.IGNORECASE)
+
+GRADING_PROMPT = """You are grading the last answer of an AI assistant in the conversation below.
+Judge how helpful, correct, relevant and detailed that answer is, given the whole conversation.
+Explain briefly, then give a rating from 1 to 10 in exactly this form: [[rating]].
+
+{conversation}"""
+
+PAIRWISE_PROMPT = """Two AI assistants answered the same instruction. Decide which answer a careful
+human reader would prefer, judging helpfulness, correctness and clarity, not length.
+
+Instruction:
+{instruction}
+
+Answer (a):
+{first}
+
+Answer (b):
+{second}
+
+Reply with a single letter: a or b."""
+
+
+def _render(conversation: Conversation) -> str:
+    return "\n\n".join(f"[{turn['role'].upper()}]\n{turn['content']}" for turn in conversation)
+
+
+class ChatEndpointJudge:
+    kind = "chat_endpoint"
+    scale = "rating 1-10"
+
+    def __init__(self, base_url: str, model: str, api_key_env: str, seed: int = 0, max_tokens: int = 512):
+        from openai import OpenAI
+
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise ValueError(f"judge {model!r} at {base_url}: environment variable {api_key_env!r} "
+                             "(its API key) is not set")
+        self.client = OpenAI(base_url=base_url, api_key=key)
+        self.model, self.seed, self.max_tokens = model, seed, max_tokens
+
+    def _ask(self, prompt: str) -> str:
+        reply = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": prompt}], temperature=0.0,
+            max_tokens=self.max_tokens, seed=self.seed)
+        return reply.choices[0].message.content or ""
+
+    def score(self, conversations: Sequence[Conversation]) -> list[float]:
+        scores = []
+        for conversation in conversations:
+            found = RATING.findall(self._ask(GRADING_PROMPT.format(conversation=_render(conversation))))
+            scores.append(float(found[-1]) if found else math.nan)
+        return scores
+
+    def prefer(self, instructions: Sequence[str], answers: Sequence[str], references: Sequence[str]) -> list[float]:
+        order = random.Random(self.seed)
+        preferences = []
+        for instruction, answer, reference in zip(instructions, answers, references, strict=True):
+            answer_first = order.random() < 0.5
+            first, second = (answer, reference) if answer_first else (reference, answer)
+            reply = self._ask(PAIRWISE_PROMPT.format(instruction=instruction, first=first, second=second))
+            choice = CHOICE.search(reply.strip().rstrip(".!"))
+            if choice is None:
+                preferences.append(math.nan)
+                continue
+            picked_first = choice.group(1).lower() == "a"
+            preferences.append(1.0 if picked_first == answer_first else 0.0)
+        return preferences
+
+
+JUDGE_KINDS = ("reward_model", "chat_endpoint")
+
+
+def make_judge(spec: Mapping, model_path: str | None = None, seed: int = 0):
+    """The judge a ``judges.{name}`` spec describes; a reward model's folder comes from the
+    workflow (``model_path``), an endpoint's key from the environment."""
+    kind = spec["kind"]
+    if kind == "reward_model":
+        if model_path is None:
+            raise ValueError("a reward_model judge needs its model folder")
+        return RewardModelJudge(model_path, batch_size=spec.get("batch_size", 8),
+                                max_length=spec.get("max_length", 1024), precision=spec.get("precision", "float32"))
+    if kind == "chat_endpoint":
+        return ChatEndpointJudge(spec["base_url"], spec["model"], spec["api_key_env"], seed=seed,
+                                 max_tokens=spec.get("max_tokens", 512))
+    raise ValueError(f"unknown judge kind {kind!r}; known: {list(JUDGE_KINDS)}")
+
+
+def _exchange(instruction: str, answer: str) -> Conversation:
+    return [{"role": "user", "content": instruction}, {"role": "assistant", "content": answer}]
+
+
+def conversation_of(row: Mapping) -> Conversation:
+    """A generation record's conversation: multi-turn records carry theirs; single-turn ones
+    are their instruction and answer."""
+    conversation = row.get("conversation")
+    if conversation:
+        return [dict(turn) for turn in conversation]
+    if "instruction" not in row:
+        raise KeyError(f"generation record {row.get('id')!r} has neither 'conversation' nor 'instruction'")
+    return _exchange(row["instruction"], row["text"])

@@ -1,0 +1,123 @@
+"""What a judge's verdicts add up to: single-answer grades, (length-controlled) win rates,
+and a reward model's accuracy on held-out preference pairs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from scipy import optimize, stats
+
+from reprolm.score.judges import conversation_of
+
+
+def _nanmean(values) -> float:
+    values = [v for v in values if not math.isnan(v)]
+    return float(np.mean(values)) if values else math.nan
+
+
+def grade_generations(judge, rows: Sequence[Mapping]) -> dict:
+    """Every assistant turn graded in the context of the conversation up to it (MT-Bench's
+    single-answer grading: a two-turn prompt gets two grades). ``mean`` averages all turns."""
+    conversations = [conversation_of(row) for row in rows]
+    prefixes, owners = [], []
+    for index, conversation in enumerate(conversations):
+        for end, turn in enumerate(conversation):
+            if turn["role"] == "assistant":
+                prefixes.append(conversation[: end + 1])
+                owners.append(index)
+    grades: list[list[float]] = [[] for _ in rows]
+    for owner, grade in zip(owners, judge.score(prefixes), strict=True):
+        grades[owner].append(grade)
+    turns = max(map(len, grades))
+    return {
+        "judge_scale": judge.scale,
+        "mean": _nanmean([g for row in grades for g in row]),
+        "turn_means": [_nanmean([row[t] for row in grades if t < len(row)]) for t in range(turns)],
+        "unparsed": sum(math.isnan(g) for row in grades for g in row),
+        "grades": grades,
+        "ids": [row["id"] for row in rows],
+    }
+
+
+def length_controlled_win_rate(preferences: Sequence[float], answer_lengths: Sequence[int],
+                               reference_lengths: Sequence[int], l2: float = 1e-3) -> dict:
+    """AlpacaEval 2.0's length control, without its per-instruction difficulty term (which
+    needs many models' verdicts on the same instructions).
+
+    Fit  P(answer preferred) = sigmoid(theta + phi * tanh(d / sd(d))),  d = len(answer) -
+    len(reference) in characters, by maximum likelihood on the (possibly soft) preferences,
+    with a small L2 penalty so that a judge that always prefers one side still gives finite
+    weights. The length-controlled win rate is the fitted preference with no length
+    difference: LC = 100 * sigmoid(theta).
+    """
+    p = np.asarray(preferences, dtype=float)
+    d = np.asarray(answer_lengths, dtype=float) - np.asarray(reference_lengths, dtype=float)
+    spread = d.std()
+    x = np.tanh(d / spread) if spread > 0 else np.zeros_like(d)
+
+    def loss(weights):
+        logits = weights[0] + weights[1] * x
+        # log(1 + e^z) computed stably.
+        return float(np.mean(np.logaddexp(0, logits) - p * logits) + l2 * weights @ weights)
+
+    fit = optimize.minimize(loss, np.zeros(2), method="BFGS")
+    theta, phi = fit.x
+    return {"lc_win_rate": float(100 / (1 + math.exp(-theta))), "theta": float(theta), "phi": float(phi)}
+
+
+def win_rates(preferences: Sequence[float], answers: Sequence[str], references: Sequence[str]) -> dict:
+    """Win rate (mean preference for the answer over the reference, in %) and the
+    length-controlled win rate; verdicts the judge gave no parseable answer for are left out."""
+    kept = [i for i, p in enumerate(preferences) if not math.isnan(p)]
+    if not kept:
+        raise ValueError("the judge gave no usable verdict on any pair")
+    p = [preferences[i] for i in kept]
+    answer_lengths = [len(answers[i]) for i in kept]
+    reference_lengths = [len(references[i]) for i in kept]
+    return {
+        "win_rate": float(100 * np.mean(p)),
+        **length_controlled_win_rate(p, answer_lengths, reference_lengths),
+        "n": len(kept),
+        "unparsed": len(preferences) - len(kept),
+        "mean_length": float(np.mean(answer_lengths)),
+        "mean_reference_length": float(np.mean(reference_lengths)),
+        "preferences": list(map(float, preferences)),
+    }
+
+
+def pair_accuracy(judge, pairs: Sequence[Mapping], seed: int = 0, confidence: float = 0.95) -> dict:
+    """Share of pairs whose chosen answer scores strictly higher than the rejected one, with
+    a percentile bootstrap confidence interval. ``pairs`` hold TRL's conversational
+    ``prompt``/``chosen``/``rejected`` turns."""
+    chosen = judge.score([list(pair["prompt"]) + list(pair["chosen"]) for pair in pairs])
+    rejected = judge.score([list(pair["prompt"]) + list(pair["rejected"]) for pair in pairs])
+    correct = np.array([c > r for c, r in zip(chosen, rejected, strict=True)], dtype=float)
+    interval = stats.bootstrap((correct,), np.mean, confidence_level=confidence, n_resamples=2000,
+                               method="percentile", random_state=seed).confidence_interval
+    return {
+        "accuracy": float(100 * correct.mean()),
+        "ci_low": float(100 * interval.low),
+        "ci_high": float(100 * interval.high),
+        "confidence": confidence,
+        "n": len(pairs),
+        "margins": [c - r for c, r in zip(chosen, rejected)],
+    }
+
+
+def reference_answers(rows: Sequence[Mapping], answers_file: str, reference_rows: Sequence[Mapping] | None,
+                      reference_file: str | None) -> list[str]:
+    """The reference answer to each prompt: the benchmark's own (``reference`` column, e.g.
+    AlpacaEval's GPT-4 Turbo outputs) or a reference model's generation of the same prompt id."""
+    if reference_rows is None:
+        for index, row in enumerate(rows):
+            if not isinstance(row.get("reference"), str):
+                raise KeyError(f"{answers_file}: row {index}: no 'reference' answer; give the prompt set a "
+                               "source with reference outputs or a reference model")
+        return [row["reference"] for row in rows]
+    by_id = {row["id"]: row["text"] for row in reference_rows}
+    missing = [row["id"] for row in rows if row["id"] not in by_id]
+    if missing:
+        raise KeyError(f"{reference_file}: no reference answer for prompt ids {missing[:5]}")
+    return [by_id[row["id"]] for row in rows]

@@ -1,0 +1,215 @@
+"""Judges and what their verdicts add up to: a reward model trained through the shared
+finetune stage, an OpenAI-compatible endpoint (a local stand-in server, since no real
+endpoint is reachable here), length-controlled win rates and the alpha choice."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from finetune_helpers import tiny_finetune_inputs
+from reprolm.aggregate.expo import choose_alpha
+from reprolm.data.builders import BUILDERS, BuildContext
+from reprolm.data.sources import write_source
+from reprolm.score.judges import ChatEndpointJudge, RewardModelJudge, make_judge
+from reprolm.score.judging import (
+    grade_generations,
+    length_controlled_win_rate,
+    pair_accuracy,
+    reference_answers,
+    win_rates,
+)
+from reprolm.train.finetune import FinetuneSpec, run
+
+REWARD_RECIPE = {"objective": "reward", "max_length": 128, "learning_rate": 3e-3, "num_train_epochs": 3,
+                 "per_device_train_batch_size": 8, "logging_steps": 1}
+
+
+@pytest.fixture(scope="module")
+def reward_model(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reward")
+    tiny_finetune_inputs(root)
+    write_source({"schema": "ultrafeedback_binarized", "fixture": {"n": 320, "seed": 5}}, root / "raw")
+    built = BUILDERS["preference_pairs"](BuildContext({"prefs": root / "raw"}, {"prefs": "ultrafeedback_binarized"}, {}))
+    pq.write_table(pa.Table.from_pylist(built["train"]), root / "train.parquet")
+    run(FinetuneSpec(base_model=str(root / "base"), output_dir=str(root / "rm"), checkpoint_root=str(root / "ckpt"),
+                     train_file=str(root / "train.parquet"), recipe=REWARD_RECIPE, seed=0))
+    return root / "rm", built["test"]
+
+
+def test_reward_model_trained_by_the_finetune_stage_ranks_held_out_pairs(reward_model):
+    folder, test_pairs = reward_model
+    judge = make_judge({"kind": "reward_model", "model": "unused/reward"}, str(folder))
+    result = pair_accuracy(judge, test_pairs, seed=0)
+    assert result["n"] == len(test_pairs) == 320
+    assert result["accuracy"] >= 85
+    assert result["ci_low"] <= result["accuracy"] <= result["ci_high"]
+    assert result["ci_high"] - result["ci_low"] < 20
+    # The score is the head's output at the conversation's end, the same in any batch.
+    conversation = list(test_pairs[0]["prompt"]) + list(test_pairs[0]["chosen"])
+    alone = judge.score([conversation])[0]
+    batched = RewardModelJudge(str(folder), batch_size=4).score([list(p["prompt"]) + list(p["rejected"])
+                                                                  for p in test_pairs[:3]] + [conversation])[-1]
+    assert alone == pytest.approx(batched, abs=1e-4)
+
+
+def test_reward_model_preference_is_bradley_terry(reward_model):
+    folder, test_pairs = reward_model
+    judge = RewardModelJudge(str(folder))
+    pair = test_pairs[0]
+    instruction = pair["prompt"][0]["content"]
+    chosen, rejected = pair["chosen"][0]["content"], pair["rejected"][0]["content"]
+    scores = judge.score([[pair["prompt"][0], {"role": "assistant", "content": text}] for text in (chosen, rejected)])
+    (preference,) = judge.prefer([instruction], [chosen], [rejected])
+    assert preference == pytest.approx(1 / (1 + math.exp(scores[1] - scores[0])))
+
+
+def test_grades_cover_every_assistant_turn(reward_model):
+    folder, _ = reward_model
+    judge = RewardModelJudge(str(folder))
+    rows = [
+        {"id": 0, "conversation": [{"role": "user", "content": "Describe the blue door."},
+                                   {"role": "assistant", "content": "The miller repairs the blue door."},
+                                   {"role": "user", "content": "Say it shorter."},
+                                   {"role": "assistant", "content": "Door repaired."}]},
+        {"id": 1, "instruction": "Describe the old piano.", "text": "The teacher opens the old piano."},
+    ]
+    result = grade_generations(judge, rows)
+    assert [len(g) for g in result["grades"]] == [2, 1]
+    first_turn = judge.score([rows[0]["conversation"][:2]])[0]
+    assert result["grades"][0][0] == pytest.approx(first_turn, abs=1e-4)
+    assert result["turn_means"][1] == pytest.approx(result["grades"][0][1])
+    assert result["mean"] == pytest.approx(np.mean(result["grades"][0] + result["grades"][1]))
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def test_length_controlled_win_rate_recovers_the_length_free_preference():
+    rng = np.random.default_rng(0)
+    reference_lengths = rng.integers(100, 400, size=400)
+    answer_lengths = reference_lengths + rng.integers(-300, 300, size=400)
+    d = answer_lengths - reference_lengths
+    theta, phi = -0.8, 2.0
+    preferences = _sigmoid(theta + phi * np.tanh(d / d.std()))
+    result = length_controlled_win_rate(preferences, answer_lengths, reference_lengths)
+    assert result["theta"] == pytest.approx(theta, abs=0.05)
+    assert result["phi"] == pytest.approx(phi, abs=0.1)
+    assert result["lc_win_rate"] == pytest.approx(100 * _sigmoid(theta), abs=1.0)
+
+
+def test_a_judge_that_only_likes_length_wins_raw_but_not_length_controlled():
+    answers = ["word " * 80] * 30 + ["word " * 5] * 10  # three quarters longer than the reference
+    references = ["word " * 40] * 40
+    preferences = [1.0 if len(a) > len(r) else 0.0 for a, r in zip(answers, references)]
+    result = win_rates(preferences, answers, references)
+    assert result["win_rate"] == pytest.approx(75.0)
+    assert 40 < result["lc_win_rate"] < 60
+    assert result["phi"] > 1
+
+
+def test_unparsed_verdicts_are_counted_and_left_out():
+    result = win_rates([1.0, math.nan, 0.0, 1.0], ["a", "bb", "ccc", "dd"], ["x", "y", "z", "w"])
+    assert (result["n"], result["unparsed"]) == (3, 1)
+    assert result["win_rate"] == pytest.approx(200 / 3)
+    with pytest.raises(ValueError, match="no usable verdict"):
+        win_rates([math.nan], ["a"], ["b"])
+
+
+def test_reference_answers_come_from_the_dataset_or_a_model_by_prompt_id():
+    rows = [{"id": 1, "reference": "r1"}, {"id": 0, "reference": "r0"}]
+    assert reference_answers(rows, "answers.parquet", None, None) == ["r1", "r0"]
+    model_rows = [{"id": 0, "text": "m0"}, {"id": 1, "text": "m1"}]
+    assert reference_answers(rows, "answers.parquet", model_rows, "ref.parquet") == ["m1", "m0"]
+    with pytest.raises(KeyError, match="ref.parquet: no reference answer for prompt ids \\[1\\]"):
+        reference_answers(rows, "answers.parquet", model_rows[:1], "ref.parquet")
+    with pytest.raises(KeyError, match="answers.parquet: row 0: no 'reference' answer"):
+        reference_answers([{"id": 0}], "answers.parquet", None, None)
+
+
+def test_alpha_choice_is_the_best_extrapolation_not_the_original():
+    grades = {0.0: {"mean": 5.0}, 0.1: {"mean": 1.0}, 0.3: {"mean": 3.0}, 0.5: {"mean": math.nan}}
+    chosen = choose_alpha(grades)
+    assert chosen["best_alpha"] == 0.3
+    assert [p["alpha"] for p in chosen["curve"]] == [0.0, 0.1, 0.3, 0.5]
+    with pytest.raises(ValueError, match="no alpha above 0"):
+        choose_alpha({0.0: {"mean": 1.0}, 0.5: {"mean": math.nan}})
+
+
+class ChatEndpointStandIn(BaseHTTPRequestHandler):
+    """A local stand-in for an OpenAI-compatible server: it grades an answer by its number
+    of words (capped at 10) and prefers the longer of two answers. It records what it saw."""
+
+    seen: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        ChatEndpointStandIn.seen.append({"path": self.path, "authorization": self.headers.get("Authorization"),
+                                         "body": body})
+        prompt = body["messages"][-1]["content"]
+        if "Answer (a):" in prompt:
+            first = prompt.split("Answer (a):\n", 1)[1].split("\n\nAnswer (b):", 1)[0]
+            second = prompt.split("Answer (b):\n", 1)[1].split("\n\nReply with", 1)[0]
+            content = "a" if len(first) >= len(second) else "b"
+        elif "UNPARSEABLE" in prompt:
+            content = "I cannot say."
+        else:
+            last_answer = prompt.rsplit("[ASSISTANT]\n", 1)[1]
+            content = f"Reasonable. Rating: [[{min(10, len(last_answer.split()))}]]"
+        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                 "choices": [{"index": 0, "finish_reason": "stop",
+                              "message": {"role": "assistant", "content": content}}],
+                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def chat_endpoint():
+    ChatEndpointStandIn.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ChatEndpointStandIn)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/v1"
+    server.shutdown()
+
+
+def test_chat_endpoint_judge_grades_and_compares_with_the_key_from_the_environment(chat_endpoint, monkeypatch):
+    monkeypatch.setenv("REPROLM_JUDGE_KEY", "sk-test-secret-123")
+    judge = ChatEndpointJudge(chat_endpoint, "judge-model", "REPROLM_JUDGE_KEY", seed=3)
+    grades = judge.score([
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "one two three"}],
+        [{"role": "user", "content": "UNPARSEABLE"}, {"role": "assistant", "content": "x"}],
+    ])
+    assert grades[0] == 3.0 and math.isnan(grades[1])
+    long, short = "a long and careful answer", "short"
+    preferences = judge.prefer(["i"] * 6, [long, short] * 3, [short, long] * 3)
+    assert preferences == [1.0, 0.0] * 3  # whichever position the answer was shown in
+    pairwise = [s for s in ChatEndpointStandIn.seen if "Answer (a):" in s["body"]["messages"][0]["content"]]
+    shown_first = {s["body"]["messages"][0]["content"].split("Answer (a):\n")[1].split("\n")[0] for s in pairwise}
+    assert shown_first == {long, short}  # the order was shuffled
+    assert all(s["authorization"] == "Bearer sk-test-secret-123" for s in ChatEndpointStandIn.seen)
+    assert all(s["body"]["model"] == "judge-model" and s["body"]["temperature"] == 0 for s in ChatEndpointStandIn.seen)
+
+
+def test_chat_endpoint_judge_without_its_key_fails_naming_the_variable(monkeypatch):
+    monkeypatch.delenv("REPROLM_JUDGE_KEY", raising=False)
+    with pytest.raises(ValueError, match=re.escape("environment variable 'REPROLM_JUDGE_KEY'")):
+        make_judge({"kind": "chat_endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m",
+                    "api_key_env": "REPROLM_JUDGE_KEY"})

@@ -1,0 +1,14 @@
+import json
+from pathlib import Path
+
+from reprolm.aggregate.expo import choose_alpha
+from reprolm.provenance import tracked_step
+from reprolm.score.metrics import write_json
+
+with tracked_step(snakemake) as log:
+    grades = {float(alpha): json.loads(Path(path).read_text())
+              for alpha, path in zip(snakemake.params.alphas, snakemake.input, strict=True)}
+    result = choose_alpha(grades)
+    log.info("alpha curve %s; best alpha %g", result["curve"], result["best_alpha"])
+    write_json({"metric": "alpha_search", "base": snakemake.wildcards.base, "recipe": snakemake.wildcards.recipe,
+                **result}, snakemake.output[0])

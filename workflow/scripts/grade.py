@@ -1,0 +1,13 @@
+import pyarrow.parquet as pq
+
+from reprolm.provenance import tracked_step
+from reprolm.score.judges import make_judge
+from reprolm.score.judging import grade_generations
+from reprolm.score.metrics import write_json
+
+with tracked_step(snakemake) as log:
+    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed)
+    rows = pq.read_table(snakemake.input.generations).to_pylist()
+    result = grade_generations(judge, rows)
+    log.info("mean grade %.4f over %d prompts (%d unparsed)", result["mean"], len(rows), result["unparsed"])
+    write_json({"metric": "grade", "judge": snakemake.wildcards.judge, **result}, snakemake.output[0])
