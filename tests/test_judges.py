@@ -4,17 +4,15 @@ endpoint is reachable here), length-controlled win rates and the alpha choice.""
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from chat_endpoint_standin import ChatEndpointStandIn, chat_endpoint  # noqa: F401 (a fixture)
 from finetune_helpers import tiny_finetune_inputs
 from reprolm.aggregate.expo import choose_alpha
 from reprolm.data.builders import BUILDERS, BuildContext
@@ -143,51 +141,6 @@ def test_alpha_choice_is_the_best_extrapolation_not_the_original():
     assert [p["alpha"] for p in chosen["curve"]] == [0.0, 0.1, 0.3, 0.5]
     with pytest.raises(ValueError, match="no alpha above 0"):
         choose_alpha({0.0: {"mean": 1.0}, 0.5: {"mean": math.nan}})
-
-
-class ChatEndpointStandIn(BaseHTTPRequestHandler):
-    """A local stand-in for an OpenAI-compatible server: it grades an answer by its number
-    of words (capped at 10) and prefers the longer of two answers. It records what it saw."""
-
-    seen: list[dict] = []
-
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        ChatEndpointStandIn.seen.append({"path": self.path, "authorization": self.headers.get("Authorization"),
-                                         "body": body})
-        prompt = body["messages"][-1]["content"]
-        if "Answer (a):" in prompt:
-            first = prompt.split("Answer (a):\n", 1)[1].split("\n\nAnswer (b):", 1)[0]
-            second = prompt.split("Answer (b):\n", 1)[1].split("\n\nReply with", 1)[0]
-            content = "a" if len(first) >= len(second) else "b"
-        elif "UNPARSEABLE" in prompt:
-            content = "I cannot say."
-        else:
-            last_answer = prompt.rsplit("[ASSISTANT]\n", 1)[1]
-            content = f"Reasonable. Rating: [[{min(10, len(last_answer.split()))}]]"
-        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                 "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": content}}],
-                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture()
-def chat_endpoint():
-    ChatEndpointStandIn.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ChatEndpointStandIn)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
 
 
 def test_chat_endpoint_judge_grades_and_compares_with_the_key_from_the_environment(chat_endpoint, monkeypatch):

@@ -14,6 +14,7 @@ import yaml
 
 from reprolm.provenance import content_hash, provenance_path
 from reprolm.score.length import TargetSet, count_words
+from chat_endpoint_standin import ChatEndpointStandIn, chat_endpoint  # noqa: F401 (a fixture)
 from workflow_helpers import REPO, dry_run_jobs, job_counts, scratch_copy, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -115,17 +116,24 @@ def test_noop_rerun_does_nothing(default_run):
 
 
 def test_changing_one_recipe_reruns_exactly_its_descendants(default_run, tmp_path):
+    from reprolm.config import split_expo
+
     changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
     changed["recipes"]["vanilla"]["learning_rate"] *= 2
     configfile = tmp_path / "changed.yaml"
     configfile.write_text(yaml.safe_dump(changed, sort_keys=True))
     jobs = dry_run_jobs(default_run, "--configfile", str(configfile))
     bases = DEFAULT["ruler"]["bases"]
-    assert sorted((w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune") == [(b, "vanilla") for b in bases]
+    # vanilla on every Ruler base, and the DPO model that starts from it (ExPO's bases).
+    retrained = [(b, "vanilla") for b in bases] + [(b, "dpo") for b in DEFAULT["expo"]["bases"]]
+    assert sorted((w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune") == sorted(retrained)
     for rule, wildcards in jobs:
-        if rule in ("generate", "score", "lm_eval"):
-            assert wildcards["recipe"] == "vanilla"
-    assert job_counts(jobs) == {"finetune": 2, "generate": 4, "score": 4, "lm_eval": 2, "study_tables": 1, "all": 1}
+        if "recipe" in wildcards:
+            assert split_expo(wildcards["recipe"])[0] in ("vanilla", "dpo"), (rule, wildcards)
+    counts = job_counts(jobs)
+    assert not {"raw_source", "dataset", "tokenizer", "build_base_model", "train_before_test"} & set(counts)
+    assert counts["lm_eval"] >= len(bases) and counts["study_tables"] == 2  # ruler and expo, not harmony
+    assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"ruler", "expo"}
 
 
 def test_extrapolated_model_is_built_on_request_from_its_two_checkpoints(default_run):
@@ -133,7 +141,7 @@ def test_extrapolated_model_is_built_on_request_from_its_two_checkpoints(default
 
     from reprolm.config import model_dir
 
-    target = "results/models/tiny_llama/vanilla+expo0.5"
+    target = "results/models/tiny_llama/vanilla+expo0.7"  # outside the default alpha grid
     jobs = dry_run_jobs(default_run, target)
     assert job_counts(jobs) == {"extrapolate": 1}
     snakemake(default_run, target)
@@ -146,23 +154,135 @@ def test_extrapolated_model_is_built_on_request_from_its_two_checkpoints(default
     sft, aligned = weights(default_run / model_dir("tiny_llama", "pretrained")), weights(default_run / model_dir("tiny_llama", "vanilla"))
     assert merged.keys() == aligned.keys()
     for name, value in aligned.items():
-        assert torch.allclose(merged[name], value + 0.5 * (value - sft[name]), atol=1e-6), name
+        assert torch.allclose(merged[name], value + 0.7 * (value - sft[name]), atol=1e-6), name
     provenance = json.loads((out / "provenance.json").read_text())
-    assert provenance["rule"] == "extrapolate" and provenance["params"]["alpha"] == 0.5
+    assert provenance["rule"] == "extrapolate" and provenance["params"]["alpha"] == 0.7
     assert "Nothing to be done" in snakemake(default_run, "-n", target).stdout
 
 
 def test_dpo_starts_from_its_init_recipe_and_is_extrapolated_away_from_it(default_run):
     target = "results/models/tiny_llama/dpo+expo0.5"
-    jobs = dry_run_jobs(default_run, target)
-    assert job_counts(jobs) == {"raw_source": 1, "dataset": 1, "finetune": 1, "extrapolate": 1}
-    assert [w["recipe"] for rule, w in jobs if rule == "finetune"] == ["dpo"]
-    snakemake(default_run, target)
     dpo = json.loads((default_run / "results/models/tiny_llama/dpo/provenance.json").read_text())
     assert [item["path"] for item in dpo["inputs"]["base"]] == ["results/models/tiny_llama/vanilla"]
     expo = json.loads((default_run / target / "provenance.json").read_text())
     assert [item["path"] for item in expo["inputs"]["sft"]] == ["results/models/tiny_llama/vanilla"]
     assert [item["path"] for item in expo["inputs"]["aligned"]] == ["results/models/tiny_llama/dpo"]
+
+
+EXPO = DEFAULT["expo"]
+EXPO_MODELS = [(b, r) for b in EXPO["bases"] for r in EXPO["recipes"]]
+
+
+def _read(work: Path, path: str) -> dict:
+    return json.loads((work / path).read_text())
+
+
+def test_alpha_search_picks_the_extrapolation_the_judge_grades_highest(default_run):
+    from reprolm.config import alpha_search_grades, alpha_search_path, expo_name
+
+    curve_table = pd.read_csv(default_run / "results/tables/expo/alpha_search.csv")
+    for base, recipe in EXPO_MODELS:
+        grades = {float(alpha): _read(default_run, path)["mean"]
+                  for alpha, path in alpha_search_grades(DEFAULT, base, recipe).items()}
+        assert sorted(grades) == [0.0] + sorted(EXPO["alpha_search"]["alphas"])
+        search = _read(default_run, alpha_search_path(DEFAULT, base, recipe))
+        assert {point["alpha"]: point["mean_grade"] for point in search["curve"]} == grades
+        best = max((alpha for alpha in grades if alpha > 0), key=grades.get)
+        assert search["best_alpha"] == best
+        rows = curve_table[curve_table["model"] == f"{base}/{recipe}"]
+        assert rows["alpha"].tolist() == sorted(grades)
+        assert rows.loc[rows["chosen"], "alpha"].tolist() == [best]
+        # Each point was generated by its own extrapolated checkpoint, with ExPO's sampling.
+        samples = pq.read_table(default_run / f"results/generations/{base}/{expo_name(recipe, best)}/expo_search.parquet")
+        assert samples.num_rows == DEFAULT["datasets"]["expo_search"]["params"]["num"]
+        model = _read(default_run, f"results/models/{base}/{expo_name(recipe, best)}/provenance.json")
+        assert model["params"]["alpha"] == best
+    assert (default_run / "results/plots/expo/alpha_search.png").stat().st_size > 0
+
+
+def test_expo_tables_put_original_beside_its_chosen_extrapolation(default_run):
+    from reprolm.config import alpha_search_path, expo_name
+
+    tables = default_run / "results/tables/expo"
+    alpaca, mt_bench = pd.read_csv(tables / "alpaca_eval.csv"), pd.read_csv(tables / "mt_bench.csv")
+    lm_eval = pd.read_csv(tables / "lm_eval.csv")
+    n_instructions = DEFAULT["sources"]["alpaca_eval"]["fixture"]["n"]
+    for base, recipe in EXPO_MODELS:
+        best = _read(default_run, alpha_search_path(DEFAULT, base, recipe))["best_alpha"]
+        row = alpaca[alpaca["model"] == f"{base}/{recipe}"].iloc[0]
+        assert row["alpha"] == best
+        for column, model in (("Ori", recipe), ("+ ExPO", expo_name(recipe, best))):
+            score = _read(default_run, f"results/scores/win_rate_tiny_rm/{base}/{model}/alpaca_eval.json")
+            assert score["n"] == n_instructions and score["reference"] == "dataset"
+            # A reward-model judge's preference is Bradley-Terry: strictly between 0 and 1.
+            assert all(0 < p < 1 for p in score["preferences"])
+            assert score["win_rate"] == pytest.approx(100 * sum(score["preferences"]) / n_instructions)
+            assert row[f"Win Rate ({column})"] == pytest.approx(score["win_rate"], abs=0.005)
+            assert row[f"LC Win Rate ({column})"] == pytest.approx(score["lc_win_rate"], abs=0.005)
+            grade = _read(default_run, f"results/scores/grade_tiny_rm/{base}/{model}/mt_bench.json")
+            assert [len(g) for g in grade["grades"]] == [2] * DEFAULT["sources"]["mt_bench"]["fixture"]["n"]
+            grade_column = "Original" if column == "Ori" else "+ ExPO"
+            grade_row = mt_bench[mt_bench["model"] == f"{base}/{recipe}"].iloc[0]
+            assert grade_row[grade_column] == pytest.approx(grade["mean"], abs=0.0005)
+        tasks = lm_eval[lm_eval["model"] == f"{base}/{recipe}"]
+        assert tasks["task"].tolist() == [t["name"] for t in DEFAULT["lm_eval_suites"]["general"]["tasks"]]
+    judge = pd.read_csv(tables / "judge.csv").iloc[0]
+    assert judge["pairs"] == DEFAULT["sources"]["prefs"]["fixture"]["n"]
+    assert judge["accuracy"] >= 90 and judge["ci_low"] <= judge["accuracy"] <= judge["ci_high"]
+
+
+def test_mt_bench_second_turns_are_asked_after_the_models_own_first_answer(default_run):
+    rows = pq.read_table(default_run / "results/generations/tiny_llama/dpo/mt_bench.parquet").to_pylist()
+    for row in rows:
+        conversation = row["conversation"]
+        assert [turn["role"] for turn in conversation] == ["user", "assistant", "user", "assistant"]
+        assert [conversation[0]["content"], conversation[2]["content"]] == list(row["turns"])
+        assert conversation[1]["content"] in row["prompt"] and row["text"] == conversation[3]["content"]
+
+
+def test_adding_an_alpha_runs_only_the_new_point(default_run, tmp_path):
+    # 0.9: no earlier test built that extrapolation.
+    changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    changed["expo"]["alpha_search"]["alphas"].append(0.9)
+    configfile = tmp_path / "grid.yaml"
+    configfile.write_text(yaml.safe_dump(changed))
+    jobs = dry_run_jobs(default_run, "--configfile", str(configfile))
+    new_points = {(b, f"{r}+expo0.9") for b, r in EXPO_MODELS}
+    assert {(w["base"], w["recipe"] + "+expo" + w["alpha"]) for rule, w in jobs if rule == "extrapolate"} == new_points
+    for rule in ("generate", "grade"):
+        assert {(w["base"], w["recipe"]) for r, w in jobs if r == rule} == new_points
+        assert {w["promptset"] for r, w in jobs if r == rule} == {"expo_search"}
+    assert job_counts(jobs)["alpha_search"] == len(EXPO_MODELS)
+    assert not {"finetune", "lm_eval", "win_rate", "dataset"} & set(job_counts(jobs))
+
+
+def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written(default_run, tmp_path,
+                                                                                chat_endpoint, monkeypatch):
+    secret = "sk-reprolm-test-" + "7f3a9c1e5b"
+    monkeypatch.setenv("REPROLM_TEST_JUDGE_KEY", secret)
+    config = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    config["judges"]["standin"] = {"kind": "chat_endpoint", "base_url": chat_endpoint, "model": "stand-in",
+                                   "api_key_env": "REPROLM_TEST_JUDGE_KEY"}
+    configfile = tmp_path / "endpoint.yaml"
+    configfile.write_text(yaml.safe_dump(config))
+    grade_target = "results/scores/grade_standin/tiny_llama/dpo/mt_bench.json"
+    win_target = "results/scores/win_rate_standin/tiny_llama/dpo/alpaca_eval.json"
+    snakemake(default_run, grade_target, win_target, "--configfile", str(configfile))
+    grade, win = _read(default_run, grade_target), _read(default_run, win_target)
+    rows = pq.read_table(default_run / "results/generations/tiny_llama/dpo/mt_bench.parquet").to_pylist()
+    # The stand-in rates an answer by its word count (at most 10).
+    expected = [[min(10, len(turn["content"].split())) for turn in row["conversation"][1::2]] for row in rows]
+    assert grade["grades"] == [[float(g) for g in row] for row in expected]
+    answers = pq.read_table(default_run / "results/generations/tiny_llama/dpo/alpaca_eval.parquet").to_pylist()
+    # ... and prefers the longer answer, whichever side it was shown on.
+    for preference, answer in zip(win["preferences"], answers, strict=True):
+        if len(answer["text"]) != len(answer["reference"]):
+            assert preference == float(len(answer["text"]) > len(answer["reference"]))
+    assert all(seen["authorization"] == f"Bearer {secret}" for seen in ChatEndpointStandIn.seen)
+    for folder in ("logs", "results/scores", "benchmarks", ".snakemake"):
+        for path in (default_run / folder).rglob("*"):
+            if path.is_file():
+                assert secret.encode() not in path.read_bytes(), path
 
 
 def test_incompatible_extrapolation_is_refused_without_output(default_run, tmp_path):
@@ -194,8 +314,13 @@ def test_paper_config_builds_the_full_ruler_dag_offline(tmp_path):
     ruler_models = {w["base"] for rule, w in jobs if rule == "download_base_model"} & set(bases + baselines)
     assert ruler_models == set(bases + baselines) and "build_base_model" not in counts
     # 12 finetuned + 6 instruct baselines; TLG and multi-MLT for all, self-MLT for Ruler models.
-    assert counts["generate"] == 18 * 2 + 6
-    assert counts["lm_eval"] == 18 and counts["raw_source"] == 4 and counts["dataset"] == 4
+    ruler_promptsets = {e["promptset"] for e in paper["ruler"]["evaluations"]}
+    assert sum(1 for rule, w in jobs if rule == "generate" and w["promptset"] in ruler_promptsets) == 18 * 2 + 6
+    assert counts["lm_eval"] == 18
+    ruler_sources = {"openhermes", "longform", "eli5", "arena_hard"}
+    assert ruler_sources <= {w["source"] for rule, w in jobs if rule == "raw_source"}
+    ruler_datasets = {"tlg", "ruler_train", "arena_multi_mlt", "arena_self_mlt"}
+    assert ruler_datasets <= {w["dataset"] for rule, w in jobs if rule == "dataset"}
 
 
 def test_built_and_hub_base_models_go_to_their_own_rules(tmp_path):
@@ -225,7 +350,7 @@ def test_bad_config_fails_before_any_job(tmp_path):
     (work / "typo.yaml").write_text(yaml.safe_dump(config))
     result = snakemake(work, "--configfile", "typo.yaml", check=False)
     assert result.returncode != 0
-    assert "ruler.recipes: 'vanila' is not declared; allowed: ['dpo', 'ruler', 'vanilla']" in result.stdout + result.stderr
+    assert "ruler.recipes: 'vanila' is not declared; allowed: ['dpo', 'reward', 'ruler', 'vanilla']" in result.stdout + result.stderr
     assert not (work / "results").exists() and not (work / "resources").exists()
 
 
@@ -259,10 +384,18 @@ def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(t
     assert job_counts(jobs)["train_before_test"] == 61 * 24
     # ExPO's published models: each aligned hub model extrapolated away from its SFT model.
     extrapolated = {(w["base"], w["recipe"], w["alpha"]) for rule, w in jobs if rule == "extrapolate"}
-    assert extrapolated == {("zephyr_7b_alpha", "pretrained", "0.3"), ("zephyr_7b_beta", "pretrained", "0.1"),
-                            ("zephyr_7b_dpo_full", "pretrained", "0.3"), ("mistral7b_pairrm_sppo", "pretrained", "0.3")}
+    published = {("zephyr_7b_alpha", "pretrained", "0.3"), ("zephyr_7b_beta", "pretrained", "0.1"),
+                 ("zephyr_7b_dpo_full", "pretrained", "0.3"), ("mistral7b_pairrm_sppo", "pretrained", "0.3")}
+    expo = paper["expo"]
+    grid = {(b, "pretrained", f"{a:g}") for b in expo["bases"] for a in expo["alpha_search"]["alphas"]}
+    assert extrapolated == published | grid
     downloads = {w["base"] for rule, w in jobs if rule == "download_base_model"}
-    assert set(paper["expo"]["base_references"].values()) <= downloads
+    assert set(expo["base_references"].values()) | {"skywork_rm"} <= downloads
+    # The alpha search: every grid point and each original graded by the reward model.
+    assert {(w["base"], w["recipe"]) for rule, w in jobs if rule == "alpha_search"} == {(b, "pretrained") for b in expo["bases"]}
+    graded = {(w["judge"], w["base"], w["recipe"], w["promptset"]) for rule, w in jobs if rule == "grade"}
+    searched = {"pretrained"} | {f"pretrained+expo{a:g}" for a in expo["alpha_search"]["alphas"]}
+    assert graded == {("skywork_rm", b, r, "expo_search") for b in expo["bases"] for r in searched}
 
 
 def test_harmony_tables_match_the_score_files(default_run):

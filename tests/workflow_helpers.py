@@ -37,7 +37,7 @@ def snakemake(work: Path, *args: str, check: bool = True, timeout: int = 1800) -
     return result
 
 
-JOB_HEADER = re.compile(r"^(?:local)?rule (\w+):$")
+JOB_HEADER = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
 
 

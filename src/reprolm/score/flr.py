@@ -1,0 +1,189 @@
+"""Follow-up likelihood as reward (FLR): is the user's next turn more likely praise or complaint?
+
+For a conversation that ends with the assistant's answer, every configured follow-up
+utterance is appended as the next user turn and scored:
+
+- ``compat: paper`` (default): the mean log-probability of the follow-up's tokens given the
+  conversation (the paper's definition);
+- ``compat: original``: what the original code computes: the mean of the *raw logits* at a
+  single position, ``len(sequence) - len(follow-up ids)``, taken at the follow-up's token ids
+  (its BOS included when the tokenizer adds one).
+
+The reward of a category is mean(positive scores) - mean(negative scores); the reward is
+the mean over the configured categories.
+
+``format: feedback`` is the fine-tuned variant: roles are swapped, the user opens with
+:data:`FEEDBACK_OPENING`, and the follow-up is the assistant's turn (the model was
+fine-tuned to give natural-language feedback there).
+
+Scoring is batched: a conversation's prefix runs through the model once and its key-value
+cache serves every follow-up, ``batch_size`` follow-ups per forward pass. (``compat:
+original`` keeps the original's tokenization of each whole sequence, so it batches whole
+rows of similar length instead.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import yaml
+
+FEEDBACK_OPENING = "Please ask me a question and provide feedback to my answer."
+COMPATS = ("paper", "original")
+FORMATS = ("chat", "feedback")
+# Stands in for the follow-up while the chat template is rendered, to find where it starts.
+PLACEHOLDER = "\u2063FOLLOW-UP\u2063"
+
+
+def load_followups(path: str | Path, categories: Sequence[str] | None = None) -> dict[str, dict[str, list[str]]]:
+    """Follow-ups by category: ``{category: {"positive": [...], "negative": [...]}}``."""
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    known = data.get("categories") if isinstance(data, Mapping) else None
+    if not isinstance(known, Mapping) or not known:
+        raise ValueError(f"{path}: expected a 'categories' mapping of category -> positive/negative lists")
+    chosen = list(categories) if categories else list(known)
+    for category in chosen:
+        if category not in known:
+            raise ValueError(f"{path}: no follow-up category {category!r}; known: {sorted(known)}")
+        for side in ("positive", "negative"):
+            utterances = known[category].get(side) if isinstance(known[category], Mapping) else None
+            if not utterances or not all(isinstance(u, str) and u for u in utterances):
+                raise ValueError(f"{path}: categories.{category}.{side}: expected a non-empty list of strings")
+    return {category: {side: list(known[category][side]) for side in ("positive", "negative")} for category in chosen}
+
+
+def _swap_roles(conversation: Sequence[Mapping]) -> list[dict]:
+    swapped = {"user": "assistant", "assistant": "user"}
+    return [{"role": "user", "content": FEEDBACK_OPENING}] + [
+        {"role": swapped[turn["role"]], "content": turn["content"]} for turn in conversation
+    ]
+
+
+class FollowUpScorer:
+    kind = "flr"
+    scale = "FLR reward (positive - negative follow-up score)"
+
+    def __init__(self, model_path: str, followups: Mapping[str, Mapping[str, list[str]]], compat: str = "paper",
+                 format: str = "chat", batch_size: int = 64, max_length: int = 2048, precision: str = "float32"):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from reprolm.models.loading import load_tokenizer, torch_dtype
+
+        if compat not in COMPATS:
+            raise ValueError(f"FLR compat {compat!r}: choose from {COMPATS}")
+        if format not in FORMATS:
+            raise ValueError(f"FLR format {format!r}: choose from {FORMATS}")
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.tokenizer = load_tokenizer(model_path)
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype(precision)).to(self.device).eval()
+        self.followups, self.compat, self.format = followups, compat, format
+        self.batch_size, self.max_length = batch_size, max_length
+
+    def _messages(self, conversation: Sequence[Mapping], followup: str) -> list[dict]:
+        if self.format == "feedback":
+            return _swap_roles(conversation) + [{"role": "assistant", "content": followup}]
+        return [dict(turn) for turn in conversation] + [{"role": "user", "content": followup}]
+
+    def _prefix(self, conversation: Sequence[Mapping]) -> list[int]:
+        """The conversation's tokens up to where the follow-up starts (shared by all of them)."""
+        text = self.tokenizer.apply_chat_template(self._messages(conversation, PLACEHOLDER), tokenize=False)
+        return self.tokenizer(text.split(PLACEHOLDER, 1)[0], add_special_tokens=False).input_ids
+
+    def _paper_scores(self, conversation: Sequence[Mapping], targets: list[list[int]]) -> list[float]:
+        """Mean log-probability of each follow-up's tokens: the prefix runs once, and its
+        key-value cache is reused by every batch of follow-ups."""
+        import copy
+
+        import torch
+
+        # An over-long conversation loses its beginning, never a follow-up.
+        prefix = self._prefix(conversation)
+        prefix = prefix[max(0, len(prefix) + max(map(len, targets)) - self.max_length):]
+        with torch.no_grad():
+            out = self.model(torch.tensor([prefix], device=self.device), use_cache=True)
+        first = out.logits[0, -1].float().log_softmax(-1)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        scores = []
+        for start in range(0, len(targets), self.batch_size):
+            chunk = targets[start:start + self.batch_size]
+            width = max(map(len, chunk))
+            cache = copy.deepcopy(out.past_key_values)
+            cache.batch_repeat_interleave(len(chunk))
+            ids = torch.tensor([t + [pad] * (width - len(t)) for t in chunk], device=self.device)
+            present = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in chunk], device=self.device)
+            mask = torch.cat([torch.ones(len(chunk), len(prefix), dtype=present.dtype, device=self.device), present], 1)
+            with torch.no_grad():
+                logprobs = self.model(ids, past_key_values=cache, attention_mask=mask).logits.float().log_softmax(-1)
+            # Token 0 is predicted by the prefix's last position, token k by follow-up position k-1.
+            token_logprobs = torch.cat([first[ids[:, :1]], logprobs[:, :-1].gather(2, ids[:, 1:, None])[..., 0]], 1)
+            means = (token_logprobs * present).sum(1) / present.sum(1)
+            scores.extend(means.tolist())
+        return scores
+
+    def _original_scores(self, pairs: list[tuple[Sequence[Mapping], str]]) -> list[float]:
+        """The original code's value, on the chat template's own tokenization of each whole
+        conversation plus follow-up; rows of similar length are batched."""
+        import torch
+
+        rows = []
+        for conversation, followup in pairs:
+            ids = self.tokenizer.apply_chat_template(self._messages(conversation, followup), tokenize=True,
+                                                     return_dict=True)["input_ids"]
+            targets = self.tokenizer(followup).input_ids
+            rows.append((ids, len(ids) - len(targets), targets))
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+        values = [math.nan] * len(rows)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start:start + self.batch_size]
+            width = max(len(rows[i][0]) for i in batch)
+            ids = torch.tensor([rows[i][0] + [pad] * (width - len(rows[i][0])) for i in batch], device=self.device)
+            mask = torch.tensor([[1] * len(rows[i][0]) + [0] * (width - len(rows[i][0])) for i in batch],
+                                device=self.device)
+            with torch.no_grad():
+                logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
+            for row, i in enumerate(batch):
+                _, position, targets = rows[i]
+                values[i] = logits[row, position, torch.tensor(targets, device=self.device)].mean().item()
+        return values
+
+    def followup_scores(self, conversations: Sequence[Sequence[Mapping]]) -> list[dict[str, dict[str, list[float]]]]:
+        """Every follow-up's score, per conversation, category and side."""
+        slots = [(category, side, utterance) for category, sides in self.followups.items()
+                 for side, utterances in sides.items() for utterance in utterances]
+        if self.compat == "original":
+            flat = self._original_scores([(c, u) for c in conversations for _, _, u in slots])
+            values = [flat[k * len(slots):(k + 1) * len(slots)] for k in range(len(conversations))]
+        else:
+            token_ids = {u: self.tokenizer(u, add_special_tokens=False).input_ids for _, _, u in slots}
+            values = [self._paper_scores(c, [token_ids[u] for _, _, u in slots]) for c in conversations]
+        scores: list[dict] = []
+        for conversation_values in values:
+            by_category = {category: {"positive": [], "negative": []} for category in self.followups}
+            for (category, side, _), value in zip(slots, conversation_values, strict=True):
+                by_category[category][side].append(value)
+            scores.append(by_category)
+        return scores
+
+    def category_rewards(self, conversations: Sequence[Sequence[Mapping]]) -> list[dict[str, float]]:
+        return [
+            {category: sum(sides["positive"]) / len(sides["positive"]) - sum(sides["negative"]) / len(sides["negative"])
+             for category, sides in scores.items()}
+            for scores in self.followup_scores(conversations)
+        ]
+
+    def score(self, conversations: Sequence[Sequence[Mapping]]) -> list[float]:
+        return [sum(rewards.values()) / len(rewards) for rewards in self.category_rewards(conversations)]
+
+    def prefer(self, instructions: Sequence[str], answers: Sequence[str], references: Sequence[str]) -> list[float]:
+        """Bradley-Terry on the two rewards, as for a reward model."""
+        exchanges = [[{"role": "user", "content": i}, {"role": "assistant", "content": a}]
+                     for i, a in zip(instructions, answers, strict=True)]
+        reference_exchanges = [[{"role": "user", "content": i}, {"role": "assistant", "content": r}]
+                               for i, r in zip(instructions, references, strict=True)]
+        rewards = self.score(exchanges + reference_exchanges)
+        n = len(exchanges)
+        return [1.0 / (1.0 + math.exp(rewards[n + k] - rewards[k])) for k in range(n)]

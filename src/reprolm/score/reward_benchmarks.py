@@ -1,0 +1,58 @@
+"""Evaluating a judge as a reward model: agreement with human ratings, and ranking models
+the way an arena's ELO table does. (Pairwise accuracy is :func:`judging.pair_accuracy`.)"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy import stats
+
+
+def correlations(predicted: Sequence[float], truth: Sequence[float]) -> dict:
+    """Pearson, Spearman and Kendall (tau-b) correlations with their p-values."""
+    if len(predicted) < 3:
+        raise ValueError(f"correlations need at least 3 items, got {len(predicted)}")
+    result = {}
+    for name, function in (("pearson", stats.pearsonr), ("spearman", stats.spearmanr), ("kendall", stats.kendalltau)):
+        statistic, p_value = function(predicted, truth)
+        result[name], result[f"{name}_p"] = float(statistic), float(p_value)
+    return result
+
+
+def rating_agreement(judge, rows: Sequence[Mapping]) -> dict:
+    """How well the judge's scores of rated responses follow the ground-truth ``score``."""
+    scores = judge.score([list(row["conversation"]) for row in rows])
+    truth = [float(row["score"]) for row in rows]
+    return {**correlations(scores, truth), "n": len(rows), "scores": scores}
+
+
+def load_elo(path: str | Path) -> dict[str, float]:
+    table = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    ratings = table.get("elo") if isinstance(table, Mapping) else None
+    if not isinstance(ratings, Mapping) or not all(isinstance(v, (int, float)) for v in ratings.values()):
+        raise ValueError(f"{path}: expected 'elo' mapping model name -> rating")
+    return {str(model): float(rating) for model, rating in ratings.items()}
+
+
+def model_ranking(judge, rows: Sequence[Mapping], elo: Mapping[str, float]) -> dict:
+    """Mean judge score per model over its answers, correlated with the ELO ratings of the
+    models that have one (models without a rating are reported but not correlated)."""
+    scores = judge.score([list(row["conversation"]) for row in rows])
+    by_model: dict[str, list[float]] = defaultdict(list)
+    for row, score in zip(rows, scores, strict=True):
+        if not math.isnan(score):
+            by_model[row["model"]].append(score)
+    means = {model: float(np.mean(values)) for model, values in sorted(by_model.items())}
+    rated = [model for model in means if model in elo]
+    return {
+        **correlations([means[m] for m in rated], [elo[m] for m in rated]),
+        "models": len(rated),
+        "unrated_models": sorted(set(means) - set(rated)),
+        "mean_score": means,
+        "elo": {m: elo[m] for m in rated},
+    }
