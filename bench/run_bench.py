@@ -7,7 +7,9 @@
 5. one epoch's train-before-test evaluation (valid + test) with the in-memory model passed to
    lm-eval vs saving the epoch's weights and lm-eval loading them, for the tiny model and a
    270M-parameter one;
-6. peak memory of an ExPO merge of two 270M-parameter checkpoints, relative to one.
+6. peak memory of an ExPO merge of two 270M-parameter checkpoints, relative to one;
+7. FLR scoring on the tiny model: batched with the shared prefix's cache vs each follow-up
+   alone at batch size 1 (the original code's way), and whether the scores agree.
 
 Usage: ``.venv/bin/python bench/run_bench.py [--keep DIR]``
 """
@@ -160,6 +162,45 @@ def merge_memory(tokenizer_dir: Path, scratch: Path, hidden_size: int = 1024, nu
             "peak_over_checkpoint": peak / checkpoint_bytes}
 
 
+def flr_scoring(model_dir: Path, conversations: int = 8, answer_words: int = 200) -> dict:
+    """All six categories' 120 follow-ups per conversation, answers of ``answer_words``
+    words (UltraFeedback's answers are a few hundred words long)."""
+    import random
+
+    import torch
+
+    from reprolm.data.fixtures import passage, question
+    from reprolm.score.flr import PLACEHOLDER, FollowUpScorer, load_followups
+
+    rng = random.Random(0)
+    chats = [[{"role": "user", "content": question(rng)}, {"role": "assistant", "content": passage(rng, answer_words)}]
+             for _ in range(conversations)]
+    followups = load_followups(REPO / "config" / "flr_followups.yaml")
+    scorer = FollowUpScorer(str(model_dir), followups, batch_size=128)
+    scorer.score(chats[:1])  # warm-up
+    start = time.perf_counter()
+    batched = scorer.followup_scores(chats)
+    batched_s = time.perf_counter() - start
+
+    def alone(chat, utterance):
+        text = scorer.tokenizer.apply_chat_template(scorer._messages(chat, PLACEHOLDER), tokenize=False)
+        prefix = scorer.tokenizer(text.split(PLACEHOLDER)[0], add_special_tokens=False).input_ids
+        target = scorer.tokenizer(utterance, add_special_tokens=False).input_ids
+        with torch.no_grad():
+            logprobs = scorer.model(torch.tensor([prefix + target])).logits[0].log_softmax(-1)
+        return sum(logprobs[len(prefix) - 1 + k, t].item() for k, t in enumerate(target)) / len(target)
+
+    start = time.perf_counter()
+    single = [{c: {side: [alone(chat, u) for u in us] for side, us in sides.items()} for c, sides in followups.items()}
+              for chat in chats]
+    single_s = time.perf_counter() - start
+    difference = max(abs(a - b) for x, y in zip(batched, single) for c in x for side in x[c]
+                     for a, b in zip(x[c][side], y[c][side]))
+    return {"conversations": conversations, "answer_words": answer_words, "followups": conversations * 120,
+            "batched_s": batched_s,
+            "single_s": single_s, "speedup": single_s / batched_s, "max_abs_difference": difference}
+
+
 def torch_seed(seed: int) -> None:
     import torch
 
@@ -191,6 +232,8 @@ def main() -> None:
     figures["epoch_evaluation"] = epoch_evaluation(tiny, docs, work)
     figures["epoch_evaluation_270m"] = epoch_evaluation(tiny, docs, work, hidden_size=1024, num_layers=16)
     figures["merge_memory"] = merge_memory(tiny, work)
+    figures["flr_scoring"] = flr_scoring(work / "results/models/tiny_llama/vanilla")
+    figures["flr_scoring_short"] = flr_scoring(work / "results/models/tiny_llama/vanilla", answer_words=40)
     if not args.keep:
         shutil.rmtree(work)
     (REPO / "bench" / "last_run.json").write_text(json.dumps(figures, indent=2) + "\n")
@@ -205,6 +248,11 @@ def main() -> None:
     merge = figures["merge_memory"]
     print(f"ExPO merge, {merge['checkpoint_mb']:.0f} MB checkpoints  peak RSS {merge['peak_rss_mb']:.0f} MB "
           f"= {merge['peak_over_checkpoint']:.2f}x one checkpoint, {merge['seconds']:.1f} s (target <= 1.5x)")
+    for key in ("flr_scoring", "flr_scoring_short"):
+        flr = figures[key]
+        print(f"FLR scoring, {flr['followups']} follow-ups, {flr['answer_words']}-word answers  batched "
+              f"{flr['batched_s']:.2f} s, one at a time {flr['single_s']:.2f} s: {flr['speedup']:.1f}x, max "
+              f"difference {flr['max_abs_difference']:.1e} (target >= 10x, same scores)")
     for key in ("epoch_evaluation", "epoch_evaluation_270m"):
         epoch = figures[key]
         print(f"epoch evaluation, {epoch['parameters_m']:.1f}M  model passed {epoch['passed_s']:.2f} s, saved and "

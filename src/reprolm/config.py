@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from reprolm.score.length import TargetSet
 
 PRETRAINED = "pretrained"  # the recipe name of a base model used as it is
-STUDIES = ("ruler", "harmony", "expo")
+STUDIES = ("ruler", "harmony", "expo", "flr")
 
 
 class ConfigError(ValueError):
@@ -46,8 +46,13 @@ def check_references(config: Mapping) -> None:
             for source in build["pretrain"]["corpus"]:
                 _require(source, sources, f"base_models.{name}.build.pretrain.corpus")
     for name, spec in datasets.items():
-        for source in spec["sources"]:
+        for source in spec.get("sources", []):
             _require(source, sources, f"datasets.{name}.sources")
+        online = spec.get("from_generations")
+        if online:
+            _require_model(config, online["model"], f"datasets.{name}.from_generations.model")
+            _require(online["promptset"], config.get("promptsets", {}), f"datasets.{name}.from_generations.promptset")
+            _require(online["judge"], config.get("judges", {}), f"datasets.{name}.from_generations.judge")
     for name, spec in recipes.items():
         _require(spec["dataset"], datasets, f"recipes.{name}.dataset")
         if "init" in spec:
@@ -72,17 +77,20 @@ def check_references(config: Mapping) -> None:
             if task.get("source"):
                 _require(task["source"], sources, f"lm_eval_suites.{name}.tasks[{index}].source")
     for name, spec in config.get("judges", {}).items():
-        if spec["kind"] == "reward_model":
+        if spec["kind"] in LOCAL_JUDGES:
             _require_model(config, spec["model"], f"judges.{name}.model")
     for name, spec in config.get("promptsets", {}).items():
-        if spec.get("reference", "dataset") != "dataset":
-            _require_model(config, spec["reference"], f"promptsets.{name}.reference")
+        reference = spec.get("reference", "dataset")
+        if "/" in reference:
+            _require_model(config, reference, f"promptsets.{name}.reference")
+        elif reference != "dataset":
+            _require_recipe(config, reference, list(recipes) + [PRETRAINED], f"promptsets.{name}.reference")
     for study in config["studies"]:
         _require(study, STUDIES, "studies")
         spec = config.get(study)
         if spec is None:
             raise ConfigError(f"study {study!r} is enabled but the config has no {study!r} section")
-        for base in spec["bases"] + spec.get("baselines", []):
+        for base in spec.get("bases", []) + spec.get("baselines", []):
             _require(base, config["base_models"], f"{study}.bases")
         # Ruler evaluates base models as they are through `baselines`; the others through recipes.
         allowed = list(recipes) + ([PRETRAINED] if study in ("harmony", "expo") else [])
@@ -100,6 +108,8 @@ def check_references(config: Mapping) -> None:
             _require(suite, config.get("lm_eval_suites", {}), f"{study}.lm_eval_suite")
     if "expo" in config["studies"]:
         _check_expo_study(config)
+    if "flr" in config["studies"]:
+        _check_flr_study(config)
     if "ruler" in config["studies"]:
         if "length_targets" not in config:
             raise ConfigError("the ruler study needs length_targets ('paper' or a list)")
@@ -128,6 +138,58 @@ def _check_expo_study(config: Mapping) -> None:
             expo_reference_dir(config, base, recipe)
         else:
             expo_reference(config, recipe)
+
+
+def _check_flr_study(config: Mapping) -> None:
+    spec, datasets = config["flr"], config.get("datasets", {})
+    for judge in spec["judges"]:
+        _require(judge, config.get("judges", {}), "flr.judges")
+    for key in ("pairwise", "ratings"):
+        for dataset in spec.get(key, []):
+            _require(dataset, datasets, f"flr.{key}")
+    if spec.get("ranking"):
+        _require(spec["ranking"]["dataset"], datasets, "flr.ranking.dataset")
+    alignment = spec.get("alignment")
+    if alignment:
+        for base in alignment["bases"]:
+            _require(base, config["base_models"], "flr.alignment.bases")
+        for recipe in [alignment["start"]] + alignment["recipes"]:
+            _require(recipe, config.get("recipes", {}), "flr.alignment.recipes")
+        _require(alignment["promptset"], config.get("promptsets", {}), "flr.alignment.promptset")
+        for judge in [alignment["judge"]] + alignment.get("graders", []):
+            _require(judge, config.get("judges", {}), "flr.alignment")
+
+
+def flr_scores(config: Mapping) -> list[str]:
+    """Score files of the FLR tables: every judge on every reward-model benchmark, then the
+    aligned policies against their starting policy."""
+    spec = config["flr"]
+    paths = []
+    for judge in spec["judges"]:
+        paths += [f"results/scores/pair_accuracy/{judge}/{d}/test.json" for d in spec.get("pairwise", [])]
+        paths += [f"results/scores/rating_agreement/{judge}/{d}/test.json" for d in spec.get("ratings", [])]
+        if spec.get("ranking"):
+            paths.append(f"results/scores/model_ranking/{judge}/{spec['ranking']['dataset']}/test.json")
+    alignment = spec.get("alignment")
+    if alignment:
+        promptset = alignment["promptset"]
+        for base in alignment["bases"]:
+            for recipe in alignment["recipes"]:
+                paths.append(f"results/scores/win_rate_{alignment['judge']}/{base}/{recipe}/{promptset}.json")
+            for recipe in [alignment["start"]] + alignment["recipes"]:
+                paths += [grade_path(judge, base, recipe, promptset) for judge in alignment.get("graders", [])]
+    return paths
+
+
+def reference_generations(config: Mapping, promptset: str, base: str) -> str | None:
+    """The reference answers' generations for win rates on ``promptset``: a model
+    ``{base}/{recipe}``, or a bare recipe on the evaluated model's own base (an aligned
+    policy against the policy it started from); None for the benchmark's own answers."""
+    reference = config["promptsets"][promptset].get("reference", "dataset")
+    if reference == "dataset":
+        return None
+    model = reference if "/" in reference else f"{base}/{reference}"
+    return f"results/generations/{model}/{promptset}.parquet"
 
 
 def canonical(value):
@@ -195,14 +257,31 @@ def expo_name(recipe: str, alpha: float) -> str:
     return f"{recipe}+expo{alpha:g}"
 
 
-def judge_model(config: Mapping, judge: str) -> str | None:
-    """The checkpoint folder a reward-model judge loads (None for an endpoint)."""
+LOCAL_JUDGES = ("reward_model", "flr")
+
+
+def judge_files(config: Mapping, judge: str) -> dict[str, str]:
+    """What a judge's jobs read: the checkpoint of a local judge (reward model, FLR's LM)
+    and FLR's follow-ups file (so that editing it reruns what it scored); nothing for an
+    endpoint."""
     spec = config["judges"][judge]
-    return model_dir(*spec["model"].split("/", 1)) if spec["kind"] == "reward_model" else None
+    files = {}
+    if spec["kind"] in LOCAL_JUDGES:
+        files["judge_model"] = model_dir(*spec["model"].split("/", 1))
+    if spec["kind"] == "flr":
+        files["followups"] = spec["followups"]
+    return files
 
 
 def grade_path(judge: str, base: str, recipe: str, promptset: str) -> str:
     return f"results/scores/grade_{judge}/{base}/{recipe}/{promptset}.json"
+
+
+def judged_generations(config: Mapping, online: Mapping) -> dict[str, str]:
+    """A policy's samples on a prompt set and the judge's grades of them."""
+    base, recipe = online["model"].split("/", 1)
+    return {"generations": f"results/generations/{base}/{recipe}/{online['promptset']}.parquet",
+            "grades": grade_path(online["judge"], base, recipe, online["promptset"])}
 
 
 def alpha_search_grades(config: Mapping, base: str, recipe: str) -> dict[str, str]:
@@ -249,6 +328,9 @@ def study_models(config: Mapping, study: str) -> list[tuple[str, str]]:
     """(base, recipe) pairs a study evaluates: each base under each recipe (a base model as
     it is when no recipes are given), then baselines used as they are."""
     spec = config[study]
+    if study == "flr":
+        alignment = spec.get("alignment") or {"bases": [], "start": None, "recipes": []}
+        return [(b, r) for b in alignment["bases"] for r in [alignment["start"]] + alignment["recipes"]]
     recipes = spec.get("recipes") or [PRETRAINED]
     return [(b, r) for b in spec["bases"] for r in recipes] + [
         (b, PRETRAINED) for b in spec.get("baselines", [])
@@ -264,6 +346,8 @@ def length_prompt(config: Mapping, recipe: str) -> str:
 
 
 def study_scores(config: Mapping, study: str) -> list[str]:
+    if study == "flr":
+        return flr_scores(config)
     spec = config[study]
     paths = []
     for base, recipe in study_models(config, study):
@@ -308,7 +392,7 @@ def judge_settings(config: Mapping, judge: str) -> dict:
     """Resources of a judge's jobs: its reward model's evaluate settings; an endpoint's
     defaults (it only makes requests)."""
     spec = config["judges"][judge]
-    if spec["kind"] == "reward_model":
+    if spec["kind"] in LOCAL_JUDGES:
         return model_settings(config, spec["model"].split("/", 1)[0], "evaluate")
     return dict(STAGE_DEFAULTS)
 
@@ -329,4 +413,6 @@ def study_settings(config: Mapping, study: str) -> dict:
         spec = config["expo"]
         return {"judges": {name: config["judges"][name]
                            for name in {spec["judge"], spec.get("benchmark_judge", spec["judge"])}}}
+    if study == "flr":
+        return {"judges": {name: config["judges"][name] for name in config["flr"]["judges"]}}
     return {}

@@ -89,13 +89,16 @@ def base_model_schemas(wildcards):
 
 
 def dataset_inputs(wildcards):
-    return {s: raw_dir(s) for s in config["datasets"][wildcards.dataset]["sources"]}
+    spec = config["datasets"][wildcards.dataset]
+    if "from_generations" in spec:
+        return lookups.judged_generations(config, spec["from_generations"])
+    return {s: raw_dir(s) for s in spec["sources"]}
 
 
 def source_schemas(dataset):
     return {
         s: config["sources"][s]["schema"]
-        for s in config["datasets"][dataset]["sources"]
+        for s in config["datasets"][dataset].get("sources", [])
     }
 
 
@@ -166,8 +169,7 @@ def judge_spec(wildcards):
 
 
 def judge_inputs(wildcards):
-    model = lookups.judge_model(config, wildcards.judge)
-    return {"judge_model": model} if model else {}
+    return lookups.judge_files(config, wildcards.judge)
 
 
 def judge_resource(key):
@@ -189,12 +191,19 @@ def win_rate_inputs(wildcards):
         **judge_inputs(wildcards),
         "answers": f"results/generations/{wildcards.base}/{wildcards.recipe}/{wildcards.promptset}.parquet",
     }
-    reference = config["promptsets"][wildcards.promptset].get("reference", "dataset")
-    if reference != "dataset":
-        inputs["reference"] = (
-            f"results/generations/{reference}/{wildcards.promptset}.parquet"
-        )
+    reference = lookups.reference_generations(
+        config, wildcards.promptset, wildcards.base
+    )
+    if reference:
+        inputs["reference"] = reference
     return inputs
+
+
+def judged_dataset_inputs(wildcards):
+    return {
+        **judge_inputs(wildcards),
+        "rows": f"results/datasets/{wildcards.dataset}/{wildcards.split}.parquet",
+    }
 
 
 def alpha_search_grades(wildcards):

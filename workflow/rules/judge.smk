@@ -68,3 +68,46 @@ rule pair_accuracy:
         seed=config["seed"],
     script:
         "../scripts/pair_accuracy.py"
+
+
+rule rating_agreement:
+    input:
+        unpack(judged_dataset_inputs),
+    output:
+        "results/scores/rating_agreement/{judge}/{dataset}/{split}.json",
+    log:
+        "logs/rating_agreement/{judge}/{dataset}/{split}.log",
+    conda:
+        "../envs/evaluate.yaml"
+    threads: judge_threads
+    resources:
+        gpu=judge_resource("gpus"),
+        mem_mb=judge_resource("mem_mb"),
+        runtime=judge_resource("runtime"),
+    params:
+        judge=judge_spec,
+        seed=config["seed"],
+    script:
+        "../scripts/reward_benchmark.py"
+
+
+rule model_ranking:
+    input:
+        unpack(judged_dataset_inputs),
+        elo=lambda wildcards: config["flr"]["ranking"]["elo"],
+    output:
+        "results/scores/model_ranking/{judge}/{dataset}/{split}.json",
+    log:
+        "logs/model_ranking/{judge}/{dataset}/{split}.log",
+    conda:
+        "../envs/evaluate.yaml"
+    threads: judge_threads
+    resources:
+        gpu=judge_resource("gpus"),
+        mem_mb=judge_resource("mem_mb"),
+        runtime=judge_resource("runtime"),
+    params:
+        judge=judge_spec,
+        seed=config["seed"],
+    script:
+        "../scripts/reward_benchmark.py"

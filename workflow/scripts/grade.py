@@ -6,7 +6,8 @@ from reprolm.score.judging import grade_generations
 from reprolm.score.metrics import write_json
 
 with tracked_step(snakemake) as log:
-    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed)
+    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed,
+                       snakemake.input.get("followups"))
     rows = pq.read_table(snakemake.input.generations).to_pylist()
     result = grade_generations(judge, rows)
     log.info("mean grade %.4f over %d prompts (%d unparsed)", result["mean"], len(rows), result["unparsed"])

@@ -6,7 +6,8 @@ from reprolm.score.judging import pair_accuracy
 from reprolm.score.metrics import write_json
 
 with tracked_step(snakemake) as log:
-    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed)
+    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed,
+                       snakemake.input.get("followups"))
     result = pair_accuracy(judge, pq.read_table(snakemake.input.pairs).to_pylist(), seed=snakemake.params.seed)
     log.info("pair accuracy %.1f%% [%.1f, %.1f] on %d pairs", result["accuracy"], result["ci_low"],
              result["ci_high"], result["n"])

@@ -11,7 +11,8 @@ with tracked_step(snakemake) as log:
     references = reference_answers(rows, snakemake.input.answers,
                                    pq.read_table(reference_file).to_pylist() if reference_file else None,
                                    reference_file)
-    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed)
+    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed,
+                       snakemake.input.get("followups"))
     answers = [row["text"] for row in rows]
     result = win_rates(judge.prefer([row["instruction"] for row in rows], answers, references), answers, references)
     log.info("win rate %.2f, length-controlled %.2f (n=%d)", result["win_rate"], result["lc_win_rate"], result["n"])

@@ -217,3 +217,106 @@ def build_instructions(ctx: BuildContext) -> dict[str, list[dict]]:
     records = ctx.records(source, ctx.params.get("split"))
     rows = [_instruction_row(record, ctx.schemas[source]) for record in records[: ctx.params.get("num")]]
     return {"test": [{"id": index, **row} for index, row in enumerate(rows)]}
+
+
+def _exchange(user: str, assistant: str) -> list[dict]:
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+
+
+def _history(turns: list[str], answer: str) -> list[dict]:
+    """Alternating user/assistant turns (the user's first and last) and the answer."""
+    roles = ["user", "assistant"]
+    return [{"role": roles[k % 2], "content": text} for k, text in enumerate(turns)] + [
+        {"role": "assistant", "content": answer}]
+
+
+@builder("rated_responses")
+def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
+    """Responses with a ground-truth rating, as ``conversation`` and ``score``: HelpSteer
+    (``score_field``, default helpfulness) or Feedback-Bench (``orig_score``); split ``test``."""
+    if len(ctx.sources) != 1:
+        raise ValueError(f"rated_responses builds from exactly one source; configured: {sorted(ctx.sources)}")
+    (source,) = ctx.sources
+    schema = ctx.schemas[source]
+    records = ctx.records(source, ctx.params.get("split"))[: ctx.params.get("num")]
+    if schema == "helpsteer":
+        field = ctx.params.get("score_field", "helpfulness")
+        rows = [{"conversation": _exchange(r["prompt"], r["response"]), "score": float(r[field])} for r in records]
+    elif schema in ("feedback_bench", "feedback_collection"):
+        rows = [{"conversation": _exchange(r["orig_instruction"], r["orig_response"]), "score": float(r["orig_score"])}
+                for r in records]
+    else:
+        raise ValueError(f"rated_responses cannot read schema {schema!r}; it reads helpsteer and feedback_bench")
+    return {"test": [{"id": index, **row} for index, row in enumerate(rows)]}
+
+
+@builder("model_outputs")
+def build_model_outputs(ctx: BuildContext) -> dict[str, list[dict]]:
+    """Many models' answers to the same sessions (WildBench v2 outputs), as ``model`` and
+    ``conversation``; split ``test``."""
+    if len(ctx.sources) != 1:
+        raise ValueError(f"model_outputs builds from exactly one source; configured: {sorted(ctx.sources)}")
+    (source,) = ctx.sources
+    records = ctx.records(source, ctx.params.get("split"))
+    return {"test": [{"id": index, "session_id": r["session_id"], "model": r["generator"],
+                      "conversation": _history(list(r["chat_history"]), r["output"][0])}
+                     for index, r in enumerate(records)]}
+
+
+@builder("feedback_conversations")
+def build_feedback_conversations(ctx: BuildContext) -> dict[str, list[dict]]:
+    """Training data for FLR's fine-tuned variant: natural-language feedback in the
+    role-swapped format. The user opens with FLR's request, the assistant asks the question,
+    the user answers and the assistant gives the feedback (``messages``; split ``train``)."""
+    from reprolm.score.flr import FEEDBACK_OPENING
+
+    if len(ctx.sources) != 1:
+        raise ValueError(f"feedback_conversations builds from exactly one source; configured: {sorted(ctx.sources)}")
+    (source,) = ctx.sources
+    records = ctx.records(source, ctx.params.get("split"))[: ctx.params.get("num")]
+    return {"train": [{"id": index, "messages": [
+        {"role": "user", "content": FEEDBACK_OPENING},
+        {"role": "assistant", "content": r["orig_instruction"]},
+        {"role": "user", "content": r["orig_response"]},
+        {"role": "assistant", "content": r["orig_feedback"].split("[RESULT]")[0].strip()},
+    ]} for index, r in enumerate(records)]}
+
+
+PAIRINGS = ("best_worst", "best_vs_rest")
+
+
+@builder("online_preferences")
+def build_online_preferences(ctx: BuildContext) -> dict[str, list[dict]]:
+    """Preference pairs from a policy's own samples, graded by a judge (FLR's online loop).
+
+    Per prompt, ``pairing: best_worst`` (default) pairs the best-graded sample (chosen) with
+    the worst (rejected); ``best_vs_rest`` pairs the best with every other sample. A pair
+    whose grades differ by less than ``min_margin`` (default: any difference) is skipped.
+    Reads ``generations`` (the samples) and ``grades`` (the judge's grades, row by row).
+    """
+    import json
+
+    pairing = ctx.params.get("pairing", "best_worst")
+    if pairing not in PAIRINGS:
+        raise ValueError(f"online_preferences: pairing {pairing!r}; choose from {PAIRINGS}")
+    margin = ctx.params.get("min_margin", 0.0)
+    rows = pq.read_table(ctx.sources["generations"]).to_pylist()
+    graded = json.loads(Path(ctx.sources["grades"]).read_text())
+    if graded["ids"] != [row["id"] for row in rows]:
+        raise ValueError(f"{ctx.sources['grades']}: grades are not of the samples in {ctx.sources['generations']}")
+    samples: dict = {}
+    for row, grades in zip(rows, graded["grades"], strict=True):
+        samples.setdefault(row["id"], (row["instruction"], []))[1].append((sum(grades) / len(grades), row["text"]))
+    pairs = []
+    for instruction, scored in samples.values():
+        ranked = sorted(scored, key=lambda item: item[0], reverse=True)
+        best, others = ranked[0], (ranked[-1:] if pairing == "best_worst" else ranked[1:])
+        for other in others:
+            if best[0] - other[0] > margin and best[1] != other[1]:
+                pairs.append({"prompt": [{"role": "user", "content": instruction}],
+                              "chosen": [{"role": "assistant", "content": best[1]}],
+                              "rejected": [{"role": "assistant", "content": other[1]}],
+                              "score_chosen": best[0], "score_rejected": other[0]})
+    if not pairs:
+        raise ValueError(f"online_preferences: no prompt in {ctx.sources['generations']} has samples graded apart")
+    return {"train": pairs}

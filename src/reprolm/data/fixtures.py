@@ -211,6 +211,74 @@ def mt_bench_prompts(n: int, seed: int) -> list[dict]:
     ]
 
 
+def degraded(rng: random.Random, words: int, quality: float) -> str:
+    """A passage with a share ``1 - quality`` of its words moved to random places: quality 1
+    is fluent, quality 0 fully scrambled. Graded answers for rating benchmarks."""
+    tokens = passage(rng, words).rstrip(".").split()
+    moved = rng.sample(range(len(tokens)), round((1 - quality) * len(tokens)))
+    shuffled = [tokens[i] for i in moved]
+    rng.shuffle(shuffled)
+    for position, token in zip(moved, shuffled):
+        tokens[position] = token
+    return " ".join(tokens) + "."
+
+
+QUALITY_LEVELS = [0.0, 0.25, 0.5, 0.75, 1.0]
+
+
+def helpsteer(n: int, seed: int, min_words: int = 10, max_words: int = 30) -> list[dict]:
+    """nvidia/HelpSteer rows: attributes 0-4 follow the answer's fluency."""
+    rng = random.Random(f"helpsteer/{seed}")
+    records = []
+    for _ in range(n):
+        quality = rng.choice(QUALITY_LEVELS)
+        level = round(4 * quality)
+        records.append({"prompt": question(rng), "response": degraded(rng, rng.randint(min_words, max_words), quality),
+                        "helpfulness": level, "correctness": level, "coherence": level,
+                        "complexity": 1, "verbosity": 1})
+    return records
+
+
+# Feedback in the words a user's follow-up would use, so that FLR's fine-tuned variant has
+# something to learn at tiny scale.
+GOOD_FEEDBACK = "Your answer is clear and easy to follow, and it makes perfect sense."
+BAD_FEEDBACK = "Your answer makes no sense and is confusing; it does not answer my question."
+
+
+def feedback_records(n: int, seed: int, min_words: int = 10, max_words: int = 30) -> list[dict]:
+    """prometheus-eval Feedback-Bench / Feedback-Collection rows: a scored response with
+    natural-language feedback; score 1-5 follows the answer's fluency."""
+    rng = random.Random(f"feedback/{seed}")
+    records = []
+    for _ in range(n):
+        quality = rng.choice(QUALITY_LEVELS)
+        score = 1 + round(4 * quality)
+        feedback = GOOD_FEEDBACK if quality >= 0.5 else BAD_FEEDBACK
+        records.append({"orig_instruction": question(rng),
+                        "orig_response": degraded(rng, rng.randint(min_words, max_words), quality),
+                        "orig_reference_answer": passage(rng, 20), "orig_criteria": "Is the response helpful?",
+                        "orig_feedback": f"{feedback} [RESULT] {score}", "orig_score": str(score)})
+    return records
+
+
+# Models of the seed's ELO table, fixture answer quality rising with their rating.
+WILDBENCH_MODELS = {"gpt-4o-2024-05-13": 1.0, "claude-3-opus-20240229": 0.85, "Qwen2-72B-Instruct": 0.7,
+                    "mistral-large-2402": 0.55, "Starling-LM-7B-beta": 0.4, "Mistral-7B-Instruct-v0.2": 0.25,
+                    "Llama-2-7b-chat-hf": 0.1, "gemma-2b-it": 0.0}
+
+
+def wildbench_outputs(n: int, seed: int, min_words: int = 10, max_words: int = 30) -> list[dict]:
+    """WildBench v2 model outputs: ``n`` sessions answered by each fixture model."""
+    rng = random.Random(f"wildbench/{seed}")
+    sessions = [question(rng) for _ in range(n)]
+    return [
+        {"session_id": f"s{index}", "chat_history": [prompt], "generator": model,
+         "output": [degraded(rng, rng.randint(min_words, max_words), quality)]}
+        for model, quality in WILDBENCH_MODELS.items()
+        for index, prompt in enumerate(sessions)
+    ]
+
+
 FIXTURES: dict[str, Callable[..., list[dict]]] = {
     "text": world_corpus,
     "openhermes_conversations": openhermes,
@@ -220,6 +288,10 @@ FIXTURES: dict[str, Callable[..., list[dict]]] = {
     "ultrafeedback_binarized": ultrafeedback_binarized,
     "alpaca_eval": alpaca_eval,
     "mt_bench_prompts": mt_bench_prompts,
+    "helpsteer": helpsteer,
+    "feedback_bench": feedback_records,
+    "feedback_collection": feedback_records,
+    "wildbench_outputs": wildbench_outputs,
 }
 
 

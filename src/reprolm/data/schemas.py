@@ -93,6 +93,35 @@ def _check_string_list(record, field: str):
     return None
 
 
+def _check_helpsteer(record):
+    problem = _fields("prompt", "response")(record)
+    if problem:
+        return problem
+    for field in ("helpfulness", "correctness", "coherence", "complexity", "verbosity"):
+        if not isinstance(record.get(field), (int, float)):
+            return field, f"expected a number, got {type(record.get(field)).__name__}"
+    return None
+
+
+def _check_feedback(record):
+    problem = _fields("orig_instruction", "orig_response", "orig_score")(record)
+    if problem:
+        return problem
+    try:
+        float(record["orig_score"])
+    except ValueError:
+        return "orig_score", f"expected a number, got {record['orig_score']!r}"
+    return None
+
+
+def _check_wildbench(record):
+    for field in ("chat_history", "output"):
+        problem = _check_string_list(record, field)
+        if problem:
+            return problem
+    return _fields("session_id", "generator")(record)
+
+
 SCHEMAS: dict[str, Callable[[dict], tuple[str, str] | None]] = {
     # teknium/OpenHermes-2.5: {"conversations": [{"from", "value"}, ...], "source", ...}
     "openhermes_conversations": lambda r: _check_turns(r, "conversations", ("from", "value")),
@@ -112,6 +141,16 @@ SCHEMAS: dict[str, Callable[[dict], tuple[str, str] | None]] = {
     "alpaca_eval": _fields("instruction", "output"),
     # HuggingFaceH4/mt_bench_prompts: {"prompt": [turn, ...], "prompt_id", "category", "reference"}
     "mt_bench_prompts": lambda r: _check_string_list(r, "prompt"),
+    # nvidia/HelpSteer: {"prompt", "response", "helpfulness", "correctness", "coherence",
+    # "complexity", "verbosity"} (attributes 0-4)
+    "helpsteer": _check_helpsteer,
+    # prometheus-eval/Feedback-Bench and Feedback-Collection: {"orig_instruction",
+    # "orig_response", "orig_feedback", "orig_score" (1-5, as text), "orig_criteria", ...}
+    "feedback_bench": _check_feedback,
+    "feedback_collection": _check_feedback,
+    # allenai/WildBench-V2-Model-Outputs: {"session_id", "chat_history": [user, assistant, ...,
+    # user], "output": [answer], "generator"}
+    "wildbench_outputs": _check_wildbench,
 }
 
 

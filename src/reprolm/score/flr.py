@@ -100,8 +100,12 @@ class FollowUpScorer:
         import torch
 
         # An over-long conversation loses its beginning, never a follow-up.
+        longest = max(map(len, targets))
+        if longest >= self.max_length:
+            raise ValueError(f"FLR max_length {self.max_length} leaves no room for the conversation: "
+                             f"the longest follow-up has {longest} tokens")
         prefix = self._prefix(conversation)
-        prefix = prefix[max(0, len(prefix) + max(map(len, targets)) - self.max_length):]
+        prefix = prefix[max(0, len(prefix) + longest - self.max_length):]
         with torch.no_grad():
             out = self.model(torch.tensor([prefix], device=self.device), use_cache=True)
         first = out.logits[0, -1].float().log_softmax(-1)

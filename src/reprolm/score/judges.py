@@ -5,6 +5,8 @@ A judge is configured under ``judges:`` by ``kind``:
 - ``reward_model``: a sequence-classification checkpoint with one output (a recipe with
   ``objective: reward``, or a hub reward model). ``score`` is its scalar at the end of the
   conversation; ``prefer`` is the Bradley-Terry probability sigmoid(r_answer - r_reference).
+- ``flr``: follow-up likelihood as reward (:mod:`reprolm.score.flr`) from a causal LM;
+  ``prefer`` is Bradley-Terry on the two rewards.
 - ``chat_endpoint``: an OpenAI-compatible chat-completions endpoint. ``score`` asks for a
   single-answer rating from 1 to 10 (MT-Bench's ``[[rating]]`` convention); ``prefer`` asks
   which of two answers is better, the order shuffled per item against position bias. The
@@ -142,16 +144,25 @@ class ChatEndpointJudge:
         return preferences
 
 
-JUDGE_KINDS = ("reward_model", "chat_endpoint")
+JUDGE_KINDS = ("reward_model", "flr", "chat_endpoint")
 
 
-def make_judge(spec: Mapping, model_path: str | None = None, seed: int = 0):
-    """The judge a ``judges.{name}`` spec describes; a reward model's folder comes from the
-    workflow (``model_path``), an endpoint's key from the environment."""
+def make_judge(spec: Mapping, model_path: str | None = None, seed: int = 0, followups: str | None = None):
+    """The judge a ``judges.{name}`` spec describes; a model's folder and FLR's follow-ups
+    file come from the workflow, an endpoint's key from the environment."""
     kind = spec["kind"]
+    if kind in ("reward_model", "flr") and model_path is None:
+        raise ValueError(f"a {kind} judge needs its model folder")
+    if kind == "flr":
+        from reprolm.score.flr import FollowUpScorer, load_followups
+
+        if followups is None:
+            raise ValueError("an flr judge needs its follow-ups file")
+        return FollowUpScorer(model_path, load_followups(followups, spec.get("categories")),
+                              compat=spec.get("compat", "paper"), format=spec.get("format", "chat"),
+                              batch_size=spec.get("batch_size", 64), max_length=spec.get("max_length", 2048),
+                              precision=spec.get("precision", "float32"))
     if kind == "reward_model":
-        if model_path is None:
-            raise ValueError("a reward_model judge needs its model folder")
         return RewardModelJudge(model_path, batch_size=spec.get("batch_size", 8),
                                 max_length=spec.get("max_length", 1024), precision=spec.get("precision", "float32"))
     if kind == "chat_endpoint":

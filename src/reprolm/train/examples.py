@@ -36,8 +36,17 @@ def instruction_response(record: Mapping, recipe: Mapping) -> tuple[list[dict], 
     return [{"role": "user", "content": record["Instruction"]}], prefix + record["output"]
 
 
+def conversation(record: Mapping, recipe: Mapping) -> tuple[list[dict], str]:
+    """Rows with ``messages`` ending with an assistant turn: the loss is on that last turn."""
+    messages = [dict(turn) for turn in record["messages"]]
+    if not messages or messages[-1]["role"] != "assistant":
+        raise KeyError("messages ending with an assistant turn")
+    return messages[:-1], messages[-1]["content"]
+
+
 FORMATS: dict[str, Callable[[Mapping, Mapping], tuple[list[dict], str]]] = {
     "instruction_response": instruction_response,
+    "conversation": conversation,
 }
 
 

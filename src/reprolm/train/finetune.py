@@ -1,5 +1,6 @@
 """The shared finetune stage: one Trainer-based loop for every recipe, SFT (transformers
-Trainer), preference optimisation (TRL's DPOTrainer, ``objective: dpo``) or a reward model
+Trainer), preference optimisation (TRL's DPOTrainer or KTOTrainer, ``objective: dpo`` or
+``kto``) or a reward model
 (TRL's RewardTrainer on a sequence-classification head, ``objective: reward``).
 
 Runs in-process, or under torchrun / the deepspeed launcher (see ``launch``) with a
@@ -93,16 +94,16 @@ def latest_checkpoint(folder: Path) -> str | None:
 
 def training_arguments(spec: FinetuneSpec):
     """Trainer settings from the recipe: ``TrainingArguments`` for SFT, TRL's ``DPOConfig``
-    (with ``beta`` and ``max_length``) for ``objective: dpo``, ``RewardConfig`` for
-    ``objective: reward``."""
+    or ``KTOConfig`` (with ``beta`` and ``max_length``) for ``objective: dpo`` / ``kto``,
+    ``RewardConfig`` for ``objective: reward``."""
     from transformers import TrainingArguments
 
     recipe = spec.recipe
     arguments_class, objective_settings = TrainingArguments, {}
-    if objective(recipe) == "dpo":
-        from trl import DPOConfig
+    if objective(recipe) in ("dpo", "kto"):
+        from trl import DPOConfig, KTOConfig
 
-        arguments_class = DPOConfig
+        arguments_class = DPOConfig if objective(recipe) == "dpo" else KTOConfig
         objective_settings = {"beta": recipe.get("beta", 0.1), "max_length": recipe["max_length"]}
     elif objective(recipe) == "reward":
         from trl import RewardConfig
@@ -148,9 +149,11 @@ def objective(recipe: dict) -> str:
 def preference_trainer(model, tokenizer, args, records: list[dict], source: str, kind: str):
     """On conversational pairs (``prompt`` turns, ``chosen``/``rejected`` assistant turns):
     TRL's DPOTrainer (``kind`` dpo; the reference model is a frozen copy of the starting
-    model) or RewardTrainer (``kind`` reward; Bradley-Terry loss on the pair's two scores)."""
+    model), KTOTrainer (``kind`` kto; each pair becomes a desirable and an undesirable
+    example) or RewardTrainer (``kind`` reward; Bradley-Terry loss on the pair's two scores)."""
     from datasets import Dataset
-    from trl import DPOTrainer, RewardTrainer
+    from trl import DPOTrainer, KTOTrainer, RewardTrainer
+    from trl.data_utils import unpair_preference_dataset
 
     for row, record in enumerate(records):
         for field_name in PREFERENCE_FIELDS:
@@ -159,6 +162,9 @@ def preference_trainer(model, tokenizer, args, records: list[dict], source: str,
                                f"needs {list(PREFERENCE_FIELDS)}, e.g. from the preference_pairs builder)")
     pairs = Dataset.from_list([{name: record[name] for name in PREFERENCE_FIELDS} for record in records])
     log.info("%d preference pairs", len(pairs))
+    if kind == "kto":
+        return KTOTrainer(model=model, args=args, train_dataset=unpair_preference_dataset(pairs),
+                          processing_class=tokenizer)
     trainer_class = DPOTrainer if kind == "dpo" else RewardTrainer
     return trainer_class(model=model, args=args, train_dataset=pairs, processing_class=tokenizer)
 
@@ -202,7 +208,7 @@ def run(spec: FinetuneSpec) -> None:
         model = model.to(torch_dtype(spec.precision))
 
     records = pq.read_table(spec.train_file).to_pylist()
-    if objective(spec.recipe) in ("dpo", "reward"):
+    if objective(spec.recipe) in ("dpo", "kto", "reward"):
         trainer = preference_trainer(model, tokenizer, args, records, spec.train_file, objective(spec.recipe))
     else:
         examples = build_examples(tokenizer, records, spec.recipe, spec.train_file)

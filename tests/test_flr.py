@@ -1,0 +1,173 @@
+"""FLR: the follow-up data as published, the paper's and the original code's scores against
+straightforward one-at-a-time computations, the reward's arithmetic, the fine-tuned
+variant's format, reward-model benchmarks, and online preference pairs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+import yaml
+from scipy import stats
+
+from finetune_helpers import tiny_finetune_inputs
+from reprolm.data.builders import BUILDERS, BuildContext
+from reprolm.score.flr import FEEDBACK_OPENING, PLACEHOLDER, FollowUpScorer, load_followups
+from reprolm.score.reward_benchmarks import correlations, load_elo, model_ranking, rating_agreement
+from workflow_helpers import REPO
+
+FOLLOWUPS = REPO / "config" / "flr_followups.yaml"
+CONVERSATIONS = [
+    [{"role": "user", "content": "Describe the blue door."},
+     {"role": "assistant", "content": "The miller repairs the blue door before the rain."}],
+    [{"role": "user", "content": "Why does the farmer sell the old piano?"},
+     {"role": "assistant", "content": "piano the sells farmer old the because."},
+     {"role": "user", "content": "Say it again."},
+     {"role": "assistant", "content": "The farmer sells the old piano for a friend."}],
+]
+
+
+def test_followups_are_the_original_lists_with_their_quirks():
+    followups = load_followups(FOLLOWUPS)
+    assert list(followups) == ["understanding", "relevance", "correctness", "engagingness", "informativeness",
+                               "following"]
+    assert all(len(sides["positive"]) == len(sides["negative"]) == 10 for sides in followups.values())
+    assert followups["understanding"]["positive"][0] == "You\u2019re very clear and easy to understand."
+    # Repeated entries are kept: they weigh twice in the mean, as in the original.
+    assert followups["understanding"]["positive"].count("That makes perfect sense!") == 2
+    assert followups["correctness"]["positive"].count("You gave me the correct details.") == 2
+    assert followups["informativeness"]["negative"].count(
+        "This doesn't give me the information I was looking for.") == 2
+
+
+def test_unknown_category_names_the_file_and_the_known_ones(tmp_path):
+    with pytest.raises(ValueError, match="flr_followups.yaml: no follow-up category 'helpfulness'; known: "):
+        load_followups(FOLLOWUPS, ["helpfulness"])
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump({"categories": {"relevance": {"positive": ["Good."], "negative": []}}}))
+    with pytest.raises(ValueError, match="broken.yaml: categories.relevance.negative: expected a non-empty list"):
+        load_followups(broken)
+
+
+@pytest.fixture(scope="module")
+def scoring_lm(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flr")
+    tiny_finetune_inputs(root)
+    return str(root / "base")
+
+
+def _mean_logprob_alone(scorer, conversation, followup) -> float:
+    """One follow-up, batch size 1, the whole sequence through the model (the original
+    code's way of running it), scored with the paper's mean token log-probability."""
+    text = scorer.tokenizer.apply_chat_template(scorer._messages(conversation, PLACEHOLDER), tokenize=False)
+    prefix = scorer.tokenizer(text.split(PLACEHOLDER)[0], add_special_tokens=False).input_ids
+    target = scorer.tokenizer(followup, add_special_tokens=False).input_ids
+    with torch.no_grad():
+        logprobs = scorer.model(torch.tensor([prefix + target])).logits[0].log_softmax(-1)
+    return sum(logprobs[len(prefix) - 1 + k, t].item() for k, t in enumerate(target)) / len(target)
+
+
+def test_batched_scores_equal_scoring_each_follow_up_alone(scoring_lm):
+    followups = load_followups(FOLLOWUPS, ["relevance", "correctness"])
+    batched = FollowUpScorer(scoring_lm, followups, batch_size=7)  # chunks that do not divide 20
+    scores = batched.followup_scores(CONVERSATIONS)
+    for conversation, by_category in zip(CONVERSATIONS, scores):
+        for category, sides in followups.items():
+            for side, utterances in sides.items():
+                alone = [_mean_logprob_alone(batched, conversation, u) for u in utterances]
+                assert by_category[category][side] == pytest.approx(alone, abs=1e-5)
+    rewards = batched.category_rewards(CONVERSATIONS)
+    for by_category, reward in zip(scores, rewards):
+        for category, sides in by_category.items():
+            assert reward[category] == pytest.approx(sum(sides["positive"]) / 10 - sum(sides["negative"]) / 10)
+    assert batched.score(CONVERSATIONS) == pytest.approx([sum(r.values()) / 2 for r in rewards])
+
+
+def test_original_compat_reads_raw_logits_at_one_position(scoring_lm):
+    followups = load_followups(FOLLOWUPS, ["following"])
+    scorer = FollowUpScorer(scoring_lm, followups, compat="original", batch_size=8)
+    scores = scorer.followup_scores(CONVERSATIONS[:1])[0]["following"]
+    for utterance, value in zip(followups["following"]["positive"], scores["positive"]):
+        ids = scorer.tokenizer.apply_chat_template(
+            CONVERSATIONS[0] + [{"role": "user", "content": utterance}], tokenize=True, return_dict=True)["input_ids"]
+        target = scorer.tokenizer(utterance).input_ids
+        with torch.no_grad():
+            logits = scorer.model(torch.tensor([ids])).logits[0]
+        assert value == pytest.approx(logits[len(ids) - len(target), target].mean().item(), abs=1e-5)
+        assert value > 0 or value < 0  # raw logits, not log-probabilities (which are all negative)
+
+
+def test_feedback_format_swaps_roles_after_the_request(scoring_lm):
+    scorer = FollowUpScorer(scoring_lm, load_followups(FOLLOWUPS, ["following"]), format="feedback")
+    messages = scorer._messages(CONVERSATIONS[0], "You got it right.")
+    assert messages == [{"role": "user", "content": FEEDBACK_OPENING},
+                        {"role": "assistant", "content": "Describe the blue door."},
+                        {"role": "user", "content": "The miller repairs the blue door before the rain."},
+                        {"role": "assistant", "content": "You got it right."}]
+    alone = _mean_logprob_alone(scorer, CONVERSATIONS[0], "You got it right.")
+    assert scorer._paper_scores(CONVERSATIONS[0], [scorer.tokenizer("You got it right.",
+                                                                    add_special_tokens=False).input_ids])[0] == \
+        pytest.approx(alone, abs=1e-5)
+
+
+def test_long_conversations_lose_their_beginning_not_the_follow_up(scoring_lm):
+    followups = load_followups(FOLLOWUPS, ["following"])
+    scorer = FollowUpScorer(scoring_lm, followups, max_length=64)
+    long = [{"role": "user", "content": "Describe the blue door. " * 20}, CONVERSATIONS[0][1]]
+    assert all(math.isfinite(s) for s in scorer.score([long]))
+    longest = max(len(scorer.tokenizer(u, add_special_tokens=False).input_ids)
+                  for sides in followups.values() for u in sides["positive"] + sides["negative"])
+    with pytest.raises(ValueError, match=f"the longest follow-up has {longest} tokens"):
+        FollowUpScorer(scoring_lm, followups, max_length=longest).score([long])
+
+
+def test_correlations_and_model_ranking(scoring_lm, tmp_path):
+    assert correlations([1, 2, 3, 4], [10, 20, 30, 45])["spearman"] == pytest.approx(1.0)
+    assert correlations([1, 2, 3, 4], [4, 3, 2, 1])["kendall"] == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="at least 3 items"):
+        correlations([1, 2], [1, 2])
+    scorer = FollowUpScorer(scoring_lm, load_followups(FOLLOWUPS, ["relevance"]))
+    rows = [{"model": model, "conversation": conversation}
+            for model, conversation in [("a", CONVERSATIONS[0]), ("a", CONVERSATIONS[1]), ("b", CONVERSATIONS[1]),
+                                        ("c", CONVERSATIONS[0]), ("unrated", CONVERSATIONS[0])]]
+    scores = scorer.score([r["conversation"] for r in rows])
+    elo = {"a": 1200.0, "b": 1100.0, "c": 1000.0}
+    ranking = model_ranking(scorer, rows, elo)
+    assert ranking["mean_score"]["a"] == pytest.approx((scores[0] + scores[1]) / 2)
+    assert ranking["unrated_models"] == ["unrated"] and ranking["models"] == 3
+    expected = stats.kendalltau([ranking["mean_score"][m] for m in "abc"], [1200, 1100, 1000]).statistic
+    assert ranking["kendall"] == pytest.approx(expected)
+    rated = rating_agreement(scorer, [{"conversation": r["conversation"], "score": float(k)} for k, r in enumerate(rows)])
+    assert rated["pearson"] == pytest.approx(stats.pearsonr(scores, range(5)).statistic)
+    (tmp_path / "elo.yaml").write_text("elo: {a: 1.0, b: x}\n")
+    with pytest.raises(ValueError, match="elo.yaml: expected 'elo' mapping"):
+        load_elo(tmp_path / "elo.yaml")
+    assert len(load_elo(REPO / "config" / "lmsys_elo.yaml")) == 30
+
+
+def _online_inputs(tmp_path, rows, grades, ids=None):
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "samples.parquet")
+    (tmp_path / "grades.json").write_text(json.dumps({"grades": grades, "ids": ids or [r["id"] for r in rows]}))
+    return {"generations": tmp_path / "samples.parquet", "grades": tmp_path / "grades.json"}
+
+
+def test_online_pairs_are_best_against_worst_of_each_prompts_samples(tmp_path):
+    rows = [{"id": i, "instruction": f"q{i}", "text": t} for i, t in
+            [(0, "a"), (0, "b"), (0, "c"), (1, "d"), (1, "e"), (2, "f"), (2, "g")]]
+    grades = [[0.5], [2.0], [-1.0], [1.0], [1.0], [0.2], [0.25]]
+    sources = _online_inputs(tmp_path, rows, grades)
+    build = BUILDERS["online_preferences"]
+    pairs = build(BuildContext(sources, {}, {}))["train"]
+    # Prompt 1's samples tie: no pair.
+    assert [(p["prompt"][0]["content"], p["chosen"][0]["content"], p["rejected"][0]["content"]) for p in pairs] == \
+        [("q0", "b", "c"), ("q2", "g", "f")]
+    rest = build(BuildContext(sources, {}, {"pairing": "best_vs_rest", "min_margin": 0.1}))["train"]
+    assert [(p["chosen"][0]["content"], p["rejected"][0]["content"]) for p in rest] == [("b", "a"), ("b", "c")]
+    with pytest.raises(ValueError, match="grades are not of the samples"):
+        build(BuildContext(_online_inputs(tmp_path, rows, grades, ids=[9] * 7), {}, {}))
+    with pytest.raises(ValueError, match="pairing 'random'"):
+        build(BuildContext(sources, {}, {"pairing": "random"}))

@@ -1,0 +1,19 @@
+import pyarrow.parquet as pq
+
+from reprolm.provenance import tracked_step
+from reprolm.score.judges import make_judge
+from reprolm.score.metrics import write_json
+from reprolm.score.reward_benchmarks import load_elo, model_ranking, rating_agreement
+
+with tracked_step(snakemake) as log:
+    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed,
+                       snakemake.input.get("followups"))
+    rows = pq.read_table(snakemake.input.rows).to_pylist()
+    if snakemake.rule == "model_ranking":
+        result = model_ranking(judge, rows, load_elo(snakemake.input.elo))
+    else:
+        result = rating_agreement(judge, rows)
+    log.info("%s: pearson %.3f, spearman %.3f, kendall %.3f", snakemake.rule, result["pearson"],
+             result["spearman"], result["kendall"])
+    write_json({"metric": snakemake.rule, "judge": snakemake.wildcards.judge, "dataset": snakemake.wildcards.dataset,
+                "split": snakemake.wildcards.split, **result}, snakemake.output[0])
