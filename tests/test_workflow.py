@@ -124,16 +124,20 @@ def test_changing_one_recipe_reruns_exactly_its_descendants(default_run, tmp_pat
     configfile.write_text(yaml.safe_dump(changed, sort_keys=True))
     jobs = dry_run_jobs(default_run, "--configfile", str(configfile))
     bases = DEFAULT["ruler"]["bases"]
-    # vanilla on every Ruler base, and the DPO model that starts from it (ExPO's bases).
-    retrained = [(b, "vanilla") for b in bases] + [(b, "dpo") for b in DEFAULT["expo"]["bases"]]
+    # vanilla on every Ruler base, and on tiny_llama the recipes that start from it: DPO (ExPO),
+    # FLR's fine-tuned scoring LM and the FLR-aligned policies.
+    descendants = ["dpo", "flr_feedback", "flr_dpo", "flr_kto"]
+    retrained = [(b, "vanilla") for b in bases] + [("tiny_llama", r) for r in descendants]
     assert sorted((w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune") == sorted(retrained)
     for rule, wildcards in jobs:
         if "recipe" in wildcards:
-            assert split_expo(wildcards["recipe"])[0] in ("vanilla", "dpo"), (rule, wildcards)
+            assert split_expo(wildcards["recipe"])[0] in ["vanilla"] + descendants, (rule, wildcards)
     counts = job_counts(jobs)
-    assert not {"raw_source", "dataset", "tokenizer", "build_base_model", "train_before_test"} & set(counts)
-    assert counts["lm_eval"] >= len(bases) and counts["study_tables"] == 2  # ruler and expo, not harmony
-    assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"ruler", "expo"}
+    assert not {"raw_source", "tokenizer", "build_base_model", "train_before_test"} & set(counts)
+    # FLR scores with the vanilla model, so its online pairs are rebuilt; nothing else is.
+    assert {w["dataset"] for rule, w in jobs if rule == "dataset"} == {"flr_pairs"}
+    assert counts["lm_eval"] >= len(bases)
+    assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"ruler", "expo", "flr"}  # not harmony
 
 
 def test_extrapolated_model_is_built_on_request_from_its_two_checkpoints(default_run):
@@ -283,6 +287,78 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
         for path in (default_run / folder).rglob("*"):
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), path
+
+
+FLR = DEFAULT["flr"]
+
+
+def test_flr_tables_put_every_judge_side_by_side(default_run):
+    tables = default_run / "results/tables/flr"
+    reward_models = pd.read_csv(tables / "reward_models.csv").set_index("judge")
+    assert list(reward_models.index) == FLR["judges"]
+    for judge in FLR["judges"]:
+        pairs = _read(default_run, f"results/scores/pair_accuracy/{judge}/prefs/test.json")
+        assert reward_models.loc[judge, "prefs accuracy"] == pytest.approx(pairs["accuracy"], abs=0.0005)
+        for dataset in FLR["ratings"]:
+            rated = _read(default_run, f"results/scores/rating_agreement/{judge}/{dataset}/test.json")
+            assert rated["n"] == DEFAULT["sources"][dataset]["fixture"]["n"]
+            for name in ("pearson", "spearman", "kendall"):
+                assert reward_models.loc[judge, f"{dataset} {name}"] == pytest.approx(rated[name], abs=0.0005)
+    # The trained reward model tells fluent answers from scrambled ones on every benchmark.
+    assert reward_models.loc["tiny_rm", "prefs accuracy"] >= 90
+    assert reward_models.loc["tiny_rm", "helpsteer spearman"] > 0.5
+    assert reward_models.loc["tiny_rm", "wildbench spearman"] > 0.5
+    ranking = pd.read_csv(tables / "model_ranking.csv")
+    elo = yaml.safe_load((REPO / "config/lmsys_elo.yaml").read_text())["elo"]
+    assert dict(zip(ranking["model"], ranking["elo"])) == {m: elo[m] for m in ranking["model"]}
+    assert len(ranking) == 8 and (default_run / "results/plots/flr/model_ranking.png").exists()
+
+
+def test_flr_online_pairs_are_the_policys_own_samples_best_against_worst(default_run):
+    online = DEFAULT["datasets"]["flr_pairs"]["from_generations"]
+    samples = pq.read_table(default_run / "results/generations/tiny_llama/vanilla/flr_online.parquet").to_pylist()
+    grades = _read(default_run, "results/scores/grade_flr/tiny_llama/vanilla/flr_online.json")
+    assert online == {"model": "tiny_llama/vanilla", "promptset": "flr_online", "judge": "flr"}
+    assert len(samples) == DEFAULT["datasets"]["flr_prompts"]["params"]["num"] * 4
+    graded = {}
+    for row, grade in zip(samples, grades["grades"]):
+        graded.setdefault(row["instruction"], {})[row["text"]] = grade[0]
+    pairs = pq.read_table(default_run / "results/datasets/flr_pairs/train.parquet").to_pylist()
+    assert pairs
+    for pair in pairs:
+        by_text = graded[pair["prompt"][0]["content"]]
+        chosen, rejected = pair["chosen"][0]["content"], pair["rejected"][0]["content"]
+        assert by_text[chosen] == max(by_text.values()) and by_text[rejected] == min(by_text.values())
+    for recipe in ("flr_dpo", "flr_kto"):
+        record = _read(default_run, f"results/models/tiny_llama/{recipe}/provenance.json")
+        assert [i["path"] for i in record["inputs"]["train"]] == ["results/datasets/flr_pairs/train.parquet"]
+        assert [i["path"] for i in record["inputs"]["base"]] == ["results/models/tiny_llama/vanilla"]
+    alignment = pd.read_csv(default_run / "results/tables/flr/alignment.csv").set_index("model")
+    for recipe in FLR["alignment"]["recipes"]:
+        win = _read(default_run, f"results/scores/win_rate_tiny_rm/tiny_llama/{recipe}/flr_eval.json")
+        assert win["reference"] == "vanilla"
+        assert alignment.loc[f"tiny_llama/{recipe}", "win rate vs start"] == pytest.approx(win["win_rate"], abs=0.0005)
+
+
+def test_changing_the_flr_categories_reruns_exactly_what_flr_scored(default_run, tmp_path):
+    changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    changed["judges"]["flr"]["categories"] = ["relevance", "correctness"]
+    configfile = tmp_path / "categories.yaml"
+    configfile.write_text(yaml.safe_dump(changed))
+    jobs = dry_run_jobs(default_run, "--configfile", str(configfile))
+    counts = job_counts(jobs)
+    assert {w["dataset"] for rule, w in jobs if rule == "dataset"} == {"flr_pairs"}
+    assert sorted(w["recipe"] for rule, w in jobs if rule == "finetune") == ["flr_dpo", "flr_kto"]
+    assert {(w["recipe"], w["promptset"]) for rule, w in jobs if rule == "generate"} == {
+        ("flr_dpo", "flr_eval"), ("flr_kto", "flr_eval")}
+    for rule in ("pair_accuracy", "rating_agreement", "model_ranking"):
+        assert {w["judge"] for r, w in jobs if r == rule} == {"flr"}
+    # The flr judge regrades everything it graded; other judges only the retrained policies.
+    for rule, wildcards in jobs:
+        if rule in ("grade", "win_rate") and wildcards["judge"] != "flr":
+            assert wildcards["recipe"] in ("flr_dpo", "flr_kto"), (rule, wildcards)
+    assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"flr"}
+    assert not {"raw_source", "lm_eval", "extrapolate", "alpha_search", "train_before_test"} & set(counts)
 
 
 def test_incompatible_extrapolation_is_refused_without_output(default_run, tmp_path):

@@ -153,7 +153,8 @@ def _check_flr_study(config: Mapping) -> None:
     if alignment:
         for base in alignment["bases"]:
             _require(base, config["base_models"], "flr.alignment.bases")
-        for recipe in [alignment["start"]] + alignment["recipes"]:
+        _require(alignment["start"], list(config.get("recipes", {})) + [PRETRAINED], "flr.alignment.start")
+        for recipe in alignment["recipes"]:
             _require(recipe, config.get("recipes", {}), "flr.alignment.recipes")
         _require(alignment["promptset"], config.get("promptsets", {}), "flr.alignment.promptset")
         for judge in [alignment["judge"]] + alignment.get("graders", []):

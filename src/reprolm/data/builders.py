@@ -252,12 +252,9 @@ def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
 
 @builder("model_outputs")
 def build_model_outputs(ctx: BuildContext) -> dict[str, list[dict]]:
-    """Many models' answers to the same sessions (WildBench v2 outputs), as ``model`` and
-    ``conversation``; split ``test``."""
-    if len(ctx.sources) != 1:
-        raise ValueError(f"model_outputs builds from exactly one source; configured: {sorted(ctx.sources)}")
-    (source,) = ctx.sources
-    records = ctx.records(source, ctx.params.get("split"))
+    """Many models' answers to the same sessions (WildBench v2 outputs, one source per model
+    or several models in one), as ``model`` and ``conversation``; split ``test``."""
+    records = [record for source in ctx.sources for record in ctx.records(source, ctx.params.get("split"))]
     return {"test": [{"id": index, "session_id": r["session_id"], "model": r["generator"],
                       "conversation": _history(list(r["chat_history"]), r["output"][0])}
                      for index, r in enumerate(records)]}
