@@ -61,8 +61,9 @@ def small_config() -> dict:
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     # Ruler's chain covers every stage kind; the other studies only lengthen the run.
     config["studies"] = ["ruler"]
-    config.pop("harmony")
-    config.pop("expo")
+    for section in ("harmony", "expo", "flr", "judges"):
+        config.pop(section)
+    config["datasets"] = {name: config["datasets"][name] for name in ("tlg", "ruler_train")}
     base = config["base_models"][BASE]
     base["build"]["pretrain"]["steps"] = 4
     base["resources"] = {stage: {"gpus": gpus} for stage, gpus in GPUS.items()}
