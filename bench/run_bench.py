@@ -8,8 +8,8 @@
    lm-eval vs saving the epoch's weights and lm-eval loading them, for the tiny model and a
    270M-parameter one;
 6. peak memory of an ExPO merge of two 270M-parameter checkpoints, relative to one;
-7. FLR scoring on the tiny model: batched with the shared prefix's cache vs each follow-up
-   alone at batch size 1 (the original code's way), and whether the scores agree.
+7. FLR scoring on the tiny model: follow-ups packed after the shared prefix's cache vs each
+   follow-up alone at batch size 1 (the original code's way), and whether the scores agree.
 
 Usage: ``.venv/bin/python bench/run_bench.py [--keep DIR]``
 """
@@ -176,7 +176,7 @@ def flr_scoring(model_dir: Path, conversations: int = 8, answer_words: int = 200
     chats = [[{"role": "user", "content": question(rng)}, {"role": "assistant", "content": passage(rng, answer_words)}]
              for _ in range(conversations)]
     followups = load_followups(REPO / "config" / "flr_followups.yaml")
-    scorer = FollowUpScorer(str(model_dir), followups, batch_size=128)
+    scorer = FollowUpScorer(str(model_dir), followups)
     scorer.score(chats[:1])  # warm-up
     start = time.perf_counter()
     batched = scorer.followup_scores(chats)

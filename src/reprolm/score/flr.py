@@ -17,7 +17,8 @@ the mean over the configured categories.
 fine-tuned to give natural-language feedback there).
 
 Scoring is batched: a conversation's prefix runs through the model once and its key-value
-cache serves every follow-up, ``batch_size`` follow-ups per forward pass. (``compat:
+cache serves every follow-up, ``batch_size`` follow-ups packed into one forward pass (an
+attention mask keeps each to the prefix and itself; no copies of the cache are made). (``compat:
 original`` keeps the original's tokenization of each whole sequence, so it batches whole
 rows of similar length instead.)
 """
@@ -66,7 +67,7 @@ class FollowUpScorer:
     scale = "FLR reward (positive - negative follow-up score)"
 
     def __init__(self, model_path: str, followups: Mapping[str, Mapping[str, list[str]]], compat: str = "paper",
-                 format: str = "chat", batch_size: int = 64, max_length: int = 2048, precision: str = "float32"):
+                 format: str = "chat", batch_size: int = 16, max_length: int = 2048, precision: str = "float32"):
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -93,10 +94,10 @@ class FollowUpScorer:
         return self.tokenizer(text.split(PLACEHOLDER, 1)[0], add_special_tokens=False).input_ids
 
     def _paper_scores(self, conversation: Sequence[Mapping], targets: list[list[int]]) -> list[float]:
-        """Mean log-probability of each follow-up's tokens: the prefix runs once, and its
-        key-value cache is reused by every batch of follow-ups."""
-        import copy
-
+        """Mean log-probability of each follow-up's tokens. The prefix runs once; then up to
+        ``batch_size`` follow-ups run packed into one sequence after its cached keys and
+        values, each at the positions right after the prefix and masked so that it sees
+        the prefix and itself only, exactly as if it had run alone."""
         import torch
 
         # An over-long conversation loses its beginning, never a follow-up.
@@ -108,23 +109,29 @@ class FollowUpScorer:
         prefix = prefix[max(0, len(prefix) + longest - self.max_length):]
         with torch.no_grad():
             out = self.model(torch.tensor([prefix], device=self.device), use_cache=True)
+        cache, width = out.past_key_values, len(prefix)
         first = out.logits[0, -1].float().log_softmax(-1)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         scores = []
         for start in range(0, len(targets), self.batch_size):
             chunk = targets[start:start + self.batch_size]
-            width = max(map(len, chunk))
-            cache = copy.deepcopy(out.past_key_values)
-            cache.batch_repeat_interleave(len(chunk))
-            ids = torch.tensor([t + [pad] * (width - len(t)) for t in chunk], device=self.device)
-            present = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in chunk], device=self.device)
-            mask = torch.cat([torch.ones(len(chunk), len(prefix), dtype=present.dtype, device=self.device), present], 1)
+            flat = torch.tensor([token for target in chunk for token in target], device=self.device)
+            owner = torch.repeat_interleave(torch.arange(len(chunk), device=self.device),
+                                            torch.tensor([len(t) for t in chunk], device=self.device))
+            offset = torch.cat([torch.arange(len(t), device=self.device) for t in chunk])
+            visible = torch.ones(len(flat), width + len(flat), dtype=torch.bool, device=self.device)
+            visible[:, width:] = (owner[:, None] == owner[None, :]) & (offset[:, None] >= offset[None, :])
+            mask = torch.zeros(visible.shape, dtype=self.model.dtype, device=self.device)
+            mask[~visible] = torch.finfo(self.model.dtype).min
             with torch.no_grad():
-                logprobs = self.model(ids, past_key_values=cache, attention_mask=mask).logits.float().log_softmax(-1)
-            # Token 0 is predicted by the prefix's last position, token k by follow-up position k-1.
-            token_logprobs = torch.cat([first[ids[:, :1]], logprobs[:, :-1].gather(2, ids[:, 1:, None])[..., 0]], 1)
-            means = (token_logprobs * present).sum(1) / present.sum(1)
-            scores.extend(means.tolist())
+                logits = self.model(flat[None], past_key_values=cache, attention_mask=mask[None, None],
+                                    position_ids=(width + offset)[None]).logits[0].float()
+            cache.crop(-len(flat))  # back to the prefix for the next chunk
+            # Token 0 of a follow-up is predicted by the prefix's last position, token k by its token k-1.
+            logprobs = first[flat].clone()
+            later = offset[1:] > 0
+            logprobs[1:][later] = logits[:-1][later].log_softmax(-1).gather(1, flat[1:][later][:, None])[:, 0]
+            totals = torch.zeros(len(chunk), device=self.device).index_add_(0, owner, logprobs)
+            scores.extend((totals / torch.tensor([len(t) for t in chunk], device=self.device)).tolist())
         return scores
 
     def _original_scores(self, pairs: list[tuple[Sequence[Mapping], str]]) -> list[float]:

@@ -160,7 +160,7 @@ def make_judge(spec: Mapping, model_path: str | None = None, seed: int = 0, foll
             raise ValueError("an flr judge needs its follow-ups file")
         return FollowUpScorer(model_path, load_followups(followups, spec.get("categories")),
                               compat=spec.get("compat", "paper"), format=spec.get("format", "chat"),
-                              batch_size=spec.get("batch_size", 64), max_length=spec.get("max_length", 2048),
+                              batch_size=spec.get("batch_size", 16), max_length=spec.get("max_length", 2048),
                               precision=spec.get("precision", "float32"))
     if kind == "reward_model":
         return RewardModelJudge(model_path, batch_size=spec.get("batch_size", 8),
