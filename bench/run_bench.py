@@ -167,10 +167,8 @@ def flr_scoring(model_dir: Path, conversations: int = 8, answer_words: int = 200
     words (UltraFeedback's answers are a few hundred words long)."""
     import random
 
-    import torch
-
     from reprolm.data.fixtures import passage, question
-    from reprolm.score.flr import PLACEHOLDER, FollowUpScorer, load_followups
+    from reprolm.score.flr import FollowUpScorer, load_followups
 
     rng = random.Random(0)
     chats = [[{"role": "user", "content": question(rng)}, {"role": "assistant", "content": passage(rng, answer_words)}]
@@ -182,23 +180,16 @@ def flr_scoring(model_dir: Path, conversations: int = 8, answer_words: int = 200
     batched = scorer.followup_scores(chats)
     batched_s = time.perf_counter() - start
 
-    def alone(chat, utterance):
-        text = scorer.tokenizer.apply_chat_template(scorer._messages(chat, PLACEHOLDER), tokenize=False)
-        prefix = scorer.tokenizer(text.split(PLACEHOLDER)[0], add_special_tokens=False).input_ids
-        target = scorer.tokenizer(utterance, add_special_tokens=False).input_ids
-        with torch.no_grad():
-            logprobs = scorer.model(torch.tensor([prefix + target])).logits[0].log_softmax(-1)
-        return sum(logprobs[len(prefix) - 1 + k, t].item() for k, t in enumerate(target)) / len(target)
-
     start = time.perf_counter()
-    single = [{c: {side: [alone(chat, u) for u in us] for side, us in sides.items()} for c, sides in followups.items()}
+    single = [{category: {side: [scorer.score_alone(chat, u) for u in utterances]
+                          for side, utterances in sides.items()}
+               for category, sides in followups.items()}
               for chat in chats]
     single_s = time.perf_counter() - start
     difference = max(abs(a - b) for x, y in zip(batched, single) for c in x for side in x[c]
                      for a, b in zip(x[c][side], y[c][side]))
     return {"conversations": conversations, "answer_words": answer_words, "followups": conversations * 120,
-            "batched_s": batched_s,
-            "single_s": single_s, "speedup": single_s / batched_s, "max_abs_difference": difference}
+            "batched_s": batched_s, "single_s": single_s, "speedup": single_s / batched_s, "max_abs_difference": difference}
 
 
 def torch_seed(seed: int) -> None:

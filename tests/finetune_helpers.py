@@ -31,3 +31,17 @@ def tiny_finetune_inputs(root: Path) -> None:
     rows = [{"Instruction": question(rng), "output": passage(rng, rng.randint(5, 25)),
              "mlt": rng.choice(MLT_TOKENS)} for _ in range(TRAIN_ROWS)]
     pq.write_table(pa.Table.from_pylist(rows), root / "train.parquet")
+
+
+def tiny_preference_inputs(root: Path, n: int, seed: int) -> dict[str, list[dict]]:
+    """``tiny_finetune_inputs`` plus fixture preference pairs, each split also written as
+    ``root/{split}.parquet``; the pairs by split."""
+    from reprolm.data.builders import BUILDERS, BuildContext
+    from reprolm.data.sources import write_source
+
+    tiny_finetune_inputs(root)
+    write_source({"schema": "ultrafeedback_binarized", "fixture": {"n": n, "seed": seed}}, root / "raw")
+    built = BUILDERS["preference_pairs"](BuildContext({"prefs": root / "raw"}, {"prefs": "ultrafeedback_binarized"}, {}))
+    for split, records in built.items():
+        pq.write_table(pa.Table.from_pylist(records), root / f"{split}.parquet")
+    return built

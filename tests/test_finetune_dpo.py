@@ -10,10 +10,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from finetune_helpers import tiny_finetune_inputs
+from finetune_helpers import tiny_preference_inputs
 from reprolm.data.builders import BUILDERS, BuildContext
 from reprolm.data.fixtures import make_fixture
-from reprolm.data.sources import write_source
 from reprolm.models.loading import load_tokenizer
 from reprolm.train.finetune import FinetuneSpec, run
 
@@ -24,12 +23,7 @@ RECIPE = {"objective": "dpo", "beta": 0.1, "max_length": 128, "learning_rate": 5
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory):
     root = tmp_path_factory.mktemp("dpo")
-    tiny_finetune_inputs(root)
-    write_source({"schema": "ultrafeedback_binarized", "fixture": {"n": 64, "seed": 3}}, root / "raw")
-    built = BUILDERS["preference_pairs"](BuildContext({"prefs": root / "raw"}, {"prefs": "ultrafeedback_binarized"}, {}))
-    for split, records in built.items():
-        pq.write_table(pa.Table.from_pylist(records), root / f"{split}.parquet")
-    return root, built
+    return root, tiny_preference_inputs(root, n=64, seed=3)
 
 
 def mean_margin(model_dir, pairs: list[dict]) -> float:
@@ -59,27 +53,20 @@ def test_preference_pairs_are_conversational_and_split(pairs):
     assert pair["chosen"][0]["role"] == pair["rejected"][0]["role"] == "assistant"
 
 
-def test_dpo_widens_the_preference_margin_on_held_out_pairs(pairs):
+# KTO sees each answer alone against a batch-level KL baseline: a slower signal than DPO's.
+@pytest.mark.parametrize("objective, settings, widening", [
+    ("dpo", {}, 5.0),
+    ("kto", {"learning_rate": 1e-3, "num_train_epochs": 4}, 1.5),
+])
+def test_preference_training_widens_the_margin_on_held_out_pairs(pairs, objective, settings, widening):
     root, built = pairs
-    spec = FinetuneSpec(base_model=str(root / "base"), output_dir=str(root / "dpo"),
+    spec = FinetuneSpec(base_model=str(root / "base"), output_dir=str(root / objective),
                         checkpoint_root=str(root / "checkpoints"), train_file=str(root / "train.parquet"),
-                        recipe=RECIPE, seed=0)
+                        recipe={**RECIPE, "objective": objective, **settings}, seed=0)
     run(spec)
-    before, after = mean_margin(root / "base", built["test"]), mean_margin(root / "dpo", built["test"])
-    assert after > before + 5, (before, after)
+    before, after = mean_margin(root / "base", built["test"]), mean_margin(root / objective, built["test"])
+    assert after > before + widening, (before, after)
     assert not (root / "checkpoints").joinpath(spec.key()).exists()
-
-
-def test_kto_on_the_unpaired_pairs_widens_the_margin_too(pairs):
-    root, built = pairs
-    recipe = {**RECIPE, "objective": "kto", "learning_rate": 1e-3, "num_train_epochs": 4}
-    spec = FinetuneSpec(base_model=str(root / "base"), output_dir=str(root / "kto"),
-                        checkpoint_root=str(root / "checkpoints"), train_file=str(root / "train.parquet"),
-                        recipe=recipe, seed=0)
-    run(spec)
-    before, after = mean_margin(root / "base", built["test"]), mean_margin(root / "kto", built["test"])
-    # KTO sees each answer alone against a batch-level KL baseline: a slower signal than DPO's.
-    assert after > before + 1.5, (before, after)
 
 
 def test_dpo_on_rows_without_pairs_names_the_file_row_and_field(pairs, tmp_path):

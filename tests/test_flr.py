@@ -16,7 +16,7 @@ from scipy import stats
 
 from finetune_helpers import tiny_finetune_inputs
 from reprolm.data.builders import BUILDERS, BuildContext
-from reprolm.score.flr import FEEDBACK_OPENING, PLACEHOLDER, FollowUpScorer, load_followups
+from reprolm.score.flr import FEEDBACK_OPENING, FollowUpScorer, load_followups
 from reprolm.score.reward_benchmarks import correlations, load_elo, model_ranking, rating_agreement
 from workflow_helpers import REPO
 
@@ -60,25 +60,23 @@ def scoring_lm(tmp_path_factory):
     return str(root / "base")
 
 
-def _mean_logprob_alone(scorer, conversation, followup) -> float:
-    """One follow-up, batch size 1, the whole sequence through the model (the original
-    code's way of running it), scored with the paper's mean token log-probability."""
-    text = scorer.tokenizer.apply_chat_template(scorer._messages(conversation, PLACEHOLDER), tokenize=False)
-    prefix = scorer.tokenizer(text.split(PLACEHOLDER)[0], add_special_tokens=False).input_ids
-    target = scorer.tokenizer(followup, add_special_tokens=False).input_ids
-    with torch.no_grad():
-        logprobs = scorer.model(torch.tensor([prefix + target])).logits[0].log_softmax(-1)
-    return sum(logprobs[len(prefix) - 1 + k, t].item() for k, t in enumerate(target)) / len(target)
-
-
 def test_batched_scores_equal_scoring_each_follow_up_alone(scoring_lm):
     followups = load_followups(FOLLOWUPS, ["relevance", "correctness"])
     batched = FollowUpScorer(scoring_lm, followups, batch_size=7)  # chunks that do not divide 20
+    # The baseline itself: the mean log-probability of the follow-up's tokens after the chat.
+    target = batched.tokenizer("You got it right.", add_special_tokens=False).input_ids
+    prefix = batched.tokenizer.apply_chat_template(CONVERSATIONS[0] + [{"role": "user", "content": "\0"}],
+                                                   tokenize=False).split("\0")[0]
+    ids = batched.tokenizer(prefix, add_special_tokens=False).input_ids
+    with torch.no_grad():
+        logprobs = batched.model(torch.tensor([ids + target])).logits[0].log_softmax(-1)
+    by_hand = sum(logprobs[len(ids) - 1 + k, t].item() for k, t in enumerate(target)) / len(target)
+    assert batched.score_alone(CONVERSATIONS[0], "You got it right.") == pytest.approx(by_hand, abs=1e-5)
     scores = batched.followup_scores(CONVERSATIONS)
     for conversation, by_category in zip(CONVERSATIONS, scores):
         for category, sides in followups.items():
             for side, utterances in sides.items():
-                alone = [_mean_logprob_alone(batched, conversation, u) for u in utterances]
+                alone = [batched.score_alone(conversation, u) for u in utterances]
                 assert by_category[category][side] == pytest.approx(alone, abs=1e-5)
     rewards = batched.category_rewards(CONVERSATIONS)
     for by_category, reward in zip(scores, rewards):
@@ -108,7 +106,7 @@ def test_feedback_format_swaps_roles_after_the_request(scoring_lm):
                         {"role": "assistant", "content": "Describe the blue door."},
                         {"role": "user", "content": "The miller repairs the blue door before the rain."},
                         {"role": "assistant", "content": "You got it right."}]
-    alone = _mean_logprob_alone(scorer, CONVERSATIONS[0], "You got it right.")
+    alone = scorer.score_alone(CONVERSATIONS[0], "You got it right.")
     assert scorer._paper_scores(CONVERSATIONS[0], [scorer.tokenizer("You got it right.",
                                                                     add_special_tokens=False).input_ids])[0] == \
         pytest.approx(alone, abs=1e-5)

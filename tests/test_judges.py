@@ -8,15 +8,11 @@ import math
 import re
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from chat_endpoint_standin import ChatEndpointStandIn, chat_endpoint  # noqa: F401 (a fixture)
-from finetune_helpers import tiny_finetune_inputs
+from finetune_helpers import tiny_preference_inputs
 from reprolm.aggregate.expo import choose_alpha
-from reprolm.data.builders import BUILDERS, BuildContext
-from reprolm.data.sources import write_source
 from reprolm.score.judges import ChatEndpointJudge, RewardModelJudge, make_judge
 from reprolm.score.judging import (
     grade_generations,
@@ -34,10 +30,7 @@ REWARD_RECIPE = {"objective": "reward", "max_length": 128, "learning_rate": 3e-3
 @pytest.fixture(scope="module")
 def reward_model(tmp_path_factory):
     root = tmp_path_factory.mktemp("reward")
-    tiny_finetune_inputs(root)
-    write_source({"schema": "ultrafeedback_binarized", "fixture": {"n": 320, "seed": 5}}, root / "raw")
-    built = BUILDERS["preference_pairs"](BuildContext({"prefs": root / "raw"}, {"prefs": "ultrafeedback_binarized"}, {}))
-    pq.write_table(pa.Table.from_pylist(built["train"]), root / "train.parquet")
+    built = tiny_preference_inputs(root, n=320, seed=5)
     run(FinetuneSpec(base_model=str(root / "base"), output_dir=str(root / "rm"), checkpoint_root=str(root / "ckpt"),
                      train_file=str(root / "train.parquet"), recipe=REWARD_RECIPE, seed=0))
     return root / "rm", built["test"]

@@ -134,6 +134,19 @@ class FollowUpScorer:
             scores.extend((totals / torch.tensor([len(t) for t in chunk], device=self.device)).tolist())
         return scores
 
+    def score_alone(self, conversation: Sequence[Mapping], followup: str) -> float:
+        """One follow-up's paper score the straightforward way: the whole sequence through
+        the model at batch size 1, as the original code runs it. The baseline the batched
+        scoring is checked and benchmarked against."""
+        import torch
+
+        prefix = self._prefix(conversation)
+        target = self.tokenizer(followup, add_special_tokens=False).input_ids
+        with torch.no_grad():
+            logits = self.model(torch.tensor([prefix + target], device=self.device)).logits[0].float()
+        logprobs = logits[len(prefix) - 1:-1].log_softmax(-1)
+        return logprobs.gather(1, torch.tensor(target, device=self.device)[:, None]).mean().item()
+
     def _original_scores(self, pairs: list[tuple[Sequence[Mapping], str]]) -> list[float]:
         """The original code's value, on the chat template's own tokenization of each whole
         conversation plus follow-up; rows of similar length are batched."""
