@@ -169,3 +169,18 @@ def test_online_pairs_are_best_against_worst_of_each_prompts_samples(tmp_path):
         build(BuildContext(_online_inputs(tmp_path, rows, grades, ids=[9] * 7), {}, {}))
     with pytest.raises(ValueError, match="pairing 'random'"):
         build(BuildContext(sources, {}, {"pairing": "random"}))
+
+
+def test_flr_rating_files_become_rated_conversations(tmp_path):
+    from reprolm.data.schemas import DataError, validate_records
+    from reprolm.data.sources import write_source
+
+    write_source({"schema": "rated_utterances", "fixture": {"n": 6, "seed": 1}}, tmp_path / "raw")
+    rows = BUILDERS["rated_responses"](BuildContext({"flask": tmp_path / "raw"}, {"flask": "rated_utterances"}, {}))
+    raw = pq.read_table(tmp_path / "raw" / "train.parquet").to_pylist()
+    for row, record in zip(rows["test"], raw):
+        assert [t["role"] for t in row["conversation"]] == ["user", "assistant"]
+        assert [t["content"] for t in row["conversation"]] == list(record["conversation"])
+        assert row["score"] == record["score"]
+    with pytest.raises(DataError, match="row 0: field 'conversation': expected user and assistant utterances"):
+        validate_records([{"conversation": ["only a question"], "score": 3}], "rated_utterances", "flask.json")

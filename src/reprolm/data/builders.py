@@ -233,7 +233,8 @@ def _history(turns: list[str], answer: str) -> list[dict]:
 @builder("rated_responses")
 def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
     """Responses with a ground-truth rating, as ``conversation`` and ``score``: HelpSteer
-    (``score_field``, default helpfulness) or Feedback-Bench (``orig_score``); split ``test``."""
+    (``score_field``, default helpfulness), Feedback-Bench (``orig_score``) or FLR's own
+    rating files (``rated_utterances``: FLASK, MT-Bench single score); split ``test``."""
     if len(ctx.sources) != 1:
         raise ValueError(f"rated_responses builds from exactly one source; configured: {sorted(ctx.sources)}")
     (source,) = ctx.sources
@@ -245,8 +246,12 @@ def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
     elif schema in ("feedback_bench", "feedback_collection"):
         rows = [{"conversation": _exchange(r["orig_instruction"], r["orig_response"]), "score": float(r["orig_score"])}
                 for r in records]
+    elif schema == "rated_utterances":
+        rows = [{"conversation": _history(list(r["conversation"][:-1]), r["conversation"][-1]), "score": float(r["score"])}
+                for r in records]
     else:
-        raise ValueError(f"rated_responses cannot read schema {schema!r}; it reads helpsteer and feedback_bench")
+        raise ValueError(f"rated_responses cannot read schema {schema!r}; it reads helpsteer, feedback_bench "
+                         "and rated_utterances")
     return {"test": [{"id": index, **row} for index, row in enumerate(rows)]}
 
 

@@ -261,6 +261,18 @@ def feedback_records(n: int, seed: int, min_words: int = 10, max_words: int = 30
     return records
 
 
+def rated_utterances(n: int, seed: int, min_words: int = 10, max_words: int = 30) -> list[dict]:
+    """FLR's rating-benchmark entries: a question, an answer, and a 1-10 score following
+    the answer's fluency."""
+    rng = random.Random(f"rated_utterances/{seed}")
+    records = []
+    for _ in range(n):
+        quality = rng.choice(QUALITY_LEVELS)
+        records.append({"conversation": [question(rng), degraded(rng, rng.randint(min_words, max_words), quality)],
+                        "score": 1.0 + 9 * quality})
+    return records
+
+
 # Models of the seed's ELO table, fixture answer quality rising with their rating.
 WILDBENCH_MODELS = {"gpt-4o-2024-05-13": 1.0, "claude-3-opus-20240229": 0.85, "Qwen2-72B-Instruct": 0.7,
                     "mistral-large-2402": 0.55, "Starling-LM-7B-beta": 0.4, "Mistral-7B-Instruct-v0.2": 0.25,
@@ -292,6 +304,7 @@ FIXTURES: dict[str, Callable[..., list[dict]]] = {
     "feedback_bench": feedback_records,
     "feedback_collection": feedback_records,
     "wildbench_outputs": wildbench_outputs,
+    "rated_utterances": rated_utterances,
 }
 
 

@@ -114,6 +114,17 @@ def _check_feedback(record):
     return None
 
 
+def _check_rated_utterances(record):
+    problem = _check_string_list(record, "conversation")
+    if problem:
+        return problem
+    if len(record["conversation"]) % 2:
+        return "conversation", "expected user and assistant utterances in turn, ending with the rated answer"
+    if not isinstance(record.get("score"), (int, float)):
+        return "score", f"expected a number, got {type(record.get('score')).__name__}"
+    return None
+
+
 def _check_wildbench(record):
     for field in ("chat_history", "output"):
         problem = _check_string_list(record, field)
@@ -151,6 +162,9 @@ SCHEMAS: dict[str, Callable[[dict], tuple[str, str] | None]] = {
     # allenai/WildBench-V2-Model-Outputs: {"session_id", "chat_history": [user, assistant, ...,
     # user], "output": [answer], "generator"}
     "wildbench_outputs": _check_wildbench,
+    # FLR's released rating benchmarks (FLASK, MT-Bench single score): {"conversation": the
+    # utterances, user first, the last being the rated answer; "score": the ground truth}
+    "rated_utterances": _check_rated_utterances,
 }
 
 
