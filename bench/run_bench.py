@@ -8,7 +8,9 @@
    lm-eval vs saving the epoch's weights and lm-eval loading them, for the tiny model and a
    270M-parameter one;
 6. peak memory of an ExPO merge of two 270M-parameter checkpoints, relative to one;
-7. FLR scoring on the tiny model: follow-ups packed after the shared prefix's cache vs each
+7. one training step's loss and backward at vocabulary 32k, sequence 1024, batch 4 on the
+   CPU: GEM (chunked) vs cross-entropy, time and peak memory;
+8. FLR scoring on the tiny model: follow-ups packed after the shared prefix's cache vs each
    follow-up alone at batch size 1 (the original code's way), and whether the scores agree.
 
 Usage: ``.venv/bin/python bench/run_bench.py [--keep DIR]``
@@ -162,6 +164,45 @@ def merge_memory(tokenizer_dir: Path, scratch: Path, hidden_size: int = 1024, nu
             "peak_over_checkpoint": peak / checkpoint_bytes}
 
 
+LOSS_CHILD = """
+import re, sys, time
+from pathlib import Path
+import torch
+from reprolm.train.losses import gem_loss
+kind, vocab, length, batch = sys.argv[1], *map(int, sys.argv[2:5])
+generator = torch.Generator().manual_seed(0)
+labels = torch.randint(0, vocab, (batch, length), generator=generator)
+labels[:, : length // 4] = -100
+baseline = int(re.search(r"VmRSS:\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024
+logits = torch.randn(batch, length, vocab, generator=generator).requires_grad_()
+start = time.perf_counter()
+if kind == "ce":
+    loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, vocab), labels[:, 1:].reshape(-1),
+                                             ignore_index=-100)
+else:
+    loss = gem_loss(logits, labels, beta=0.7, h=kind)
+loss.backward()
+seconds = time.perf_counter() - start
+peak = int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024
+print(seconds, peak - baseline)
+"""
+
+
+def loss_step(vocab: int = 32000, length: int = 1024, batch: int = 4) -> dict:
+    """Each loss in a fresh process; memory is its peak above the process before the
+    logits existed (so the logits, their gradient and the loss's temporaries)."""
+    figures = {}
+    for kind in ("ce", "linear", "logsigmoid"):
+        child = subprocess.run([sys.executable, "-c", LOSS_CHILD, kind, str(vocab), str(length), str(batch)],
+                               capture_output=True, text=True, check=True)
+        seconds, peak = child.stdout.split()
+        figures[kind] = {"seconds": float(seconds), "peak_mb": int(peak) / 2**20}
+    for kind in ("linear", "logsigmoid"):
+        figures[kind]["time_over_ce"] = figures[kind]["seconds"] / figures["ce"]["seconds"]
+        figures[kind]["memory_over_ce"] = figures[kind]["peak_mb"] / figures["ce"]["peak_mb"]
+    return figures
+
+
 def flr_scoring(model_dir: Path, conversations: int = 8, answer_words: int = 200) -> dict:
     """All six categories' 120 follow-ups per conversation, answers of ``answer_words``
     words (UltraFeedback's answers are a few hundred words long)."""
@@ -223,6 +264,7 @@ def main() -> None:
     figures["epoch_evaluation"] = epoch_evaluation(tiny, docs, work)
     figures["epoch_evaluation_270m"] = epoch_evaluation(tiny, docs, work, hidden_size=1024, num_layers=16)
     figures["merge_memory"] = merge_memory(tiny, work)
+    figures["loss_step"] = loss_step()
     figures["flr_scoring"] = flr_scoring(work / "results/models/tiny_llama/vanilla")
     figures["flr_scoring_short"] = flr_scoring(work / "results/models/tiny_llama/vanilla", answer_words=40)
     if not args.keep:
@@ -239,6 +281,12 @@ def main() -> None:
     merge = figures["merge_memory"]
     print(f"ExPO merge, {merge['checkpoint_mb']:.0f} MB checkpoints  peak RSS {merge['peak_rss_mb']:.0f} MB "
           f"= {merge['peak_over_checkpoint']:.2f}x one checkpoint, {merge['seconds']:.1f} s (target <= 1.5x)")
+    losses = figures["loss_step"]
+    for kind in ("linear", "logsigmoid"):
+        print(f"GEM-{kind} loss step (32k x 1024 x 4)  {losses[kind]['seconds']:.2f} s, {losses[kind]['peak_mb']:.0f} MB "
+              f"vs CE {losses['ce']['seconds']:.2f} s, {losses['ce']['peak_mb']:.0f} MB: "
+              f"{losses[kind]['time_over_ce']:.2f}x time, {losses[kind]['memory_over_ce']:.2f}x memory "
+              "(target <= 1.3x, <= 1.5x)")
     for key in ("flr_scoring", "flr_scoring_short"):
         flr = figures[key]
         print(f"FLR scoring, {flr['followups']} follow-ups, {flr['answer_words']}-word answers  batched "

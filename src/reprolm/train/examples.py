@@ -54,7 +54,33 @@ def register_format(name: str, function) -> None:
     FORMATS[name] = function
 
 
+def assistant_spans_example(tokenizer, messages: list[dict], max_length: int) -> dict:
+    """A whole chat with the loss on every assistant turn's content and end of turn; the
+    assistant header and every other turn are masked. Span boundaries come from rendering
+    the chat template up to each assistant turn."""
+    def ids(turns, generation_prompt):
+        text = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=generation_prompt)
+        return tokenizer(text, add_special_tokens=False).input_ids
+
+    input_ids = ids(messages, False)
+    labels = [IGNORE_INDEX] * len(input_ids)
+    for index, turn in enumerate(messages):
+        if turn["role"] == "assistant":
+            start, end = len(ids(messages[:index], True)), len(ids(messages[:index + 1], False))
+            labels[start:end] = input_ids[start:end]
+    input_ids, labels = input_ids[:max_length], labels[:max_length]
+    return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}
+
+
 def build_examples(tokenizer, records: list[dict], recipe: Mapping, source: str) -> list[dict]:
+    if recipe["format"] == "chat_messages":
+        examples = []
+        for row, record in enumerate(records):
+            messages = record.get("messages")
+            if not messages or not any(turn.get("role") == "assistant" for turn in messages):
+                raise KeyError(f"{source}: row {row}: 'messages' with at least one assistant turn")
+            examples.append(assistant_spans_example(tokenizer, [dict(t) for t in messages], recipe["max_length"]))
+        return examples
     try:
         to_chat = FORMATS[recipe["format"]]
     except KeyError:

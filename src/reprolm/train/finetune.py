@@ -178,6 +178,7 @@ def run(spec: FinetuneSpec) -> None:
 
     from reprolm.models.loading import load_tokenizer, torch_dtype
     from reprolm.train.examples import build_examples
+    from reprolm.train.losses import trainer_loss
 
     torch.manual_seed(spec.seed)
     # Arguments before the model: with a ZeRO-3 config they register it globally, so
@@ -221,6 +222,7 @@ def run(spec: FinetuneSpec) -> None:
             train_dataset=Dataset.from_list(trainable),
             data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100, padding=True),
             processing_class=tokenizer,
+            compute_loss_func=trainer_loss(spec.recipe),
         )
     resume = latest_checkpoint(spec.checkpoint_dir)
     if resume:

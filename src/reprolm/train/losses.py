@@ -1,0 +1,102 @@
+"""Training losses beyond cross-entropy, usable as a Trainer's ``compute_loss_func``.
+
+GEM (entropy-regularised SFT, "Preserving Diversity in Supervised Fine-Tuning of LLMs"):
+with shifted logits z, labels y and masked positions dropped,
+
+    w = 1 (h = linear)  or  w = sigmoid(0.01 * (z - z_y)) (h = logsigmoid), no gradient;
+    q = softmax(z / beta), no gradient;   log p = log_softmax(z);
+    loss = - mean over tokens of  sum_v q_v * w_v * (log p_y - log p_v).
+
+Its gradient has a closed form, d loss_t / d z = q * w - S * onehot(y) with
+S = sum_v q_v w_v (for h = linear, softmax(z / beta) - onehot(y)). The loss therefore runs
+as an autograd function that works through the tokens in chunks: its temporaries are one
+chunk's vocabulary-wide tensors, and what it keeps for the backward pass is that gradient,
+one logits-sized tensor, as cross-entropy keeps its log-softmax.
+"""
+
+from __future__ import annotations
+
+import torch
+
+IGNORE_INDEX = -100
+WEIGHTINGS = ("linear", "logsigmoid")
+
+
+def _weights(z: torch.Tensor, y: torch.Tensor, beta: float, h: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """For one chunk of logits (tokens x vocab) and labels: q * w, and the logits, both in at
+    least float32 (bf16 logits would lose the small differences the loss is made of)."""
+    z = z.to(torch.promote_types(z.dtype, torch.float32))
+    qw = torch.softmax(z / beta, dim=-1)
+    if h == "logsigmoid":
+        qw *= torch.sigmoid(0.01 * (z - z.gather(1, y[:, None])))
+    return qw, z
+
+
+def _chunks(logits: torch.Tensor, labels: torch.Tensor, chunk: int):
+    """(batch row, token slice, kept positions, their labels) for every chunk of every row.
+    Position t's logits predict label t + 1; views of ``logits`` are taken row by row, so the
+    logits are never copied whole."""
+    for row in range(logits.shape[0]):
+        targets = labels[row, 1:]
+        for start in range(0, targets.shape[0], chunk):
+            y = targets[start:start + chunk]
+            kept = (y != IGNORE_INDEX).nonzero()[:, 0]
+            if len(kept):
+                yield row, start + kept, y[kept]
+
+
+class _GEMLoss(torch.autograd.Function):
+    # log p_y - log p_v = z_y - z_v: the normaliser cancels, so no log-softmax is needed.
+    # q * w is kept from the forward pass, in the logits' dtype (as cross-entropy keeps its
+    # log-softmax), so the backward pass is one subtraction per chunk.
+    @staticmethod
+    def forward(ctx, logits, labels, beta, h, chunk, normaliser):
+        total = logits.new_zeros((), dtype=torch.promote_types(logits.dtype, torch.float32))
+        weights = torch.zeros_like(logits)
+        for row, positions, y in _chunks(logits, labels, chunk):
+            qw, z = _weights(logits[row, positions], y, beta, h)
+            total += torch.bmm(qw[:, None, :], z[:, :, None]).sum() - (z.gather(1, y[:, None])[:, 0] * qw.sum(-1)).sum()
+            qw.scatter_add_(1, y[:, None], -qw.sum(-1, keepdim=True))
+            weights[row, positions] = qw.to(weights.dtype)
+        ctx.save_for_backward(weights)
+        ctx.normaliser = normaliser
+        return total / normaliser
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (weights,) = ctx.saved_tensors
+        # In place, to allocate nothing: a training step runs backward once (no retain_graph).
+        return weights.mul_(grad_output / ctx.normaliser), None, None, None, None, None
+
+
+def gem_loss(logits: torch.Tensor, labels: torch.Tensor, beta: float = 0.7, h: str = "linear",
+             num_items_in_batch: int | torch.Tensor | None = None, chunk_tokens: int = 1024) -> torch.Tensor:
+    """GEM on causal-LM ``logits`` (batch x length x vocab) and unshifted ``labels``;
+    positions labelled -100 are dropped. The mean is over ``num_items_in_batch`` tokens when
+    given (the Trainer's count across gradient-accumulation steps), else over this batch's."""
+    if h not in WEIGHTINGS:
+        raise ValueError(f"GEM weighting h={h!r}; choose from {WEIGHTINGS}")
+    if beta <= 0:
+        raise ValueError(f"GEM beta must be positive, got {beta}")
+    labels = labels.to(logits.device)
+    kept = int((labels[:, 1:] != IGNORE_INDEX).sum())
+    count = int(num_items_in_batch) if num_items_in_batch is not None else kept
+    if kept == 0:
+        return logits.sum() * 0.0
+    return _GEMLoss.apply(logits, labels, beta, h, chunk_tokens, count)
+
+
+def trainer_loss(recipe: dict):
+    """The ``compute_loss_func`` a recipe's ``loss`` asks for (None: the model's own
+    cross-entropy)."""
+    spec = recipe.get("loss")
+    if not spec or spec.get("kind", "ce") == "ce":
+        return None
+    if spec["kind"] != "gem":
+        raise ValueError(f"unknown loss kind {spec['kind']!r}; known: ce, gem")
+    beta, h = spec.get("beta", 0.7), spec.get("h", "linear")
+
+    def compute(outputs, labels, num_items_in_batch=None):
+        return gem_loss(outputs.logits, labels, beta=beta, h=h, num_items_in_batch=num_items_in_batch)
+
+    return compute

@@ -1,0 +1,136 @@
+"""GEM's loss against autograd of its definition, its closed-form gradient, limits, masking
+and chunking; chat SFT examples with every assistant span trained; a GEM finetune."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from finetune_helpers import tiny_finetune_inputs
+from reprolm.train.examples import IGNORE_INDEX, assistant_spans_example
+from reprolm.train.losses import gem_loss
+
+VOCAB = 11
+
+
+def reference_gem(logits, labels, beta, h):
+    """The definition, term by term, with autograd doing the gradient."""
+    z = logits[:, :-1].reshape(-1, VOCAB)
+    y = labels[:, 1:].reshape(-1)
+    keep = y != IGNORE_INDEX
+    z, y = z[keep], y[keep]
+    q = torch.softmax(z.detach() / beta, -1)
+    w = torch.ones_like(z) if h == "linear" else torch.sigmoid(0.01 * (z - z.gather(1, y[:, None]))).detach()
+    log_p = torch.log_softmax(z, -1)
+    return -(q * w * (log_p.gather(1, y[:, None]) - log_p)).sum(-1).mean()
+
+
+def batch(seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(2, 6, VOCAB, generator=generator, dtype=torch.float64) * 3
+    labels = torch.randint(0, VOCAB, (2, 6), generator=generator)
+    labels[0, 3] = labels[1, 5] = IGNORE_INDEX
+    return logits.requires_grad_(), labels
+
+
+@pytest.mark.parametrize("h", ["linear", "logsigmoid"])
+def test_chunked_loss_and_gradient_equal_the_definition(h):
+    logits, labels = batch()
+    expected = reference_gem(logits, labels, 0.7, h)
+    (expected_grad,) = torch.autograd.grad(expected, logits)
+    for chunk in (1, 3, 1024):
+        loss = gem_loss(logits, labels, beta=0.7, h=h, chunk_tokens=chunk)
+        (grad,) = torch.autograd.grad(loss, logits)
+        assert loss.item() == pytest.approx(expected.item(), abs=1e-10)
+        assert torch.allclose(grad, expected_grad, atol=1e-10)
+
+
+def test_linear_gradient_is_tempered_softmax_minus_onehot_and_zero_where_masked():
+    logits, labels = batch(1)
+    (grad,) = torch.autograd.grad(gem_loss(logits, labels, beta=0.7), logits)
+    y = labels[:, 1:]
+    kept = int((y != IGNORE_INDEX).sum())
+    assert torch.all(grad[:, -1] == 0)  # the last position predicts nothing
+    for b in range(2):
+        for t in range(5):
+            if y[b, t] == IGNORE_INDEX:
+                assert torch.all(grad[b, t] == 0)
+            else:
+                expected = torch.softmax(logits[b, t].detach() / 0.7, -1)
+                expected[y[b, t]] -= 1
+                assert torch.allclose(grad[b, t], expected / kept, atol=1e-12)
+
+
+def test_limits_of_beta():
+    logits, labels = batch(2)
+    kept = int((labels[:, 1:] != IGNORE_INDEX).sum())
+    # A very large beta makes q uniform: the gradient is 1/V - onehot(y).
+    (grad,) = torch.autograd.grad(gem_loss(logits, labels, beta=1e9), logits)
+    y = labels[0, 1]
+    expected = torch.full((VOCAB,), 1 / VOCAB, dtype=torch.float64)
+    expected[y] -= 1
+    assert torch.allclose(grad[0, 0], expected / kept, atol=1e-9)
+    # A tiny beta makes q one-hot on the arg-max: when that is the label, nothing is learnt.
+    argmax_labels = torch.cat([labels[:, :1], logits[:, :-1].argmax(-1)], 1)
+    loss = gem_loss(logits, argmax_labels, beta=1e-6)
+    (grad,) = torch.autograd.grad(loss, logits)
+    assert loss.item() == pytest.approx(0.0, abs=1e-9) and grad.abs().max().item() < 1e-9
+
+
+def test_masked_batch_and_the_trainers_token_count():
+    logits, labels = batch(3)
+    assert gem_loss(logits, torch.full_like(labels, IGNORE_INDEX)).item() == 0.0
+    kept = int((labels[:, 1:] != IGNORE_INDEX).sum())
+    mean = gem_loss(logits, labels)
+    over_accumulation = gem_loss(logits, labels, num_items_in_batch=4 * kept)
+    assert over_accumulation.item() == pytest.approx(mean.item() / 4)
+    with pytest.raises(ValueError, match="h='square'"):
+        gem_loss(logits, labels, h="square")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gem")
+    tiny_finetune_inputs(root)
+    return root
+
+
+def test_every_assistant_span_is_trained_and_nothing_else(tiny):
+    from reprolm.models.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny / "base"))
+    messages = [{"role": "user", "content": "Describe the blue door."},
+                {"role": "assistant", "content": "The miller repairs the blue door."},
+                {"role": "user", "content": "And the bridge?"},
+                {"role": "assistant", "content": "The fox cleans the wooden bridge."}]
+    example = assistant_spans_example(tokenizer, messages, max_length=512)
+    trained = [token for token, label in zip(example["input_ids"], example["labels"]) if label != IGNORE_INDEX]
+    text = tokenizer.decode(trained)
+    assert "The miller repairs the blue door." in text and "The fox cleans the wooden bridge." in text
+    assert "Describe" not in text and "bridge?" not in text and "<|assistant|>" not in text
+    assert example["labels"] == [label if label == IGNORE_INDEX else token
+                                 for token, label in zip(example["input_ids"], example["labels"])]
+
+
+def test_gem_recipe_trains_through_the_finetune_stage(tiny):
+    from safetensors.torch import load_file
+
+    from reprolm.train.finetune import FinetuneSpec, run
+
+    rows = [{"messages": [{"role": "user", "content": f"Question {i}?"},
+                          {"role": "assistant", "content": "The miller repairs the blue door."}]} for i in range(16)]
+    pq.write_table(pa.Table.from_pylist(rows), tiny / "chat.parquet")
+    recipe = {"format": "chat_messages", "max_length": 64, "learning_rate": 5e-3, "num_train_epochs": 1,
+              "per_device_train_batch_size": 8, "logging_steps": 1}
+    outputs = {}
+    for name, loss in (("ce", None), ("gem", {"kind": "gem", "beta": 0.7, "h": "linear"})):
+        run(FinetuneSpec(base_model=str(tiny / "base"), output_dir=str(tiny / name), checkpoint_root=str(tiny / "ck"),
+                         train_file=str(tiny / "chat.parquet"), recipe={**recipe, **({"loss": loss} if loss else {})},
+                         seed=0))
+        outputs[name] = load_file(tiny / name / "model.safetensors")
+    base = load_file(tiny / "base" / "model.safetensors")
+    name = "model.embed_tokens.weight"
+    assert not torch.equal(outputs["gem"][name], base[name])
+    assert not torch.equal(outputs["gem"][name], outputs["ce"][name])
