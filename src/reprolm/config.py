@@ -278,7 +278,7 @@ def grade_path(judge: str, base: str, recipe: str, promptset: str) -> str:
     return f"results/scores/grade_{judge}/{base}/{recipe}/{promptset}.json"
 
 
-def judged_generations(config: Mapping, online: Mapping) -> dict[str, str]:
+def judged_generations(online: Mapping) -> dict[str, str]:
     """A policy's samples on a prompt set and the judge's grades of them."""
     base, recipe = online["model"].split("/", 1)
     return {"generations": f"results/generations/{base}/{recipe}/{online['promptset']}.parquet",

@@ -91,7 +91,7 @@ def base_model_schemas(wildcards):
 def dataset_inputs(wildcards):
     spec = config["datasets"][wildcards.dataset]
     if "from_generations" in spec:
-        return lookups.judged_generations(config, spec["from_generations"])
+        return lookups.judged_generations(spec["from_generations"])
     return {s: raw_dir(s) for s in spec["sources"]}
 
 
