@@ -47,6 +47,12 @@ class RewardModelJudge:
         if self.model.config.num_labels != 1:
             raise ValueError(f"{model_path}: a reward model has one output, this one has "
                              f"num_labels={self.model.config.num_labels}")
+        # Hub reward models often ship without a pad token; the head finds each row's last
+        # real token through it, so batches need one.
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        if self.model.config.pad_token_id is None:
+            self.model.config.pad_token_id = self.tokenizer.pad_token_id
         self.batch_size, self.max_length = batch_size, max_length
 
     def score(self, conversations: Sequence[Conversation]) -> list[float]:
