@@ -361,6 +361,18 @@ def test_changing_the_flr_categories_reruns_exactly_what_flr_scored(default_run,
     assert not {"raw_source", "lm_eval", "extrapolate", "alpha_search", "train_before_test"} & set(counts)
 
 
+def test_gem_recipe_trains_on_the_sft_chats_through_the_workflow(default_run):
+    target = "results/models/tiny_llama/gem_linear"
+    assert job_counts(dry_run_jobs(default_run, target)) == {"raw_source": 1, "dataset": 1, "finetune": 1}
+    snakemake(default_run, target)
+    record = _read(default_run, f"{target}/provenance.json")
+    assert record["params"]["recipe"]["loss"] == {"kind": "gem", "beta": 0.7, "h": "linear"}
+    assert record["params"]["recipe"]["format"] == "chat_messages"
+    chats = pq.read_table(default_run / "results/datasets/chat_sft/train.parquet").to_pylist()
+    assert len(chats) == DEFAULT["sources"]["ultrafeedback_sft"]["fixture"]["n"]
+    assert all(chat["messages"][-1]["role"] == "assistant" for chat in chats)
+
+
 def test_incompatible_extrapolation_is_refused_without_output(default_run, tmp_path):
     # The ruler recipe adds MLT tokens, so its model no longer matches the base model's shapes.
     config = yaml.safe_load((default_run / "config/config.yaml").read_text())
@@ -427,7 +439,8 @@ def test_bad_config_fails_before_any_job(tmp_path):
     (work / "typo.yaml").write_text(yaml.safe_dump(config))
     result = snakemake(work, "--configfile", "typo.yaml", check=False)
     assert result.returncode != 0
-    assert "ruler.recipes: 'vanila' is not declared; allowed: ['dpo', 'flr_dpo', 'flr_feedback', 'flr_kto', 'reward', 'ruler', 'vanilla']" in result.stdout + result.stderr
+    assert "ruler.recipes: 'vanila' is not declared; allowed: ['ce', 'dpo', 'flr_dpo', 'flr_feedback', 'flr_kto', 'gem_linear', 'gem_logsigmoid', 'reward', "
+            "'ruler', 'vanilla']" in result.stdout + result.stderr
     assert not (work / "results").exists() and not (work / "resources").exists()
 
 

@@ -322,3 +322,17 @@ def build_online_preferences(ctx: BuildContext) -> dict[str, list[dict]]:
     if not pairs:
         raise ValueError(f"online_preferences: no prompt in {ctx.sources['generations']} has samples graded apart")
     return {"train": pairs}
+
+
+@builder("chat_sft")
+def build_chat_sft(ctx: BuildContext) -> dict[str, list[dict]]:
+    """Chats for SFT (``messages``) from an UltraFeedback-binarized source; ``splits`` maps
+    our split names to the source's (default ``{train: train_sft, test: test_sft}``) and
+    ``num`` caps each."""
+    if len(ctx.sources) != 1:
+        raise ValueError(f"chat_sft builds from exactly one source; configured: {sorted(ctx.sources)}")
+    (source,) = ctx.sources
+    splits = ctx.params.get("splits", {"train": "train_sft", "test": "test_sft"})
+    return {split: [{"id": index, "messages": record["messages"]}
+                    for index, record in enumerate(ctx.records(source, upstream)[: ctx.params.get("num")])]
+            for split, upstream in splits.items()}

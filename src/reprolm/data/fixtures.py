@@ -157,12 +157,14 @@ def _scrambled(rng: random.Random, words: int) -> str:
     return " ".join(tokens) + "."
 
 
-def ultrafeedback_binarized(n: int, seed: int, min_words: int = 8, max_words: int = 30) -> dict[str, list[dict]]:
-    """UltraFeedback-binarized preference pairs, splits ``train_prefs`` and ``test_prefs``:
-    the chosen answer is fluent text of the fixture world, the rejected one the same kind of
-    text with its words scrambled, so a tiny reward model or DPO run can learn the difference."""
-    splits = {}
-    for split, offset in (("train_prefs", 0), ("test_prefs", 1)):
+def ultrafeedback_binarized(n: int, seed: int, min_words: int = 8, max_words: int = 30,
+                            splits: list[str] = ("train_prefs", "test_prefs")) -> dict[str, list[dict]]:
+    """UltraFeedback-binarized records, ``n`` per split (upstream also has ``train_sft`` /
+    ``test_sft``, whose ``messages`` SFT trains on): the chosen answer is fluent text of the
+    fixture world, the rejected one the same kind of text with its words scrambled, so a
+    tiny reward model or DPO run can learn the difference."""
+    made = {}
+    for offset, split in enumerate(splits):
         rng = random.Random(f"ultrafeedback/{split}/{seed + offset}")
         records = []
         for index in range(n):
@@ -177,8 +179,8 @@ def ultrafeedback_binarized(n: int, seed: int, min_words: int = 8, max_words: in
                 "messages": [user, {"role": "assistant", "content": chosen}],
                 "score_chosen": float(rng.randint(7, 10)), "score_rejected": float(rng.randint(1, 5)),
             })
-        splits[split] = records
-    return splits
+        made[split] = records
+    return made
 
 
 def alpaca_eval(n: int, seed: int, min_words: int = 8, max_words: int = 40) -> list[dict]:
