@@ -439,8 +439,8 @@ def test_bad_config_fails_before_any_job(tmp_path):
     (work / "typo.yaml").write_text(yaml.safe_dump(config))
     result = snakemake(work, "--configfile", "typo.yaml", check=False)
     assert result.returncode != 0
-    assert "ruler.recipes: 'vanila' is not declared; allowed: ['ce', 'dpo', 'flr_dpo', 'flr_feedback', 'flr_kto', 'gem_linear', 'gem_logsigmoid', 'reward', "
-            "'ruler', 'vanilla']" in result.stdout + result.stderr
+    allowed = "['ce', 'dpo', 'flr_dpo', 'flr_feedback', 'flr_kto', 'gem_linear', 'gem_logsigmoid', 'reward', 'ruler', 'vanilla']"
+    assert f"ruler.recipes: 'vanila' is not declared; allowed: {allowed}" in result.stdout + result.stderr
     assert not (work / "results").exists() and not (work / "resources").exists()
 
 
