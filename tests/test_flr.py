@@ -184,3 +184,15 @@ def test_flr_rating_files_become_rated_conversations(tmp_path):
         assert row["score"] == record["score"]
     with pytest.raises(DataError, match="row 0: field 'conversation': expected user and assistant utterances"):
         validate_records([{"conversation": ["only a question"], "score": 3}], "rated_utterances", "flask.json")
+
+
+def test_misspelt_score_field_names_the_parameter_and_the_fields(tmp_path):
+    from reprolm.data.sources import write_source
+
+    write_source({"schema": "helpsteer", "fixture": {"n": 3, "seed": 1}}, tmp_path / "raw")
+    context = BuildContext({"helpsteer": tmp_path / "raw"}, {"helpsteer": "helpsteer"}, {"score_field": "helpful"})
+    with pytest.raises(ValueError, match="params.score_field 'helpful' is not a field of source 'helpsteer'"):
+        BUILDERS["rated_responses"](context)
+    rows = BUILDERS["rated_responses"](BuildContext({"h": tmp_path / "raw"}, {"h": "helpsteer"}, {}))["test"]
+    raw = pq.read_table(tmp_path / "raw" / "train.parquet").to_pylist()
+    assert [row["score"] for row in rows] == [float(r["helpfulness"]) for r in raw]

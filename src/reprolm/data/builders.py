@@ -242,6 +242,9 @@ def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
     records = ctx.records(source, ctx.params.get("split"))[: ctx.params.get("num")]
     if schema == "helpsteer":
         field = ctx.params.get("score_field", "helpfulness")
+        if records and field not in records[0]:
+            raise ValueError(f"rated_responses: params.score_field {field!r} is not a field of source {source!r}; "
+                             f"fields: {sorted(records[0])}")
         rows = [{"conversation": _exchange(r["prompt"], r["response"]), "score": float(r[field])} for r in records]
     elif schema in ("feedback_bench", "feedback_collection"):
         rows = [{"conversation": _exchange(r["orig_instruction"], r["orig_response"]), "score": float(r["orig_score"])}

@@ -121,3 +121,15 @@ def reference_answers(rows: Sequence[Mapping], answers_file: str, reference_rows
     if missing:
         raise KeyError(f"{reference_file}: no reference answer for prompt ids {missing[:5]}")
     return [by_id[row["id"]] for row in rows]
+
+
+def judge_win_rate(judge, answers_file: str, reference_file: str | None = None) -> dict:
+    """Win rates of the answers in a generations file against the benchmark's reference
+    answers, or against a reference model's generations of the same prompts."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(answers_file).to_pylist()
+    reference_rows = pq.read_table(reference_file).to_pylist() if reference_file else None
+    references = reference_answers(rows, answers_file, reference_rows, reference_file)
+    answers = [row["text"] for row in rows]
+    return win_rates(judge.prefer([row["instruction"] for row in rows], answers, references), answers, references)
