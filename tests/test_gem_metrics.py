@@ -1,12 +1,15 @@
 """GEM's evaluation scores on hand-checked examples: diversity (and where the original
-code's quirks change it), GSM8K answers, majority voting and pass@k, best-of-n."""
+code's quirks change it), GSM8K answers, majority voting and pass@k, best-of-n; and GEM's
+data: SFT chats and prompts from GSM8K problems."""
 
 from __future__ import annotations
 
+import pyarrow.parquet as pq
 import pytest
 from sacrebleu.metrics import BLEU
 
 from reprolm.score.diversity import distinct_n, embedding_diversity, offline_encoder, self_bleu_diversity
+from reprolm.score.metrics import compute
 from reprolm.score.sampling import (
     best_and_mean_of_n,
     extract_answer,
@@ -55,6 +58,11 @@ def test_gsm8k_answers_follow_the_last_the_answer_is():
     assert extract_answer("The answer is 5. Wait, no. The answer is $1,250.00.") == "1250"
     assert extract_answer("The answer is -2.5") == "-2.5"
     assert extract_answer("no final answer here") is None
+    # The first number after the marker, wherever it is; fractions are evaluated.
+    assert extract_answer("So the answer is that Ann has 12 keys, not 13.") == "12"
+    assert extract_answer("THE ANSWER IS 3/4") == "0.75"
+    assert extract_answer("The answer is: 6/3.") == "2"
+    assert extract_answer("The answer is 5/0") is None
 
 
 def test_majority_and_pass_at_k_by_hand():
@@ -78,3 +86,104 @@ def test_best_and_mean_of_n_and_grouping_by_prompt():
     scores = best_and_mean_of_n(rewards, [1, 2])
     assert scores[1] == {"best": 2.0, "mean": 2.0}
     assert scores[2] == {"best": 2.5, "mean": 1.5}
+
+
+def _generations(answers: dict[int, list[str]], reference: dict[int, str]) -> list[dict]:
+    return [{"id": prompt, "sample": index, "instruction": f"question {prompt}", "answer": reference[prompt],
+             "text": f"Some working. The answer is: {answer}"}
+            for prompt, texts in answers.items() for index, answer in enumerate(texts)]
+
+
+def test_answer_metrics_score_generation_rows_against_their_gsm8k_answer():
+    rows = _generations({0: ["4", "3", "3", "3"], 1: ["7", "7", "1,000", "7"]}, {0: "3", 1: "1000"})
+    greedy = compute("answer_accuracy", rows, {})
+    assert greedy["accuracy"] == 0.0 and greedy["correct"] == [False, False]
+    voting = compute("answer_voting", rows, {})
+    # default k: powers of two up to the 4 samples
+    assert voting["ks"] == [1, 2, 4] and voting["samples_per_prompt"] == 4
+    # @2: prompt 0 votes 4/3 tie -> 4 (earliest), prompt 1 -> 7; pass@2: prompt 0 has 3
+    assert voting["maj"] == [0.0, 0.0, 50.0] and voting["pass"] == [0.0, 50.0, 100.0]
+    assert compute("answer_voting", rows, {"ks": [4]})["maj"] == [50.0]
+    with pytest.raises(KeyError, match="row 0 .*no reference 'answer'"):
+        compute("answer_accuracy", [{**rows[0], "answer": None}], {})
+
+
+def test_diversity_metric_averages_each_prompts_scores_and_honours_compat():
+    rows = [{"id": 0, "sample": i, "instruction": "write a poem", "text": text} for i, text in enumerate(SAMPLES)]
+    rows += [{"id": 1, "sample": i, "instruction": "write a story", "text": text}
+             for i, text in enumerate(["one two three", "one two three"])]
+    paper = compute("diversity", rows, {})
+    assert paper["prompts"] == 2 and paper["samples_per_prompt"] == 2
+    assert paper["distinct_1"] == pytest.approx((100 * 6 / 9 + 100 * 3 / 6) / 2)
+    assert paper["distinct"] == pytest.approx((paper["distinct_1"] + paper["distinct_2"] + paper["distinct_3"]) / 3)
+    assert paper["self_bleu"] == pytest.approx((self_bleu_diversity(SAMPLES) + 0.0) / 2)
+    original = compute("diversity", rows, {"compat": "original"})
+    assert original["distinct_1"] < paper["distinct_1"] and original["compat"] == "original"
+
+
+# ---- GEM's data: SFT chats, GSM8K prompts, writing prompts ----
+
+def test_gsm8k_problems_become_sft_chats_and_prompts_with_their_final_answer(tmp_path):
+    from reprolm.data.builders import BUILDERS, BuildContext
+    from reprolm.data.sources import write_source
+
+    write_source({"schema": "gsm8k", "fixture": {"n": 4, "seed": 1}}, tmp_path / "gsm8k")
+    write_source({"schema": "ultrafeedback_binarized", "fixture": {"n": 3, "seed": 2, "splits": ["train_sft", "test_sft"]}},
+                 tmp_path / "uf")
+    raw = pq.read_table(tmp_path / "gsm8k" / "train.parquet").to_pylist()
+    sources, schemas = {"uf": tmp_path / "uf", "g": tmp_path / "gsm8k"}, {"uf": "ultrafeedback_binarized", "g": "gsm8k"}
+    chats = BUILDERS["chat_sft"](BuildContext(sources, schemas, {"question_template": "Q: {instruction}\n"}))
+    assert [len(chats[split]) for split in ("train", "test")] == [3 + 4, 3 + 4]
+    assert [row["id"] for row in chats["train"]] == list(range(7))
+    for chat, record in zip(chats["train"][3:], raw, strict=True):
+        user, answer = chat["messages"]
+        assert user == {"role": "user", "content": f"Q: {record['question']}\n"}
+        working, final = record["answer"].split("\n#### ")
+        assert answer["content"].endswith(f"\nThe answer is: {final}") and "<<" not in answer["content"]
+        assert extract_answer(answer["content"]) == final
+    prompts = BUILDERS["instructions"](BuildContext({"g": tmp_path / "gsm8k"}, {"g": "gsm8k"}, {"split": "test"}))
+    test_raw = pq.read_table(tmp_path / "gsm8k" / "test.parquet").to_pylist()
+    assert [(p["instruction"], p["answer"]) for p in prompts["test"]] == [
+        (r["question"], r["answer"].rsplit("#### ", 1)[1]) for r in test_raw]
+    with pytest.raises(ValueError, match="chat_sft reads .* 'uf' is 'alpaca_eval'"):
+        BUILDERS["chat_sft"](BuildContext({"uf": tmp_path / "uf"}, {"uf": "alpaca_eval"}, {}))
+
+
+def test_prompt_template_wraps_the_instruction_and_needs_its_slot():
+    from reprolm.generate.run import _templated
+
+    rows = [{"id": 0, "instruction": "What is 2 + 2?"}]
+    assert _templated(rows, "Question: {instruction}\nThink.") == [{"id": 0, "instruction": "Question: What is 2 + 2?\nThink."}]
+    assert _templated(rows, None) is rows
+    with pytest.raises(ValueError, match="no {instruction} slot"):
+        _templated(rows, "Question: {question}")
+
+
+# ---- the study's configuration ----
+
+def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings():
+    from pathlib import Path
+
+    import yaml
+
+    from reprolm.config import ConfigError, check_references, study_models, study_scores
+
+    repo = Path(__file__).resolve().parents[1]
+    paper = yaml.safe_load((repo / "config/paper.yaml").read_text())
+    check_references(paper)
+    models = study_models(paper, "gem")
+    assert models == [("llama3_8b", r) for r in ("ce", "gem_linear", "gem_logsigmoid")] + [
+        ("qwen25_math_7b", r) for r in ("ce_numina", "gem_linear_numina", "gem_logsigmoid_numina")]
+    scores = study_scores(paper, "gem")
+    # The math models get GSM8K greedy (and IFEval); sampling, diversity and best-of-n are the chat models'.
+    assert "results/scores/answer_accuracy/qwen25_math_7b/ce_numina/gsm8k_greedy.json" in scores
+    assert not [s for s in scores if "qwen25_math_7b" in s and ("answer_voting" in s or "grade_" in s or "diversity" in s)]
+    assert sum("grade_fsfairx_rm/llama3_8b" in s for s in scores) == 3
+    default = yaml.safe_load((repo / "config/config.yaml").read_text())
+    default["gem"]["best_of_n"]["ns"] = [1, 16]
+    with pytest.raises(ConfigError, match="best-of-16, but promptset 'gem_chat' samples n=8"):
+        check_references(default)
+    default["gem"]["best_of_n"]["ns"] = [1, 8]
+    default["gem"]["labels"]["sft"] = "SFT"
+    with pytest.raises(ConfigError, match="gem.labels: 'sft' is not declared"):
+        check_references(default)

@@ -103,7 +103,7 @@ def test_fixture_docs_are_deterministic_and_pass_their_schema_check(schema):
 def test_fixture_docs_use_the_splits_lm_eval_reads():
     for schema, task in [("arc", "arc_challenge"), ("hellaswag", "hellaswag"), ("truthfulqa_mc", "truthfulqa_mc2"),
                          ("mmlu", "mmlu_miscellaneous"), ("winogrande", "winogrande"), ("gsm8k", "gsm8k"),
-                         ("glue_cola", "cola"), ("boolq", "boolq")]:
+                         ("glue_cola", "cola"), ("boolq", "boolq"), ("ifeval", "ifeval")]:
         config = task_config(TaskSpec(schema, task, 0, "acc,none"))
         read = {config[key] for key in ("training_split", "validation_split", "test_split", "fewshot_split")
                 if config.get(key)}
@@ -150,6 +150,7 @@ def test_misspelt_fixture_option_is_an_error_naming_the_source_and_option(tmp_pa
     ("gsm8k", "answer", "The answer is 4.", "answer"),
     ("glue_cola", "label", True, "label"),
     ("boolq", "passage", "", "passage"),
+    ("ifeval", "kwargs", [], "kwargs"),
 ])
 def test_schema_checks_name_the_bad_field(schema, field, value, problem_field):
     split, records = next(iter(make_task_docs(schema, n=1, seed=0).items()))
@@ -178,6 +179,33 @@ def test_loaded_model_and_checkpoint_path_give_the_same_scores(tiny_model, fixtu
     from_path = evaluate_tasks(str(path), None, paper_specs(fixture_dirs), batch_size=8, bootstrap_iters=100)
     for name in loaded_model_results["tasks"]:
         assert from_path["tasks"][name]["metrics"] == pytest.approx(loaded_model_results["tasks"][name]["metrics"]), name
+
+
+def test_ifeval_runs_offline_and_leaves_out_only_what_needs_missing_nltk_data(tiny_model, fixture_dirs,
+                                                                             monkeypatch):
+    """IFEval's sentence count needs NLTK's punkt_tab, which cannot be downloaded here: the
+    prompts carrying it are left out, counted and explained, the rest scored by lm-eval."""
+    import nltk
+
+    _, model, tokenizer = tiny_model
+    docs = pq.read_table(fixture_dirs / "ifeval" / "train.parquet").to_pylist()
+    needing = sum("length_constraints:number_sentences" in doc["instruction_id_list"] for doc in docs)
+    assert 0 < needing < len(docs)
+    spec = TaskSpec("ifeval", "ifeval", 0, "prompt_level_strict_acc,none", fixture_dirs / "ifeval",
+                    gen_kwargs={"max_gen_toks": 16})
+
+    def punkt_missing(resource, *args, **kwargs):
+        raise LookupError(resource)
+
+    monkeypatch.setattr(nltk.data, "find", punkt_missing)
+    summary = evaluate_tasks(model, tokenizer, [spec], bootstrap_iters=0)["tasks"]["ifeval"]
+    assert summary["n_docs"] == len(docs) - needing
+    assert summary["unscored"]["docs"] == needing
+    assert "punkt_tab" in summary["unscored"]["instructions"]["length_constraints:number_sentences"]
+    for metric in ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc"):
+        assert 0.0 <= summary["metrics"][f"{metric},none"] <= 1.0
+    # Loose matching forgives more than strict, never less.
+    assert summary["metrics"]["prompt_level_loose_acc,none"] >= summary["metrics"]["prompt_level_strict_acc,none"]
 
 
 def test_call_limit_applies_where_a_spec_sets_none(tiny_model, fixture_dirs):

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from reprolm.score.length import TargetSet
 
 PRETRAINED = "pretrained"  # the recipe name of a base model used as it is
-STUDIES = ("ruler", "harmony", "expo", "flr")
+STUDIES = ("ruler", "harmony", "expo", "flr", "gem")
 
 
 class ConfigError(ValueError):
@@ -110,6 +110,8 @@ def check_references(config: Mapping) -> None:
         _check_expo_study(config)
     if "flr" in config["studies"]:
         _check_flr_study(config)
+    if "gem" in config["studies"]:
+        _check_gem_study(config)
     if "ruler" in config["studies"]:
         if "length_targets" not in config:
             raise ConfigError("the ruler study needs length_targets ('paper' or a list)")
@@ -159,6 +161,42 @@ def _check_flr_study(config: Mapping) -> None:
         _require(alignment["promptset"], config.get("promptsets", {}), "flr.alignment.promptset")
         for judge in [alignment["judge"]] + alignment.get("graders", []):
             _require(judge, config.get("judges", {}), "flr.alignment")
+
+
+def _check_gem_study(config: Mapping) -> None:
+    spec = config["gem"]
+    for base, recipes in spec.get("recipes_by_base", {}).items():
+        _require(base, spec["bases"], "gem.recipes_by_base")
+        for recipe in recipes:
+            _require(recipe, config.get("recipes", {}), f"gem.recipes_by_base.{base}")
+    for recipe in spec.get("labels", {}):
+        _require(recipe, sorted({r for _, r in study_models(config, "gem")}), "gem.labels")
+    best_of_n = spec.get("best_of_n")
+    if best_of_n:
+        _require(best_of_n["promptset"], config.get("promptsets", {}), "gem.best_of_n.promptset")
+        _require(best_of_n["judge"], config.get("judges", {}), "gem.best_of_n.judge")
+        samples = config["promptsets"][best_of_n["promptset"]]["sampling"].get("n", 1)
+        if max(best_of_n["ns"]) > samples:
+            raise ConfigError(f"gem.best_of_n.ns asks for best-of-{max(best_of_n['ns'])}, but promptset "
+                              f"{best_of_n['promptset']!r} samples n={samples} answers per prompt")
+    if spec.get("judge_validation"):
+        _require(spec["judge_validation"], config.get("datasets", {}), "gem.judge_validation")
+        if not best_of_n:
+            raise ConfigError("gem.judge_validation validates gem.best_of_n's judge, but gem.best_of_n is not set")
+
+
+def gem_scores(config: Mapping) -> list[str]:
+    """Besides the evaluations and lm-eval suite: the reward model's grades of every sample
+    for best-of-n, and its accuracy on held-out preference pairs."""
+    spec = config["gem"]
+    best_of_n = spec.get("best_of_n")
+    if not best_of_n:
+        return []
+    paths = [grade_path(best_of_n["judge"], base, recipe, best_of_n["promptset"])
+             for base, recipe in study_models(config, "gem") if recipe in best_of_n.get("recipes", [recipe])]
+    if spec.get("judge_validation"):
+        paths.append(f"results/scores/pair_accuracy/{best_of_n['judge']}/{spec['judge_validation']}/test.json")
+    return paths
 
 
 def flr_scores(config: Mapping) -> list[str]:
@@ -332,6 +370,8 @@ def study_models(config: Mapping, study: str) -> list[tuple[str, str]]:
     if study == "flr":
         alignment = spec.get("alignment") or {"bases": [], "start": None, "recipes": []}
         return [(b, r) for b in alignment["bases"] for r in [alignment["start"]] + alignment["recipes"]]
+    if study == "gem":
+        return [(b, r) for b in spec["bases"] for r in spec.get("recipes_by_base", {}).get(b, spec["recipes"])]
     recipes = spec.get("recipes") or [PRETRAINED]
     return [(b, r) for b in spec["bases"] for r in recipes] + [
         (b, PRETRAINED) for b in spec.get("baselines", [])
@@ -361,6 +401,8 @@ def study_scores(config: Mapping, study: str) -> list[str]:
             paths.append(f"results/scores/lm_eval/{base}/{recipe}/{spec['lm_eval_suite']}.json")
         for task in spec.get("tasks", []):
             paths.append(f"results/scores/train_before_test/{base}/{recipe}/{task['name']}.json")
+    if study == "gem":
+        paths += gem_scores(config)
     return paths
 
 
@@ -416,4 +458,6 @@ def study_settings(config: Mapping, study: str) -> dict:
                            for name in {spec["judge"], spec.get("benchmark_judge", spec["judge"])}}}
     if study == "flr":
         return {"judges": {name: config["judges"][name] for name in config["flr"]["judges"]}}
+    if study == "gem":
+        return {"models": study_models(config, "gem")}
     return {}

@@ -9,6 +9,9 @@ rule score:
         "../envs/core.yaml"
     params:
         length_targets=lookups.canonical(config.get("length_targets")),
+        settings=lambda wildcards: lookups.canonical(
+            config.get("metrics", {}).get(wildcards.metric, {})
+        ),
     script:
         "../scripts/score.py"
 

@@ -5,5 +5,5 @@ from reprolm.score.metrics import compute, write_json
 
 with tracked_step(snakemake) as log:
     rows = pq.read_table(snakemake.input[0]).to_pylist()
-    result = compute(snakemake.wildcards.metric, rows, {"length_targets": snakemake.params.length_targets})
+    result = compute(snakemake.wildcards.metric, rows, {"length_targets": snakemake.params.length_targets, **snakemake.params.settings})
     write_json(result, snakemake.output[0])

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-
 from reprolm.aggregate.expo import write_expo_tables
 from reprolm.aggregate.flr_tables import write_flr_tables
+from reprolm.aggregate.gem_tables import write_gem_tables
 from reprolm.aggregate.harmony_tables import write_harmony_tables
 from reprolm.aggregate.length_tables import write_ruler_tables
 from reprolm.aggregate.tables import load_scores
 from reprolm.provenance import atomic_path
 
 STUDY_TABLES = {"ruler": write_ruler_tables, "harmony": write_harmony_tables, "expo": write_expo_tables,
-                "flr": write_flr_tables}
+                "flr": write_flr_tables, "gem": write_gem_tables}
 
 
 def write_study_tables(study: str, score_paths, study_config, config, tables: str, plots: str) -> None:

@@ -8,6 +8,7 @@ every split it makes; the workflow writes the split a rule asks for.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,11 +201,16 @@ def _instruction_row(record: dict, schema: str) -> dict:
                 "reference": record["output"]}
     if schema == "ultrafeedback_binarized":
         return {"instruction": record["prompt"], "turns": [record["prompt"]]}
+    if schema == "gsm8k":
+        return {"instruction": record["question"], "turns": [record["question"]],
+                "answer": gsm8k_final_answer(record["answer"])}
+    if schema == "writing_prompts":
+        return {"instruction": record["instruction"], "turns": [record["instruction"]]}
     if schema == "arena_question":
         turns = [turn["content"] for turn in record["turns"]]
         return {"instruction": turns[0], "turns": turns}
     raise ValueError(f"the instructions builder cannot read schema {schema!r}; it reads "
-                     "mt_bench_prompts, alpaca_eval, ultrafeedback_binarized and arena_question")
+                     "mt_bench_prompts, alpaca_eval, ultrafeedback_binarized, arena_question, gsm8k and writing_prompts")
 
 
 @builder("instructions")
@@ -329,13 +335,38 @@ def build_online_preferences(ctx: BuildContext) -> dict[str, list[dict]]:
 
 @builder("chat_sft")
 def build_chat_sft(ctx: BuildContext) -> dict[str, list[dict]]:
-    """Chats for SFT (``messages``) from an UltraFeedback-binarized source; ``splits`` maps
-    our split names to the source's (default ``{train: train_sft, test: test_sft}``) and
-    ``num`` caps each."""
-    if len(ctx.sources) != 1:
-        raise ValueError(f"chat_sft builds from exactly one source; configured: {sorted(ctx.sources)}")
-    (source,) = ctx.sources
+    """Chats for SFT (``messages``) from UltraFeedback-binarized sources (``splits`` maps our
+    split names to theirs, default ``{train: train_sft, test: test_sft}``), NuminaMath-CoT
+    sources (train / test) and GSM8K-schema sources (train / test), whose worked solutions
+    become answers ending "The answer is: N" (calculator annotations dropped) to questions
+    set into ``question_template`` at ``{instruction}``; ``num`` caps each source's split."""
     splits = ctx.params.get("splits", {"train": "train_sft", "test": "test_sft"})
-    return {split: [{"id": index, "messages": record["messages"]}
-                    for index, record in enumerate(ctx.records(source, upstream)[: ctx.params.get("num")])]
-            for split, upstream in splits.items()}
+    template = ctx.params.get("question_template", "{instruction}")
+    built: dict[str, list[dict]] = {split: [] for split in splits}
+    for source in ctx.sources:
+        schema = ctx.schemas[source]
+        if schema not in ("ultrafeedback_binarized", "numina_cot", "gsm8k"):
+            raise ValueError(f"chat_sft reads ultrafeedback_binarized, numina_cot and gsm8k sources; "
+                             f"{source!r} is {schema!r}")
+        for split, upstream in splits.items():
+            records = ctx.records(source, upstream if schema == "ultrafeedback_binarized" else split)
+            records = records[: ctx.params.get("num")]
+            if schema == "gsm8k":
+                built[split] += [{"messages": _exchange(template.replace("{instruction}", record["question"]),
+                                                        _stated_answer(record["answer"]))} for record in records]
+            else:
+                built[split] += [{"messages": record["messages"]} for record in records]
+    return {split: [{"id": index, **row} for index, row in enumerate(rows)] for split, rows in built.items()}
+
+
+CALCULATOR_ANNOTATION = re.compile(r"<<[^>]*>>")
+
+
+def gsm8k_final_answer(solution: str) -> str:
+    """The number after GSM8K's ``####``."""
+    return solution.rsplit("####", 1)[1].strip()
+
+
+def _stated_answer(solution: str) -> str:
+    working = CALCULATOR_ANNOTATION.sub("", solution.rsplit("####", 1)[0]).strip()
+    return f"{working}\nThe answer is: {gsm8k_final_answer(solution)}"

@@ -293,6 +293,20 @@ def wildbench_outputs(n: int, seed: int, min_words: int = 10, max_words: int = 3
     ]
 
 
+def writing_prompts(n: int, seed: int, kind: str = "poem", max_words: int = 200) -> list[dict]:
+    """GEM's creative-writing prompts (data/poem_generation, data/story_generation): a titled
+    poem or story of at most ``max_words`` words, the title made of fixture-world words."""
+    if kind not in ("poem", "story"):
+        raise ValueError(f"writing_prompts kind {kind!r}: choose 'poem' or 'story'")
+    rng = random.Random(f"writing_prompts/{kind}/{seed}")
+    return [{"instruction": f"Write a {kind} titled '{capitalise_title(rng.choice(OBJECTS))} {rng.choice(TAILS)}' "
+                            f"with no more than {max_words} words."} for _ in range(n)]
+
+
+def capitalise_title(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 FIXTURES: dict[str, Callable[..., list[dict]]] = {
     "text": world_corpus,
     "openhermes_conversations": openhermes,
@@ -307,6 +321,7 @@ FIXTURES: dict[str, Callable[..., list[dict]]] = {
     "feedback_collection": feedback_records,
     "wildbench_outputs": wildbench_outputs,
     "rated_utterances": rated_utterances,
+    "writing_prompts": writing_prompts,
 }
 
 

@@ -165,6 +165,10 @@ SCHEMAS: dict[str, Callable[[dict], tuple[str, str] | None]] = {
     # FLR's released rating benchmarks (FLASK, MT-Bench single score): {"conversation": the
     # utterances, user first, the last being the rated answer; "score": the ground truth}
     "rated_utterances": _check_rated_utterances,
+    # AI-MO/NuminaMath-CoT: {"source", "problem", "solution", "messages": [{"role", "content"}, ...]}
+    "numina_cot": lambda r: _fields("problem", "solution")(r) or _check_turns(r, "messages", ("role", "content")),
+    # GEM's creative-writing prompts (liziniu/GEM data/poem_generation, data/story_generation): {"instruction"}
+    "writing_prompts": _fields("instruction"),
 }
 
 

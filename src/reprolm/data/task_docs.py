@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reprolm.data.fixtures import OBJECTS, SUBJECTS, TAILS
+from reprolm.data.fixtures import OBJECTS, SUBJECTS, TAILS, question
 
 # (third person, base form, gerund): spelled out because English inflection is irregular.
 VERB_FORMS = [
@@ -234,6 +234,46 @@ def gsm8k(n: int, seed: int) -> dict[str, list[dict]]:
     return docs
 
 
+# IFEval instructions the fixture uses: (instruction id, its wording, its kwargs). The
+# sentence count needs NLTK's punkt_tab data, which cannot be downloaded offline; the
+# fixture keeps it so that a run without it shows what it could not score.
+IFEVAL_INSTRUCTIONS = [
+    ("punctuation:no_comma", "Do not use any commas in your response.", {}),
+    ("change_case:english_lowercase",
+     "Your entire response should be in English, and in all lowercase letters.", {}),
+    ("keywords:existence", "Include the keywords {keywords} in the response.", {"keywords": 2}),
+    ("length_constraints:number_words", "Answer with less than {num_words} words.",
+     {"relation": "less than", "num_words": 40}),
+    ("startend:end_checker", "Finish your response with this exact phrase: {end_phrase}",
+     {"end_phrase": "Is there anything else I can help with?"}),
+    ("length_constraints:number_sentences", "Your response should contain less than {num_sentences} sentences.",
+     {"relation": "less than", "num_sentences": 4}),
+]
+
+
+def ifeval(n: int, seed: int) -> dict[str, list[dict]]:
+    """google/IFEval (its only split is ``train``): key, prompt, instruction_id_list and one
+    kwargs mapping per instruction; each prompt is a fixture question with one or two of
+    :data:`IFEVAL_INSTRUCTIONS`, taken in turn so every instruction is used."""
+    rng = random.Random(f"ifeval/{seed}")
+    records = []
+    for index in range(n):
+        chosen = [IFEVAL_INSTRUCTIONS[index % len(IFEVAL_INSTRUCTIONS)]]
+        if index % 2:
+            chosen.append(IFEVAL_INSTRUCTIONS[(index + 2) % len(IFEVAL_INSTRUCTIONS)])
+        wordings, kwargs = [], []
+        for _, wording, options in chosen:
+            filled = dict(options)
+            if "keywords" in filled:
+                filled["keywords"] = [obj.split()[-1] for obj in rng.sample(OBJECTS, filled["keywords"])]
+            shown = {key: ", ".join(value) if isinstance(value, list) else value for key, value in filled.items()}
+            wordings.append(wording.format(**shown))
+            kwargs.append(filled)
+        records.append({"key": 1000 + index, "prompt": " ".join([question(rng)] + wordings),
+                        "instruction_id_list": [instruction for instruction, _, _ in chosen], "kwargs": kwargs})
+    return {"train": records}
+
+
 def _unacceptable(habit: Habit) -> str:
     """The fact with a subject-verb agreement error, the commonest kind of CoLA violation."""
     return f"{capitalise(habit.subject)} {habit.verb_base} {habit.obj} {habit.place}."
@@ -315,6 +355,7 @@ TASK_DOC_FIXTURES: dict[str, Callable[..., dict[str, list[dict]]]] = {
     "gsm8k": gsm8k,
     "glue_cola": glue_cola,
     "boolq": boolq,
+    "ifeval": ifeval,
 }
 
 # Which schema each lm-eval task reads; tasks of the mmlu family are matched by prefix.
@@ -322,6 +363,7 @@ TASK_SCHEMAS: dict[str, str] = {
     "arc_easy": "arc", "arc_challenge": "arc", "hellaswag": "hellaswag",
     "truthfulqa_mc1": "truthfulqa_mc", "truthfulqa_mc2": "truthfulqa_mc",
     "winogrande": "winogrande", "gsm8k": "gsm8k", "cola": "glue_cola", "boolq": "boolq",
+    "ifeval": "ifeval",
 }
 
 
@@ -489,6 +531,19 @@ def check_boolq(record: dict) -> Problem:
             or _problem_int(record, "label", range(2)) or _problem_int(record, "idx", range(2**63)))
 
 
+def check_ifeval(record: dict) -> Problem:
+    if not isinstance(record.get("key"), int):
+        return "key", f"expected an integer, got {type(record.get('key')).__name__}"
+    problem = _problem_str(record, "prompt") or _problem_str_list(
+        record.get("instruction_id_list"), "instruction_id_list", min_len=1)
+    if problem:
+        return problem
+    kwargs = record.get("kwargs")
+    if not isinstance(kwargs, list) or len(kwargs) != len(record["instruction_id_list"]):
+        return "kwargs", "expected one mapping per instruction in instruction_id_list"
+    return None
+
+
 TASK_DOC_CHECKS: dict[str, Callable[[dict], Problem]] = {
     "arc": check_arc,
     "hellaswag": check_hellaswag,
@@ -498,4 +553,5 @@ TASK_DOC_CHECKS: dict[str, Callable[[dict], Problem]] = {
     "gsm8k": check_gsm8k,
     "glue_cola": check_glue_cola,
     "boolq": check_boolq,
+    "ifeval": check_ifeval,
 }

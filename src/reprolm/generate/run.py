@@ -13,6 +13,7 @@ from reprolm.provenance import atomic_path
 from reprolm.score.length import TargetSet
 
 log = logging.getLogger(__name__)
+INSTRUCTION_SLOT = "{instruction}"
 
 
 def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, length_prompt: str,
@@ -31,7 +32,8 @@ def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, l
 
 
 def _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampling) -> list[dict]:
-    batch = build_prompts(promptset["prompt"], rows, engine.tokenizer, length_prompt, targets)
+    batch = build_prompts(promptset["prompt"], _templated(rows, promptset.get("template")), engine.tokenizer,
+                          length_prompt, targets)
     request = GenerationRequest(batch.prompts, sampling, stop=batch.stop,
                                 skip_special_tokens=batch.skip_special_tokens)
     log.info("generating %s", request.describe())
@@ -41,6 +43,16 @@ def _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampl
         for row, prompt, texts in zip(rows, batch.prompts, samples, strict=True)
         for index, text in enumerate(texts)
     ]
+
+
+def _templated(rows: list[dict], template: str | None) -> list[dict]:
+    """Rows whose ``instruction`` is set into the prompt set's ``template`` at
+    ``{instruction}`` (e.g. GSM8K's step-by-step request); the rows themselves are kept."""
+    if template is None:
+        return rows
+    if INSTRUCTION_SLOT not in template:
+        raise ValueError(f"prompt template has no {INSTRUCTION_SLOT} slot: {template!r}")
+    return [{**row, "instruction": template.replace(INSTRUCTION_SLOT, row["instruction"])} for row in rows]
 
 
 def generate_conversations(engine, rows: list[dict], sampling: SamplingParams, source: str) -> list[dict]:

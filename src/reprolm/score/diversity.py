@@ -62,3 +62,11 @@ def offline_encoder():
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(get_model_path()), device="cpu")
+
+
+def sentence_encoder(name: str):
+    """A sentence-transformers model by hub name or path (the original evaluation's is
+    ``sentence-transformers/bert-large-nli-stsb-mean-tokens``)."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(name)

@@ -38,6 +38,7 @@ def grade_generations(judge, rows: Sequence[Mapping]) -> dict:
         "unparsed": sum(math.isnan(g) for row in grades for g in row),
         "grades": grades,
         "ids": [row["id"] for row in rows],
+        "samples": [row.get("sample", 0) for row in rows],
     }
 
 

@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -175,7 +175,46 @@ def task_config(spec: TaskSpec) -> dict[str, Any]:
     if spec.data_dir is not None:
         config.update(_local_data_override(spec, config))
         _validate_local_docs(spec.task, config["dataset_kwargs"]["data_files"])
+    unscorable = unscorable_instructions(spec.task)
+    if unscorable:
+        config["process_docs"] = partial(_without_instructions, frozenset(unscorable))
     return config
+
+
+# Checks of lm-eval tasks that need NLTK data, which lm-eval downloads on first use: offline
+# they cannot run. IFEval counts sentences with punkt_tab.
+NLTK_DATA_NEEDED = {"ifeval": {"length_constraints:number_sentences": "tokenizers/punkt_tab"}}
+
+
+def unscorable_instructions(task: str) -> dict[str, str]:
+    """The instructions of ``task`` whose check cannot run on this machine, with why.
+    Documents carrying one are left out of the evaluation (and counted in its summary)
+    rather than failing the run or being scored as failures."""
+    import nltk
+
+    missing = {}
+    for instruction, resource in NLTK_DATA_NEEDED.get(task, {}).items():
+        try:
+            nltk.data.find(resource)
+        except LookupError:
+            missing[instruction] = (f"NLTK's {resource} data is not installed and cannot be downloaded offline "
+                                    f"(install it with `python -m nltk.downloader {resource.split('/')[-1]}`)")
+    return missing
+
+
+def _without_instructions(instructions: frozenset[str], dataset):
+    return dataset.filter(lambda doc: not instructions.intersection(doc["instruction_id_list"]))
+
+
+def _unscored_docs(spec: TaskSpec, config: dict[str, Any], instructions: dict[str, str]) -> dict[str, Any]:
+    """What a summary says of left-out instructions: which, why, and (for local data, which
+    can be read here) how many evaluated documents carried one."""
+    unscored: dict[str, Any] = {"instructions": instructions}
+    if spec.data_dir is not None:
+        path = config["dataset_kwargs"]["data_files"][eval_split(config)]
+        ids = pq.read_table(path, columns=["instruction_id_list"]).column(0).to_pylist()
+        unscored["docs"] = sum(bool(set(instructions).intersection(row)) for row in ids)
+    return unscored
 
 
 def build_task(spec: TaskSpec) -> ConfigurableTask:
@@ -253,6 +292,7 @@ def _summarise(spec: TaskSpec, config: dict[str, Any], output: dict) -> dict[str
         "num_fewshot": output["n-shot"][spec.task],
         "task_version": output["versions"][spec.task],
         "data": str(spec.data_dir) if spec.data_dir is not None else f"{config['dataset_path']}:{config.get('dataset_name')}",
+        "unscored": _unscored_docs(spec, config, unscorable) if (unscorable := unscorable_instructions(spec.task)) else None,
     }
 
 

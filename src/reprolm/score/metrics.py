@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import numpy as np
+
 from reprolm.score import length
+from reprolm.score.diversity import (
+    distinct_n,
+    embedding_diversity,
+    offline_encoder,
+    self_bleu_diversity,
+    sentence_encoder,
+)
+from reprolm.score.sampling import extract_answer, majority_and_pass_at_k, normalise_number, samples_by_prompt
 
 MetricFunction = Callable[[list[Mapping], Mapping], dict]
 METRICS: dict[str, MetricFunction] = {}
@@ -49,6 +59,65 @@ def length_multi_mlt(rows, context) -> dict:
 @metric("length_self_mlt")
 def length_self_mlt(rows, context) -> dict:
     return length.self_generated_scores([r["text"] for r in rows], _targets(context))
+
+
+def _references(rows) -> dict:
+    """Each prompt's reference answer (the ``answer`` of a GSM8K-schema prompt set)."""
+    references = {}
+    for index, row in enumerate(rows):
+        if row.get("answer") is None:
+            raise KeyError(f"generation row {index} (prompt id {row.get('id')!r}) has no reference 'answer'; "
+                           "answer metrics need a prompt set built from a GSM8K-schema source")
+        references[row["id"]] = normalise_number(str(row["answer"]))
+    return references
+
+
+@metric("answer_accuracy")
+def answer_accuracy(rows, context) -> dict:
+    """Accuracy (x 100) of each prompt's first sample's answer: greedy decoding's accuracy."""
+    references = _references(rows)
+    first = {row["id"]: extract_answer(row["text"]) for row in rows if row["sample"] == 0}
+    ids = sorted(first)
+    correct = [first[i] == references[i] for i in ids]
+    return {"accuracy": 100.0 * sum(correct) / len(correct), "unparsed": sum(first[i] is None for i in ids),
+            "correct": correct, "ids": ids}
+
+
+@metric("answer_voting")
+def answer_voting(rows, context) -> dict:
+    """Majority voting @k and pass@k (x 100) over each prompt's samples, for every k of the
+    metric's ``ks`` setting (default: powers of two up to the samples per prompt)."""
+    references = _references(rows)
+    answers = samples_by_prompt(rows, lambda row: extract_answer(row["text"]))
+    ids = sorted(answers)
+    samples = min(len(a) for a in answers.values())
+    ks = context.get("ks") or [2 ** p for p in range(samples.bit_length()) if 2 ** p <= samples]
+    scores = majority_and_pass_at_k([answers[i] for i in ids], [references[i] for i in ids], ks)
+    return {"ks": list(ks), "maj": [scores[k]["maj"] for k in ks], "pass": [scores[k]["pass"] for k in ks],
+            "samples_per_prompt": samples, "unparsed": sum(a is None for i in ids for a in answers[i])}
+
+
+@metric("diversity")
+def diversity(rows, context) -> dict:
+    """Diversity of each prompt's samples, averaged over prompts: distinct-1/2/3 (and their
+    mean, the study's n-gram distinct ratio), self-BLEU and sentence-embedding diversity.
+    Settings: ``compat`` (paper / original) and ``encoder`` (``packaged``: the sentence
+    encoder installed with the project; else a sentence-transformers model name or path)."""
+    compat, encoder_name = context.get("compat", "paper"), context.get("encoder", "packaged")
+    encoder = offline_encoder() if encoder_name == "packaged" else sentence_encoder(encoder_name)
+    texts = samples_by_prompt(rows, lambda row: row["text"])
+    prompts = {row["id"]: row["instruction"] for row in rows}
+    per_prompt = {name: [] for name in ("distinct_1", "distinct_2", "distinct_3", "self_bleu", "embedding")}
+    for prompt_id, samples in texts.items():
+        prompt = prompts[prompt_id]
+        for n in (1, 2, 3):
+            per_prompt[f"distinct_{n}"].append(distinct_n(samples, n, prompt, compat))
+        per_prompt["self_bleu"].append(self_bleu_diversity(samples, prompt, compat))
+        per_prompt["embedding"].append(embedding_diversity(samples, encoder, prompt, compat))
+    means = {name: float(np.mean(values)) for name, values in per_prompt.items()}
+    means["distinct"] = float(np.mean([means[f"distinct_{n}"] for n in (1, 2, 3)]))
+    return {**means, "compat": compat, "encoder": encoder_name, "prompts": len(texts),
+            "samples_per_prompt": min(map(len, texts.values()))}
 
 
 def compute(name: str, rows: list[Mapping], context: Mapping) -> dict:

@@ -6,21 +6,34 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 import numpy as np
 
-ANSWER = re.compile(r"The answer is:?\s*\$?\s*(-?[\d,]*\.?\d+)", re.IGNORECASE)
+ANSWER_MARKER = re.compile(r"the answer is", re.IGNORECASE)
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
+
+
+def normalise_number(text: str) -> str | None:
+    """A number's canonical text: thousands separators dropped, a fraction evaluated,
+    "3.0" and "3" the same; None if it is not a finite number."""
+    value = text.replace(",", "")
+    try:
+        number = Fraction(value) if "/" in value else Fraction(Decimal(value))
+    except (ValueError, ZeroDivisionError, InvalidOperation):
+        return None
+    return str(number.numerator) if number.denominator == 1 else str(float(number))
 
 
 def extract_answer(text: str) -> str | None:
-    """The number after the last "The answer is" (commas, a dollar sign and a trailing
-    full stop dropped; "3.0" and "3" agree)."""
-    found = ANSWER.findall(text)
-    if not found:
+    """The first number after the last "The answer is" (any case), as the original GEM
+    evaluation reads it: "The answer is: $1,250." gives "1250"."""
+    parts = ANSWER_MARKER.split(text)
+    if len(parts) < 2:
         return None
-    value = found[-1].replace(",", "")
-    number = float(value)
-    return str(int(number)) if number.is_integer() else str(number)
+    found = NUMBER.search(parts[-1])
+    return normalise_number(found.group()) if found else None
 
 
 def majority_and_pass_at_k(answers: Sequence[Sequence[str | None]], references: Sequence[str],

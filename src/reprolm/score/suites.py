@@ -27,6 +27,7 @@ def run_suite(model_path: str, suite: Mapping, sources: Mapping[str, str], *, ba
     result = evaluate_tasks(
         model_path, None, specs, batch_size=suite.get("batch_size", 8),
         backend=lm_backend, dtype=precision, tensor_parallel_size=tensor_parallel_size, seed=seed,
+        apply_chat_template=suite.get("apply_chat_template", False),
     )
     # Score files are written with sorted keys; tables follow the suite's own order.
     return {**result, "task_order": [spec.name for spec in specs]}

@@ -1,0 +1,202 @@
+"""GEM's tables in the seed's layout, one row per recipe (CE, GEM-Linear, GEM-Logsigmoid)
+of each base model: IFEval, GSM8K (greedy, majority voting and best-of-N at the largest k,
+and every k), chat best-of-n reward, and diversity per creative-writing prompt set; plus
+plots of maj@k / pass@k against k and of the diversity scores."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from reprolm.aggregate.tables import Score, write_table
+from reprolm.provenance import atomic_path
+from reprolm.score.sampling import best_and_mean_of_n
+
+# lm-eval's IFEval metrics under the seed's column names ("-Level" columns are the loose ones).
+IFEVAL_COLUMNS = {
+    "Prompt-Strict": "prompt_level_strict_acc,none",
+    "Instruction-Strict": "inst_level_strict_acc,none",
+    "Prompt-Level": "prompt_level_loose_acc,none",
+    "Instruction-Level": "inst_level_loose_acc,none",
+}
+DIVERSITY_COLUMNS = {
+    "N-gram Distinct Ratio": "distinct",
+    "Self-BLEU Diversity Score": "self_bleu",
+    "Sentence-Embedding Diversity Score": "embedding",
+}
+
+
+def _row(study: Mapping, base: str, recipe: str) -> dict:
+    return {"base": base, "model": study.get("labels", {}).get(recipe, recipe)}
+
+
+def _find(scores: list[Score], metric: str, base: str, recipe: str, name: str) -> Score | None:
+    return next((s for s in scores if (s.metric, s.base, s.recipe, s.name) == (metric, base, recipe, name)), None)
+
+
+def ifeval_table(scores: list[Score], study: Mapping, models: list) -> pd.DataFrame:
+    """Per model: the four IFEval accuracies x 100 and their mean; how many prompts were
+    scored, and which instructions could not be checked here and why."""
+    rows = []
+    for base, recipe in models:
+        score = _find(scores, "lm_eval", base, recipe, study["lm_eval_suite"])
+        for summary in score.data["tasks"].values() if score else []:
+            if summary["task"] != "ifeval":
+                continue
+            row = _row(study, base, recipe)
+            row.update({column: 100 * summary["metrics"][key] for column, key in IFEVAL_COLUMNS.items()})
+            row["Avg"] = sum(row[column] for column in IFEVAL_COLUMNS) / len(IFEVAL_COLUMNS)
+            row["prompts scored"] = summary["n_docs"]
+            unscored = summary.get("unscored")
+            row["not scored"] = "" if not unscored else (
+                f"{unscored.get('docs', 'some')} prompts with "
+                + "; ".join(f"{instruction}: {why}" for instruction, why in unscored["instructions"].items()))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _evaluation_promptsets(study: Mapping, metric: str) -> list[str]:
+    return [e["promptset"] for e in study.get("evaluations", []) if e["metric"] == metric]
+
+
+def gsm8k_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The seed's table (greedy accuracy, majority voting and best-of-N, i.e. pass@k, at the
+    largest k) and the long table of maj@k and pass@k at every k."""
+    headline, by_k = [], []
+    greedy_sets = _evaluation_promptsets(study, "answer_accuracy")
+    voting_sets = _evaluation_promptsets(study, "answer_voting")
+    for base, recipe in models:
+        row = _row(study, base, recipe)
+        for promptset in greedy_sets:
+            greedy = _find(scores, "answer_accuracy", base, recipe, promptset)
+            if greedy:
+                row["Greedy Decoding"] = greedy.data["accuracy"]
+        for promptset in voting_sets:
+            voting = _find(scores, "answer_voting", base, recipe, promptset)
+            if not voting:
+                continue
+            k = voting.data["ks"][-1]
+            row[f"Majority Voting (@{k})"] = voting.data["maj"][-1]
+            row[f"Best-of-N (@{k})"] = voting.data["pass"][-1]
+            by_k += [{**_row(study, base, recipe), "k": k_, "maj@k": maj, "pass@k": passed}
+                     for k_, maj, passed in zip(voting.data["ks"], voting.data["maj"], voting.data["pass"], strict=True)]
+        if len(row) > 2:
+            headline.append(row)
+    return pd.DataFrame(headline), pd.DataFrame(by_k)
+
+
+def chat_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Reward of the best of n samples per prompt (the seed reports the largest n), and the
+    best-of-n and mean-of-n reward at every n."""
+    spec = study["best_of_n"]
+    headline, by_n = [], []
+    for base, recipe in models:
+        graded = _find(scores, f"grade_{spec['judge']}", base, recipe, spec["promptset"])
+        if graded is None:
+            continue
+        rewards: dict = {}
+        for prompt_id, _sample, grades in sorted(zip(graded.data["ids"], graded.data["samples"], graded.data["grades"],
+                                                    strict=True)):
+            rewards.setdefault(prompt_id, []).append(grades[-1])
+        ns = spec["ns"]
+        result = best_and_mean_of_n(list(rewards.values()), ns)
+        headline.append({**_row(study, base, recipe), f"Reward (Best-of-N @{ns[-1]})": result[ns[-1]]["best"]})
+        by_n += [{**_row(study, base, recipe), "n": n, "best-of-n": result[n]["best"], "mean-of-n": result[n]["mean"]}
+                 for n in ns]
+    return pd.DataFrame(headline), pd.DataFrame(by_n)
+
+
+def diversity_table(scores: list[Score], study: Mapping, models: list, promptset: str) -> pd.DataFrame:
+    rows = []
+    for base, recipe in models:
+        score = _find(scores, "diversity", base, recipe, promptset)
+        if score is None:
+            continue
+        data = score.data
+        rows.append({**_row(study, base, recipe), **{column: data[key] for column, key in DIVERSITY_COLUMNS.items()},
+                     **{f"distinct-{n}": data[f"distinct_{n}"] for n in (1, 2, 3)},
+                     "encoder": data["encoder"], "compat": data["compat"]})
+    return pd.DataFrame(rows)
+
+
+def judge_table(scores: list[Score], study: Mapping) -> pd.DataFrame:
+    """The best-of-n reward model's accuracy on held-out preference pairs."""
+    rows = [{"judge": s.data["judge"], "dataset": s.data["dataset"], "pairs": s.data["n"],
+             "accuracy": s.data["accuracy"], "95% CI": f"[{s.data['ci_low']:.1f}, {s.data['ci_high']:.1f}]"}
+            for s in scores if s.metric == "pair_accuracy"]
+    return pd.DataFrame(rows)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(figure, path: Path) -> None:
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=120)
+    _pyplot().close(figure)
+
+
+def plot_scaling(by_k: pd.DataFrame, path: Path) -> None:
+    plt = _pyplot()
+    bases = list(dict.fromkeys(by_k["base"]))
+    figure, axes = plt.subplots(1, len(bases), figsize=(5 * len(bases), 3.6), squeeze=False)
+    for axis, base in zip(axes[0], bases, strict=True):
+        for index, (model, rows) in enumerate(by_k[by_k["base"] == base].groupby("model", sort=False)):
+            colour = f"C{index}"
+            axis.plot(rows["k"], rows["maj@k"], marker="o", color=colour, label=f"{model} maj@k")
+            axis.plot(rows["k"], rows["pass@k"], marker="s", linestyle="--", color=colour, label=f"{model} pass@k")
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("k (samples)")
+        axis.set_ylabel("GSM8K accuracy (%)")
+        axis.set_title(base)
+        axis.legend(fontsize=7)
+    _save(figure, path)
+
+
+def plot_diversity(tables: dict[str, pd.DataFrame], path: Path) -> None:
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, len(tables), figsize=(5 * len(tables), 3.6), squeeze=False)
+    for axis, (promptset, frame) in zip(axes[0], tables.items(), strict=True):
+        labels = [f"{row.base}\n{row.model}" for row in frame.itertuples()]
+        width = 0.8 / len(DIVERSITY_COLUMNS)
+        for index, column in enumerate(DIVERSITY_COLUMNS):
+            axis.bar([i + index * width for i in range(len(frame))], frame[column], width=width, label=column)
+        axis.set_xticks([i + width for i in range(len(frame))], labels, fontsize=7)
+        axis.set_ylabel("diversity (x 100)")
+        axis.set_title(promptset)
+        axis.legend(fontsize=7)
+    _save(figure, path)
+
+
+def write_gem_tables(scores: list[Score], study: Mapping, config: Mapping, tables: Path, plots: Path) -> None:
+    """``config["models"]``: the (base, recipe) pairs the study evaluates, in table order."""
+    models = [tuple(model) for model in config["models"]]
+    if study.get("lm_eval_suite"):
+        write_table(ifeval_table(scores, study, models), tables, "ifeval")
+    headline, by_k = gsm8k_tables(scores, study, models)
+    if not headline.empty:
+        write_table(headline, tables, "gsm8k")
+    if not by_k.empty:
+        write_table(by_k, tables, "gsm8k_scaling")
+        plot_scaling(by_k, Path(plots) / "gsm8k_scaling.png")
+    if study.get("best_of_n"):
+        best, by_n = chat_tables(scores, study, models)
+        write_table(best, tables, "chat")
+        write_table(by_n, tables, "chat_best_of_n")
+        if study.get("judge_validation"):
+            write_table(judge_table(scores, study), tables, "reward_model")
+    diversity = {promptset: diversity_table(scores, study, models, promptset)
+                 for promptset in _evaluation_promptsets(study, "diversity")}
+    for promptset, frame in diversity.items():
+        write_table(frame, tables, f"diversity_{promptset}")
+    if diversity:
+        plot_diversity(diversity, Path(plots) / "diversity.png")
