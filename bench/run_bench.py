@@ -12,6 +12,8 @@
    CPU: GEM (chunked) vs cross-entropy, time and peak memory;
 8. FLR scoring on the tiny model: follow-ups packed after the shared prefix's cache vs each
    follow-up alone at batch size 1 (the original code's way), and whether the scores agree.
+9. ``reprolm verify`` over the default run's results (every record re-hashed), at 1x and
+   over 10 copies of the run (10x the artifacts).
 
 Usage: ``.venv/bin/python bench/run_bench.py [--keep DIR]``
 """
@@ -233,6 +235,27 @@ def flr_scoring(model_dir: Path, conversations: int = 8, answer_words: int = 200
             "batched_s": batched_s, "single_s": single_s, "speedup": single_s / batched_s, "max_abs_difference": difference}
 
 
+def verify_time(work: Path, copies: int) -> dict:
+    """``reprolm verify`` over ``copies`` copies of the run's results and resources, each
+    copy its own workflow folder, checked in one process."""
+    roots = [work]
+    scale = work / "verify_scale"
+    for index in range(1, copies):
+        root = scale / str(index)
+        for folder in ("results", "resources"):
+            shutil.copytree(work / folder, root / folder, symlinks=True, ignore=shutil.ignore_patterns("hf_home"))
+        roots.append(root)
+    code = ("import sys; from reprolm.provenance.query import verify; "
+            "results = [verify(['results', 'resources'], root=root) for root in sys.argv[1:]]; "
+            "print(sum(r.checked for r in results), sum(len(r.findings) for r in results))")
+    start = time.perf_counter()
+    output = subprocess.run([sys.executable, "-c", code, *map(str, roots)], capture_output=True, text=True, check=True)
+    elapsed = time.perf_counter() - start
+    shutil.rmtree(scale, ignore_errors=True)
+    records, problems = map(int, output.stdout.split())
+    return {"copies": copies, "records": records, "problems": problems, "seconds": elapsed}
+
+
 def torch_seed(seed: int) -> None:
     import torch
 
@@ -252,6 +275,7 @@ def main() -> None:
     figures["default_run_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     figures["noop_rerun_s"], noop = run(work, "-n")
     figures["noop_nothing_to_do"] = "Nothing to be done" in noop
+    figures["verify"] = [verify_time(work, copies) for copies in (1, 10)]
     paper_dir = Path(tempfile.mkdtemp(prefix="reprolm-paper-"))
     for name in ("workflow", "config", "profiles"):
         shutil.copytree(REPO / name, paper_dir / name)
@@ -274,6 +298,9 @@ def main() -> None:
     print(f"machine                     {figures['machine']}")
     print(f"default run                 {figures['default_run_s']:.0f} s, peak RSS {figures['default_run_peak_rss_mb']:.0f} MB")
     print(f"no-op rerun (dry)           {figures['noop_rerun_s']:.1f} s, nothing to do: {figures['noop_nothing_to_do']}")
+    for verified in figures["verify"]:
+        print(f"reprolm verify, {verified['copies']:>2}x        {verified['seconds']:.1f} s for {verified['records']} records, "
+              f"{verified['problems']} problems (target: a few seconds at 1x, linear growth)")
     print(f"paper.yaml dry run          {figures['paper_dry_run_s']:.1f} s first (builds the task-split cache), "
           f"{figures['paper_dry_run_cached_s']:.1f} s after, {figures['paper_dry_run_jobs']} jobs (target < 10 s)")
     print(f"generation, {gen['prompts']} prompts       batched {gen['batched_s']:.2f} s, one at a time "

@@ -264,6 +264,8 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
                                                                                 chat_endpoint, monkeypatch):
     secret = "sk-reprolm-test-" + "7f3a9c1e5b"
     monkeypatch.setenv("REPROLM_TEST_JUDGE_KEY", secret)
+    hub_token = "hf_reprolm" + "TestToken0123456789"
+    monkeypatch.setenv("HF_TOKEN", hub_token)
     config = yaml.safe_load((default_run / "config/config.yaml").read_text())
     config["judges"]["standin"] = {"kind": "chat_endpoint", "base_url": chat_endpoint, "model": "stand-in",
                                    "api_key_env": "REPROLM_TEST_JUDGE_KEY"}
@@ -287,6 +289,7 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
         for path in (default_run / folder).rglob("*"):
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), path
+                assert hub_token.encode() not in path.read_bytes(), path
 
 
 FLR = DEFAULT["flr"]
@@ -473,7 +476,7 @@ def test_changing_the_voting_ks_rescores_only_the_sampled_gsm8k_answers(default_
     configfile = tmp_path / "ks.yaml"
     configfile.write_text(yaml.safe_dump(changed))
     jobs = dry_run_jobs(default_run, "--configfile", str(configfile))
-    assert job_counts(jobs) == {"score": len(GEM["recipes"]), "study_tables": 1, "all": 1}
+    assert job_counts(jobs) == {"score": len(GEM["recipes"]), "study_tables": 1, "paper_comparison": 1, "all": 1}
     assert {(w["metric"], w["promptset"]) for rule, w in jobs if rule == "score"} == {("answer_voting", "gsm8k_samples")}
     assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"gem"}
 
@@ -658,3 +661,131 @@ def test_task_without_training_split_is_refused_before_any_job(tmp_path):
     assert "tasks without a training split cannot be trained on: ['truthfulqa']" in output
     assert "configured tasks that have one: ['arc_easy', 'boolq', 'cola', 'gsm8k']" in output
     assert not (work / "results").exists()
+
+
+# ---- reruns after library edits; lineage and verification ----
+
+def _edited_library(work: Path, relative: str, old: str, new: str) -> dict:
+    """A copy of the library with one edit, and the environment that makes jobs use it."""
+    import shutil
+
+    library = work / "edited_src"
+    if library.exists():
+        shutil.rmtree(library)
+    shutil.copytree(REPO / "src", library, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    path = library / relative
+    text = path.read_text()
+    assert text.count(old) == 1, (relative, old)
+    path.write_text(text.replace(old, new))
+    return {"PYTHONPATH": str(library)}
+
+
+def test_library_edits_rerun_exactly_the_jobs_whose_code_changed(default_run):
+    """Library code is fingerprinted per job (reprolm.provenance.fingerprint): an edit reruns
+    the jobs whose code it changed, and what descends from them."""
+    # An unedited copy of the library: nothing to do.
+    unedited = _edited_library(default_run, "reprolm/score/length.py", "def level_scores(", "def level_scores(")
+    assert dry_run_jobs(default_run, env=unedited) == []
+    # A docstring is not code.
+    docstring = _edited_library(default_run, "reprolm/score/length.py", '"""Rows ``Level:0`` .. and ``All``',
+                                '"""Per-level rows ``Level:0`` .. and ``All``')
+    assert dry_run_jobs(default_run, env=docstring) == []
+    # The length-level scoring: its scores and the Ruler tables, nothing else.
+    scoring = _edited_library(default_run, "reprolm/score/length.py", '    rows.append(_score_row("All", counts.values()))',
+                              '    rows.append(_score_row("All", list(counts.values())))')
+    jobs = dry_run_jobs(default_run, env=scoring)
+    assert {w["metric"] for rule, w in jobs if rule == "score"} == {"length_levels"}
+    assert job_counts(jobs) == {"score": len(MODELS), "study_tables": 1, "paper_comparison": 1, "all": 1}
+    assert [w["study"] for rule, w in jobs if rule == "study_tables"] == ["ruler"]
+    # One dataset builder: that dataset and what descends from it (GEM's SFT chats).
+    builder = _edited_library(default_run, "reprolm/data/builders.py",
+                              '    template = ctx.params.get("question_template", "{instruction}")',
+                              '    template = str(ctx.params.get("question_template", "{instruction}"))')
+    jobs = dry_run_jobs(default_run, env=builder)
+    assert {w["dataset"] for rule, w in jobs if rule == "dataset"} == {"chat_sft"}
+    assert {w["recipe"] for rule, w in jobs if rule == "finetune"} == set(GEM["recipes"])
+    assert {w["recipe"] for _, w in jobs if "recipe" in w} == set(GEM["recipes"])
+    assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"gem"}
+    assert not {"raw_source", "tokenizer", "build_base_model", "train_before_test"} & set(job_counts(jobs))
+
+
+def test_lineage_traces_a_table_back_to_its_raw_sources(default_run, capsys):
+    from reprolm.cli import main
+    from reprolm.provenance.query import lineage
+
+    graph = lineage("results/tables/gem", root=default_run)
+    artifacts = graph["artifacts"]
+    table = artifacts["results/tables/gem"]
+    assert table["rule"] == "study_tables" and table["wildcards"] == {"study": "gem"}
+    assert table["code"]["commit"] and len(table["params"]["code"]) == 64
+    # table <- score <- generations <- model <- dataset <- raw source, each with its record.
+    chain = ["results/scores/answer_voting/tiny_llama/ce/gsm8k_samples.json",
+             "results/generations/tiny_llama/ce/gsm8k_samples.parquet", "results/models/tiny_llama/ce",
+             "results/datasets/chat_sft/train.parquet", "resources/raw/ultrafeedback_sft"]
+    for parent, child in zip(["results/tables/gem"] + chain, chain):
+        assert child in artifacts[parent]["inputs"], (parent, child)
+        assert artifacts[child]["sha256"] == content_hash(default_run / child)
+    assert artifacts["resources/raw/ultrafeedback_sft"]["inputs"] == []
+    assert main(["--root", str(default_run), "lineage", "results/tables/gem", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(graph))
+    assert main(["--root", str(default_run), "lineage", "results/models/tiny_llama/ce"]) == 0
+    tree = capsys.readouterr().out.splitlines()
+    assert tree[0].startswith("results/models/tiny_llama/ce  [rule finetune base=tiny_llama recipe=ce]")
+    assert any("resources/raw/ultrafeedback_sft  [rule raw_source" in line for line in tree)
+    assert main(["--root", str(default_run), "lineage", "results/nothing.json"]) == 2
+
+
+def test_verify_finds_modified_results_and_stale_descendants(default_run, tmp_path, capsys):
+    import shutil
+
+    from reprolm.cli import main
+
+    for folder in ("results", "resources"):
+        shutil.copytree(default_run / folder, tmp_path / folder, symlinks=True)
+    assert main(["--root", str(tmp_path), "verify"]) == 0
+    score = "results/scores/diversity/tiny_llama/ce/poems.json"
+    edited = json.loads((tmp_path / score).read_text())
+    edited["distinct"] = 99.0
+    (tmp_path / score).write_text(json.dumps(edited))
+    assert main(["--root", str(tmp_path), "verify"]) == 1
+    report = capsys.readouterr().out.splitlines()
+    assert f"{score}: modified after it was made" in report
+    # The GEM tables and plots (one job) read it.
+    for output in ("results/tables/gem", "results/plots/gem"):
+        assert f"{output}: inputs changed since it was made: {score}" in report
+    assert len(report) == 3
+
+
+def test_a_checkpoint_replaced_in_place_reruns_what_was_made_from_it(default_run, tmp_path):
+    import shutil
+
+    work = tmp_path / "run"
+    shutil.copytree(default_run, work, symlinks=True, ignore=shutil.ignore_patterns("edited_src"))
+    assert dry_run_jobs(work) == []
+    # New weights under the old name: Snakemake dates the folder by its marker, which did not change.
+    config = work / "results/models/tiny_llama/ce/generation_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "temperature": 0.5}))
+    jobs = dry_run_jobs(work)
+    assert {(w["base"], w["recipe"]) for _, w in jobs if "recipe" in w} == {("tiny_llama", "ce")}
+    assert {rule for rule, _ in jobs} == {"generate", "score", "grade", "lm_eval", "study_tables", "paper_comparison",
+                                          "all"}
+    assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"gem"}
+
+
+def test_paper_comparison_sets_headlines_beside_this_run_and_checks_directions_at_tiny_scale(default_run):
+    headlines = pd.read_csv(default_run / "results/report/paper_headlines.csv")
+    spec = yaml.safe_load((REPO / "config/paper_headlines.yaml").read_text())
+    assert len(headlines) == len(spec["headlines"])
+    # The tiny default has none of the papers' models: every headline is there, none filled.
+    assert headlines["this run"].isna().all() and headlines["paper"].notna().all()
+    assert set(headlines["study"]) == set(DEFAULT["studies"])
+    directions = pd.read_csv(default_run / "results/report/effect_directions.csv")
+    assert len(directions) == len(spec["directions"])
+    gem = directions[directions["claim"].str.startswith("GEM-Linear keeps more poem diversity")].iloc[0]
+    poems = pd.read_csv(default_run / "results/tables/gem/diversity_poems.csv").set_index("model")
+    assert gem["expected higher"] == pytest.approx(poems.loc["GEM-Linear", "N-gram Distinct Ratio"], abs=1e-3)
+    assert gem["expected lower"] == pytest.approx(poems.loc["CE", "N-gram Distinct Ratio"], abs=1e-3)
+    assert gem["shown"] == (gem["expected higher"] > gem["expected lower"])
+    harmony = directions[directions["study"] == "harmony"].iloc[0]
+    summary = pd.read_csv(default_run / "results/tables/harmony/consistency_summary.csv").set_index("evaluation")
+    assert harmony["expected higher"] == pytest.approx(summary.loc["train_before_test", "mean_kendall_tau"], abs=1e-3)

@@ -29,8 +29,10 @@ def snakemake_env(work: Path) -> dict:
     return env
 
 
-def snakemake(work: Path, *args: str, check: bool = True, timeout: int = 1800) -> subprocess.CompletedProcess:
-    result = subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=work, env=snakemake_env(work),
+def snakemake(work: Path, *args: str, check: bool = True, timeout: int = 1800,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """``env``: variables added to the run's environment (e.g. PYTHONPATH to an edited library)."""
+    result = subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=work, env={**snakemake_env(work), **(env or {})},
                             capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
@@ -41,9 +43,9 @@ JOB_HEADER = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
 
 
-def dry_run_jobs(work: Path, *args: str) -> list[tuple[str, dict]]:
+def dry_run_jobs(work: Path, *args: str, env: dict | None = None) -> list[tuple[str, dict]]:
     """Every job a dry run would execute: (rule, wildcards)."""
-    result = snakemake(work, "-n", *args)
+    result = snakemake(work, "-n", *args, env=env)
     jobs: list[tuple[str, dict]] = []
     for line in (result.stdout + result.stderr).splitlines():
         header = JOB_HEADER.match(line)

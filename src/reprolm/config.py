@@ -112,6 +112,9 @@ def check_references(config: Mapping) -> None:
         _check_flr_study(config)
     if "gem" in config["studies"]:
         _check_gem_study(config)
+    if config.get("leaderboard"):
+        _require(config["leaderboard"]["promptset"], config.get("promptsets", {}), "leaderboard.promptset")
+        _require(config["leaderboard"]["judge"], config.get("judges", {}), "leaderboard.judge")
     if "ruler" in config["studies"]:
         if "length_targets" not in config:
             raise ConfigError("the ruler study needs length_targets ('paper' or a list)")
@@ -376,6 +379,23 @@ def study_models(config: Mapping, study: str) -> list[tuple[str, str]]:
     return [(b, r) for b in spec["bases"] for r in recipes] + [
         (b, PRETRAINED) for b in spec.get("baselines", [])
     ]
+
+
+def leaderboard_models(config: Mapping) -> list[tuple[str, str]]:
+    """Every finetuned model of the enabled studies (base models used as they are left out),
+    in study order, each once."""
+    models: dict[tuple[str, str], None] = {}
+    for study in config["studies"]:
+        for base, recipe in study_models(config, study):
+            if split_expo(recipe)[0] != PRETRAINED:
+                models[(base, recipe)] = None
+    return list(models)
+
+
+def leaderboard_grades(config: Mapping) -> list[str]:
+    """The leaderboard judge's grades of each finetuned model on the leaderboard prompts."""
+    spec = config["leaderboard"]
+    return [grade_path(spec["judge"], base, recipe, spec["promptset"]) for base, recipe in leaderboard_models(config)]
 
 
 def length_prompt(config: Mapping, recipe: str) -> str:

@@ -1,9 +1,14 @@
 import os
 import re
 
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 from reprolm import config as lookups
+from reprolm.aggregate.studies import STUDY_TABLES
+from reprolm.data.builders import BUILDERS
+from reprolm.provenance import mark_replaced_folders
+from reprolm.provenance.fingerprint import entry_of, job_code
 from reprolm.score.length import TargetSet
 from reprolm.score.metrics import METRICS
 
@@ -12,6 +17,12 @@ os.environ.setdefault("HF_HOME", os.path.abspath("resources/hf_home"))
 
 validate(config, schema="../schemas/config.schema.yaml")
 lookups.check_references(config)
+# Results are keyed by content: a checkpoint replaced in place reruns what used it.
+for replaced in mark_replaced_folders():
+    logger.warning(
+        f"{replaced}: content differs from its provenance record (replaced in place); "
+        "everything made from it will rerun"
+    )
 if "harmony" in config["studies"]:
     from reprolm.score.task_splits import refuse_tasks_without_training_split
 
@@ -37,9 +48,36 @@ wildcard_constraints:
     judge=r"[A-Za-z0-9_]+",
 
 
+# The library code each job runs, as a param: editing src/reprolm reruns exactly the jobs
+# whose code changed (Snakemake's code trigger sees only the rule's script).
+SCRIPTS = os.path.join(workflow.basedir, "scripts")
+
+
+def library_code(script):
+    return job_code(os.path.join(SCRIPTS, script))
+
+
+def metric_code(wildcards):
+    return job_code(
+        os.path.join(SCRIPTS, "score.py"), entry_of(METRICS[wildcards.metric])
+    )
+
+
+def builder_code(wildcards):
+    builder = BUILDERS[config["datasets"][wildcards.dataset]["builder"]]
+    return job_code(os.path.join(SCRIPTS, "dataset.py"), entry_of(builder))
+
+
+def study_tables_code(wildcards):
+    writer = STUDY_TABLES[wildcards.study]
+    return job_code(os.path.join(SCRIPTS, "study_tables.py"), entry_of(writer))
+
+
 def all_targets():
     return (
         [f"results/tables/{study}" for study in config["studies"]]
+        + ["results/report/paper_headlines.csv", "results/report/effect_directions.csv"]
+        + (["results/report/leaderboard.csv"] if config.get("leaderboard") else [])
         + [f"results/plots/{study}" for study in config["studies"]]
         + lookups.expo_models(config)
         # Named up front so that every alpha search is scheduled at once, not one per

@@ -8,6 +8,7 @@ rule dataset:
     conda:
         "../envs/core.yaml"
     params:
+        code=builder_code,
         builder=lambda wildcards: lookups.canonical(
             config["datasets"][wildcards.dataset]["builder"]
         ),

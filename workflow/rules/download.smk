@@ -12,6 +12,7 @@ rule raw_source:
     conda:
         "../envs/core.yaml"
     params:
+        code=library_code("raw_source.py"),
         spec=lambda wildcards: lookups.canonical(config["sources"][wildcards.source]),
     script:
         "../scripts/raw_source.py"
@@ -27,6 +28,7 @@ rule tokenizer:
     conda:
         "../envs/core.yaml"
     params:
+        code=library_code("tokenizer.py"),
         spec=lambda wildcards: lookups.canonical(
             config["tokenizers"][wildcards.tokenizer]
         ),
@@ -52,6 +54,7 @@ rule build_base_model:
         "../envs/train.yaml"
     threads: stage_threads("finetune")
     params:
+        code=library_code("build_base_model.py"),
         build=lambda wildcards: lookups.canonical(
             config["base_models"][wildcards.base]["build"]
         ),
@@ -71,6 +74,7 @@ rule download_base_model:
     conda:
         "../envs/train.yaml"
     params:
+        code=library_code("download_base_model.py"),
         hub=lambda wildcards: lookups.canonical(
             config["base_models"][wildcards.base]["hub"]
         ),

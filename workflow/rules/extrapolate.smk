@@ -17,6 +17,7 @@ rule extrapolate:
         mem_mb=stage_resource("extrapolate", "mem_mb"),
         runtime=stage_resource("extrapolate", "runtime"),
     params:
+        code=library_code("extrapolate.py"),
         alpha=lambda wildcards: float(wildcards.alpha),
     script:
         "../scripts/extrapolate.py"
@@ -34,6 +35,7 @@ checkpoint alpha_search:
     conda:
         "../envs/core.yaml"
     params:
+        code=library_code("alpha_search.py"),
         alphas=lambda wildcards: list(
             lookups.alpha_search_grades(config, wildcards.base, wildcards.recipe)
         ),

@@ -20,6 +20,7 @@ rule finetune:
         mem_mb=stage_resource("finetune", "mem_mb"),
         runtime=stage_resource("finetune", "runtime"),
     params:
+        code=library_code("finetune.py"),
         recipe=lambda wildcards: lookups.canonical(config["recipes"][wildcards.recipe]),
         add_tokens=lambda wildcards: lookups.canonical(
             lookups.finetune_tokens(config, wildcards.recipe)
@@ -54,6 +55,7 @@ rule train_before_test:
         mem_mb=stage_resource("train_before_test", "mem_mb"),
         runtime=stage_resource("train_before_test", "runtime"),
     params:
+        code=library_code("train_before_test.py"),
         task=lambda wildcards: lookups.canonical(
             lookups.harmony_task(config, wildcards.task)
         ),

@@ -16,6 +16,7 @@ rule generate:
         mem_mb=stage_resource("generate", "mem_mb"),
         runtime=stage_resource("generate", "runtime"),
     params:
+        code=library_code("generate.py"),
         promptset=lambda wildcards: lookups.canonical(
             config["promptsets"][wildcards.promptset]
         ),

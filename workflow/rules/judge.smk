@@ -16,6 +16,7 @@ rule grade:
         mem_mb=judge_resource("mem_mb"),
         runtime=judge_resource("runtime"),
     params:
+        code=library_code("grade.py"),
         judge=judge_spec,
         seed=config["seed"],
     script:
@@ -39,6 +40,7 @@ rule win_rate:
         mem_mb=judge_resource("mem_mb"),
         runtime=judge_resource("runtime"),
     params:
+        code=library_code("win_rate.py"),
         judge=judge_spec,
         reference=lambda wildcards: config["promptsets"][wildcards.promptset].get(
             "reference", "dataset"
@@ -64,6 +66,7 @@ rule pair_accuracy:
         mem_mb=judge_resource("mem_mb"),
         runtime=judge_resource("runtime"),
     params:
+        code=library_code("pair_accuracy.py"),
         judge=judge_spec,
         seed=config["seed"],
     script:
@@ -85,6 +88,7 @@ rule rating_agreement:
         mem_mb=judge_resource("mem_mb"),
         runtime=judge_resource("runtime"),
     params:
+        code=library_code("reward_benchmark.py"),
         judge=judge_spec,
         seed=config["seed"],
     script:
@@ -107,6 +111,7 @@ rule model_ranking:
         mem_mb=judge_resource("mem_mb"),
         runtime=judge_resource("runtime"),
     params:
+        code=library_code("reward_benchmark.py"),
         judge=judge_spec,
         seed=config["seed"],
     script:

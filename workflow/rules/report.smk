@@ -21,6 +21,7 @@ rule study_tables:
     conda:
         "../envs/core.yaml"
     params:
+        code=study_tables_code,
         models=lambda wildcards: lookups.canonical(
             lookups.study_models(config, wildcards.study)
         ),
@@ -30,3 +31,57 @@ rule study_tables:
         ),
     script:
         "../scripts/study_tables.py"
+
+
+rule paper_comparison:
+    input:
+        tables=expand("results/tables/{study}", study=config["studies"]),
+        headlines="config/paper_headlines.yaml",
+    output:
+        headlines=report(
+            "results/report/paper_headlines.csv",
+            caption="../report/paper_comparison.rst",
+            category="paper comparison",
+        ),
+        directions=report(
+            "results/report/effect_directions.csv",
+            caption="../report/paper_comparison.rst",
+            category="paper comparison",
+        ),
+    log:
+        "logs/paper_comparison.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("paper_comparison.py"),
+        studies=config["studies"],
+    script:
+        "../scripts/paper_comparison.py"
+
+
+rule leaderboard:
+    input:
+        grades=lambda wildcards: lookups.leaderboard_grades(config),
+        models=lambda wildcards: [
+            lookups.model_dir(base, recipe)
+            for base, recipe in lookups.leaderboard_models(config)
+        ],
+    output:
+        report(
+            "results/report/leaderboard.csv",
+            caption="../report/leaderboard.rst",
+            category="leaderboard",
+        ),
+    log:
+        "logs/leaderboard.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("leaderboard.py"),
+        models=lambda wildcards: lookups.leaderboard_models(config),
+        leaderboard=config.get("leaderboard"),
+        studies={
+            study: lookups.study_models(config, study) for study in config["studies"]
+        },
+    script:
+        "../scripts/leaderboard.py"

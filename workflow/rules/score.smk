@@ -8,6 +8,7 @@ rule score:
     conda:
         "../envs/core.yaml"
     params:
+        code=metric_code,
         length_targets=lookups.canonical(config.get("length_targets")),
         settings=lambda wildcards: lookups.canonical(
             config.get("metrics", {}).get(wildcards.metric, {})
@@ -33,6 +34,7 @@ rule lm_eval:
         mem_mb=stage_resource("evaluate", "mem_mb"),
         runtime=stage_resource("evaluate", "runtime"),
     params:
+        code=library_code("lm_eval.py"),
         suite=lambda wildcards: lookups.canonical(
             config["lm_eval_suites"][wildcards.suite]
         ),

@@ -50,22 +50,89 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def content_hash(path: str | os.PathLike) -> str:
-    """sha256 of a file, or of a folder's relative paths and file hashes.
+def _content_files(folder: Path) -> list[tuple[str, Path]]:
+    """A folder's content files by relative path: its own provenance record, Snakemake's
+    timestamp marker and Trainer checkpoints are left out, so a hash of them names the
+    artifact's content, not when or how it was made."""
+    return [(item.relative_to(folder).as_posix(), item) for item in sorted(p for p in folder.rglob("*") if p.is_file())
+            if item.relative_to(folder).as_posix() not in (PROVENANCE_NAME, SNAKEMAKE_MARKER)
+            and not item.relative_to(folder).as_posix().startswith("checkpoint-")]
 
-    A folder's own provenance record, Snakemake's timestamp marker and Trainer checkpoints
-    are left out, so the hash names the artifact's content, not when or how it was made.
-    """
+
+def folder_manifest(folder: str | os.PathLike) -> dict[str, list]:
+    """Each content file's ``[size, mtime_ns, sha256]``: the record a later check compares
+    with a stat per file, hashing again only files whose size or time changed."""
+    manifest = {}
+    for relative, item in _content_files(Path(folder)):
+        stat = item.stat()
+        manifest[relative] = [stat.st_size, stat.st_mtime_ns, _file_sha256(item)]
+    return manifest
+
+
+def _manifest_hash(manifest: Mapping[str, list]) -> str:
+    digest = hashlib.sha256()
+    for relative in sorted(manifest):
+        digest.update(relative.encode() + b"\0" + manifest[relative][2].encode() + b"\0")
+    return digest.hexdigest()
+
+
+def content_hash(path: str | os.PathLike) -> str:
+    """sha256 of a file, or of a folder's relative paths and content-file hashes."""
     path = Path(path)
     if path.is_file():
         return _file_sha256(path)
-    digest = hashlib.sha256()
-    for item in sorted(p for p in path.rglob("*") if p.is_file()):
-        relative = item.relative_to(path).as_posix()
-        if relative in (PROVENANCE_NAME, SNAKEMAKE_MARKER) or relative.startswith("checkpoint-"):
-            continue
-        digest.update(relative.encode() + b"\0" + _file_sha256(item).encode() + b"\0")
-    return digest.hexdigest()
+    return _manifest_hash({relative: [0, 0, _file_sha256(item)] for relative, item in _content_files(path)})
+
+
+def changed_since_record(folder: str | os.PathLike) -> bool | None:
+    """Whether a recorded folder's content differs from its record (files replaced in place,
+    added or removed); None when there is no record with a manifest to compare with. Costs
+    one stat per file, and a hash of each file whose size or time differs."""
+    folder = Path(folder)
+    record_path = folder / PROVENANCE_NAME
+    if not record_path.is_file():
+        return None
+    outputs = json.loads(record_path.read_text()).get("outputs", [])
+    recorded = next((o.get("files") for o in outputs if Path(o["path"]).name == folder.name and "files" in o), None)
+    if recorded is None:
+        return None
+    current = dict(_content_files(folder))
+    if set(current) != set(recorded):
+        return True
+    for relative, item in current.items():
+        size, mtime_ns, sha256 = recorded[relative]
+        stat = item.stat()
+        if (stat.st_size, stat.st_mtime_ns) != (size, mtime_ns) and _file_sha256(item) != sha256:
+            return True
+    return False
+
+
+# Where the workflow's folder outputs live (models, raw sources, tokenizers, tables).
+FOLDER_RECORDS = ("resources/*/*/" + PROVENANCE_NAME, "results/*/*/" + PROVENANCE_NAME,
+                  "results/*/*/*/" + PROVENANCE_NAME)
+
+
+def mark_replaced_folders(root: str | os.PathLike = ".") -> list[str]:
+    """Folders whose content was replaced in place since their record, each marked as new
+    (Snakemake's timestamp marker touched) so that everything made from the old content
+    reruns; Snakemake itself dates a folder by that marker only."""
+    root = Path(root)
+    replaced = []
+    for pattern in FOLDER_RECORDS:
+        for record in sorted(root.glob(pattern)):
+            folder = record.parent
+            marker = folder / SNAKEMAKE_MARKER
+            if marker.is_file() and changed_since_record(folder):
+                os.utime(marker)
+                replaced.append(folder.relative_to(root).as_posix())
+    return replaced
+
+
+def _output_entry(path: str) -> dict:
+    if Path(path).is_dir():
+        manifest = folder_manifest(path)
+        return {"path": path, "sha256": _manifest_hash(manifest), "files": manifest}
+    return {"path": path, "sha256": content_hash(path)}
 
 
 def recorded_hash(path: str | os.PathLike) -> str | None:
@@ -178,7 +245,7 @@ def build_record(
             name: [{"path": p, "sha256": content_hash(p)} for p in paths]
             for name, paths in inputs.items()
         },
-        "outputs": [{"path": p, "sha256": content_hash(p)} for p in outputs],
+        "outputs": [_output_entry(p) for p in outputs],
         "code": code_version(),
         "packages": package_versions(),
         "execution": execution_host(),

@@ -1,0 +1,79 @@
+"""The run's figures beside the papers' headline numbers, and whether the papers' effects
+show in what the run made (config/paper_headlines.yaml says where each figure lives)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+
+class HeadlineError(ValueError):
+    pass
+
+
+def _cell(tables: Path, study: str, table: str, where: Mapping, column: str, entry: str) -> float | None:
+    """The value at ``column`` of the one row matching ``where``; None when the run did not
+    make that table or row (a paper model in the tiny default)."""
+    path = Path(tables) / study / f"{table}.csv"
+    if not path.is_file():
+        return None
+    frame = pd.read_csv(path)
+    missing = sorted({column, *where} - set(frame.columns))
+    if missing:
+        raise HeadlineError(f"{entry}: {path} has no column(s) {missing}; it has {list(frame.columns)}")
+    rows = frame
+    for key, value in where.items():
+        rows = rows[rows[key].astype(str) == str(value)]
+    if len(rows) > 1:
+        raise HeadlineError(f"{entry}: {len(rows)} rows of {path} match {dict(where)}; the row must be unique")
+    if rows.empty:
+        return None
+    value = float(rows.iloc[0][column])
+    return None if math.isnan(value) else value
+
+
+def headline_table(spec: Mapping, tables: Path, studies: list[str]) -> pd.DataFrame:
+    rows = []
+    for index, item in enumerate(spec.get("headlines", [])):
+        if item["study"] not in studies:
+            continue
+        value = _cell(tables, item["study"], item["table"], item["where"], item["column"], f"headlines[{index}]")
+        rows.append({"study": item["study"], "figure": item["figure"], "model": item["model"],
+                     "paper": item["paper"], "this run": value,
+                     "difference": None if value is None else value - item["paper"]})
+    return pd.DataFrame(rows, columns=["study", "figure", "model", "paper", "this run", "difference"])
+
+
+def direction_table(spec: Mapping, tables: Path, studies: list[str]) -> pd.DataFrame:
+    """Each effect: the two figures compared (a number stands for itself) and whether the
+    first is higher, as the paper found; empty figures where the run did not make them."""
+    rows = []
+    for index, item in enumerate(spec.get("directions", [])):
+        if item["study"] not in studies:
+            continue
+        columns = item["column"] if isinstance(item["column"], list) else [item["column"]] * 2
+        values = []
+        for side, column in zip(("higher", "lower"), columns, strict=True):
+            where = item[side]
+            values.append(float(where) if isinstance(where, (int, float)) else
+                          _cell(tables, item["study"], item["table"], where, column, f"directions[{index}].{side}"))
+        higher, lower = values
+        shown = None if higher is None or lower is None else higher > lower
+        rows.append({"study": item["study"], "claim": item["claim"], "expected higher": higher,
+                     "expected lower": lower, "shown": shown})
+    return pd.DataFrame(rows, columns=["study", "claim", "expected higher", "expected lower", "shown"])
+
+
+def write_paper_comparison(headlines_file: str, tables: str, studies: list[str], headline_csv: str,
+                           direction_csv: str) -> None:
+    from reprolm.aggregate.tables import write_table
+
+    spec = yaml.safe_load(Path(headlines_file).read_text())
+    headline = headline_table(spec, Path(tables), studies)
+    direction = direction_table(spec, Path(tables), studies)
+    for frame, path in ((headline, headline_csv), (direction, direction_csv)):
+        write_table(frame, Path(path).parent, Path(path).stem, decimals=3)

@@ -1,0 +1,50 @@
+"""The ``reprolm`` command: questions about a run's results, from its provenance records.
+
+    reprolm lineage PATH [--json] [--params]   what is behind a result
+    reprolm verify [PATH ...]                  which recorded artifacts are no longer as recorded
+
+Run it in the workflow's folder (the records' paths are relative to it), or give ``--root``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from reprolm.provenance.query import format_tree, lineage, verify
+
+DEFAULT_VERIFIED = ("results", "resources")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="reprolm", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", default=".", help="the folder the workflow ran in (default: here)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    lineage_parser = commands.add_parser("lineage", help="the chain of artifacts behind a result")
+    lineage_parser.add_argument("path", help="a result: a file or folder the workflow made")
+    lineage_parser.add_argument("--json", action="store_true", help="print the lineage as JSON")
+    lineage_parser.add_argument("--params", action="store_true", help="show each step's params in the tree")
+    verify_parser = commands.add_parser("verify", help="re-hash recorded artifacts; exit 1 if any changed")
+    verify_parser.add_argument("paths", nargs="*", default=list(DEFAULT_VERIFIED),
+                               help="artifacts or folders to check (default: results resources)")
+    args = parser.parse_args(argv)
+
+    if args.command == "lineage":
+        try:
+            graph = lineage(args.path, root=args.root)
+        except FileNotFoundError as error:
+            print(f"reprolm lineage: {error}", file=sys.stderr)
+            return 2
+        print(json.dumps(graph, indent=2, sort_keys=True) if args.json else format_tree(graph, show_params=args.params))
+        return 0
+
+    result = verify(args.paths, root=args.root)
+    for finding in result.findings:
+        print(f"{finding.path}: {finding.problem}")
+    print(f"{result.checked} records checked, {len(result.findings)} problems", file=sys.stderr)
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""Fingerprints of the library code a job runs, so that editing ``src/reprolm`` reruns
+exactly the jobs whose results could change.
+
+Snakemake's own ``code`` trigger sees a rule's script, not the library it calls. A job's
+fingerprint hashes the definitions (functions, classes, module-level names) its script
+imports from ``reprolm``, and everything they reference, followed across modules by
+reading the source: a function that calls ``length.level_scores`` depends on that function,
+not on the whole ``length`` module. Docstrings, comments and formatting are left out, so
+editing them reruns nothing.
+
+Registries that dispatch by name (metrics, dataset builders, study table writers) are not
+followed as a whole: the rule names the one entry its job uses (the job's metric, builder,
+study), so editing one metric reruns that metric's scores only. Anything the analysis
+cannot see (a name built at run time) errs towards rerunning more: a module used as a
+value, not through its attributes, counts as wholly used.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import reprolm
+
+PACKAGE = "reprolm"
+PACKAGE_DIR = Path(reprolm.__file__).resolve().parent
+# Name-dispatched registries: the job adds the entry it uses instead.
+DISPATCH_TABLES = frozenset({
+    ("reprolm.score.metrics", "METRICS"),
+    ("reprolm.data.builders", "BUILDERS"),
+    ("reprolm.aggregate.studies", "STUDY_TABLES"),
+})
+PREAMBLE = "<module>"  # a module's top-level statements that define no name
+
+Ref = tuple[str, str]  # (module, top-level name)
+
+
+def module_file(module: str) -> Path | None:
+    parts = module.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    base = PACKAGE_DIR.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _strip_docstrings(node: ast.AST) -> ast.AST:
+    for item in ast.walk(node):
+        if isinstance(item, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and item.body:
+            first = item.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                item.body = item.body[1:] or [ast.Pass()]
+    return node
+
+
+def _defined_names(statement: ast.stmt) -> list[str]:
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [statement.name]
+    targets = []
+    if isinstance(statement, ast.Assign):
+        targets = statement.targets
+    elif isinstance(statement, (ast.AnnAssign, ast.AugAssign)):
+        targets = [statement.target]
+    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def _imports(node: ast.AST) -> dict[str, tuple[str, str | None]]:
+    """Names bound by ``reprolm`` imports anywhere in ``node``: alias -> (module, name or
+    None for a module itself)."""
+    bound = {}
+    for item in ast.walk(node):
+        if isinstance(item, ast.ImportFrom) and item.module and item.module.split(".")[0] == PACKAGE:
+            for alias in item.names:
+                submodule = f"{item.module}.{alias.name}"
+                bound[alias.asname or alias.name] = (
+                    (submodule, None) if module_file(submodule) else (item.module, alias.name))
+        elif isinstance(item, ast.Import):
+            for alias in item.names:
+                if alias.name.split(".")[0] == PACKAGE:
+                    bound[alias.asname or alias.name] = (alias.name, None) if alias.asname else (PACKAGE, None)
+    return bound
+
+
+@dataclass
+class ModuleIndex:
+    definitions: dict[str, list[ast.stmt]] = field(default_factory=dict)
+    preamble: list[ast.stmt] = field(default_factory=list)
+    imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+
+
+@cache
+def module_index(module: str) -> ModuleIndex:
+    path = module_file(module)
+    if path is None:
+        raise ModuleNotFoundError(f"{module}: not a module of {PACKAGE_DIR}")
+    tree = _strip_docstrings(ast.parse(path.read_text(), filename=str(path)))
+    index = ModuleIndex(imports=_imports(tree))
+    for statement in tree.body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            continue
+        names = _defined_names(statement)
+        if not names:
+            index.preamble.append(statement)
+        for name in names:
+            index.definitions.setdefault(name, []).append(statement)
+    return index
+
+
+def _references(nodes: list[ast.stmt], module: str) -> set[Ref]:
+    """What ``nodes`` use: same-module names, and imported names (``alias.attr`` resolves
+    to the attribute of an imported module)."""
+    index = module_index(module)
+    imports = {**index.imports}
+    for node in nodes:
+        imports.update(_imports(node))
+    used: set[Ref] = set()
+    for node in nodes:
+        attributes = {}
+        for item in ast.walk(node):
+            if isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name):
+                attributes[id(item.value)] = item.attr
+        for item in ast.walk(node):
+            if not isinstance(item, ast.Name):
+                continue
+            if item.id in imports:
+                target, name = imports[item.id]
+                if name is not None:
+                    used.add((target, name))
+                elif id(item) in attributes:
+                    used.add((target, attributes[id(item)]))
+                else:
+                    used.update((target, n) for n in module_index(target).definitions)
+                    used.add((target, PREAMBLE))
+            elif item.id in index.definitions:
+                used.add((module, item.id))
+    return used
+
+
+def _resolve(ref: Ref) -> Ref | None:
+    """A name imported into a module (``from a import f`` in ``b``: ``b.f`` is ``a.f``) or a
+    submodule reached as an attribute, followed to where it is defined."""
+    module, name = ref
+    if name == PREAMBLE or module_file(module) is None:
+        return ref if module_file(module) else None
+    index = module_index(module)
+    if name in index.definitions:
+        return ref
+    if name in index.imports:
+        target, attribute = index.imports[name]
+        return _resolve((target, attribute)) if attribute else (target, PREAMBLE)
+    if module_file(f"{module}.{name}"):
+        return (f"{module}.{name}", PREAMBLE)
+    return None
+
+
+def closure(entries: Iterable[Ref]) -> dict[Ref, str]:
+    """Every definition the entries reach, with the hash of its source (as parsed)."""
+    seen: dict[Ref, str] = {}
+    pending = [resolved for entry in entries if (resolved := _resolve(entry))]
+    while pending:
+        ref = pending.pop()
+        if ref in seen:
+            continue
+        module, name = ref
+        index = module_index(module)
+        if ref in DISPATCH_TABLES:
+            nodes: list[ast.stmt] = []
+        else:
+            nodes = index.preamble if name == PREAMBLE else index.definitions[name]
+        seen[ref] = hashlib.sha256("\n".join(ast.dump(node) for node in nodes).encode()).hexdigest()
+        if ref not in DISPATCH_TABLES:
+            # Any use of a module runs its top-level statements.
+            pending.append((module, PREAMBLE))
+            pending += [resolved for used in _references(nodes, module) if (resolved := _resolve(used))]
+    return seen
+
+
+def script_entries(script: str | Path) -> list[Ref]:
+    """The ``reprolm`` names a workflow script imports."""
+    tree = ast.parse(Path(script).read_text(), filename=str(script))
+    return [(target, name) if name else (target, PREAMBLE) for target, name in _imports(tree).values()]
+
+
+def fingerprint(entries: Iterable[Ref]) -> str:
+    reached = closure(entries)
+    digest = hashlib.sha256()
+    for (module, name), source_hash in sorted(reached.items()):
+        digest.update(f"{module}:{name}:{source_hash}\n".encode())
+    return digest.hexdigest()
+
+
+@cache
+def job_code(script: str, *plugins: Ref) -> str:
+    """The fingerprint of a job: what its script imports, plus the registry entries (the
+    job's metric, builder or table writer) it dispatches to."""
+    return fingerprint([*script_entries(script), *plugins])
+
+
+def entry_of(function) -> Ref:
+    """A registered function as a reference to its definition."""
+    return (function.__module__, function.__name__)

@@ -1,0 +1,163 @@
+"""Questions asked of the provenance records: what is behind an artifact (its lineage), and
+which recorded artifacts are no longer what was recorded (verification)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reprolm.provenance import PROVENANCE_NAME, SIDECAR_SUFFIX, content_hash, provenance_path
+
+# What a lineage shows of each record: enough to say what ran, how, from which code, where.
+SHOWN_FIELDS = ("rule", "wildcards", "params", "code", "execution", "seed", "started", "finished")
+
+
+def read_record(path: str | Path) -> dict | None:
+    record_path = provenance_path(path)
+    return json.loads(record_path.read_text()) if record_path.is_file() else None
+
+
+def _key(path: str | Path) -> str:
+    return Path(path).as_posix()
+
+
+def _recorded_output_hash(record: dict, path: str) -> str | None:
+    outputs = record.get("outputs", [])
+    matching = [o["sha256"] for o in outputs if _key(o["path"]) == path]
+    if not matching and len(outputs) == 1:
+        matching = [outputs[0]["sha256"]]
+    return matching[0] if matching else None
+
+
+def lineage(path: str | Path, root: str | Path = ".") -> dict:
+    """The artifacts behind ``path``, as ``{"root": path, "artifacts": {path: entry}}``.
+
+    Each entry holds the record's rule, wildcards, params, code version, execution host
+    (SLURM job where there was one), times and the artifact's recorded ``sha256``, and its
+    ``inputs`` as paths that are themselves keys of ``artifacts``. Inputs without a record
+    (configuration files, files made outside the workflow) appear with their current hash
+    and ``"rule": None``. Paths are relative to ``root``, where the workflow ran.
+    """
+    root = Path(root)
+    start = _key(path)
+    if read_record(root / start) is None:
+        raise FileNotFoundError(f"{start}: no provenance record ({provenance_path(root / start)} is missing)")
+    artifacts: dict[str, dict] = {}
+    pending = [start]
+    while pending:
+        current = pending.pop()
+        if current in artifacts:
+            continue
+        record = read_record(root / current)
+        if record is None:
+            exists = (root / current).exists()
+            artifacts[current] = {"rule": None, "sha256": content_hash(root / current) if exists else None,
+                                  "inputs": [], "note": "no provenance record" if exists else "missing"}
+            continue
+        inputs = [_key(item["path"]) for group in record.get("inputs", {}).values() for item in group]
+        artifacts[current] = {**{name: record.get(name) for name in SHOWN_FIELDS},
+                              "sha256": _recorded_output_hash(record, current), "inputs": inputs}
+        pending.extend(reversed(inputs))
+    return {"root": start, "artifacts": artifacts}
+
+
+def _describe(path: str, entry: dict) -> str:
+    if entry["rule"] is None:
+        digest = (entry["sha256"] or "")[:12]
+        return f"{path}  ({entry['note']}{', sha256 ' + digest if digest else ''})"
+    wildcards = " ".join(f"{k}={v}" for k, v in sorted((entry.get("wildcards") or {}).items()))
+    code = entry.get("code") or {}
+    commit = (code.get("commit") or "unknown")[:10] + (" dirty" if code.get("dirty") else "")
+    execution = entry.get("execution") or {}
+    where = execution.get("host") or "?"
+    if execution.get("slurm_job_id"):
+        where += f", SLURM job {execution['slurm_job_id']} on {execution.get('slurm_node')}"
+        if execution.get("slurm_gpus"):
+            where += f" GPUs {execution['slurm_gpus']}"
+    return (f"{path}  [rule {entry['rule']}{' ' + wildcards if wildcards else ''}]  "
+            f"sha256 {(entry['sha256'] or '?')[:12]}  code {commit}  {entry.get('finished')} on {where}")
+
+
+def format_tree(graph: dict, show_params: bool = False) -> str:
+    """The lineage as an indented tree, each artifact expanded once (later mentions say so)."""
+    artifacts, lines, expanded = graph["artifacts"], [], set()
+
+    def visit(path: str, prefix: str, connector: str, child_prefix: str) -> None:
+        entry = artifacts[path]
+        again = path in expanded and entry["inputs"]
+        lines.append(prefix + connector + _describe(path, entry) + ("  (inputs shown above)" if again else ""))
+        if again:
+            return
+        expanded.add(path)
+        if show_params and entry.get("params"):
+            lines.append(prefix + child_prefix + "    params: " + json.dumps(entry["params"], sort_keys=True))
+        for index, child in enumerate(entry["inputs"]):
+            last = index == len(entry["inputs"]) - 1
+            visit(child, prefix + child_prefix, "└── " if last else "├── ", "    " if last else "│   ")
+
+    visit(graph["root"], "", "", "")
+    return "\n".join(lines)
+
+
+@dataclass
+class Finding:
+    path: str
+    problem: str
+
+
+@dataclass
+class Verification:
+    checked: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+def record_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Every provenance record at or under ``paths`` (an artifact, its record, or a folder)."""
+    found = set()
+    for path in map(Path, paths):
+        if path.name == PROVENANCE_NAME or path.name.endswith(SIDECAR_SUFFIX):
+            found.add(path)
+        elif provenance_path(path).is_file():
+            found.add(provenance_path(path))
+        if path.is_dir():
+            found.update(path.rglob(PROVENANCE_NAME))
+            found.update(path.rglob(f"*{SIDECAR_SUFFIX}"))
+    return sorted(found)
+
+
+def verify(paths: Iterable[str | Path], root: str | Path = ".") -> Verification:
+    """Re-hash every recorded artifact under ``paths``: an output whose content is no longer
+    the recorded one was modified after it was made; an input whose content changed since
+    the record means the output is out of date. Each file is hashed once."""
+    root = Path(root)
+    hashes: dict[str, str | None] = {}
+
+    def current(path: str) -> str | None:
+        if path not in hashes:
+            hashes[path] = content_hash(root / path) if (root / path).exists() else None
+        return hashes[path]
+
+    result = Verification()
+    found: dict[tuple[str, str], None] = {}  # ordered, and a job's record in each of its outputs counts once
+    for record_path in record_files(root / p for p in paths):
+        record = json.loads(record_path.read_text())
+        result.checked += 1
+        for output in record.get("outputs", []):
+            now = current(_key(output["path"]))
+            if now is None:
+                found[(output["path"], "missing")] = None
+            elif now != output["sha256"]:
+                found[(output["path"], "modified after it was made")] = None
+        changed = [item["path"] for group in record.get("inputs", {}).values() for item in group
+                   if current(_key(item["path"])) != item["sha256"]]
+        if changed:
+            for output in record.get("outputs", []):
+                found[(output["path"], f"inputs changed since it was made: {', '.join(changed)}")] = None
+    result.findings = [Finding(path, problem) for path, problem in found]
+    return result

@@ -1,0 +1,54 @@
+"""The paper comparison: headline figures looked up in a run's tables, effects checked."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from reprolm.aggregate.paper_comparison import HeadlineError, direction_table, headline_table
+
+
+@pytest.fixture
+def tables(tmp_path):
+    (tmp_path / "gem").mkdir()
+    pd.DataFrame({"base": ["b", "b"], "model": ["CE", "GEM"], "Avg": [40.0, 44.0]}).to_csv(
+        tmp_path / "gem" / "ifeval.csv", index=False)
+    return tmp_path
+
+
+def test_headlines_are_looked_up_by_row_and_left_empty_where_the_run_has_no_such_row(tables):
+    spec = {"headlines": [
+        {"study": "gem", "figure": "IFEval", "model": "b CE", "paper": 44.7, "table": "ifeval",
+         "where": {"base": "b", "model": "CE"}, "column": "Avg"},
+        {"study": "gem", "figure": "IFEval", "model": "Llama CE", "paper": 44.7, "table": "ifeval",
+         "where": {"base": "llama", "model": "CE"}, "column": "Avg"},
+        {"study": "ruler", "figure": "FM", "model": "x", "paper": 1.0, "table": "tlg", "where": {}, "column": "FM"},
+    ]}
+    frame = headline_table(spec, tables, ["gem", "ruler"])
+    assert frame["this run"].tolist()[0] == 40.0 and pd.isna(frame["this run"].tolist()[1])
+    assert frame["difference"].tolist()[0] == pytest.approx(40.0 - 44.7)
+    assert pd.isna(frame["this run"].tolist()[2])  # the run made no ruler tables
+    assert len(headline_table(spec, tables, ["ruler"])) == 1  # only enabled studies
+
+
+def test_directions_compare_two_rows_or_a_row_and_a_number(tables):
+    spec = {"directions": [
+        {"study": "gem", "claim": "GEM above CE", "table": "ifeval", "column": "Avg",
+         "higher": {"model": "GEM"}, "lower": {"model": "CE"}},
+        {"study": "gem", "claim": "CE above 50", "table": "ifeval", "column": "Avg",
+         "higher": {"model": "CE"}, "lower": 50},
+    ]}
+    frame = direction_table(spec, tables, ["gem"])
+    assert frame["shown"].tolist() == [True, False]
+    assert frame["expected lower"].tolist() == [40.0, 50.0]
+
+
+def test_a_misplaced_figure_names_its_entry_and_the_table(tables):
+    spec = {"headlines": [{"study": "gem", "figure": "f", "model": "m", "paper": 1, "table": "ifeval",
+                           "where": {"model": "CE"}, "column": "Average"}]}
+    with pytest.raises(HeadlineError, match=r"headlines\[0\]: .*ifeval.csv has no column\(s\) \['Average'\]"):
+        headline_table(spec, tables, ["gem"])
+    spec = {"headlines": [{"study": "gem", "figure": "f", "model": "m", "paper": 1, "table": "ifeval",
+                           "where": {"base": "b"}, "column": "Avg"}]}
+    with pytest.raises(HeadlineError, match="2 rows .* must be unique"):
+        headline_table(spec, tables, ["gem"])

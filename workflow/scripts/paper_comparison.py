@@ -1,0 +1,8 @@
+from reprolm.aggregate.paper_comparison import write_paper_comparison
+from reprolm.provenance import tracked_step
+
+with tracked_step(snakemake):
+    write_paper_comparison(
+        snakemake.input.headlines, "results/tables", snakemake.params.studies,
+        snakemake.output.headlines, snakemake.output.directions,
+    )
