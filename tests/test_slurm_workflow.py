@@ -61,7 +61,7 @@ def small_config() -> dict:
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     # Ruler's chain covers every stage kind; the other studies only lengthen the run.
     config["studies"] = ["ruler"]
-    for section in ("harmony", "expo", "flr", "gem", "judges"):
+    for section in ("harmony", "expo", "flr", "gem", "judges", "leaderboard"):
         config.pop(section)
     config["datasets"] = {name: config["datasets"][name] for name in ("tlg", "ruler_train")}
     base = config["base_models"][BASE]

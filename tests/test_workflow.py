@@ -476,7 +476,8 @@ def test_changing_the_voting_ks_rescores_only_the_sampled_gsm8k_answers(default_
     configfile = tmp_path / "ks.yaml"
     configfile.write_text(yaml.safe_dump(changed))
     jobs = dry_run_jobs(default_run, "--configfile", str(configfile))
-    assert job_counts(jobs) == {"score": len(GEM["recipes"]), "study_tables": 1, "paper_comparison": 1, "all": 1}
+    assert job_counts(jobs) == {"score": len(GEM["recipes"]), "study_tables": 1, "paper_comparison": 1, "provenance_index": 1,
+                                "all": 1}
     assert {(w["metric"], w["promptset"]) for rule, w in jobs if rule == "score"} == {("answer_voting", "gsm8k_samples")}
     assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"gem"}
 
@@ -695,7 +696,8 @@ def test_library_edits_rerun_exactly_the_jobs_whose_code_changed(default_run):
                               '    rows.append(_score_row("All", list(counts.values())))')
     jobs = dry_run_jobs(default_run, env=scoring)
     assert {w["metric"] for rule, w in jobs if rule == "score"} == {"length_levels"}
-    assert job_counts(jobs) == {"score": len(MODELS), "study_tables": 1, "paper_comparison": 1, "all": 1}
+    assert job_counts(jobs) == {"score": len(MODELS), "study_tables": 1, "paper_comparison": 1, "provenance_index": 1,
+                                "all": 1}
     assert [w["study"] for rule, w in jobs if rule == "study_tables"] == ["ruler"]
     # One dataset builder: that dataset and what descends from it (GEM's SFT chats).
     builder = _edited_library(default_run, "reprolm/data/builders.py",
@@ -768,7 +770,7 @@ def test_a_checkpoint_replaced_in_place_reruns_what_was_made_from_it(default_run
     jobs = dry_run_jobs(work)
     assert {(w["base"], w["recipe"]) for _, w in jobs if "recipe" in w} == {("tiny_llama", "ce")}
     assert {rule for rule, _ in jobs} == {"generate", "score", "grade", "lm_eval", "study_tables", "paper_comparison",
-                                          "all"}
+                                          "leaderboard", "provenance_index", "all"}
     assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"gem"}
 
 
@@ -814,3 +816,16 @@ def test_a_second_clean_run_makes_byte_identical_results(default_run, tmp_path):
     assert len(again) > 100 and set(again) <= set(first)
     different = sorted(path for path, digest in again.items() if first[path] != digest)
     assert different == []
+
+
+def test_the_report_lists_the_provenance_of_everything_behind_it(default_run):
+    index = pd.read_csv(default_run / "results/report/provenance.csv").set_index("artifact")
+    for artifact in ("results/tables/gem", "results/report/leaderboard.csv", "results/models/tiny_llama/ce",
+                     "resources/raw/ultrafeedback_sft", "resources/models/tiny_llama"):
+        assert index.loc[artifact, "sha256"] == content_hash(default_run / artifact), artifact
+    assert index.loc["results/models/tiny_llama/ce", "rule"] == "finetune"
+    recorded = index[index["rule"].notna()]
+    assert recorded["commit"].notna().all() and recorded["host"].notna().all()
+    # Configuration files the jobs read have no record of their own; they are listed with their hash.
+    assert index.loc["config/flr_followups.yaml", "sha256"] == content_hash(REPO / "config/flr_followups.yaml")
+    assert len(index.loc["results/tables/gem", "library code"]) == 16

@@ -73,12 +73,20 @@ def study_tables_code(wildcards):
     return job_code(os.path.join(SCRIPTS, "study_tables.py"), entry_of(writer))
 
 
-def all_targets():
+def report_inputs():
+    """The report's tables and plots (the provenance index lists what is behind them)."""
     return (
         [f"results/tables/{study}" for study in config["studies"]]
+        + [f"results/plots/{study}" for study in config["studies"]]
         + ["results/report/paper_headlines.csv", "results/report/effect_directions.csv"]
         + (["results/report/leaderboard.csv"] if config.get("leaderboard") else [])
-        + [f"results/plots/{study}" for study in config["studies"]]
+    )
+
+
+def all_targets():
+    return (
+        report_inputs()
+        + ["results/report/provenance.csv"]
         + lookups.expo_models(config)
         # Named up front so that every alpha search is scheduled at once, not one per
         # re-evaluation of the checkpoint-dependent table inputs.

@@ -85,3 +85,22 @@ rule leaderboard:
         },
     script:
         "../scripts/leaderboard.py"
+
+
+rule provenance_index:
+    input:
+        report_inputs(),
+    output:
+        report(
+            "results/report/provenance.csv",
+            caption="../report/provenance.rst",
+            category="provenance",
+        ),
+    log:
+        "logs/provenance_index.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("provenance_index.py"),
+    script:
+        "../scripts/provenance_index.py"

@@ -161,3 +161,31 @@ def verify(paths: Iterable[str | Path], root: str | Path = ".") -> Verification:
                 found[(output["path"], f"inputs changed since it was made: {', '.join(changed)}")] = None
     result.findings = [Finding(path, problem) for path, problem in found]
     return result
+
+
+def provenance_table(paths: Iterable[str | Path], root: str | Path = ".") -> list[dict]:
+    """One row per artifact behind ``paths`` (their lineages merged): what made it, from
+    which code, where and when, and its content hash."""
+    artifacts: dict[str, dict] = {}
+    for path in paths:
+        artifacts.update(lineage(path, root=root)["artifacts"])
+    rows = []
+    for path in sorted(artifacts):
+        entry = artifacts[path]
+        code = entry.get("code") or {}
+        execution = entry.get("execution") or {}
+        rows.append({
+            "artifact": path,
+            "rule": entry["rule"],
+            "wildcards": " ".join(f"{k}={v}" for k, v in sorted((entry.get("wildcards") or {}).items())),
+            "sha256": entry["sha256"],
+            "commit": code.get("commit"),
+            "dirty": code.get("dirty"),
+            "library code": ((entry.get("params") or {}).get("code") or "")[:16] or None,
+            "host": execution.get("host"),
+            "slurm job": execution.get("slurm_job_id"),
+            "gpus": execution.get("slurm_gpus") or execution.get("cuda_visible_devices"),
+            "finished": entry.get("finished"),
+            "inputs": len(entry["inputs"]),
+        })
+    return rows
