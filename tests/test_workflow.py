@@ -352,8 +352,10 @@ def test_changing_the_flr_categories_reruns_exactly_what_flr_scored(default_run,
     counts = job_counts(jobs)
     assert {w["dataset"] for rule, w in jobs if rule == "dataset"} == {"flr_pairs"}
     assert sorted(w["recipe"] for rule, w in jobs if rule == "finetune") == ["flr_dpo", "flr_kto"]
+    # (and the leaderboard's answers of the retrained policies)
+    leaderboard = DEFAULT["leaderboard"]["promptset"]
     assert {(w["recipe"], w["promptset"]) for rule, w in jobs if rule == "generate"} == {
-        ("flr_dpo", "flr_eval"), ("flr_kto", "flr_eval")}
+        ("flr_dpo", "flr_eval"), ("flr_kto", "flr_eval"), ("flr_dpo", leaderboard), ("flr_kto", leaderboard)}
     for rule in ("pair_accuracy", "rating_agreement", "model_ranking"):
         assert {w["judge"] for r, w in jobs if r == rule} == {"flr"}
     # The flr judge regrades everything it graded; other judges only the retrained policies.
@@ -742,7 +744,7 @@ def test_verify_finds_modified_results_and_stale_descendants(default_run, tmp_pa
 
     from reprolm.cli import main
 
-    for folder in ("results", "resources"):
+    for folder in ("results", "resources", "config"):
         shutil.copytree(default_run / folder, tmp_path / folder, symlinks=True)
     assert main(["--root", str(tmp_path), "verify"]) == 0
     score = "results/scores/diversity/tiny_llama/ce/poems.json"

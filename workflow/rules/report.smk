@@ -79,7 +79,7 @@ rule leaderboard:
     params:
         code=library_code("leaderboard.py"),
         models=lambda wildcards: lookups.leaderboard_models(config),
-        leaderboard=config.get("leaderboard"),
+        leaderboard=lookups.canonical(config.get("leaderboard")),
         studies={
             study: lookups.study_models(config, study) for study in config["studies"]
         },
