@@ -45,3 +45,45 @@ def test_outside_slurm_records_no_job(environment):
     execution = execution_host()
     assert execution["slurm_job_id"] is None and execution["slurm_node"] is None and execution["slurm_gpus"] is None
     assert execution["host"]
+
+
+def test_a_folder_replaced_in_place_is_told_from_one_merely_touched_or_copied(tmp_path):
+    """One job's record lists all its outputs (a study's tables and plots, both named after
+    the study): each folder is compared with its own manifest, by stat, then by hash."""
+    import os
+    import time
+
+    from reprolm.provenance import (
+        SNAKEMAKE_MARKER,
+        build_record,
+        changed_since_record,
+        mark_replaced_folders,
+        write_record,
+    )
+
+    outputs = ["results/tables/gem", "results/plots/gem"]
+    for output, content in zip(outputs, ("table", "plot"), strict=True):
+        (tmp_path / output).mkdir(parents=True)
+        (tmp_path / output / "a.csv").write_text(content)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        record = build_record(rule="study_tables", wildcards={"study": "gem"}, params={}, inputs={},
+                              outputs=outputs, seed=0, started="", finished="")
+        for output in outputs:
+            write_record(record, output)
+            (tmp_path / output / SNAKEMAKE_MARKER).touch()
+    finally:
+        os.chdir(cwd)
+    assert [changed_since_record(o, tmp_path) for o in outputs] == [False, False]
+    time.sleep(0.01)
+    (tmp_path / "results/plots/gem/a.csv").write_text("plot")  # same bytes, new time
+    assert changed_since_record("results/plots/gem", tmp_path) is False
+    assert mark_replaced_folders(tmp_path) == []
+    marker = tmp_path / "results/plots/gem" / SNAKEMAKE_MARKER
+    before = marker.stat().st_mtime_ns
+    (tmp_path / "results/plots/gem/a.csv").write_text("new plot")
+    assert changed_since_record("results/plots/gem", tmp_path) is True
+    assert mark_replaced_folders(tmp_path) == ["results/plots/gem"]
+    assert marker.stat().st_mtime_ns > before
+    assert changed_since_record("results/tables/missing", tmp_path) is None

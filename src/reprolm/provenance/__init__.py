@@ -84,19 +84,21 @@ def content_hash(path: str | os.PathLike) -> str:
     return _manifest_hash({relative: [0, 0, _file_sha256(item)] for relative, item in _content_files(path)})
 
 
-def changed_since_record(folder: str | os.PathLike) -> bool | None:
+def changed_since_record(folder: str | os.PathLike, root: str | os.PathLike = ".") -> bool | None:
     """Whether a recorded folder's content differs from its record (files replaced in place,
     added or removed); None when there is no record with a manifest to compare with. Costs
-    one stat per file, and a hash of each file whose size or time differs."""
-    folder = Path(folder)
-    record_path = folder / PROVENANCE_NAME
+    one stat per file, and a hash of each file whose size or time differs. ``folder`` is
+    relative to ``root``, where the workflow runs (records name outputs by such paths: one
+    job's record lists all its outputs, e.g. a study's tables and its plots)."""
+    record_path = Path(root) / folder / PROVENANCE_NAME
     if not record_path.is_file():
         return None
     outputs = json.loads(record_path.read_text()).get("outputs", [])
-    recorded = next((o.get("files") for o in outputs if Path(o["path"]).name == folder.name and "files" in o), None)
+    target = Path(folder).as_posix()
+    recorded = next((o.get("files") for o in outputs if Path(o["path"]).as_posix() == target), None)
     if recorded is None:
         return None
-    current = dict(_content_files(folder))
+    current = dict(_content_files(Path(root) / folder))
     if set(current) != set(recorded):
         return True
     for relative, item in current.items():
@@ -120,11 +122,11 @@ def mark_replaced_folders(root: str | os.PathLike = ".") -> list[str]:
     replaced = []
     for pattern in FOLDER_RECORDS:
         for record in sorted(root.glob(pattern)):
-            folder = record.parent
-            marker = folder / SNAKEMAKE_MARKER
-            if marker.is_file() and changed_since_record(folder):
+            folder = record.parent.relative_to(root)
+            marker = root / folder / SNAKEMAKE_MARKER
+            if marker.is_file() and changed_since_record(folder, root):
                 os.utime(marker)
-                replaced.append(folder.relative_to(root).as_posix())
+                replaced.append(folder.as_posix())
     return replaced
 
 
