@@ -237,12 +237,13 @@ def flr_scoring(model_dir: Path, conversations: int = 8, answer_words: int = 200
 
 def verify_time(work: Path, copies: int) -> dict:
     """``reprolm verify`` over ``copies`` copies of the run's results and resources, each
-    copy its own workflow folder, checked in one process."""
+    copy its own workflow folder, checked in one process (its start, about 0.3 s, included)."""
     roots = [work]
     scale = work / "verify_scale"
     for index in range(1, copies):
         root = scale / str(index)
-        for folder in ("results", "resources"):
+        # The records also name the configuration files the jobs read.
+        for folder in ("results", "resources", "config"):
             shutil.copytree(work / folder, root / folder, symlinks=True, ignore=shutil.ignore_patterns("hf_home"))
         roots.append(root)
     code = ("import sys; from reprolm.provenance.query import verify; "
