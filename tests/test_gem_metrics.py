@@ -187,3 +187,13 @@ def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings(
     default["gem"]["labels"]["sft"] = "SFT"
     with pytest.raises(ConfigError, match="gem.labels: 'sft' is not declared"):
         check_references(default)
+    del default["gem"]["labels"]["sft"]
+    default["metrics"]["answer_voting"]["ks"] = [1, 16]
+    with pytest.raises(ConfigError, match=r"gem.evaluations\[1\]: metrics.answer_voting.ks asks for @16, "
+                                          "but promptset 'gsm8k_samples' samples n=8"):
+        check_references(default)
+    default["metrics"]["answer_voting"]["ks"] = [1, 8]
+    default["promptsets"]["poems"]["sampling"]["n"] = 1
+    with pytest.raises(ConfigError, match=r"gem.evaluations\[2\]: diversity compares a prompt's samples, "
+                                          "but promptset 'poems' samples n=1"):
+        check_references(default)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from reprolm.aggregate.paper_comparison import HeadlineError, direction_table, headline_table
+from reprolm.aggregate.paper_comparison import HeadlineError, direction_table, headline_table, load_headlines
 
 
 @pytest.fixture
@@ -52,3 +52,17 @@ def test_a_misplaced_figure_names_its_entry_and_the_table(tables):
                            "where": {"base": "b"}, "column": "Avg"}]}
     with pytest.raises(HeadlineError, match="2 rows .* must be unique"):
         headline_table(spec, tables, ["gem"])
+
+
+def test_the_headline_file_is_checked_entry_by_entry_before_any_table_is_read(tmp_path):
+    from pathlib import Path
+
+    shipped = load_headlines(Path(__file__).resolve().parents[1] / "config/paper_headlines.yaml")
+    assert len(shipped["headlines"]) == 29 and len(shipped["directions"]) == 6
+    bad = tmp_path / "headlines.yaml"
+    bad.write_text("headlines:\n  - {study: gem, figure: f, model: m, paper: 1, table: t, where: {}, colum: Avg}\n")
+    with pytest.raises(HeadlineError, match=r"headlines.yaml: headlines\[0\]: missing keys \['column'\], unknown keys \['colum'\]"):
+        load_headlines(bad)
+    bad.write_text("headlines:\n  - {study: gem, figure: f, model: m, paper: high, table: t, where: {}, column: Avg}\n")
+    with pytest.raises(HeadlineError, match=r"headlines\[0\].paper: expected a number, got 'high'"):
+        load_headlines(bad)

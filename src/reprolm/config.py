@@ -182,10 +182,25 @@ def _check_gem_study(config: Mapping) -> None:
         if max(best_of_n["ns"]) > samples:
             raise ConfigError(f"gem.best_of_n.ns asks for best-of-{max(best_of_n['ns'])}, but promptset "
                               f"{best_of_n['promptset']!r} samples n={samples} answers per prompt")
+    _check_sampled_evaluations(config, spec.get("evaluations", []), "gem.evaluations")
     if spec.get("judge_validation"):
         _require(spec["judge_validation"], config.get("datasets", {}), "gem.judge_validation")
         if not best_of_n:
             raise ConfigError("gem.judge_validation validates gem.best_of_n's judge, but gem.best_of_n is not set")
+
+
+def _check_sampled_evaluations(config: Mapping, evaluations: list, where: str) -> None:
+    """Metrics over many samples per prompt need that many: maj@k / pass@k at the largest k
+    of ``metrics.answer_voting.ks``, diversity at least two."""
+    ks = config.get("metrics", {}).get("answer_voting", {}).get("ks")
+    for index, evaluation in enumerate(evaluations):
+        samples = config["promptsets"][evaluation["promptset"]]["sampling"].get("n", 1)
+        if evaluation["metric"] == "answer_voting" and ks and max(ks) > samples:
+            raise ConfigError(f"{where}[{index}]: metrics.answer_voting.ks asks for @{max(ks)}, but promptset "
+                              f"{evaluation['promptset']!r} samples n={samples} answers per prompt")
+        if evaluation["metric"] == "diversity" and samples < 2:
+            raise ConfigError(f"{where}[{index}]: diversity compares a prompt's samples, but promptset "
+                              f"{evaluation['promptset']!r} samples n={samples}; set sampling.n to 2 or more")
 
 
 def gem_scores(config: Mapping) -> list[str]:

@@ -68,11 +68,33 @@ def direction_table(spec: Mapping, tables: Path, studies: list[str]) -> pd.DataF
     return pd.DataFrame(rows, columns=["study", "claim", "expected higher", "expected lower", "shown"])
 
 
+HEADLINE_KEYS = {"study", "figure", "model", "paper", "table", "where", "column"}
+DIRECTION_KEYS = {"study", "claim", "table", "column", "higher", "lower"}
+
+
+def load_headlines(path: str | Path) -> dict:
+    """The headline file, every entry checked for its keys before any table is read."""
+    spec = yaml.safe_load(Path(path).read_text()) or {}
+    unknown = sorted(set(spec) - {"headlines", "directions"})
+    if unknown:
+        raise HeadlineError(f"{path}: unknown sections {unknown}; expected 'headlines' and 'directions'")
+    for section, keys in (("headlines", HEADLINE_KEYS), ("directions", DIRECTION_KEYS)):
+        for index, entry in enumerate(spec.get(section, [])):
+            if not isinstance(entry, dict):
+                raise HeadlineError(f"{path}: {section}[{index}] is not a mapping")
+            missing, extra = sorted(keys - set(entry)), sorted(set(entry) - keys)
+            if missing or extra:
+                raise HeadlineError(f"{path}: {section}[{index}]: missing keys {missing}, unknown keys {extra}")
+            if section == "headlines" and not isinstance(entry["paper"], (int, float)):
+                raise HeadlineError(f"{path}: headlines[{index}].paper: expected a number, got {entry['paper']!r}")
+    return spec
+
+
 def write_paper_comparison(headlines_file: str, tables: str, studies: list[str], headline_csv: str,
                            direction_csv: str) -> None:
     from reprolm.aggregate.tables import write_table
 
-    spec = yaml.safe_load(Path(headlines_file).read_text())
+    spec = load_headlines(headlines_file)
     headline = headline_table(spec, Path(tables), studies)
     direction = direction_table(spec, Path(tables), studies)
     for frame, path in ((headline, headline_csv), (direction, direction_csv)):

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reprolm.provenance import PROVENANCE_NAME, SIDECAR_SUFFIX, content_hash, provenance_path
+from reprolm.provenance import PROVENANCE_NAME, SIDECAR_SUFFIX, atomic_path, content_hash, provenance_path
 
 # What a lineage shows of each record: enough to say what ran, how, from which code, where.
 SHOWN_FIELDS = ("rule", "wildcards", "params", "code", "execution", "seed", "started", "finished")
@@ -189,3 +189,13 @@ def provenance_table(paths: Iterable[str | Path], root: str | Path = ".") -> lis
             "inputs": len(entry["inputs"]),
         })
     return rows
+
+
+def write_provenance_table(paths: Iterable[str | Path], output: str | Path, root: str | Path = ".") -> int:
+    """:func:`provenance_table` as a CSV, written atomically; returns its row count."""
+    import pandas as pd
+
+    rows = provenance_table(paths, root=root)
+    with atomic_path(output) as tmp:
+        pd.DataFrame(rows).to_csv(tmp, index=False)
+    return len(rows)
