@@ -13,7 +13,10 @@
 8. FLR scoring on the tiny model: follow-ups packed after the shared prefix's cache vs each
    follow-up alone at batch size 1 (the original code's way), and whether the scores agree.
 9. ``reprolm verify`` over the default run's results (every record re-hashed), at 1x and
-   over 10 copies of the run (10x the artifacts).
+   over 10 copies of the run (10x the artifacts);
+10. a dry run that finds nothing to do at 10x the default grid: every base model named ten
+   times, each copy's results copied from the original's and made current with
+   ``snakemake --touch``.
 
 Usage: ``.venv/bin/python bench/run_bench.py [--keep DIR]``
 """
@@ -24,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import subprocess
@@ -31,6 +35,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -257,6 +263,74 @@ def verify_time(work: Path, copies: int) -> dict:
     return {"copies": copies, "records": records, "problems": problems, "seconds": elapsed}
 
 
+COPY_NAME = re.compile(r"_copy\d+")
+
+
+def scaled_grid_config(work: Path, copies: int) -> list[str]:
+    """The config files (the default's, then one over it) naming every base model ``copies`` times (``tiny_llama``,
+    ``tiny_llama_copy2``, ...) in every study, so each model-dependent job appears ``copies``
+    times; datasets, judges and the report's jobs stay single."""
+    config = yaml.safe_load((work / "config/config.yaml").read_text())
+
+    def scaled(bases: list[str]) -> list[str]:
+        return bases + [f"{base}_copy{index}" for index in range(2, copies + 1) for base in bases]
+
+    overrides: dict = {"base_models": {f"{name}_copy{index}": spec for name, spec in config["base_models"].items()
+                                       for index in range(2, copies + 1)}}
+    for study in config["studies"]:
+        section = config[study]
+        overrides[study] = {key: ({"bases": scaled(value["bases"])} if isinstance(value, dict) else scaled(value))
+                            for key, value in section.items()
+                            if key == "bases" or (isinstance(value, dict) and "bases" in value)}
+    path = work / "config" / f"grid_{copies}x.yaml"
+    path.write_text(yaml.safe_dump(overrides))
+    return ["config/config.yaml", path.relative_to(work).as_posix()]
+
+
+def _copy_artifact(work: Path, path: str) -> None:
+    """Copies the original model's artifact behind a copy's path, with its provenance record
+    naming the new path (so the start-up check of recorded folders stats its files)."""
+    source, target = work / COPY_NAME.sub("", path), work / path
+    if source.is_dir():
+        shutil.copytree(source, target)
+        record = target / "provenance.json"
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+        record = target.with_name(target.name + ".provenance.json")
+        if (sidecar := source.with_name(source.name + ".provenance.json")).is_file():
+            shutil.copy2(sidecar, record)
+    if record.is_file():
+        record.write_text(record.read_text().replace(f'"{COPY_NAME.sub("", path)}"', f'"{path}"'))
+
+
+def noop_dry_run_at_scale(work: Path, copies: int) -> dict:
+    """A dry run that finds nothing to do over ``copies`` times the default grid, in a copy of
+    the finished default run. Each round of dry runs lists the jobs still to do (checkpoints
+    reveal later ones); their outputs are copied from the original model's, then
+    ``snakemake --touch`` dates every output after its inputs and records the jobs'
+    metadata, as a real run would have."""
+    scaled_work = work.with_name(work.name + f"-grid{copies}x")
+    shutil.rmtree(scaled_work, ignore_errors=True)
+    shutil.copytree(work, scaled_work, symlinks=True)
+    configfiles = scaled_grid_config(scaled_work, copies)
+    for _ in range(copies):
+        _, planned = run(scaled_work, "-n", "--configfile", *configfiles)
+        missing = [path for line in planned.splitlines() if line.startswith("    output: ")
+                   for path in line.removeprefix("    output: ").split(", ") if not (scaled_work / path).exists()]
+        if not missing:
+            break
+        for path in missing:
+            _copy_artifact(scaled_work, path)
+    run(scaled_work, "--touch", "--configfile", *configfiles)
+    seconds, noop = run(scaled_work, "-n", "--configfile", *configfiles)
+    _, scaled = run(scaled_work, "-n", "--forceall", "--configfile", *configfiles)
+    _, default = run(work, "-n", "--forceall")
+    shutil.rmtree(scaled_work)
+    return {"copies": copies, "seconds": seconds, "nothing_to_do": "Nothing to be done" in noop,
+            "jobs": job_total(scaled), "default_jobs": job_total(default)}
+
+
 def torch_seed(seed: int) -> None:
     import torch
 
@@ -277,6 +351,7 @@ def main() -> None:
     figures["noop_rerun_s"], noop = run(work, "-n")
     figures["noop_nothing_to_do"] = "Nothing to be done" in noop
     figures["verify"] = [verify_time(work, copies) for copies in (1, 10)]
+    figures["noop_dry_run_10x"] = noop_dry_run_at_scale(work, 10)
     paper_dir = Path(tempfile.mkdtemp(prefix="reprolm-paper-"))
     for name in ("workflow", "config", "profiles"):
         shutil.copytree(REPO / name, paper_dir / name)
@@ -302,6 +377,9 @@ def main() -> None:
     for verified in figures["verify"]:
         print(f"reprolm verify, {verified['copies']:>2}x        {verified['seconds']:.1f} s for {verified['records']} records, "
               f"{verified['problems']} problems (target: a few seconds at 1x, linear growth)")
+    scaled = figures["noop_dry_run_10x"]
+    print(f"no-op dry run, 10x grid     {scaled['seconds']:.1f} s for {scaled['jobs']} jobs ({scaled['default_jobs']} at 1x), "
+          f"nothing to do: {scaled['nothing_to_do']} (target: a few seconds, linear growth)")
     print(f"paper.yaml dry run          {figures['paper_dry_run_s']:.1f} s first (builds the task-split cache), "
           f"{figures['paper_dry_run_cached_s']:.1f} s after, {figures['paper_dry_run_jobs']} jobs (target < 10 s)")
     print(f"generation, {gen['prompts']} prompts       batched {gen['batched_s']:.2f} s, one at a time "

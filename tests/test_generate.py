@@ -4,6 +4,7 @@ stands in for it and is named as such)."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from reprolm.data import fixtures
 from reprolm.generate import GenerationRequest, SamplingParams, make_backend
 from reprolm.generate.request import cut_at_stop
+from reprolm.models.loading import load_tokenizer
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
 
@@ -34,6 +36,19 @@ def tiny_model_dir(tmp_path_factory):
 def _prompts(backend, count):
     return [backend.tokenizer.apply_chat_template([{"role": "user", "content": f"Describe {i} boats."}],
                                                   tokenize=False, add_generation_prompt=True) for i in range(count)]
+
+
+def test_a_saved_tokenizer_does_not_depend_on_whether_the_hub_was_offline(tiny_model_dir, tmp_path, monkeypatch):
+    """Checkpoints must hash the same whether or not a run set HF_HUB_OFFLINE."""
+    import huggingface_hub.constants
+
+    saved = []
+    for offline in (True, False):
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", offline)
+        folder = tmp_path / str(offline)
+        load_tokenizer(tiny_model_dir).save_pretrained(folder)
+        saved.append(json.loads((folder / "tokenizer_config.json").read_text()))
+    assert "local_files_only" not in saved[0] and saved[0] == saved[1]
 
 
 def test_cut_at_stop_takes_the_earliest():

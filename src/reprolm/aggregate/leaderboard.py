@@ -47,4 +47,4 @@ def write_leaderboard(models, grade_files, model_dirs, studies, output: str) -> 
     from reprolm.aggregate.tables import write_table
 
     write_table(leaderboard(models, grade_files, model_dirs, studies), Path(output).parent, Path(output).stem,
-                decimals=4)
+                decimals=4, markdown=False)

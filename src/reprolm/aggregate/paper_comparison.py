@@ -98,4 +98,4 @@ def write_paper_comparison(headlines_file: str, tables: str, studies: list[str],
     headline = headline_table(spec, Path(tables), studies)
     direction = direction_table(spec, Path(tables), studies)
     for frame, path in ((headline, headline_csv), (direction, direction_csv)):
-        write_table(frame, Path(path).parent, Path(path).stem, decimals=3)
+        write_table(frame, Path(path).parent, Path(path).stem, decimals=3, markdown=False)

@@ -33,14 +33,17 @@ def load_scores(paths) -> list[Score]:
     return scores
 
 
-def write_table(frame: pd.DataFrame, folder: str | Path, name: str, decimals: int | None = 2) -> Path:
-    """``decimals=None`` keeps full precision (p-values)."""
+def write_table(frame: pd.DataFrame, folder: str | Path, name: str, decimals: int | None = 2,
+                markdown: bool = True) -> Path:
+    """``decimals=None`` keeps full precision (p-values). ``markdown``: also a ``.md``
+    rendering beside the CSV, which only a rule whose output is the whole folder may write."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rounded = frame if decimals is None else frame.round(decimals)
     csv_path = folder / f"{name}.csv"
     with atomic_path(csv_path) as tmp:
         rounded.to_csv(tmp, index=False)
-    with atomic_path(folder / f"{name}.md") as tmp:
-        tmp.write_text(rounded.to_markdown(index=False) + "\n")
+    if markdown:
+        with atomic_path(folder / f"{name}.md") as tmp:
+            tmp.write_text(rounded.to_markdown(index=False) + "\n")
     return csv_path

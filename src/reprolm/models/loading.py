@@ -14,6 +14,9 @@ def load_tokenizer(path: str, chat_template: str | None = None):
     one), so instruction prompts and training text always go through a template.
     """
     tokenizer = AutoTokenizer.from_pretrained(path)
+    # transformers keeps whether the hub was offline at load time and would save it into
+    # tokenizer_config.json: checkpoints' bytes (and hashes) would then depend on HF_HUB_OFFLINE.
+    tokenizer.init_kwargs.pop("local_files_only", None)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
