@@ -15,8 +15,8 @@
 9. ``reprolm verify`` over the default run's results (every record re-hashed), at 1x and
    over 10 copies of the run (10x the artifacts);
 10. a dry run that finds nothing to do at 10x the default grid: every base model named ten
-   times, each copy's results copied from the original's and made current with
-   ``snakemake --touch``.
+   times, each copy's results copied from the original's and made current, metadata
+   included, with ``snakemake --touch --forceall``.
 
 Usage: ``.venv/bin/python bench/run_bench.py [--keep DIR]``
 """
@@ -307,9 +307,10 @@ def _copy_artifact(work: Path, path: str) -> None:
 def noop_dry_run_at_scale(work: Path, copies: int) -> dict:
     """A dry run that finds nothing to do over ``copies`` times the default grid, in a copy of
     the finished default run. Each round of dry runs lists the jobs still to do (checkpoints
-    reveal later ones); their outputs are copied from the original model's, then
-    ``snakemake --touch`` dates every output after its inputs and records the jobs'
-    metadata, as a real run would have."""
+    reveal later ones); their outputs are copied from the original model's. Then
+    ``snakemake --touch --forceall`` dates every output after its inputs and records every
+    job's metadata (params, code, inputs), which the dry run reads back as after a real run;
+    without ``--forceall`` the copies would count as done with no metadata to read."""
     scaled_work = work.with_name(work.name + f"-grid{copies}x")
     shutil.rmtree(scaled_work, ignore_errors=True)
     shutil.copytree(work, scaled_work, symlinks=True)
@@ -322,7 +323,7 @@ def noop_dry_run_at_scale(work: Path, copies: int) -> dict:
             break
         for path in missing:
             _copy_artifact(scaled_work, path)
-    run(scaled_work, "--touch", "--configfile", *configfiles)
+    run(scaled_work, "--touch", "--forceall", "--configfile", *configfiles)
     seconds, noop = run(scaled_work, "-n", "--configfile", *configfiles)
     _, scaled = run(scaled_work, "-n", "--forceall", "--configfile", *configfiles)
     _, default = run(work, "-n", "--forceall")
