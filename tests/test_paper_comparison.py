@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from reprolm.aggregate.paper_comparison import HeadlineError, direction_table, headline_table, load_headlines
+from reprolm.aggregate.paper_comparison import (HeadlineError, direction_table, headline_table, load_headlines,
+                                                write_paper_comparison)
 
 
 @pytest.fixture
@@ -52,6 +53,16 @@ def test_a_misplaced_figure_names_its_entry_and_the_table(tables):
                            "where": {"base": "b"}, "column": "Avg"}]}
     with pytest.raises(HeadlineError, match="2 rows .* must be unique"):
         headline_table(spec, tables, ["gem"])
+
+
+def test_a_misplaced_figure_stops_the_comparison_naming_the_headline_file_with_no_output(tables, tmp_path):
+    headlines = tmp_path / "headlines.yaml"
+    headlines.write_text("headlines:\n  - {study: gem, figure: f, model: m, paper: 1, table: ifeval, "
+                         "where: {model: CE}, column: Average}\n")
+    outputs = tmp_path / "headlines.csv", tmp_path / "directions.csv"
+    with pytest.raises(HeadlineError, match=r"headlines.yaml: headlines\[0\]: .*ifeval.csv has no column"):
+        write_paper_comparison(str(headlines), tables, ["gem"], *map(str, outputs))
+    assert not any(path.exists() for path in outputs)
 
 
 def test_the_headline_file_is_checked_entry_by_entry_before_any_table_is_read(tmp_path):

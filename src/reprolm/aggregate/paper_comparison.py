@@ -95,7 +95,11 @@ def write_paper_comparison(headlines_file: str, tables: str, studies: list[str],
     from reprolm.aggregate.tables import write_table
 
     spec = load_headlines(headlines_file)
-    headline = headline_table(spec, Path(tables), studies)
-    direction = direction_table(spec, Path(tables), studies)
+    try:
+        headline = headline_table(spec, Path(tables), studies)
+        direction = direction_table(spec, Path(tables), studies)
+    except HeadlineError as error:
+        # Name the file the misplaced entry is in, beside the entry and the table.
+        raise HeadlineError(f"{headlines_file}: {error}") from None
     for frame, path in ((headline, headline_csv), (direction, direction_csv)):
         write_table(frame, Path(path).parent, Path(path).stem, decimals=3, markdown=False)
