@@ -112,7 +112,10 @@ def test_a_different_vocabulary_of_the_same_size_is_refused(pair, tmp_path):
 def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
     import yaml
 
-    from reprolm.config import ConfigError, check_references, expo_reference_dir, split_expo
+    from reprolm.config.checks import check_config
+    from reprolm.config.errors import ConfigError
+    from reprolm.config.lookups import expo_reference_dir
+    from reprolm.paths import split_expo
 
     repo = Path(__file__).resolve().parents[1]
     paper = yaml.safe_load((repo / "config/paper.yaml").read_text())
@@ -121,12 +124,12 @@ def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
     assert expo_reference_dir(default, "tiny_llama", "vanilla") == "resources/models/tiny_llama"
     assert split_expo("vanilla+expo2.5") == ("vanilla", 2.5) and split_expo("vanilla") == ("vanilla", None)
     # An extrapolated model is asked for lengths the way the recipe it extrapolates is.
-    from reprolm.config import length_prompt
+    from reprolm.config.lookups import length_prompt
 
     assert length_prompt(default, "ruler+expo0.5") == "mlt" and length_prompt(default, "pretrained+expo0.3") == "instruction"
     default["ruler"]["recipes"] = ["ruler", "ruler+expo0.5"]
     with pytest.raises(ConfigError, match="expo.references has no entry for recipe 'ruler'"):
-        check_references(default)
+        check_config(default)
     paper["expo"]["models"].append("zephyr_7b_sft_full/pretrained+expo0.3")
     with pytest.raises(ConfigError, match="expo.base_references has no entry for base model 'zephyr_7b_sft_full'"):
-        check_references(paper)
+        check_config(paper)

@@ -166,15 +166,17 @@ def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings(
 
     import yaml
 
-    from reprolm.config import ConfigError, check_references, study_models, study_scores
+    from reprolm.config.checks import check_config
+    from reprolm.config.errors import ConfigError
+    from reprolm.studies import STUDIES
 
     repo = Path(__file__).resolve().parents[1]
     paper = yaml.safe_load((repo / "config/paper.yaml").read_text())
-    check_references(paper)
-    models = study_models(paper, "gem")
+    check_config(paper)
+    models = STUDIES["gem"].models(paper)
     assert models == [("llama3_8b", r) for r in ("ce", "gem_linear", "gem_logsigmoid")] + [
         ("qwen25_math_7b", r) for r in ("ce_numina", "gem_linear_numina", "gem_logsigmoid_numina")]
-    scores = study_scores(paper, "gem")
+    scores = STUDIES["gem"].score_paths(paper)
     # The math models get GSM8K greedy (and IFEval); sampling, diversity and best-of-n are the chat models'.
     assert "results/scores/answer_accuracy/qwen25_math_7b/ce_numina/gsm8k_greedy.json" in scores
     assert not [s for s in scores if "qwen25_math_7b" in s and ("answer_voting" in s or "grade_" in s or "diversity" in s)]
@@ -182,18 +184,18 @@ def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings(
     default = yaml.safe_load((repo / "config/config.yaml").read_text())
     default["gem"]["best_of_n"]["ns"] = [1, 16]
     with pytest.raises(ConfigError, match="best-of-16, but promptset 'gem_chat' samples n=8"):
-        check_references(default)
+        check_config(default)
     default["gem"]["best_of_n"]["ns"] = [1, 8]
     default["gem"]["labels"]["sft"] = "SFT"
     with pytest.raises(ConfigError, match="gem.labels: 'sft' is not declared"):
-        check_references(default)
+        check_config(default)
     del default["gem"]["labels"]["sft"]
     default["metrics"]["answer_voting"]["ks"] = [1, 16]
     with pytest.raises(ConfigError, match=r"gem.evaluations\[1\]: metrics.answer_voting.ks asks for @16, "
                                           "but promptset 'gsm8k_samples' samples n=8"):
-        check_references(default)
+        check_config(default)
     default["metrics"]["answer_voting"]["ks"] = [1, 8]
     default["promptsets"]["poems"]["sampling"]["n"] = 1
     with pytest.raises(ConfigError, match=r"gem.evaluations\[2\]: diversity compares a prompt's samples, "
                                           "but promptset 'poems' samples n=1"):
-        check_references(default)
+        check_config(default)

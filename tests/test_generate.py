@@ -137,5 +137,5 @@ def test_vllm_backend_translates_the_request(monkeypatch):
 
 
 def test_unknown_backend_is_refused():
-    with pytest.raises(ValueError, match="unknown generation backend 'tgi'; choose from"):
+    with pytest.raises(ValueError, match="unknown generation backend 'tgi'; registered: \['transformers', 'vllm'\]"):
         make_backend("tgi", "/x")

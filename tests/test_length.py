@@ -5,17 +5,17 @@ import math
 import pytest
 
 from reprolm.score import length
-from reprolm.score.length import PAPER_TARGETS, TargetSet, Window
+from reprolm.length import PAPER_TARGETS, TargetSet, Window, count_words
 
 PAPER = TargetSet(PAPER_TARGETS)
 
 
 def test_word_count_is_regex_word_tokens():
-    assert length.count_words("Hello, world!") == 2
-    assert length.count_words("don't stop") == 3  # \w+ splits at the apostrophe
-    assert length.count_words("snake_case x2 3.14") == 4
-    assert length.count_words("  \n\t ") == 0
-    assert length.count_words("— ... !!!") == 0
+    assert count_words("Hello, world!") == 2
+    assert count_words("don't stop") == 3  # \w+ splits at the apostrophe
+    assert count_words("snake_case x2 3.14") == 4
+    assert count_words("  \n\t ") == 0
+    assert count_words("— ... !!!") == 0
 
 
 def test_paper_levels_and_windows():

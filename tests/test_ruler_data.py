@@ -12,7 +12,7 @@ from reprolm.data.schemas import DataError, load_records
 from reprolm.data.sources import SPLIT_ORDER, read_all_splits, write_source
 from reprolm.generate.prompts import build_prompts
 from reprolm.models.tokenizer import train_bpe_tokenizer
-from reprolm.score.length import PAPER_TARGETS, TargetSet
+from reprolm.length import PAPER_TARGETS, TargetSet
 from reprolm.train.examples import IGNORE_INDEX, build_examples
 
 TARGETS = TargetSet(PAPER_TARGETS)

@@ -77,7 +77,7 @@ def small_config() -> dict:
 
 
 def expected_threads(rule: str) -> int:
-    from reprolm.config import model_settings
+    from reprolm.config.resources import model_settings
 
     stage = STAGE_OF_RULE.get(rule)
     return model_settings(small_config(), BASE, stage)["threads"] if stage else 1

@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from reprolm.provenance import content_hash, provenance_path
-from reprolm.score.length import TargetSet, count_words
+from reprolm.length import TargetSet, count_words
 from chat_endpoint_standin import ChatEndpointStandIn, chat_endpoint  # noqa: F401 (a fixture)
 from workflow_helpers import REPO, dry_run_jobs, job_counts, scratch_copy, snakemake
 
@@ -116,7 +116,7 @@ def test_noop_rerun_does_nothing(default_run):
 
 
 def test_changing_one_recipe_reruns_exactly_its_descendants(default_run, tmp_path):
-    from reprolm.config import split_expo
+    from reprolm.paths import split_expo
 
     changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
     changed["recipes"]["vanilla"]["learning_rate"] *= 2
@@ -143,7 +143,7 @@ def test_changing_one_recipe_reruns_exactly_its_descendants(default_run, tmp_pat
 def test_extrapolated_model_is_built_on_request_from_its_two_checkpoints(default_run):
     from safetensors.torch import load_file
 
-    from reprolm.config import model_dir
+    from reprolm.paths import model_dir
 
     target = "results/models/tiny_llama/vanilla+expo0.7"  # outside the default alpha grid
     jobs = dry_run_jobs(default_run, target)
@@ -182,7 +182,8 @@ def _read(work: Path, path: str) -> dict:
 
 
 def test_alpha_search_picks_the_extrapolation_the_judge_grades_highest(default_run):
-    from reprolm.config import alpha_search_grades, alpha_search_path, expo_name
+    from reprolm.paths import expo_name
+    from reprolm.studies.expo import alpha_search_grades, alpha_search_path
 
     curve_table = pd.read_csv(default_run / "results/tables/expo/alpha_search.csv")
     for base, recipe in EXPO_MODELS:
@@ -205,7 +206,8 @@ def test_alpha_search_picks_the_extrapolation_the_judge_grades_highest(default_r
 
 
 def test_expo_tables_put_original_beside_its_chosen_extrapolation(default_run):
-    from reprolm.config import alpha_search_path, expo_name
+    from reprolm.paths import expo_name
+    from reprolm.studies.expo import alpha_search_path
 
     tables = default_run / "results/tables/expo"
     alpaca, mt_bench = pd.read_csv(tables / "alpaca_eval.csv"), pd.read_csv(tables / "mt_bench.csv")

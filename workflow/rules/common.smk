@@ -1,35 +1,38 @@
 import os
 import re
 
+import yaml
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-from reprolm import config as lookups
-from reprolm.aggregate.studies import STUDY_TABLES
+from reprolm import paths
+from reprolm.config import lookups
+from reprolm.config.checks import check_config
+from reprolm.config.params import canonical
+from reprolm.config.resources import judge_settings, model_settings
 from reprolm.data.builders import BUILDERS
 from reprolm.provenance import mark_replaced_folders
 from reprolm.provenance.fingerprint import entry_of, job_code
-from reprolm.score.length import TargetSet
 from reprolm.score.metrics import METRICS
+from reprolm.studies import enabled_studies, study
+from reprolm.studies.expo import alpha_search_grades, extrapolated_models
+from reprolm.studies.harmony import task_spec
 
 # Hub caches live inside the project, never in the user's home.
 os.environ.setdefault("HF_HOME", os.path.abspath("resources/hf_home"))
 
-validate(config, schema="../schemas/config.schema.yaml")
-lookups.check_references(config)
+SCHEMA = os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
+validate(config, schema=SCHEMA)
+with open(SCHEMA) as schema_file:
+    check_config(config, yaml.safe_load(schema_file)["properties"])
+STUDIES = enabled_studies(config)
+for enabled in STUDIES:
+    enabled.preflight(config)
 # Results are keyed by content: a checkpoint replaced in place reruns what used it.
 for replaced in mark_replaced_folders():
     logger.warning(
         f"{replaced}: content differs from its provenance record (replaced in place); "
         "everything made from it will rerun"
-    )
-if "harmony" in config["studies"]:
-    from reprolm.score.task_splits import refuse_tasks_without_training_split
-
-    refuse_tasks_without_training_split(
-        config["harmony"]["tasks"],
-        "resources/lm_eval_task_splits.json",
-        "harmony.tasks",
     )
 
 
@@ -69,15 +72,17 @@ def builder_code(wildcards):
 
 
 def study_tables_code(wildcards):
-    writer = STUDY_TABLES[wildcards.study]
-    return job_code(os.path.join(SCRIPTS, "study_tables.py"), entry_of(writer))
+    return job_code(
+        os.path.join(SCRIPTS, "study_tables.py"),
+        study(config, wildcards.study).table_code(),
+    )
 
 
 def report_inputs():
     """The report's tables and plots (the provenance index lists what is behind them)."""
     return (
-        [f"results/tables/{study}" for study in config["studies"]]
-        + [f"results/plots/{study}" for study in config["studies"]]
+        [paths.tables_dir(s.name) for s in STUDIES]
+        + [paths.plots_dir(s.name) for s in STUDIES]
         + ["results/report/paper_headlines.csv", "results/report/effect_directions.csv"]
         + (["results/report/leaderboard.csv"] if config.get("leaderboard") else [])
     )
@@ -87,22 +92,12 @@ def all_targets():
     return (
         report_inputs()
         + ["results/report/provenance.csv"]
-        + lookups.expo_models(config)
-        # Named up front so that every alpha search is scheduled at once, not one per
-        # re-evaluation of the checkpoint-dependent table inputs.
-        + [
-            lookups.alpha_search_path(config, base, recipe)
-            for base, recipe in (
-                lookups.study_models(config, "expo")
-                if "expo" in config["studies"]
-                else []
-            )
-        ]
+        + extrapolated_models(config)
+        + [target for s in STUDIES for target in s.targets(config)]
     )
 
 
-def raw_dir(source):
-    return f"resources/raw/{source}"
+raw_dir = paths.raw_dir
 
 
 def tokenizer_inputs(wildcards):
@@ -111,7 +106,7 @@ def tokenizer_inputs(wildcards):
 
 def tokenizer_schemas(wildcards):
     corpus = config["tokenizers"][wildcards.tokenizer]["corpus"]
-    return lookups.canonical({s: config["sources"][s]["schema"] for s in corpus})
+    return canonical({s: config["sources"][s]["schema"] for s in corpus})
 
 
 def base_names(kind):
@@ -131,7 +126,7 @@ def build_base_model_inputs(wildcards):
 
 def base_model_schemas(wildcards):
     corpus = config["base_models"][wildcards.base]["build"]["pretrain"]["corpus"]
-    return lookups.canonical({s: config["sources"][s]["schema"] for s in corpus})
+    return canonical({s: config["sources"][s]["schema"] for s in corpus})
 
 
 def dataset_inputs(wildcards):
@@ -149,7 +144,7 @@ def source_schemas(dataset):
 
 
 def model_dir(wildcards):
-    return lookups.model_dir(wildcards.base, wildcards.recipe)
+    return paths.model_dir(wildcards.base, wildcards.recipe)
 
 
 def expo_reference_dir(wildcards):
@@ -176,7 +171,7 @@ def promptset_file(wildcards):
 
 def stage_resource(stage, key):
     def lookup(wildcards, attempt):
-        value = lookups.model_settings(config, wildcards.base, stage)[key]
+        value = model_settings(config, wildcards.base, stage)[key]
         # A retry after an out-of-memory or time-out asks for more.
         return value * attempt if key in ("mem_mb", "runtime") else value
 
@@ -185,7 +180,7 @@ def stage_resource(stage, key):
 
 def stage_threads(stage):
     def lookup(wildcards):
-        return lookups.model_settings(config, wildcards.base, stage)["threads"]
+        return model_settings(config, wildcards.base, stage)["threads"]
 
     return lookup
 
@@ -200,18 +195,18 @@ def lm_eval_inputs(wildcards):
 
 def lm_eval_sources(wildcards):
     tasks = config["lm_eval_suites"][wildcards.suite]["tasks"]
-    return lookups.canonical(
+    return canonical(
         {t["source"]: raw_dir(t["source"]) for t in tasks if t.get("source")}
     )
 
 
 def harmony_task_docs(wildcards):
-    source = lookups.harmony_task(config, wildcards.task).get("source")
+    source = task_spec(config, wildcards.task).get("source")
     return [raw_dir(source)] if source else []
 
 
 def judge_spec(wildcards):
-    return lookups.canonical(config["judges"][wildcards.judge])
+    return canonical(config["judges"][wildcards.judge])
 
 
 def judge_inputs(wildcards):
@@ -222,14 +217,14 @@ def judge_resource(key):
     """A judge job's resources are those its own model needs (none for an endpoint)."""
 
     def lookup(wildcards, attempt):
-        value = lookups.judge_settings(config, wildcards.judge)[key]
+        value = judge_settings(config, wildcards.judge)[key]
         return value * attempt if key in ("mem_mb", "runtime") else value
 
     return lookup
 
 
 def judge_threads(wildcards):
-    return lookups.judge_settings(config, wildcards.judge)["threads"]
+    return judge_settings(config, wildcards.judge)["threads"]
 
 
 def win_rate_inputs(wildcards):
@@ -252,28 +247,18 @@ def judged_dataset_inputs(wildcards):
     }
 
 
-def alpha_search_grades(wildcards):
-    return list(
-        lookups.alpha_search_grades(config, wildcards.base, wildcards.recipe).values()
-    )
+def alpha_search_inputs(wildcards):
+    return list(alpha_search_grades(config, wildcards.base, wildcards.recipe).values())
 
 
-def expo_table_inputs():
-    """The ExPO tables evaluate each aligned model's chosen extrapolation, known only after
-    its alpha search (a checkpoint) has run."""
-    paths = lookups.judge_validation_path(config)
-    for base, recipe in lookups.study_models(config, "expo"):
-        search = checkpoints.alpha_search.get(
-            base=base,
-            recipe=recipe,
-            promptset=config["expo"]["alpha_search"]["promptset"],
-        ).output[0]
-        best = lookups.chosen_alpha(search)
-        paths += [search] + lookups.expo_scores(config, base, recipe, best)
-    return paths
+def checkpoint_output(rule, **wildcards):
+    return getattr(checkpoints, rule).get(**wildcards).output[0]
 
 
 def study_table_inputs(wildcards):
-    if wildcards.study == "expo":
-        return expo_table_inputs()
-    return lookups.study_scores(config, wildcards.study)
+    """The study's score files, and the file it was loaded from if it is not the package's."""
+    tables_of = study(config, wildcards.study)
+    return {
+        "scores": tables_of.table_inputs(config, checkpoint_output),
+        "study_module": [tables_of.loaded_from] if tables_of.loaded_from else [],
+    }

@@ -9,13 +9,13 @@ rule dataset:
         "../envs/core.yaml"
     params:
         code=builder_code,
-        builder=lambda wildcards: lookups.canonical(
+        builder=lambda wildcards: canonical(
             config["datasets"][wildcards.dataset]["builder"]
         ),
-        options=lambda wildcards: lookups.canonical(
+        options=lambda wildcards: canonical(
             config["datasets"][wildcards.dataset].get("params", {})
         ),
-        schemas=lambda wildcards: lookups.canonical(source_schemas(wildcards.dataset)),
-        length_targets=lookups.canonical(config.get("length_targets")),
+        schemas=lambda wildcards: canonical(source_schemas(wildcards.dataset)),
+        length_targets=canonical(config.get("length_targets")),
     script:
         "../scripts/dataset.py"

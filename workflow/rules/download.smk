@@ -13,7 +13,7 @@ rule raw_source:
         "../envs/core.yaml"
     params:
         code=library_code("raw_source.py"),
-        spec=lambda wildcards: lookups.canonical(config["sources"][wildcards.source]),
+        spec=lambda wildcards: canonical(config["sources"][wildcards.source]),
     script:
         "../scripts/raw_source.py"
 
@@ -29,9 +29,7 @@ rule tokenizer:
         "../envs/core.yaml"
     params:
         code=library_code("tokenizer.py"),
-        spec=lambda wildcards: lookups.canonical(
-            config["tokenizers"][wildcards.tokenizer]
-        ),
+        spec=lambda wildcards: canonical(config["tokenizers"][wildcards.tokenizer]),
         schemas=tokenizer_schemas,
     script:
         "../scripts/tokenizer.py"
@@ -55,7 +53,7 @@ rule build_base_model:
     threads: stage_threads("finetune")
     params:
         code=library_code("build_base_model.py"),
-        build=lambda wildcards: lookups.canonical(
+        build=lambda wildcards: canonical(
             config["base_models"][wildcards.base]["build"]
         ),
         schemas=base_model_schemas,
@@ -75,8 +73,6 @@ rule download_base_model:
         "../envs/train.yaml"
     params:
         code=library_code("download_base_model.py"),
-        hub=lambda wildcards: lookups.canonical(
-            config["base_models"][wildcards.base]["hub"]
-        ),
+        hub=lambda wildcards: canonical(config["base_models"][wildcards.base]["hub"]),
     script:
         "../scripts/download_base_model.py"

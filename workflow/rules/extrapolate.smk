@@ -27,7 +27,7 @@ rule extrapolate:
 # judge has graded the grid.
 checkpoint alpha_search:
     input:
-        alpha_search_grades,
+        alpha_search_inputs,
     output:
         "results/scores/alpha_search/{base}/{recipe}/{promptset}.json",
     log:
@@ -37,7 +37,7 @@ checkpoint alpha_search:
     params:
         code=library_code("alpha_search.py"),
         alphas=lambda wildcards: list(
-            lookups.alpha_search_grades(config, wildcards.base, wildcards.recipe)
+            alpha_search_grades(config, wildcards.base, wildcards.recipe)
         ),
     script:
         "../scripts/alpha_search.py"

@@ -21,16 +21,16 @@ rule finetune:
         runtime=stage_resource("finetune", "runtime"),
     params:
         code=library_code("finetune.py"),
-        recipe=lambda wildcards: lookups.canonical(config["recipes"][wildcards.recipe]),
-        add_tokens=lambda wildcards: lookups.canonical(
+        recipe=lambda wildcards: canonical(config["recipes"][wildcards.recipe]),
+        add_tokens=lambda wildcards: canonical(
             lookups.finetune_tokens(config, wildcards.recipe)
         ),
-        launcher=lambda wildcards: lookups.model_settings(
-            config, wildcards.base, "finetune"
-        )["launcher"],
-        precision=lambda wildcards: lookups.model_settings(
-            config, wildcards.base, "finetune"
-        )["precision"],
+        launcher=lambda wildcards: model_settings(config, wildcards.base, "finetune")[
+            "launcher"
+        ],
+        precision=lambda wildcards: model_settings(config, wildcards.base, "finetune")[
+            "precision"
+        ],
         checkpoint_root="results/checkpoints/{base}/{recipe}",
         seed=config["seed"],
     script:
@@ -56,10 +56,8 @@ rule train_before_test:
         runtime=stage_resource("train_before_test", "runtime"),
     params:
         code=library_code("train_before_test.py"),
-        task=lambda wildcards: lookups.canonical(
-            lookups.harmony_task(config, wildcards.task)
-        ),
-        train=lookups.canonical(config.get("harmony", {}).get("train", {})),
+        task=lambda wildcards: canonical(task_spec(config, wildcards.task)),
+        train=canonical(config.get("harmony", {}).get("train", {})),
         seed=config["seed"],
     script:
         "../scripts/train_before_test.py"

@@ -17,18 +17,16 @@ rule generate:
         runtime=stage_resource("generate", "runtime"),
     params:
         code=library_code("generate.py"),
-        promptset=lambda wildcards: lookups.canonical(
-            config["promptsets"][wildcards.promptset]
-        ),
-        length_prompt=lambda wildcards: lookups.canonical(
+        promptset=lambda wildcards: canonical(config["promptsets"][wildcards.promptset]),
+        length_prompt=lambda wildcards: canonical(
             lookups.length_prompt(config, wildcards.recipe)
         ),
-        length_targets=lookups.canonical(config.get("length_targets")),
+        length_targets=canonical(config.get("length_targets")),
         backend=config["generation"]["backend"],
         batch_size=config["generation"]["batch_size"],
-        precision=lambda wildcards: lookups.model_settings(
-            config, wildcards.base, "generate"
-        )["precision"],
+        precision=lambda wildcards: model_settings(config, wildcards.base, "generate")[
+            "precision"
+        ],
         seed=config["seed"],
     script:
         "../scripts/generate.py"

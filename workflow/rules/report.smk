@@ -1,6 +1,6 @@
 rule study_tables:
     input:
-        study_table_inputs,
+        unpack(study_table_inputs),
     output:
         tables=report(
             directory("results/tables/{study}"),
@@ -22,20 +22,21 @@ rule study_tables:
         "../envs/core.yaml"
     params:
         code=study_tables_code,
-        models=lambda wildcards: lookups.canonical(
-            lookups.study_models(config, wildcards.study)
+        models=lambda wildcards: canonical(
+            study(config, wildcards.study).models(config)
         ),
-        study=lambda wildcards: lookups.canonical(config[wildcards.study]),
-        config=lambda wildcards: lookups.canonical(
-            lookups.study_settings(config, wildcards.study)
+        study=lambda wildcards: canonical(config[wildcards.study]),
+        config=lambda wildcards: canonical(
+            study(config, wildcards.study).settings(config)
         ),
+        study_modules=config.get("study_modules", []),
     script:
         "../scripts/study_tables.py"
 
 
 rule paper_comparison:
     input:
-        tables=expand("results/tables/{study}", study=config["studies"]),
+        tables=[paths.tables_dir(s.name) for s in STUDIES],
         headlines="config/paper_headlines.yaml",
     output:
         headlines=report(
@@ -63,7 +64,7 @@ rule leaderboard:
     input:
         grades=lambda wildcards: lookups.leaderboard_grades(config),
         models=lambda wildcards: [
-            lookups.model_dir(base, recipe)
+            paths.model_dir(base, recipe)
             for base, recipe in lookups.leaderboard_models(config)
         ],
     output:
@@ -79,10 +80,8 @@ rule leaderboard:
     params:
         code=library_code("leaderboard.py"),
         models=lambda wildcards: lookups.leaderboard_models(config),
-        leaderboard=lookups.canonical(config.get("leaderboard")),
-        studies={
-            study: lookups.study_models(config, study) for study in config["studies"]
-        },
+        leaderboard=canonical(config.get("leaderboard")),
+        studies={s.name: s.models(config) for s in STUDIES},
     script:
         "../scripts/leaderboard.py"
 

@@ -9,8 +9,8 @@ rule score:
         "../envs/core.yaml"
     params:
         code=metric_code,
-        length_targets=lookups.canonical(config.get("length_targets")),
-        settings=lambda wildcards: lookups.canonical(
+        length_targets=canonical(config.get("length_targets")),
+        settings=lambda wildcards: canonical(
             config.get("metrics", {}).get(wildcards.metric, {})
         ),
     script:
@@ -35,14 +35,12 @@ rule lm_eval:
         runtime=stage_resource("evaluate", "runtime"),
     params:
         code=library_code("lm_eval.py"),
-        suite=lambda wildcards: lookups.canonical(
-            config["lm_eval_suites"][wildcards.suite]
-        ),
+        suite=lambda wildcards: canonical(config["lm_eval_suites"][wildcards.suite]),
         sources=lm_eval_sources,
         backend=config["generation"]["backend"],
-        precision=lambda wildcards: lookups.model_settings(
-            config, wildcards.base, "evaluate"
-        )["precision"],
+        precision=lambda wildcards: model_settings(config, wildcards.base, "evaluate")[
+            "precision"
+        ],
         seed=config["seed"],
     script:
         "../scripts/lm_eval.py"

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from reprolm.data.builders import BuildContext, build_split
 from reprolm.provenance import tracked_step
-from reprolm.score.length import TargetSet
+from reprolm.length import TargetSet
 
 with tracked_step(snakemake) as log:
     context = BuildContext(

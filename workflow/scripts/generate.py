@@ -1,6 +1,6 @@
 from reprolm.generate.run import generate_promptset
 from reprolm.provenance import tracked_step
-from reprolm.score.length import TargetSet
+from reprolm.length import TargetSet
 
 with tracked_step(snakemake) as log:
     params = snakemake.params

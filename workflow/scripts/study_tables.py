@@ -1,8 +1,8 @@
-from reprolm.aggregate.studies import write_study_tables
 from reprolm.provenance import tracked_step
+from reprolm.studies import study
 
 with tracked_step(snakemake):
-    write_study_tables(
-        snakemake.wildcards.study, snakemake.input, snakemake.params.study,
-        snakemake.params.config, snakemake.output.tables, snakemake.output.plots,
+    study({"study_modules": snakemake.params.study_modules}, snakemake.wildcards.study).write_tables(
+        snakemake.input.scores, snakemake.params.study, snakemake.params.config,
+        snakemake.output.tables, snakemake.output.plots,
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from reprolm.aggregate.tables import Score, write_table
-from reprolm.config import split_expo
+from reprolm.paths import split_expo
 
 
 def choose_alpha(grades: Mapping[float, Mapping]) -> dict:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from reprolm.aggregate.tables import Score, write_table
-from reprolm.score.length import TargetSet, length_ttest
+from reprolm.length import TargetSet
+from reprolm.score.length import length_ttest
 
 LEVEL_COLUMNS = ["model", "level", "PM_in", "PM_out", "PM", "FM_in", "FM_out", "FM"]
 

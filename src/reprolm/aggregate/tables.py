@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reprolm.paths import parse_score_path
 from reprolm.provenance import atomic_path
 
 
@@ -25,12 +26,8 @@ class Score:
 
 
 def load_scores(paths) -> list[Score]:
-    """Score files laid out as ``results/scores/{metric}/{base}/{recipe}/{name}.json``."""
-    scores = []
-    for path in map(Path, paths):
-        metric, base, recipe = path.parts[-4:-1]
-        scores.append(Score(metric, base, recipe, path.stem, json.loads(path.read_text())))
-    return scores
+    """Score files laid out as :func:`reprolm.paths.score_path` makes them."""
+    return [Score(*parse_score_path(path), json.loads(Path(path).read_text())) for path in paths]
 
 
 def write_table(frame: pd.DataFrame, folder: str | Path, name: str, decimals: int | None = 2,

@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 
 from reprolm.data.sources import read_all_splits, read_source
 from reprolm.provenance import atomic_path
-from reprolm.score.length import TargetSet, count_words
+from reprolm.registry import Registry
+from reprolm.length import TargetSet, count_words
 
 
 @dataclass(frozen=True)
@@ -40,15 +41,7 @@ class BuildContext:
 
 
 Builder = Callable[[BuildContext], dict[str, list[dict]]]
-BUILDERS: dict[str, Builder] = {}
-
-
-def builder(name: str):
-    def register(function: Builder) -> Builder:
-        BUILDERS[name] = function
-        return function
-
-    return register
+BUILDERS: Registry[Builder] = Registry("dataset builder")
 
 
 def single_turn(conversations: list[dict]) -> list[dict]:
@@ -67,7 +60,7 @@ def _shuffled_single_turn(ctx: BuildContext, rng: random.Random) -> list[dict]:
     return data
 
 
-@builder("ruler_tlg")
+@BUILDERS.register("ruler_tlg")
 def build_tlg(ctx: BuildContext) -> dict[str, list[dict]]:
     """The Target Length Generation test set: first ``num`` shuffled single-turn prompts."""
     rng = random.Random(ctx.params["seed"])
@@ -103,7 +96,7 @@ def _longest_answer(answers: list[str]) -> str:
     return longest
 
 
-@builder("ruler_train")
+@BUILDERS.register("ruler_train")
 def build_ruler_train(ctx: BuildContext) -> dict[str, list[dict]]:
     """MLT-binned SFT data: OpenHermes (after the TLG rows), then LongForm, then ELI5.
 
@@ -139,7 +132,7 @@ def _arena_instructions(ctx: BuildContext) -> list[dict]:
     return [{"id": index, "Instruction": q["turns"][0]["content"]} for index, q in enumerate(questions)]
 
 
-@builder("ruler_multi_mlt")
+@BUILDERS.register("ruler_multi_mlt")
 def build_multi_mlt(ctx: BuildContext) -> dict[str, list[dict]]:
     """``num`` shuffled arena questions, each asked at every target length."""
     data = _arena_instructions(ctx)
@@ -148,18 +141,14 @@ def build_multi_mlt(ctx: BuildContext) -> dict[str, list[dict]]:
     return {"test": [{**record, "TargetLength": name} for record in data for name in ctx.targets.names]}
 
 
-@builder("ruler_self_mlt")
+@BUILDERS.register("ruler_self_mlt")
 def build_self_mlt(ctx: BuildContext) -> dict[str, list[dict]]:
     """All arena questions with no target: the model picks its own MLT."""
     return {"test": _arena_instructions(ctx)}
 
 
 def build_split(name: str, ctx: BuildContext, split: str, output: str | Path) -> int:
-    try:
-        make = BUILDERS[name]
-    except KeyError:
-        raise ValueError(f"unknown dataset builder {name!r}; known: {sorted(BUILDERS)}") from None
-    splits = make(ctx)
+    splits = BUILDERS.get(name)(ctx)
     if split not in splits:
         raise ValueError(f"builder {name!r} makes splits {sorted(splits)}, not {split!r}")
     rows = splits[split]
@@ -170,7 +159,7 @@ def build_split(name: str, ctx: BuildContext, split: str, output: str | Path) ->
     return len(rows)
 
 
-@builder("preference_pairs")
+@BUILDERS.register("preference_pairs")
 def build_preference_pairs(ctx: BuildContext) -> dict[str, list[dict]]:
     """Preference pairs in TRL's conversational form from an UltraFeedback-binarized
     source: ``prompt`` (the turns before the answer), ``chosen`` and ``rejected`` (the final
@@ -213,7 +202,7 @@ def _instruction_row(record: dict, schema: str) -> dict:
                      "mt_bench_prompts, alpaca_eval, ultrafeedback_binarized, arena_question, gsm8k and writing_prompts")
 
 
-@builder("instructions")
+@BUILDERS.register("instructions")
 def build_instructions(ctx: BuildContext) -> dict[str, list[dict]]:
     """Prompts for open-ended generation (win rates, single-answer grading, alpha search)
     from one source's ``split`` (default: all its splits), the first ``num`` of them, as split ``test``."""
@@ -236,7 +225,7 @@ def _history(turns: list[str], answer: str) -> list[dict]:
         {"role": "assistant", "content": answer}]
 
 
-@builder("rated_responses")
+@BUILDERS.register("rated_responses")
 def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
     """Responses with a ground-truth rating, as ``conversation`` and ``score``: HelpSteer
     (``score_field``, default helpfulness), Feedback-Bench (``orig_score``) or FLR's own
@@ -264,7 +253,7 @@ def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
     return {"test": [{"id": index, **row} for index, row in enumerate(rows)]}
 
 
-@builder("model_outputs")
+@BUILDERS.register("model_outputs")
 def build_model_outputs(ctx: BuildContext) -> dict[str, list[dict]]:
     """Many models' answers to the same sessions (WildBench v2 outputs, one source per model
     or several models in one), as ``model`` and ``conversation``; split ``test``."""
@@ -274,7 +263,7 @@ def build_model_outputs(ctx: BuildContext) -> dict[str, list[dict]]:
                      for index, r in enumerate(records)]}
 
 
-@builder("feedback_conversations")
+@BUILDERS.register("feedback_conversations")
 def build_feedback_conversations(ctx: BuildContext) -> dict[str, list[dict]]:
     """Training data for FLR's fine-tuned variant: natural-language feedback in the
     role-swapped format. The user opens with FLR's request, the assistant asks the question,
@@ -296,7 +285,7 @@ def build_feedback_conversations(ctx: BuildContext) -> dict[str, list[dict]]:
 PAIRINGS = ("best_worst", "best_vs_rest")
 
 
-@builder("online_preferences")
+@BUILDERS.register("online_preferences")
 def build_online_preferences(ctx: BuildContext) -> dict[str, list[dict]]:
     """Preference pairs from a policy's own samples, graded by a judge (FLR's online loop).
 
@@ -333,7 +322,7 @@ def build_online_preferences(ctx: BuildContext) -> dict[str, list[dict]]:
     return {"train": pairs}
 
 
-@builder("chat_sft")
+@BUILDERS.register("chat_sft")
 def build_chat_sft(ctx: BuildContext) -> dict[str, list[dict]]:
     """Chats for SFT (``messages``) from UltraFeedback-binarized sources (``splits`` maps our
     split names to theirs, default ``{train: train_sft, test: test_sft}``), NuminaMath-CoT

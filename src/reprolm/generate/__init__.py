@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 from reprolm.generate.request import GenerationRequest, SamplingParams
+from reprolm.registry import Registry
 
-BACKENDS = ("transformers", "vllm")
+BACKENDS = Registry("generation backend")
+
+
+@BACKENDS.register("transformers")
+def _transformers(model_path: str, **options):
+    from reprolm.generate.transformers_backend import TransformersBackend
+
+    options.pop("tensor_parallel_size", None)
+    return TransformersBackend(model_path, **options)
+
+
+@BACKENDS.register("vllm")
+def _vllm(model_path: str, **options):
+    from reprolm.generate.vllm_backend import VLLMBackend
+
+    options.pop("batch_size", None)
+    options.pop("device", None)
+    return VLLMBackend(model_path, **options)
 
 
 def make_backend(name: str, model_path: str, **options):
-    if name == "transformers":
-        from reprolm.generate.transformers_backend import TransformersBackend
-
-        options.pop("tensor_parallel_size", None)
-        return TransformersBackend(model_path, **options)
-    if name == "vllm":
-        from reprolm.generate.vllm_backend import VLLMBackend
-
-        options.pop("batch_size", None)
-        options.pop("device", None)
-        return VLLMBackend(model_path, **options)
-    raise ValueError(f"unknown generation backend {name!r}; choose from {BACKENDS}")
+    return BACKENDS.get(name)(model_path, **options)
 
 
 __all__ = ["BACKENDS", "GenerationRequest", "SamplingParams", "make_backend"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reprolm.score.length import TargetSet
+from reprolm.length import TargetSet
+from reprolm.registry import Registry
 
 
 @dataclass
@@ -53,18 +54,13 @@ def instruction_prompts(rows, tokenizer, length_prompt: str, targets: TargetSet)
     return PromptBatch([chat_prompt(tokenizer, r["instruction"]) for r in rows])
 
 
-PROMPT_BUILDERS: dict[str, Callable[..., PromptBatch]] = {
-    "target_length": target_length_prompts,
-    "self_length": self_length_prompts,
-    "chat": instruction_prompts,
-}
+PROMPT_BUILDERS: Registry[Callable[..., PromptBatch]] = Registry("prompt kind")
+PROMPT_BUILDERS.register("target_length", target_length_prompts)
+PROMPT_BUILDERS.register("self_length", self_length_prompts)
+PROMPT_BUILDERS.register("chat", instruction_prompts)
 # Prompt kinds asked turn by turn, each turn after the model's own earlier answers.
 MULTI_TURN = "multi_turn"
 
 
 def build_prompts(kind: str, rows: list[Mapping], tokenizer, length_prompt: str, targets: TargetSet) -> PromptBatch:
-    try:
-        make = PROMPT_BUILDERS[kind]
-    except KeyError:
-        raise ValueError(f"unknown prompt kind {kind!r}; known: {sorted(PROMPT_BUILDERS)}") from None
-    return make(rows, tokenizer, length_prompt, targets)
+    return PROMPT_BUILDERS.get(kind)(rows, tokenizer, length_prompt, targets)

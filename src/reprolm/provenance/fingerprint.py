@@ -32,7 +32,7 @@ PACKAGE_DIR = Path(reprolm.__file__).resolve().parent
 DISPATCH_TABLES = frozenset({
     ("reprolm.score.metrics", "METRICS"),
     ("reprolm.data.builders", "BUILDERS"),
-    ("reprolm.aggregate.studies", "STUDY_TABLES"),
+    ("reprolm.studies.base", "STUDIES"),
 })
 PREAMBLE = "<module>"  # a module's top-level statements that define no name
 

@@ -23,7 +23,9 @@ import math
 import os
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+
+from reprolm.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -150,31 +152,43 @@ class ChatEndpointJudge:
         return preferences
 
 
-JUDGE_KINDS = ("reward_model", "flr", "chat_endpoint")
+JUDGES: Registry[Callable[..., object]] = Registry("judge kind")
+# Kinds that run a model of the workflow's own (its checkpoint is an input of their jobs).
+LOCAL_JUDGES = ("reward_model", "flr")
+
+
+@JUDGES.register("flr")
+def _flr_judge(spec: Mapping, model_path: str, seed: int, followups: str | None):
+    from reprolm.score.flr import FollowUpScorer, load_followups
+
+    if followups is None:
+        raise ValueError("an flr judge needs its follow-ups file")
+    return FollowUpScorer(model_path, load_followups(followups, spec.get("categories")),
+                          compat=spec.get("compat", "paper"), format=spec.get("format", "chat"),
+                          batch_size=spec.get("batch_size", 16), max_length=spec.get("max_length", 2048),
+                          precision=spec.get("precision", "float32"))
+
+
+@JUDGES.register("reward_model")
+def _reward_model_judge(spec: Mapping, model_path: str, seed: int, followups: str | None):
+    return RewardModelJudge(model_path, batch_size=spec.get("batch_size", 8),
+                            max_length=spec.get("max_length", 1024), precision=spec.get("precision", "float32"))
+
+
+@JUDGES.register("chat_endpoint")
+def _chat_endpoint_judge(spec: Mapping, model_path: str | None, seed: int, followups: str | None):
+    return ChatEndpointJudge(spec["base_url"], spec["model"], spec["api_key_env"], seed=seed,
+                             max_tokens=spec.get("max_tokens", 512))
 
 
 def make_judge(spec: Mapping, model_path: str | None = None, seed: int = 0, followups: str | None = None):
     """The judge a ``judges.{name}`` spec describes; a model's folder and FLR's follow-ups
     file come from the workflow, an endpoint's key from the environment."""
     kind = spec["kind"]
-    if kind in ("reward_model", "flr") and model_path is None:
+    make = JUDGES.get(kind)
+    if kind in LOCAL_JUDGES and model_path is None:
         raise ValueError(f"a {kind} judge needs its model folder")
-    if kind == "flr":
-        from reprolm.score.flr import FollowUpScorer, load_followups
-
-        if followups is None:
-            raise ValueError("an flr judge needs its follow-ups file")
-        return FollowUpScorer(model_path, load_followups(followups, spec.get("categories")),
-                              compat=spec.get("compat", "paper"), format=spec.get("format", "chat"),
-                              batch_size=spec.get("batch_size", 16), max_length=spec.get("max_length", 2048),
-                              precision=spec.get("precision", "float32"))
-    if kind == "reward_model":
-        return RewardModelJudge(model_path, batch_size=spec.get("batch_size", 8),
-                                max_length=spec.get("max_length", 1024), precision=spec.get("precision", "float32"))
-    if kind == "chat_endpoint":
-        return ChatEndpointJudge(spec["base_url"], spec["model"], spec["api_key_env"], seed=seed,
-                                 max_tokens=spec.get("max_tokens", 512))
-    raise ValueError(f"unknown judge kind {kind!r}; known: {list(JUDGE_KINDS)}")
+    return make(spec, model_path, seed, followups)
 
 
 def _exchange(instruction: str, answer: str) -> Conversation:

@@ -1,6 +1,6 @@
-"""Length-control scoring (Ruler): word counts, target windows, PM/FM, MLT bins.
+"""Length-control scoring (Ruler): PM/FM per target and level, exact-length rate, RMSE,
+multi-MLT and self-generated MLT scores, and the t-test of lengths.
 
-Windows are half-open ``(lo, hi]``: a count ``c`` is inside when ``lo < c <= hi``.
 Level and "All" scores pool the in/out counts across targets; they are not means of
 per-target percentages.
 """
@@ -8,139 +8,11 @@ per-target percentages.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from scipy import stats
 
-WORD_PATTERN = re.compile(r"\w+")
-MLT_PATTERN = re.compile(r"\[MLT:([^\]]+)\]")
-
-
-def count_words(text: str) -> int:
-    """Number of ``\\w+`` tokens, the study's word count."""
-    return len(WORD_PATTERN.findall(text))
-
-
-@dataclass(frozen=True)
-class Window:
-    lo: float
-    hi: float  # math.inf for open-ended targets
-
-    def contains(self, count: float) -> bool:
-        return self.lo < count <= self.hi
-
-    @classmethod
-    def parse(cls, pair: Sequence) -> "Window":
-        lo, hi = pair
-        return cls(float(lo), math.inf if hi is None else float(hi))
-
-
-@dataclass(frozen=True)
-class LengthTarget:
-    """One target length: its level, evaluation windows and training bin."""
-
-    name: str  # "10", ">800"
-    level: int
-    pm: Window
-    fm: Window
-    bin: Window
-
-    @property
-    def mlt(self) -> str:
-        return f"[MLT:{self.name}]"
-
-    @property
-    def value(self) -> int | None:
-        """The numeric target, or None for open-ended targets like ">800"."""
-        return None if self.name.startswith(">") else int(self.name)
-
-    def instruction(self) -> str:
-        """The word-count phrase of the baseline prompt (">" written "more than ")."""
-        return self.name.replace(">", "more than ")
-
-
-def _target(name, level, pm, fm, bin_):
-    return LengthTarget(name, level, Window.parse(pm), Window.parse(fm), Window.parse(bin_))
-
-
-PAPER_TARGETS: tuple[LengthTarget, ...] = (
-    _target("10", 0, (0, 20), (0, 20), (5, 15)),
-    _target("30", 0, (20, 40), (20, 40), (25, 35)),
-    _target("50", 0, (40, 60), (40, 60), (45, 55)),
-    _target("80", 0, (70, 90), (60, 100), (75, 85)),
-    _target("150", 1, (130, 170), (100, 200), (135, 155)),
-    _target("300", 1, (280, 320), (200, 400), (295, 305)),
-    _target("500", 1, (450, 550), (400, 600), (495, 505)),
-    _target("700", 2, (630, 770), (600, 800), (695, 705)),
-    _target(">800", 2, (800, None), (800, None), (800, None)),
-)
-
-
-class TargetSet:
-    """An ordered set of length targets, as configured (``paper`` or an explicit list)."""
-
-    def __init__(self, targets: Iterable[LengthTarget]):
-        self.targets = tuple(targets)
-        self.by_name = {t.name: t for t in self.targets}
-        if len(self.by_name) != len(self.targets):
-            raise ValueError("length targets must have unique names")
-
-    @classmethod
-    def from_config(cls, spec) -> "TargetSet":
-        if spec == "paper":
-            return cls(PAPER_TARGETS)
-        return cls(
-            _target(str(t["name"]), int(t["level"]), t["pm"], t["fm"], t["bin"]) for t in spec
-        )
-
-    def __iter__(self):
-        return iter(self.targets)
-
-    def __getitem__(self, name: str) -> LengthTarget:
-        try:
-            return self.by_name[str(name)]
-        except KeyError:
-            raise KeyError(
-                f"unknown length target {name!r}; configured: {list(self.by_name)}"
-            ) from None
-
-    @property
-    def names(self) -> list[str]:
-        return [t.name for t in self.targets]
-
-    @property
-    def mlt_tokens(self) -> list[str]:
-        return [t.mlt for t in self.targets]
-
-    @property
-    def levels(self) -> list[int]:
-        return sorted({t.level for t in self.targets})
-
-    def bin_for(self, word_count: int) -> LengthTarget | None:
-        """The training bin a response of this length falls in (None: dropped)."""
-        found = None
-        for target in self.targets:
-            if target.bin.contains(word_count):
-                found = target
-        return found
-
-    def by_mlt(self, token: str) -> LengthTarget | None:
-        match = MLT_PATTERN.fullmatch(token)
-        return self.by_name.get(match.group(1)) if match else None
-
-
-def strip_mlt(text: str) -> str:
-    return MLT_PATTERN.sub("", text)
-
-
-def leading_mlt(text: str) -> str | None:
-    """The MLT a self-generating model emitted first, or None."""
-    match = MLT_PATTERN.search(text)
-    if match is None or text[: match.start()].strip():
-        return None
-    return match.group(1)
+from reprolm.length import TargetSet, count_words, leading_mlt, strip_mlt
 
 
 def in_out_counts(

@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from reprolm.length import TargetSet, count_words
+from reprolm.registry import Registry
 from reprolm.score import length
 from reprolm.score.diversity import (
     distinct_n,
@@ -17,26 +19,18 @@ from reprolm.score.diversity import (
 from reprolm.score.sampling import extract_answer, majority_and_pass_at_k, normalise_number, samples_by_prompt
 
 MetricFunction = Callable[[list[Mapping], Mapping], dict]
-METRICS: dict[str, MetricFunction] = {}
+METRICS: Registry[MetricFunction] = Registry("metric")
 
 
-def metric(name: str):
-    def register(function: MetricFunction) -> MetricFunction:
-        METRICS[name] = function
-        return function
-
-    return register
+def _targets(context) -> TargetSet:
+    return TargetSet.from_config(context["length_targets"])
 
 
-def _targets(context) -> length.TargetSet:
-    return length.TargetSet.from_config(context["length_targets"])
-
-
-@metric("length_levels")
+@METRICS.register("length_levels")
 def length_levels(rows, context) -> dict:
     """PM/FM per level and per target, exact-length rate and RMSE, and the raw counts."""
     targets = _targets(context)
-    words = [length.count_words(r["text"]) for r in rows]
+    words = [count_words(r["text"]) for r in rows]
     names = [str(r["TargetLength"]) for r in rows]
     counts = length.in_out_counts(words, names, targets)
     return {
@@ -49,14 +43,14 @@ def length_levels(rows, context) -> dict:
     }
 
 
-@metric("length_multi_mlt")
+@METRICS.register("length_multi_mlt")
 def length_multi_mlt(rows, context) -> dict:
     targets = _targets(context)
-    words = [length.count_words(r["text"]) for r in rows]
+    words = [count_words(r["text"]) for r in rows]
     return length.multi_mlt_scores(words, [str(r["TargetLength"]) for r in rows], targets)
 
 
-@metric("length_self_mlt")
+@METRICS.register("length_self_mlt")
 def length_self_mlt(rows, context) -> dict:
     return length.self_generated_scores([r["text"] for r in rows], _targets(context))
 
@@ -72,7 +66,7 @@ def _references(rows) -> dict:
     return references
 
 
-@metric("answer_accuracy")
+@METRICS.register("answer_accuracy")
 def answer_accuracy(rows, context) -> dict:
     """Accuracy (x 100) of each prompt's first sample's answer: greedy decoding's accuracy."""
     references = _references(rows)
@@ -83,7 +77,7 @@ def answer_accuracy(rows, context) -> dict:
             "correct": correct, "ids": ids}
 
 
-@metric("answer_voting")
+@METRICS.register("answer_voting")
 def answer_voting(rows, context) -> dict:
     """Majority voting @k and pass@k (x 100) over each prompt's samples, for every k of the
     metric's ``ks`` setting (default: powers of two up to the samples per prompt)."""
@@ -97,7 +91,7 @@ def answer_voting(rows, context) -> dict:
             "samples_per_prompt": samples, "unparsed": sum(a is None for i in ids for a in answers[i])}
 
 
-@metric("diversity")
+@METRICS.register("diversity")
 def diversity(rows, context) -> dict:
     """Diversity of each prompt's samples, averaged over prompts: distinct-1/2/3 (and their
     mean, the study's n-gram distinct ratio), self-BLEU and sentence-embedding diversity.
@@ -121,10 +115,7 @@ def diversity(rows, context) -> dict:
 
 
 def compute(name: str, rows: list[Mapping], context: Mapping) -> dict:
-    try:
-        function = METRICS[name]
-    except KeyError:
-        raise ValueError(f"unknown metric {name!r}; known: {sorted(METRICS)}") from None
+    function = METRICS.get(name)
     if not rows:
         raise ValueError(f"metric {name!r}: no generations to score")
     return {"metric": name, **function(rows, context)}

@@ -1,0 +1,146 @@
+"""Config checks that run before any job, beyond what the JSON-Schema can say: every name a
+section uses is declared in another, every enabled study is registered and its own section
+checks out, and values the schema cannot relate are consistent (a model's hidden size and
+heads). Each error names the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from reprolm.config.errors import ConfigError, require
+from reprolm.config.lookups import expo_reference, expo_reference_dir
+from reprolm.score.judges import LOCAL_JUDGES
+from reprolm.paths import PRETRAINED, split_expo
+
+
+def require_recipe(config: Mapping, recipe: str, allowed: list, where: str) -> None:
+    """A declared recipe, or ``{recipe}+expo{alpha}`` of one that has an ExPO reference
+    (``pretrained+expo{alpha}``'s reference depends on the base; it is checked per model)."""
+    plain, alpha = split_expo(recipe)
+    require(plain, allowed, where)
+    if alpha is not None and plain != PRETRAINED:
+        expo_reference(config, plain)
+
+
+def require_model(config: Mapping, name: str, where: str) -> None:
+    """``name`` is ``{base}/{recipe}`` of a declared base model and recipe (or pretrained)."""
+    base, _, recipe = name.partition("/")
+    require(base, config["base_models"], where)
+    require_recipe(config, recipe, list(config.get("recipes", {})) + [PRETRAINED], where)
+
+
+def check_config(config: Mapping, schema_sections: Iterable[str] = ()) -> None:
+    """Everything but the schema's own checks. ``schema_sections``: the top-level keys the
+    schema describes; any other key must be an enabled or registered study's section."""
+    from reprolm.studies import STUDIES, enabled_studies
+
+    if not config["studies"]:
+        raise ConfigError(f"studies: the list is empty; enable at least one of {STUDIES.names()}")
+    try:
+        studies = enabled_studies(config)
+    except KeyError as error:
+        raise ConfigError(str(error)) from None
+    if schema_sections:
+        known = sorted(set(schema_sections) | set(STUDIES.names()))
+        for key in config:
+            if not key.startswith("_"):
+                require(key, known, "top-level config key")
+    _check_references(config)
+    _check_base_models(config)
+    if "length_targets" in config:
+        from reprolm.length import TargetSet
+
+        try:
+            TargetSet.from_config(config["length_targets"])
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+    for study in studies:
+        study.check(config)
+
+
+def _check_references(config: Mapping) -> None:
+    sources, datasets, recipes = config["sources"], config.get("datasets", {}), config.get("recipes", {})
+    for name, spec in config.get("tokenizers", {}).items():
+        for source in spec["corpus"]:
+            require(source, sources, f"tokenizers.{name}.corpus")
+    for name, spec in config["base_models"].items():
+        build = spec.get("build")
+        if build:
+            require(build["tokenizer"], config.get("tokenizers", {}), f"base_models.{name}.build.tokenizer")
+            for source in build["pretrain"]["corpus"]:
+                require(source, sources, f"base_models.{name}.build.pretrain.corpus")
+    for name, spec in datasets.items():
+        for source in spec.get("sources", []):
+            require(source, sources, f"datasets.{name}.sources")
+        online = spec.get("from_generations")
+        if online:
+            require_model(config, online["model"], f"datasets.{name}.from_generations.model")
+            require(online["promptset"], config.get("promptsets", {}), f"datasets.{name}.from_generations.promptset")
+            require(online["judge"], config.get("judges", {}), f"datasets.{name}.from_generations.judge")
+    for name, spec in recipes.items():
+        require(spec["dataset"], datasets, f"recipes.{name}.dataset")
+        if "init" in spec:
+            require(spec["init"], [other for other in recipes if other != name], f"recipes.{name}.init")
+    # ExPO is a stage: any model may be extrapolated, whether or not the study is enabled.
+    expo = config.get("expo", {})
+    for aligned, reference in expo.get("references", {}).items():
+        require(aligned, recipes, "expo.references")
+        require(reference, list(recipes) + [PRETRAINED], f"expo.references.{aligned}")
+    for index, name in enumerate(expo.get("models", [])):
+        base, recipe = name.split("/", 1)
+        require(base, config["base_models"], f"expo.models[{index}]")
+        if split_expo(recipe)[0] == PRETRAINED:
+            expo_reference_dir(config, base, PRETRAINED)
+        else:
+            require_recipe(config, recipe, list(recipes), f"expo.models[{index}]")
+    for aligned, reference in expo.get("base_references", {}).items():
+        require(aligned, config["base_models"], "expo.base_references")
+        require(reference, config["base_models"], f"expo.base_references.{aligned}")
+    for name, spec in config.get("promptsets", {}).items():
+        require(spec["dataset"], datasets, f"promptsets.{name}.dataset")
+        reference = spec.get("reference", "dataset")
+        if "/" in reference:
+            require_model(config, reference, f"promptsets.{name}.reference")
+        elif reference != "dataset":
+            require_recipe(config, reference, list(recipes) + [PRETRAINED], f"promptsets.{name}.reference")
+    for name, suite in config.get("lm_eval_suites", {}).items():
+        for index, task in enumerate(suite["tasks"]):
+            if task.get("source"):
+                require(task["source"], sources, f"lm_eval_suites.{name}.tasks[{index}].source")
+    for name, spec in config.get("judges", {}).items():
+        if spec["kind"] in LOCAL_JUDGES:
+            require_model(config, spec["model"], f"judges.{name}.model")
+    if config.get("leaderboard"):
+        require(config["leaderboard"]["promptset"], config.get("promptsets", {}), "leaderboard.promptset")
+        require(config["leaderboard"]["judge"], config.get("judges", {}), "leaderboard.judge")
+
+
+def _check_base_models(config: Mapping) -> None:
+    """A built model's attention heads must split its hidden size (and its key-value heads
+    its heads); otherwise the build fails only when its job runs."""
+    for name, spec in config["base_models"].items():
+        build = spec.get("build")
+        if not build:
+            continue
+        hidden, heads, kv_heads = build["hidden_size"], build["num_heads"], build.get("num_kv_heads")
+        if hidden % heads:
+            raise ConfigError(f"base_models.{name}.build: hidden_size {hidden} is not divisible by "
+                              f"num_heads {heads}; use a num_heads that divides it")
+        if kv_heads and heads % kv_heads:
+            raise ConfigError(f"base_models.{name}.build: num_heads {heads} is not divisible by "
+                              f"num_kv_heads {kv_heads}; use a num_kv_heads that divides it")
+
+
+def check_sampled_evaluations(config: Mapping, evaluations: list, where: str) -> None:
+    """Metrics over many samples per prompt need that many: maj@k / pass@k at the largest k
+    of ``metrics.answer_voting.ks``, diversity at least two."""
+    ks = config.get("metrics", {}).get("answer_voting", {}).get("ks")
+    for index, evaluation in enumerate(evaluations):
+        samples = config["promptsets"][evaluation["promptset"]]["sampling"].get("n", 1)
+        if evaluation["metric"] == "answer_voting" and ks and max(ks) > samples:
+            raise ConfigError(f"{where}[{index}]: metrics.answer_voting.ks asks for @{max(ks)}, but promptset "
+                              f"{evaluation['promptset']!r} samples n={samples} answers per prompt")
+        if evaluation["metric"] == "diversity" and samples < 2:
+            raise ConfigError(f"{where}[{index}]: diversity compares a prompt's samples, but promptset "
+                              f"{evaluation['promptset']!r} samples n={samples}; set sampling.n to 2 or more")

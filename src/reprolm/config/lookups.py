@@ -1,0 +1,107 @@
+"""What a stage's jobs need, looked up in the config: where a finetune starts, which tokens a
+recipe adds, how a model is asked for a length, what an extrapolation is pushed away from,
+what a judge reads, and the models the leaderboard ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from reprolm.config.errors import ConfigError
+from reprolm.paths import PRETRAINED, base_model_dir, generations_file, grade_path, model_dir, split_expo
+from reprolm.score.judges import LOCAL_JUDGES
+
+
+def finetune_start(config: Mapping, base: str, recipe: str) -> str:
+    """The checkpoint a recipe's finetune starts from: the base model, or the model of the
+    recipe named in ``init`` (e.g. DPO from an SFT model)."""
+    init = config["recipes"][recipe].get("init")
+    return model_dir(base, init) if init else base_model_dir(base)
+
+
+def finetune_tokens(config: Mapping, recipe: str) -> list[str]:
+    """Tokens a recipe adds to the tokenizer (``mlt``: one per length target)."""
+    from reprolm.length import TargetSet
+
+    if config["recipes"][recipe].get("add_tokens") == "mlt":
+        return TargetSet.from_config(config["length_targets"]).mlt_tokens
+    return []
+
+
+def length_prompt(config: Mapping, recipe: str) -> str:
+    """How a model is asked for a length: ``mlt`` if its recipe taught MLTs."""
+    plain = split_expo(recipe)[0]
+    if plain == PRETRAINED:
+        return "instruction"
+    return config["recipes"][plain].get("length_prompt", "instruction")
+
+
+def expo_reference(config: Mapping, recipe: str) -> str:
+    """The recipe (or ``pretrained``) that ``recipe``'s model is extrapolated away from."""
+    references = config.get("expo", {}).get("references", {})
+    if recipe not in references:
+        raise ConfigError(f"expo.references has no entry for recipe {recipe!r}, so '{recipe}+expo<alpha>' "
+                          f"cannot be built; declared: {sorted(references)}")
+    return references[recipe]
+
+
+def expo_reference_dir(config: Mapping, base: str, recipe: str) -> str:
+    """The checkpoint ``{base}/{recipe}+expo{alpha}`` is extrapolated away from: for a recipe,
+    its reference recipe on the same base; for an aligned model used as it is
+    (``pretrained``), the SFT base model named in ``expo.base_references``."""
+    if recipe == PRETRAINED:
+        references = config.get("expo", {}).get("base_references", {})
+        if base not in references:
+            raise ConfigError(f"expo.base_references has no entry for base model {base!r}, so "
+                              f"'{base}/{PRETRAINED}+expo<alpha>' cannot be built; declared: {sorted(references)}")
+        return base_model_dir(references[base])
+    return model_dir(base, expo_reference(config, recipe))
+
+
+def judge_files(config: Mapping, judge: str) -> dict[str, str]:
+    """What a judge's jobs read: the checkpoint of a local judge (reward model, FLR's LM)
+    and FLR's follow-ups file (so that editing it reruns what it scored); nothing for an
+    endpoint."""
+    spec = config["judges"][judge]
+    files = {}
+    if spec["kind"] in LOCAL_JUDGES:
+        files["judge_model"] = model_dir(*spec["model"].split("/", 1))
+    if spec["kind"] == "flr":
+        files["followups"] = spec["followups"]
+    return files
+
+
+def judged_generations(online: Mapping) -> dict[str, str]:
+    """A policy's samples on a prompt set and the judge's grades of them."""
+    base, recipe = online["model"].split("/", 1)
+    return {"generations": generations_file(base, recipe, online["promptset"]),
+            "grades": grade_path(online["judge"], base, recipe, online["promptset"])}
+
+
+def reference_generations(config: Mapping, promptset: str, base: str) -> str | None:
+    """The reference answers' generations for win rates on ``promptset``: a model
+    ``{base}/{recipe}``, or a bare recipe on the evaluated model's own base (an aligned
+    policy against the policy it started from); None for the benchmark's own answers."""
+    reference = config["promptsets"][promptset].get("reference", "dataset")
+    if reference == "dataset":
+        return None
+    model = reference if "/" in reference else f"{base}/{reference}"
+    return generations_file(*model.split("/", 1), promptset)
+
+
+def leaderboard_models(config: Mapping) -> list[tuple[str, str]]:
+    """Every finetuned model of the enabled studies (base models used as they are left out),
+    in study order, each once."""
+    from reprolm.studies import enabled_studies
+
+    models: dict[tuple[str, str], None] = {}
+    for study in enabled_studies(config):
+        for base, recipe in study.models(config):
+            if split_expo(recipe)[0] != PRETRAINED:
+                models[(base, recipe)] = None
+    return list(models)
+
+
+def leaderboard_grades(config: Mapping) -> list[str]:
+    """The leaderboard judge's grades of each finetuned model on the leaderboard prompts."""
+    spec = config["leaderboard"]
+    return [grade_path(spec["judge"], base, recipe, spec["promptset"]) for base, recipe in leaderboard_models(config)]

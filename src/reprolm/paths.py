@@ -1,0 +1,94 @@
+"""Every artifact path the workflow makes, built and parsed in one place, and the model names
+they carry (``pretrained``, ``{recipe}+expo{alpha}``).
+
+Scores follow one convention: ``results/scores/{metric}/{base}/{recipe}/{name}.json``, where a
+judge-graded metric is ``{kind}_{judge}`` (``grade_tiny_rm``, ``win_rate_flr``) and ``name``
+is the prompt set, lm-eval suite or task. Scores of a judge on a dataset (no model) are
+``results/scores/{metric}/{judge}/{dataset}/{split}.json``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+PRETRAINED = "pretrained"  # the recipe name of a base model used as it is
+EXPO_SUFFIX = re.compile(r"^(?P<recipe>[A-Za-z0-9_.-]+)\+expo(?P<alpha>[0-9]+(?:\.[0-9]+)?)$")
+
+
+def split_expo(recipe: str) -> tuple[str, float | None]:
+    """``"dpo+expo0.5"`` -> ``("dpo", 0.5)``: an extrapolated model names the recipe it
+    extrapolates and alpha; a plain recipe gives ``(recipe, None)``."""
+    match = EXPO_SUFFIX.match(recipe)
+    return (match["recipe"], float(match["alpha"])) if match else (recipe, None)
+
+
+def expo_name(recipe: str, alpha: float) -> str:
+    """The model name of ``recipe`` extrapolated by ``alpha`` (``0.30`` and ``0.3`` name one model)."""
+    return f"{recipe}+expo{alpha:g}"
+
+
+def raw_dir(source: str) -> str:
+    return f"resources/raw/{source}"
+
+
+def base_model_dir(base: str) -> str:
+    return f"resources/models/{base}"
+
+
+def model_dir(base: str, recipe: str) -> str:
+    return base_model_dir(base) if recipe == PRETRAINED else f"results/models/{base}/{recipe}"
+
+
+def dataset_file(dataset: str, split: str) -> str:
+    return f"results/datasets/{dataset}/{split}.parquet"
+
+
+def generations_file(base: str, recipe: str, promptset: str) -> str:
+    return f"results/generations/{base}/{recipe}/{promptset}.parquet"
+
+
+def score_path(metric: str, base: str, recipe: str, name: str) -> str:
+    """A model's score: a metric over its generations, an lm-eval suite, a train-before-test task."""
+    return f"results/scores/{metric}/{base}/{recipe}/{name}.json"
+
+
+def judged_metric(kind: str, judge: str) -> str:
+    """The metric name of a judge's scores: ``grade_{judge}``, ``win_rate_{judge}``."""
+    return f"{kind}_{judge}"
+
+
+def grade_path(judge: str, base: str, recipe: str, promptset: str) -> str:
+    return score_path(judged_metric("grade", judge), base, recipe, promptset)
+
+
+def win_rate_path(judge: str, base: str, recipe: str, promptset: str) -> str:
+    return score_path(judged_metric("win_rate", judge), base, recipe, promptset)
+
+
+def judge_score_path(kind: str, judge: str, dataset: str, split: str = "test") -> str:
+    """A judge's score on a dataset (pair accuracy, rating agreement, model ranking)."""
+    return f"results/scores/{kind}/{judge}/{dataset}/{split}.json"
+
+
+def tables_dir(study: str) -> str:
+    return f"results/tables/{study}"
+
+
+def plots_dir(study: str) -> str:
+    return f"results/plots/{study}"
+
+
+class ScorePath(NamedTuple):
+    metric: str
+    base: str  # or the judge, for a judge's score on a dataset
+    recipe: str  # or the dataset
+    name: str  # prompt set, suite, task or split
+
+
+def parse_score_path(path: str | Path) -> ScorePath:
+    """The parts of ``results/scores/{metric}/{base}/{recipe}/{name}.json``."""
+    path = Path(path)
+    metric, base, recipe = path.parts[-4:-1]
+    return ScorePath(metric, base, recipe, path.stem)

@@ -1,0 +1,186 @@
+"""What a study declares to the workflow, and the registry the workflow asks.
+
+A study is one module: a :class:`Study` registered in :data:`STUDIES`. The workflow never
+branches on a study's name; it asks the study for its config check, the models it
+evaluates, the score files its tables read, any extra targets, the settings its table writer
+needs besides its own section, and the writer itself. A study outside the package (a
+researcher's own) is a Python file named in the config's ``study_modules``; loading it
+registers its study.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from reprolm.config.errors import ConfigError, require
+from reprolm.paths import PRETRAINED, score_path
+from reprolm.registry import Registry
+
+# (rule, wildcards) -> that checkpoint's output path; inside Snakemake it raises until the
+# checkpoint has run, which is how a study's table inputs can depend on a checkpoint.
+CheckpointOutput = Callable[..., str]
+
+
+class Study:
+    """Defaults serve a study whose section has ``bases`` x ``recipes`` (plus ``baselines``
+    used as they are), scored by ``evaluations`` (a metric on a prompt set) and an
+    ``lm_eval_suite``; a study overrides what differs."""
+
+    name: str = ""
+    # "package.module:function" of the table writer, imported only by the job that writes
+    # tables: listing and fingerprinting studies stays cheap.
+    tables: str = ""
+    # Whether ``recipes`` may name ``pretrained`` (a base model evaluated as it is).
+    pretrained_recipes: bool = False
+    # A JSON-Schema of the study's config section, for studies whose section the workflow's
+    # schema file does not describe (a researcher's own).
+    schema: Mapping | None = None
+    # The file a study registered from ``study_modules`` was loaded from: an input of its
+    # table job, so that editing it reruns the tables (the code fingerprint follows only
+    # the package's own code).
+    loaded_from: str | None = None
+
+    # ---- config ----
+    def check(self, config: Mapping) -> None:
+        """Cross-reference checks of the study's section, before any job runs."""
+        spec = config.get(self.name)
+        if spec is None:
+            raise ConfigError(f"study {self.name!r} is enabled but the config has no {self.name!r} section")
+        if self.schema is not None:
+            _validate_section(spec, self.schema, self.name)
+        recipes = list(config.get("recipes", {}))
+        for base in spec.get("bases", []) + spec.get("baselines", []):
+            require(base, config["base_models"], f"{self.name}.bases")
+        from reprolm.config.checks import require_recipe
+
+        allowed = recipes + ([PRETRAINED] if self.pretrained_recipes else [])
+        for recipe in spec.get("recipes", []):
+            require_recipe(config, recipe, allowed, f"{self.name}.recipes")
+        for index, evaluation in enumerate(spec.get("evaluations", [])):
+            require(evaluation["promptset"], config.get("promptsets", {}), f"{self.name}.evaluations[{index}].promptset")
+            for recipe in evaluation.get("recipes", []):
+                require_recipe(config, recipe, recipes + [PRETRAINED], f"{self.name}.evaluations[{index}].recipes")
+        suite = spec.get("lm_eval_suite")
+        if suite:
+            require(suite, config.get("lm_eval_suites", {}), f"{self.name}.lm_eval_suite")
+        self.check_section(config)
+
+    def check_section(self, config: Mapping) -> None:
+        """Checks particular to the study."""
+
+    def preflight(self, config: Mapping) -> None:
+        """Checks that ask installed tools (lm-eval's task index), run by the workflow before
+        any job; they may cache what they learn under ``resources/``."""
+
+    # ---- what the workflow makes for it ----
+    def models(self, config: Mapping) -> list[tuple[str, str]]:
+        """(base, recipe) pairs the study evaluates: each base under each recipe (a base model
+        as it is when no recipes are given), then baselines used as they are."""
+        spec = config[self.name]
+        recipes = spec.get("recipes") or [PRETRAINED]
+        return [(b, r) for b in spec["bases"] for r in recipes] + [(b, PRETRAINED) for b in spec.get("baselines", [])]
+
+    def score_paths(self, config: Mapping) -> list[str]:
+        """The score files the study's tables read."""
+        spec = config[self.name]
+        paths = []
+        for base, recipe in self.models(config):
+            for evaluation in spec.get("evaluations", []):
+                if recipe in evaluation.get("recipes", [recipe]):
+                    paths.append(score_path(evaluation["metric"], base, recipe, evaluation["promptset"]))
+            if spec.get("lm_eval_suite"):
+                paths.append(score_path("lm_eval", base, recipe, spec["lm_eval_suite"]))
+        return paths
+
+    def table_inputs(self, config: Mapping, checkpoint_output: CheckpointOutput) -> list[str]:
+        """What the table job reads; a study whose inputs depend on a checkpoint's result
+        (ExPO's chosen alpha) asks ``checkpoint_output`` for it."""
+        return self.score_paths(config)
+
+    def targets(self, config: Mapping) -> list[str]:
+        """Outputs asked for besides the tables and plots (named up front so that Snakemake
+        schedules them at once)."""
+        return []
+
+    def settings(self, config: Mapping) -> dict:
+        """Settings outside the study's section that its table writer uses."""
+        return {}
+
+    # ---- tables ----
+    def write_tables(self, score_paths, study_config: Mapping, settings: Mapping, tables: str, plots: str) -> None:
+        """The writer's tables and plots, each folder written whole or not at all."""
+        from reprolm.aggregate.tables import load_scores
+        from reprolm.provenance import atomic_path
+
+        module, _, function = self.tables.partition(":")
+        writer = getattr(importlib.import_module(module), function)
+        scores = load_scores(score_paths)
+        with atomic_path(tables) as tables_tmp, atomic_path(plots) as plots_tmp:
+            tables_tmp.mkdir()
+            plots_tmp.mkdir()
+            writer(scores, study_config, settings, tables_tmp, plots_tmp)
+
+    def table_code(self) -> tuple[str, str]:
+        """The writer as a (module, name) reference, for the job's code fingerprint."""
+        module, _, function = self.tables.partition(":")
+        return module, function
+
+
+STUDIES: Registry[Study] = Registry("study")
+
+
+def register_study(study: Study) -> Study:
+    if not study.name or not study.tables:
+        raise ValueError(f"{type(study).__name__} must set 'name' and 'tables'")
+    return STUDIES.register(study.name, study)
+
+
+_LOADED: dict[str, str] = {}
+
+
+def load_study_modules(paths: list[str], root: str | Path = ".") -> None:
+    """Import each study file named in ``study_modules`` (once per process), which registers
+    its study."""
+    for index, path in enumerate(paths):
+        file = (Path(root) / path).resolve()
+        if not file.is_file():
+            raise ConfigError(f"study_modules[{index}]: {path} does not exist")
+        if str(file) in _LOADED:
+            continue
+        module_name = "reprolm_study_" + hashlib.sha256(str(file).encode()).hexdigest()[:12]
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        module = importlib.util.module_from_spec(spec)
+        before = set(STUDIES.names())
+        spec.loader.exec_module(module)
+        added = set(STUDIES.names()) - before
+        if not added:
+            raise ConfigError(f"study_modules[{index}]: {path} registers no study (call register_study)")
+        for name in added:
+            STUDIES[name].loaded_from = path
+        _LOADED[str(file)] = path
+
+
+def enabled_studies(config: Mapping) -> list[Study]:
+    """The studies ``config['studies']`` enables, loading ``study_modules`` first."""
+    load_study_modules(config.get("study_modules", []))
+    return [STUDIES.get(name, "studies") for name in config["studies"]]
+
+
+def study(config: Mapping, name: str) -> Study:
+    """The registered study ``name``, loading the config's ``study_modules`` first."""
+    load_study_modules(config.get("study_modules", []))
+    return STUDIES.get(name, "studies")
+
+
+def _validate_section(spec: Mapping, schema: Mapping, name: str) -> None:
+    import jsonschema
+
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(spec), key=lambda e: list(e.path))
+    if errors:
+        error = errors[0]
+        where = ".".join([name, *map(str, error.path)])
+        raise ConfigError(f"{where}: {error.message}")

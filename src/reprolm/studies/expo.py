@@ -1,0 +1,104 @@
+"""ExPO: model extrapolation expedites alignment (STUDIES.md, seed 004).
+
+Each aligned model in ``bases`` x ``recipes`` is extrapolated over an alpha grid; an alpha
+search (a Snakemake checkpoint) picks the alpha its judge grades highest, and the tables
+evaluate the model beside that chosen extrapolation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from reprolm.config.errors import require
+from reprolm.config.lookups import expo_reference, expo_reference_dir
+from reprolm.paths import PRETRAINED, expo_name, grade_path, judge_score_path, model_dir, score_path, win_rate_path
+from reprolm.studies.base import CheckpointOutput, Study, register_study
+
+
+class Expo(Study):
+    name = "expo"
+    tables = "reprolm.aggregate.expo:write_expo_tables"
+    pretrained_recipes = True
+
+    def check_section(self, config: Mapping) -> None:
+        spec, judges, promptsets = config["expo"], config.get("judges", {}), config.get("promptsets", {})
+        require(spec["judge"], judges, "expo.judge")
+        if spec.get("benchmark_judge"):
+            require(spec["benchmark_judge"], judges, "expo.benchmark_judge")
+        for key in ("win_rate", "single_grade"):
+            require(spec[key], promptsets, f"expo.{key}")
+        require(spec["alpha_search"]["promptset"], promptsets, "expo.alpha_search.promptset")
+        if spec.get("judge_validation"):
+            require(spec["judge_validation"], config.get("datasets", {}), "expo.judge_validation")
+        for base, recipe in self.models(config):
+            if recipe == PRETRAINED:
+                expo_reference_dir(config, base, recipe)
+            else:
+                expo_reference(config, recipe)
+
+    def score_paths(self, config: Mapping) -> list[str]:
+        """Known before any alpha search: the study judge's accuracy on held-out pairs."""
+        spec = config["expo"]
+        dataset = spec.get("judge_validation")
+        return [judge_score_path("pair_accuracy", spec["judge"], dataset)] if dataset else []
+
+    def table_inputs(self, config: Mapping, checkpoint_output: CheckpointOutput) -> list[str]:
+        paths = self.score_paths(config)
+        for base, recipe in self.models(config):
+            search = checkpoint_output("alpha_search", base=base, recipe=recipe,
+                                       promptset=config["expo"]["alpha_search"]["promptset"])
+            paths += [search] + evaluation_scores(config, base, recipe, chosen_alpha(search))
+        return paths
+
+    def targets(self, config: Mapping) -> list[str]:
+        # Every alpha search named up front, so they are scheduled at once rather than one
+        # per re-evaluation of the checkpoint-dependent table inputs.
+        return [alpha_search_path(config, base, recipe) for base, recipe in self.models(config)]
+
+    def settings(self, config: Mapping) -> dict:
+        spec = config["expo"]
+        return {"judges": {name: config["judges"][name]
+                           for name in {spec["judge"], spec.get("benchmark_judge", spec["judge"])}}}
+
+
+def alpha_search_grades(config: Mapping, base: str, recipe: str) -> dict[str, str]:
+    """The judge's grades of ``recipe``'s model (alpha 0) and of each extrapolation in the
+    grid, on the search prompts, by alpha as text."""
+    spec = config["expo"]
+    search = spec["alpha_search"]
+    models = {"0": recipe, **{f"{alpha:g}": expo_name(recipe, alpha) for alpha in search["alphas"]}}
+    return {alpha: grade_path(spec["judge"], base, model, search["promptset"]) for alpha, model in models.items()}
+
+
+def alpha_search_path(config: Mapping, base: str, recipe: str) -> str:
+    return score_path("alpha_search", base, recipe, config["expo"]["alpha_search"]["promptset"])
+
+
+def chosen_alpha(search_path: str) -> float:
+    """The alpha an alpha search chose (its JSON's ``best_alpha``)."""
+    return float(json.loads(Path(search_path).read_text())["best_alpha"])
+
+
+def evaluation_scores(config: Mapping, base: str, recipe: str, alpha: float) -> list[str]:
+    """Score files of the ExPO tables for one aligned model and its chosen extrapolation:
+    win rate and single-answer grades under the benchmark judge (default: the search's),
+    and the lm-eval suite."""
+    spec = config["expo"]
+    judge = spec.get("benchmark_judge", spec["judge"])
+    paths = []
+    for model in (recipe, expo_name(recipe, alpha)):
+        paths.append(win_rate_path(judge, base, model, spec["win_rate"]))
+        paths.append(grade_path(judge, base, model, spec["single_grade"]))
+        if spec.get("lm_eval_suite"):
+            paths.append(score_path("lm_eval", base, model, spec["lm_eval_suite"]))
+    return paths
+
+
+def extrapolated_models(config: Mapping) -> list[str]:
+    """Folders of the extrapolated checkpoints listed in ``expo.models`` (built on request,
+    whether or not the study is enabled)."""
+    return [model_dir(*name.split("/", 1)) for name in config.get("expo", {}).get("models", [])]
+
+
+register_study(Expo())

@@ -1,0 +1,68 @@
+"""FLR: follow-up likelihood as reward (STUDIES.md, seed 001). Its judges are compared on
+reward-model benchmarks, and its online loop aligns a policy with FLR's own preferences."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from reprolm.config.errors import require
+from reprolm.paths import PRETRAINED, grade_path, judge_score_path, win_rate_path
+from reprolm.studies.base import Study, register_study
+
+
+class Flr(Study):
+    name = "flr"
+    tables = "reprolm.aggregate.flr_tables:write_flr_tables"
+
+    def check_section(self, config: Mapping) -> None:
+        spec, datasets, judges = config["flr"], config.get("datasets", {}), config.get("judges", {})
+        for judge in spec["judges"]:
+            require(judge, judges, "flr.judges")
+        for key in ("pairwise", "ratings"):
+            for dataset in spec.get(key, []):
+                require(dataset, datasets, f"flr.{key}")
+        if spec.get("ranking"):
+            require(spec["ranking"]["dataset"], datasets, "flr.ranking.dataset")
+        alignment = spec.get("alignment")
+        if alignment:
+            for base in alignment["bases"]:
+                require(base, config["base_models"], "flr.alignment.bases")
+            require(alignment["start"], list(config.get("recipes", {})) + [PRETRAINED], "flr.alignment.start")
+            for recipe in alignment["recipes"]:
+                require(recipe, config.get("recipes", {}), "flr.alignment.recipes")
+            require(alignment["promptset"], config.get("promptsets", {}), "flr.alignment.promptset")
+            for judge in [alignment["judge"]] + alignment.get("graders", []):
+                require(judge, judges, "flr.alignment")
+
+    def models(self, config: Mapping) -> list[tuple[str, str]]:
+        """The online loop's starting policy and the policies aligned from it."""
+        alignment = config["flr"].get("alignment")
+        if not alignment:
+            return []
+        return [(b, r) for b in alignment["bases"] for r in [alignment["start"]] + alignment["recipes"]]
+
+    def score_paths(self, config: Mapping) -> list[str]:
+        """Every judge on every reward-model benchmark, then the aligned policies against
+        their starting policy."""
+        spec = config["flr"]
+        paths = []
+        for judge in spec["judges"]:
+            paths += [judge_score_path("pair_accuracy", judge, d) for d in spec.get("pairwise", [])]
+            paths += [judge_score_path("rating_agreement", judge, d) for d in spec.get("ratings", [])]
+            if spec.get("ranking"):
+                paths.append(judge_score_path("model_ranking", judge, spec["ranking"]["dataset"]))
+        alignment = spec.get("alignment")
+        if alignment:
+            promptset = alignment["promptset"]
+            for base in alignment["bases"]:
+                for recipe in alignment["recipes"]:
+                    paths.append(win_rate_path(alignment["judge"], base, recipe, promptset))
+                for recipe in [alignment["start"]] + alignment["recipes"]:
+                    paths += [grade_path(judge, base, recipe, promptset) for judge in alignment.get("graders", [])]
+        return paths
+
+    def settings(self, config: Mapping) -> dict:
+        return {"judges": {name: config["judges"][name] for name in config["flr"]["judges"]}}
+
+
+register_study(Flr())

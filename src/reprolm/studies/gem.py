@@ -1,0 +1,62 @@
+"""GEM: entropy-regularised SFT preserves output diversity (STUDIES.md, seed 003)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from reprolm.config.checks import check_sampled_evaluations
+from reprolm.config.errors import ConfigError, require
+from reprolm.paths import grade_path, judge_score_path
+from reprolm.studies.base import Study, register_study
+
+
+class Gem(Study):
+    name = "gem"
+    tables = "reprolm.aggregate.gem_tables:write_gem_tables"
+
+    def check_section(self, config: Mapping) -> None:
+        spec = config["gem"]
+        for base, recipes in spec.get("recipes_by_base", {}).items():
+            require(base, spec["bases"], "gem.recipes_by_base")
+            for recipe in recipes:
+                require(recipe, config.get("recipes", {}), f"gem.recipes_by_base.{base}")
+        for recipe in spec.get("labels", {}):
+            require(recipe, sorted({r for _, r in self.models(config)}), "gem.labels")
+        best_of_n = spec.get("best_of_n")
+        if best_of_n:
+            require(best_of_n["promptset"], config.get("promptsets", {}), "gem.best_of_n.promptset")
+            require(best_of_n["judge"], config.get("judges", {}), "gem.best_of_n.judge")
+            samples = config["promptsets"][best_of_n["promptset"]]["sampling"].get("n", 1)
+            if max(best_of_n["ns"]) > samples:
+                raise ConfigError(f"gem.best_of_n.ns asks for best-of-{max(best_of_n['ns'])}, but promptset "
+                                  f"{best_of_n['promptset']!r} samples n={samples} answers per prompt")
+        check_sampled_evaluations(config, spec.get("evaluations", []), "gem.evaluations")
+        if spec.get("judge_validation"):
+            require(spec["judge_validation"], config.get("datasets", {}), "gem.judge_validation")
+            if not best_of_n:
+                raise ConfigError("gem.judge_validation validates gem.best_of_n's judge, but gem.best_of_n is not set")
+
+    def models(self, config: Mapping) -> list[tuple[str, str]]:
+        """Each base under its own recipes (``recipes_by_base``) or the study's."""
+        spec = config["gem"]
+        return [(b, r) for b in spec["bases"] for r in spec.get("recipes_by_base", {}).get(b, spec["recipes"])]
+
+    def score_paths(self, config: Mapping) -> list[str]:
+        """Besides the evaluations and lm-eval suite: the reward model's grades of every sample
+        for best-of-n, and its accuracy on held-out preference pairs."""
+        spec = config["gem"]
+        paths = super().score_paths(config)
+        best_of_n = spec.get("best_of_n")
+        if not best_of_n:
+            return paths
+        paths += [grade_path(best_of_n["judge"], base, recipe, best_of_n["promptset"])
+                  for base, recipe in self.models(config) if recipe in best_of_n.get("recipes", [recipe])]
+        if spec.get("judge_validation"):
+            paths.append(judge_score_path("pair_accuracy", best_of_n["judge"], spec["judge_validation"]))
+        return paths
+
+    def settings(self, config: Mapping) -> dict:
+        return {"models": self.models(config)}
+
+
+register_study(Gem())

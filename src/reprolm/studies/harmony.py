@@ -1,0 +1,48 @@
+"""LM-Harmony: train-before-test harmonises model rankings (STUDIES.md, seed 002)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from reprolm.config.errors import ConfigError, require
+from reprolm.paths import score_path
+from reprolm.studies.base import Study, register_study
+
+# Which lm-eval tasks have a training split, cached across runs (asking lm-eval is slow).
+TASK_SPLITS_CACHE = "resources/lm_eval_task_splits.json"
+
+
+class Harmony(Study):
+    name = "harmony"
+    tables = "reprolm.aggregate.harmony_tables:write_harmony_tables"
+    pretrained_recipes = True
+
+    def check_section(self, config: Mapping) -> None:
+        for index, task in enumerate(config["harmony"].get("tasks", [])):
+            if task.get("source"):
+                require(task["source"], config["sources"], f"harmony.tasks[{index}].source")
+
+    def preflight(self, config: Mapping) -> None:
+        from reprolm.score.task_splits import refuse_tasks_without_training_split
+
+        try:
+            refuse_tasks_without_training_split(config["harmony"]["tasks"], TASK_SPLITS_CACHE, "harmony.tasks")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+
+    def score_paths(self, config: Mapping) -> list[str]:
+        tasks = [task["name"] for task in config["harmony"].get("tasks", [])]
+        return super().score_paths(config) + [
+            score_path("train_before_test", base, recipe, task) for base, recipe in self.models(config) for task in tasks
+        ]
+
+
+def task_spec(config: Mapping, name: str) -> dict:
+    """A train-before-test task's settings by its short name."""
+    for task in config["harmony"]["tasks"]:
+        if task["name"] == name:
+            return task
+    raise KeyError(f"harmony.tasks has no task named {name!r}")
+
+
+register_study(Harmony())
