@@ -72,9 +72,9 @@ def builder_code(wildcards):
 
 
 def study_tables_code(wildcards):
+    writer = study(config, wildcards.study).table_code()
     return job_code(
-        os.path.join(SCRIPTS, "study_tables.py"),
-        study(config, wildcards.study).table_code(),
+        os.path.join(SCRIPTS, "study_tables.py"), *([writer] if writer else [])
     )
 
 

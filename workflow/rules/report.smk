@@ -30,6 +30,7 @@ rule study_tables:
             study(config, wildcards.study).settings(config)
         ),
         study_modules=config.get("study_modules", []),
+        captions=lambda wildcards: study(config, wildcards.study).captions(),
     script:
         "../scripts/study_tables.py"
 

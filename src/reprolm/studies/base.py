@@ -32,8 +32,13 @@ class Study:
 
     name: str = ""
     # "package.module:function" of the table writer, imported only by the job that writes
-    # tables: listing and fingerprinting studies stays cheap.
+    # tables: listing and fingerprinting studies stays cheap. A study from a file of its own
+    # overrides :meth:`table_writer` instead.
     tables: str = ""
+    # What the report says under the study's tables and plots (reStructuredText): what
+    # each table holds and how each metric is computed.
+    caption: str = ""
+    plots_caption: str = ""
     # Whether ``recipes`` may name ``pretrained`` (a base model evaluated as it is).
     pretrained_recipes: bool = False
     # A JSON-Schema of the study's config section, for studies whose section the workflow's
@@ -111,21 +116,35 @@ class Study:
         return {}
 
     # ---- tables ----
+    def captions(self) -> dict[str, str]:
+        """The report's captions of the tables and the plots, dedented."""
+        import inspect
+
+        return {"tables": inspect.cleandoc(self.caption), "plots": inspect.cleandoc(self.plots_caption)}
+
     def write_tables(self, score_paths, study_config: Mapping, settings: Mapping, tables: str, plots: str) -> None:
         """The writer's tables and plots, each folder written whole or not at all."""
         from reprolm.aggregate.tables import load_scores
         from reprolm.provenance import atomic_path
 
-        module, _, function = self.tables.partition(":")
-        writer = getattr(importlib.import_module(module), function)
+        writer = self.table_writer()
         scores = load_scores(score_paths)
         with atomic_path(tables) as tables_tmp, atomic_path(plots) as plots_tmp:
             tables_tmp.mkdir()
             plots_tmp.mkdir()
             writer(scores, study_config, settings, tables_tmp, plots_tmp)
 
-    def table_code(self) -> tuple[str, str]:
-        """The writer as a (module, name) reference, for the job's code fingerprint."""
+    def table_writer(self) -> Callable:
+        """``writer(scores, study_config, settings, tables, plots)``: the study's tables
+        and plots from its scores (:class:`reprolm.aggregate.tables.Score`)."""
+        module, _, function = self.tables.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+    def table_code(self) -> tuple[str, str] | None:
+        """The writer as a (module, name) reference, for the job's code fingerprint; None
+        for a study from its own file, which is an input of the job instead."""
+        if not self.tables:
+            return None
         module, _, function = self.tables.partition(":")
         return module, function
 
@@ -134,8 +153,10 @@ STUDIES: Registry[Study] = Registry("study")
 
 
 def register_study(study: Study) -> Study:
-    if not study.name or not study.tables:
-        raise ValueError(f"{type(study).__name__} must set 'name' and 'tables'")
+    if not study.name:
+        raise ValueError(f"{type(study).__name__} must set 'name'")
+    if not study.tables and type(study).table_writer is Study.table_writer:
+        raise ValueError(f"study {study.name!r} must set 'tables' or override table_writer()")
     return STUDIES.register(study.name, study)
 
 

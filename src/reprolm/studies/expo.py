@@ -19,6 +19,15 @@ from reprolm.studies.base import CheckpointOutput, Study, register_study
 class Expo(Study):
     name = "expo"
     tables = "reprolm.aggregate.expo:write_expo_tables"
+    caption = """\
+        ``alpha_search``: the judge's mean grade of each extrapolation alpha on held-out prompts (the
+        chosen alpha marked). ``alpaca_eval``: win rate against the reference answers (the judge's
+        mean preference, x100) and the length-controlled win rate (AlpacaEval 2.0's regression on
+        the length difference, without its instruction-difficulty term), original and + ExPO, with
+        mean answer lengths in characters. ``mt_bench``: the mean single-answer grade over both
+        turns. ``judge``: the judge's accuracy on held-out preference pairs with a 95% bootstrap
+        interval.
+    """
     pretrained_recipes = True
 
     def check_section(self, config: Mapping) -> None:

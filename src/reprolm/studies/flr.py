@@ -13,6 +13,14 @@ from reprolm.studies.base import Study, register_study
 class Flr(Study):
     name = "flr"
     tables = "reprolm.aggregate.flr_tables:write_flr_tables"
+    caption = """\
+        ``reward_models``: each judge's pair accuracy (the chosen answer scored strictly higher; 95%
+        bootstrap interval), and Pearson, Spearman and Kendall correlations with human ratings and,
+        on WildBench, of each model's mean score with its arena ELO. ``model_ranking``: the mean
+        score per model under each judge beside its ELO. ``alignment``: policies aligned on
+        FLR-judged pairs of their own samples against the policy they started from (win rate under
+        the alignment judge, mean grades).
+    """
 
     def check_section(self, config: Mapping) -> None:
         spec, datasets, judges = config["flr"], config.get("datasets", {}), config.get("judges", {})

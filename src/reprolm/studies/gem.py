@@ -13,6 +13,17 @@ from reprolm.studies.base import Study, register_study
 class Gem(Study):
     name = "gem"
     tables = "reprolm.aggregate.gem_tables:write_gem_tables"
+    caption = """\
+        ``ifeval``: lm-eval's IFEval accuracies x100 (prompt and instruction level, strict and loose;
+        ``Prompt-Level`` and ``Instruction-Level`` are the loose ones) and their mean; ``not scored``
+        names prompts whose checks could not run here and why. ``gsm8k``: greedy accuracy, majority
+        voting and best-of-N (the reference among the first k samples, i.e. pass@k) at the largest
+        k; ``gsm8k_scaling`` every k. ``chat``: the reward model's mean score of the best of n
+        samples per prompt; ``chat_best_of_n`` best-of-n and mean-of-n for every n. ``diversity_*``:
+        the n-gram distinct ratio (unique / all n-grams across a prompt's samples, mean over n = 1, 2,
+        3, x100), self-BLEU diversity (100 - mean BLEU of each sample against the others) and
+        sentence-embedding diversity ((1 - mean pairwise cosine) x 100).
+    """
 
     def check_section(self, config: Mapping) -> None:
         spec = config["gem"]

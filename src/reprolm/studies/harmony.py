@@ -15,6 +15,13 @@ TASK_SPLITS_CACHE = "resources/lm_eval_task_splits.json"
 class Harmony(Study):
     name = "harmony"
     tables = "reprolm.aggregate.harmony_tables:write_harmony_tables"
+    caption = """\
+        Scores x100 of every model on every task, evaluated directly and after fine-tuning on the
+        task's training split (train-before-test: the test score at the epoch with the best
+        validation score). Leaderboards rank by the first principal component of the task scores;
+        ``consistency_summary`` gives the mean pairwise Kendall tau-b between the tasks' model
+        rankings and the variance the first component explains, direct against train-before-test.
+    """
     pretrained_recipes = True
 
     def check_section(self, config: Mapping) -> None:

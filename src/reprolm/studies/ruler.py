@@ -11,6 +11,17 @@ from reprolm.studies.base import Study, register_study
 class Ruler(Study):
     name = "ruler"
     tables = "reprolm.aggregate.length_tables:write_ruler_tables"
+    caption = """\
+        **PM** (precise match) and **FM** (flexible match) are the percentages of outputs whose word
+        count (``\\w+`` tokens) lies in the target's PM or FM window; windows are half-open,
+        ``lo < words <= hi``. Level and ``All`` rows pool the in/out counts of their targets; they
+        are not means of per-target percentages. ``multi_mlt`` gives FM per target and their plain
+        mean; ``self_mlt`` counts the MLT each Ruler model chose for itself, FM against that MLT's
+        window and the mean word count; ``length_errors`` the exact-length rate and RMSE (open-ended
+        targets excluded); ``ttest`` compares the lengths of Ruler and vanilla outputs (Welch's test by
+        default, Student's with ``compat: original``); ``general`` the lm-eval suite (x100).
+    """
+    plots_caption = "PM and FM per target length, one panel per model (see the tables for the windows)."
 
     def check_section(self, config: Mapping) -> None:
         # The windows themselves are checked with the rest of the config.

@@ -1,0 +1,89 @@
+"""A study is one module: a sixth study from a single file under tests/ (plus its config
+section) runs through the unchanged workflow to a table in the report."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pandas as pd
+import pytest
+import yaml
+
+from reprolm.score.sampling import extract_answer
+from workflow_helpers import REPO, scratch_copy, snakemake
+
+pytestmark = pytest.mark.workflow
+
+STUDY_FILE = REPO / "tests" / "studies" / "greedy_accuracy.py"
+BASES = ["tiny_llama_small"]
+
+
+def _config(**changes) -> dict:
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["studies"] = ["greedy_accuracy"]
+    config["study_modules"] = [str(STUDY_FILE)]
+    config["greedy_accuracy"] = {"bases": BASES, "evaluations": [{"promptset": "gsm8k_greedy", "metric": "answer_accuracy"}]}
+    # The leaderboard ranks finetuned models; this study evaluates base models as they are.
+    del config["leaderboard"]
+    config.update(changes)
+    return config
+
+
+@pytest.fixture(scope="module")
+def plugin_run(tmp_path_factory):
+    work = scratch_copy(tmp_path_factory.mktemp("plugin_study"))
+    (work / "plugin.yaml").write_text(yaml.safe_dump(_config()))
+    snakemake(work, "--configfile", "plugin.yaml")
+    return work
+
+
+def test_a_study_from_its_own_file_runs_to_its_table(plugin_run):
+    table = pd.read_csv(plugin_run / "results/tables/greedy_accuracy/accuracy.csv")
+    assert list(table.columns) == ["rank", "model", "accuracy", "unparsed", "problems"]
+    assert table["model"].tolist() == [f"{b}/pretrained" for b in BASES]
+    for _, row in table.iterrows():
+        # Recount from the generations: the workflow's own generate and score stages made them.
+        rows = pq.read_table(plugin_run / f"results/generations/{row['model']}/gsm8k_greedy.parquet").to_pylist()
+        answers = [extract_answer(r["text"]) for r in rows if r["sample"] == 0]
+        assert row["problems"] == len(answers)
+        assert row["unparsed"] == sum(a is None for a in answers)
+        correct = sum(a == r["answer"] for a, r in zip(answers, [r for r in rows if r["sample"] == 0]))
+        assert row["accuracy"] == pytest.approx(100 * correct / len(answers), abs=0.005)
+    assert (plugin_run / "results/plots/greedy_accuracy/accuracy.png").read_bytes()[:4] == b"\x89PNG"
+    record = (plugin_run / "results/tables/greedy_accuracy/provenance.json").read_text()
+    assert "tests/studies/greedy_accuracy.py" in record  # the study's file is an input of its tables
+    assert "Nothing to be done" in snakemake(plugin_run, "-n", "--configfile", "plugin.yaml").stdout
+
+
+def test_the_report_holds_the_plugin_studys_table_plot_and_caption(plugin_run):
+    snakemake(plugin_run, "--configfile", "plugin.yaml", "--report", "report.html")
+    html = (plugin_run / "report.html").read_text(errors="replace")
+    for needle in ("accuracy.csv", "accuracy.png", "counts answers with no number to read",
+                   "Greedy accuracy per model"):
+        assert needle in html, needle
+
+
+def test_editing_the_study_file_reruns_its_tables_only(plugin_run, tmp_path):
+    edited = tmp_path / "greedy_accuracy.py"
+    edited.write_text(STUDY_FILE.read_text().replace('axes.set_ylabel("greedy accuracy (%)")',
+                                                     'axes.set_ylabel("accuracy (%)")'))
+    (plugin_run / "edited.yaml").write_text(yaml.safe_dump(_config(study_modules=[str(edited)])))
+    result = snakemake(plugin_run, "-n", "--configfile", "edited.yaml")
+    jobs = [line.split()[1].rstrip(":") for line in result.stdout.splitlines() if line.startswith("rule ")]
+    assert sorted(jobs) == ["all", "paper_comparison", "provenance_index", "study_tables"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"studies": ["greedy_acuracy"]},
+     "studies: unknown study 'greedy_acuracy'; registered: ['ruler', 'harmony', 'expo', 'flr', 'gem', "
+     "'greedy_accuracy']; did you mean 'greedy_accuracy'?"),
+    ({"greedy_accuracy": {"bases": BASES}}, "greedy_accuracy: 'evaluations' is a required property"),
+    ({"greedy_acuracy": {}}, "top-level config key: 'greedy_acuracy' is not declared"),
+    ({"study_modules": ["tests/studies/missing.py"]}, "study_modules[0]: tests/studies/missing.py does not exist"),
+])
+def test_a_misconfigured_plugin_study_fails_before_any_job(tmp_path, change, message):
+    work = scratch_copy(tmp_path)
+    (work / "bad.yaml").write_text(yaml.safe_dump(_config(**change)))
+    result = snakemake(work, "-n", "--configfile", "bad.yaml", check=False)
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
+    assert not (work / "results").exists()
