@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from reprolm.registry import Registry
+
 IGNORE_INDEX = -100
 
 
@@ -30,6 +32,16 @@ def completion_example(tokenizer, messages: list[dict], completion: str, max_len
     return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}
 
 
+def _completion_format(to_chat: Callable[[Mapping, Mapping], tuple[list[dict], str]]):
+    """A format that turns a row into (prompt messages, completion), loss on the completion."""
+    def example(tokenizer, record: Mapping, recipe: Mapping) -> dict:
+        messages, completion = to_chat(record, recipe)
+        return completion_example(tokenizer, messages, completion, recipe["max_length"],
+                                  loss_on_prompt=recipe.get("loss_on_prompt", False))
+
+    return example
+
+
 def instruction_response(record: Mapping, recipe: Mapping) -> tuple[list[dict], str]:
     """Ruler-schema rows ``{Instruction, output, mlt}``; ``completion_prefix: mlt`` adds the MLT."""
     prefix = record["mlt"] if recipe.get("completion_prefix") == "mlt" else ""
@@ -42,16 +54,6 @@ def conversation(record: Mapping, recipe: Mapping) -> tuple[list[dict], str]:
     if not messages or messages[-1]["role"] != "assistant":
         raise KeyError("messages ending with an assistant turn")
     return messages[:-1], messages[-1]["content"]
-
-
-FORMATS: dict[str, Callable[[Mapping, Mapping], tuple[list[dict], str]]] = {
-    "instruction_response": instruction_response,
-    "conversation": conversation,
-}
-
-
-def register_format(name: str, function) -> None:
-    FORMATS[name] = function
 
 
 def assistant_spans_example(tokenizer, messages: list[dict], max_length: int) -> dict:
@@ -72,27 +74,27 @@ def assistant_spans_example(tokenizer, messages: list[dict], max_length: int) ->
     return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}
 
 
+def chat_messages(tokenizer, record: Mapping, recipe: Mapping) -> dict:
+    """Rows with ``messages``: the loss on every assistant turn (GEM's chats)."""
+    messages = record.get("messages")
+    if not messages or not any(turn.get("role") == "assistant" for turn in messages):
+        raise KeyError("'messages' with at least one assistant turn")
+    return assistant_spans_example(tokenizer, [dict(t) for t in messages], recipe["max_length"])
+
+
+# A recipe's ``format``: how a training row becomes one tokenised example.
+FORMATS: Registry[Callable[..., dict]] = Registry("training format")
+FORMATS.register("instruction_response", _completion_format(instruction_response))
+FORMATS.register("conversation", _completion_format(conversation))
+FORMATS.register("chat_messages", chat_messages)
+
+
 def build_examples(tokenizer, records: list[dict], recipe: Mapping, source: str) -> list[dict]:
-    if recipe["format"] == "chat_messages":
-        examples = []
-        for row, record in enumerate(records):
-            messages = record.get("messages")
-            if not messages or not any(turn.get("role") == "assistant" for turn in messages):
-                raise KeyError(f"{source}: row {row}: 'messages' with at least one assistant turn")
-            examples.append(assistant_spans_example(tokenizer, [dict(t) for t in messages], recipe["max_length"]))
-        return examples
-    try:
-        to_chat = FORMATS[recipe["format"]]
-    except KeyError:
-        raise ValueError(f"unknown training format {recipe.get('format')!r}; known: {sorted(FORMATS)}") from None
+    make = FORMATS.get(recipe["format"], "recipe format")
     examples = []
     for row, record in enumerate(records):
         try:
-            messages, completion = to_chat(record, recipe)
+            examples.append(make(tokenizer, record, recipe))
         except KeyError as missing:
             raise KeyError(f"{source}: row {row}: missing field {missing}") from None
-        examples.append(completion_example(
-            tokenizer, messages, completion, recipe["max_length"],
-            loss_on_prompt=recipe.get("loss_on_prompt", False),
-        ))
     return examples

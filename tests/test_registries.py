@@ -1,0 +1,140 @@
+"""One registry mechanism: lookups with "did you mean" errors, the schema's enums tied to
+the registries, and the config checks that run before any job."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from reprolm.config.checks import check_config
+from reprolm.config.errors import ConfigError
+from reprolm.registry import DuplicateName, Registry, UnknownName
+from workflow_helpers import REPO
+
+SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+DEFAULT = yaml.safe_load((REPO / "config/config.yaml").read_text())
+PAPER = yaml.safe_load((REPO / "config/paper.yaml").read_text())
+SECTIONS = SCHEMA["properties"]
+
+
+def test_registry_suggests_the_closest_names_and_refuses_a_second_entry_under_one_name():
+    colours = Registry("colour")
+    colours.register("red", 1)
+
+    @colours.register("green")
+    def green():
+        return 2
+
+    assert colours["red"] == 1 and colours.get("green") is green and colours.names() == ["red", "green"]
+    assert "red" in colours and "blue" not in colours and len(colours) == 2
+    with pytest.raises(UnknownName) as error:
+        colours.get("gren", where="paint.colour")
+    assert str(error.value) == "paint.colour: unknown colour 'gren'; registered: ['red', 'green']; did you mean 'green'?"
+    assert isinstance(error.value, KeyError) and isinstance(error.value, ValueError)
+    with pytest.raises(UnknownName, match=r"^unknown colour 'blue'; registered: \['red', 'green'\]$"):
+        colours["blue"]
+    colours.register("red", 1)  # the same entry again (a module imported twice) is harmless
+    with pytest.raises(DuplicateName, match="colour 'red' is registered twice"):
+        colours.register("red", 3)
+
+
+def _enum(*path) -> list:
+    node = SCHEMA
+    for key in path:
+        node = node[key]
+    return node["enum"]
+
+
+def test_the_schemas_enums_are_the_registries_names():
+    from reprolm.data.builders import BUILDERS
+    from reprolm.generate import BACKENDS
+    from reprolm.generate.prompts import MULTI_TURN, PROMPT_BUILDERS
+    from reprolm.models.tiny import ARCHITECTURES
+    from reprolm.score.judges import JUDGES
+    from reprolm.score.metrics import METRICS
+    from reprolm.train.examples import FORMATS
+
+    assert sorted(_enum("properties", "datasets", "additionalProperties", "properties", "builder")) == sorted(BUILDERS)
+    assert _enum("properties", "generation", "properties", "backend") == BACKENDS.names()
+    assert sorted(_enum("properties", "recipes", "additionalProperties", "properties", "format")) == sorted(FORMATS)
+    assert sorted(_enum("properties", "promptsets", "additionalProperties", "properties", "prompt")) == sorted(
+        [*PROMPT_BUILDERS, MULTI_TURN])
+    build = SECTIONS["base_models"]["additionalProperties"]["properties"]["build"]["properties"]
+    assert tuple(build["architecture"]["enum"]) == ARCHITECTURES
+    kinds = [branch["properties"]["kind"]["const"]
+             for branch in SCHEMA["properties"]["judges"]["additionalProperties"]["oneOf"]]
+    assert sorted(kinds) == sorted(JUDGES)
+    # Each study's evaluations name metrics that are registered.
+    for study in ("ruler", "gem"):
+        metrics = SECTIONS[study]["properties"]["evaluations"]["items"]["properties"]["metric"]["enum"]
+        assert set(metrics) <= set(METRICS), study
+
+
+def test_every_registered_study_of_the_package_has_its_schema_section_and_captions():
+    from reprolm.studies import STUDIES
+
+    assert STUDIES.names()[:5] == ["ruler", "harmony", "expo", "flr", "gem"]
+    for name in ["ruler", "harmony", "expo", "flr", "gem"]:
+        study = STUDIES[name]
+        assert name in SECTIONS and study.schema is None, name  # described by the schema file
+        assert study.captions()["tables"] and study.table_code()[0].startswith("reprolm.aggregate."), name
+    # The schema names no studies itself: the registry does.
+    assert SECTIONS["studies"]["items"] == {"type": "string"}
+
+
+def test_study_models_and_score_paths_in_the_paper_config():
+    from reprolm.studies import STUDIES
+
+    check_config(PAPER, SECTIONS)
+    ruler = STUDIES["ruler"]
+    models = ruler.models(PAPER)
+    spec = PAPER["ruler"]
+    assert models[: len(spec["recipes"])] == [(spec["bases"][0], r) for r in spec["recipes"]]
+    assert [(b, "pretrained") for b in spec["baselines"]] == models[-len(spec["baselines"]):]
+    harmony = STUDIES["harmony"].score_paths(PAPER)
+    assert len(harmony) == 61 * 24 and harmony[0].startswith("results/scores/train_before_test/")
+    flr = STUDIES["flr"]
+    alignment = PAPER["flr"].get("alignment")
+    assert len(flr.models(PAPER)) == (len(alignment["bases"]) * (1 + len(alignment["recipes"])) if alignment else 0)
+    expo = STUDIES["expo"]
+    searched = expo.targets(PAPER)
+    assert searched == [f"results/scores/alpha_search/{b}/{r}/{PAPER['expo']['alpha_search']['promptset']}.json"
+                        for b, r in expo.models(PAPER)]
+
+
+def _refused(config: dict) -> str:
+    with pytest.raises(ConfigError) as error:
+        check_config(config, SECTIONS)
+    return str(error.value)
+
+
+def test_config_checks_catch_what_the_schema_cannot():
+    config = copy.deepcopy(DEFAULT)
+    check_config(config, SECTIONS)
+    # An inverted length window would make every PM/FM of its target wrong.
+    config["length_targets"] = [{"name": "10", "level": 0, "pm": [20, 0], "fm": [0, 20], "bin": [5, 15]}]
+    assert _refused(config) == "length_targets[0].pm: window [20, 0] is empty; the lower bound must be below the upper"
+    config = copy.deepcopy(DEFAULT)
+    config["base_models"]["tiny_llama"]["build"]["num_heads"] = 5
+    assert _refused(config) == ("base_models.tiny_llama.build: hidden_size 64 is not divisible by num_heads 5; "
+                                "use a num_heads that divides it")
+    config = copy.deepcopy(DEFAULT)
+    config["base_models"]["tiny_qwen2"]["build"]["num_kv_heads"] = 3
+    assert "num_heads 4 is not divisible by num_kv_heads 3" in _refused(config)
+    config = copy.deepcopy(DEFAULT)
+    config["studies"] = []
+    assert _refused(config) == ("studies: the list is empty; enable at least one of "
+                                "['ruler', 'harmony', 'expo', 'flr', 'gem']")
+    config = copy.deepcopy(DEFAULT)
+    config["studies"] = ["rulr"]
+    assert _refused(config) == ("studies: unknown study 'rulr'; registered: ['ruler', 'harmony', 'expo', 'flr', "
+                                "'gem']; did you mean 'ruler'?")
+    config = copy.deepcopy(DEFAULT)
+    config["recipies"] = {}
+    assert "top-level config key: 'recipies' is not declared" in _refused(config)
+    assert _refused(config).endswith("did you mean 'recipes'?")
+    config = copy.deepcopy(DEFAULT)
+    config["ruler"]["recipes"] = ["vanila"]
+    assert _refused(config).endswith("did you mean 'vanilla'?")
