@@ -12,7 +12,7 @@ import pytest
 
 from chat_endpoint_standin import ChatEndpointStandIn, chat_endpoint  # noqa: F401 (a fixture)
 from finetune_helpers import tiny_preference_inputs
-from reprolm.aggregate.expo import choose_alpha
+from reprolm.studies.expo import choose_alpha
 from reprolm.score.judges import ChatEndpointJudge, RewardModelJudge, make_judge
 from reprolm.score.judging import (
     grade_generations,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reprolm.aggregate.tables import write_table
+from reprolm.io import write_table
 from reprolm.studies import Study, register_study
 
 

@@ -1,9 +1,9 @@
 import json
 from pathlib import Path
 
-from reprolm.aggregate.expo import choose_alpha
+from reprolm.io import write_json
 from reprolm.provenance import tracked_step
-from reprolm.score.metrics import write_json
+from reprolm.studies.expo import choose_alpha
 
 with tracked_step(snakemake) as log:
     grades = {float(alpha): json.loads(Path(path).read_text())

@@ -1,8 +1,8 @@
 from pathlib import Path
 
 from reprolm.data.builders import BuildContext, build_split
-from reprolm.provenance import tracked_step
 from reprolm.length import TargetSet
+from reprolm.provenance import tracked_step
 
 with tracked_step(snakemake) as log:
     context = BuildContext(

@@ -1,6 +1,6 @@
 from reprolm.generate.run import generate_promptset
-from reprolm.provenance import tracked_step
 from reprolm.length import TargetSet
+from reprolm.provenance import tracked_step
 
 with tracked_step(snakemake) as log:
     params = snakemake.params

@@ -1,9 +1,9 @@
 import pyarrow.parquet as pq
 
+from reprolm.io import write_json
 from reprolm.provenance import tracked_step
 from reprolm.score.judges import make_judge
 from reprolm.score.judging import grade_generations
-from reprolm.score.metrics import write_json
 
 with tracked_step(snakemake) as log:
     judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed,

@@ -1,5 +1,5 @@
+from reprolm.io import write_json
 from reprolm.provenance import tracked_step
-from reprolm.score.metrics import write_json
 from reprolm.score.suites import run_suite
 
 with tracked_step(snakemake):

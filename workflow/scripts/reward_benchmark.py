@@ -1,8 +1,8 @@
 import pyarrow.parquet as pq
 
+from reprolm.io import write_json
 from reprolm.provenance import tracked_step
 from reprolm.score.judges import make_judge
-from reprolm.score.metrics import write_json
 from reprolm.score.reward_benchmarks import load_elo, model_ranking, rating_agreement
 
 with tracked_step(snakemake) as log:

@@ -1,7 +1,8 @@
 import pyarrow.parquet as pq
 
+from reprolm.io import write_json
 from reprolm.provenance import tracked_step
-from reprolm.score.metrics import compute, write_json
+from reprolm.score.metrics import compute
 
 with tracked_step(snakemake) as log:
     rows = pq.read_table(snakemake.input[0]).to_pylist()

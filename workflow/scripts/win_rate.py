@@ -1,7 +1,7 @@
+from reprolm.io import write_json
 from reprolm.provenance import tracked_step
 from reprolm.score.judges import make_judge
 from reprolm.score.judging import judge_win_rate
-from reprolm.score.metrics import write_json
 
 with tracked_step(snakemake) as log:
     judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed,

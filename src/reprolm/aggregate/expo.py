@@ -1,30 +1,15 @@
-"""ExPO: choosing alpha from the judge's grades, and the tables in the seed's layout
-(Original vs + ExPO per aligned model)."""
+"""ExPO's tables in the seed's layout (Original vs + ExPO per aligned model)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
-from reprolm.aggregate.tables import Score, write_table
+from reprolm.aggregate.tables import Score
+from reprolm.io import write_table
 from reprolm.paths import split_expo
-
-
-def choose_alpha(grades: Mapping[float, Mapping]) -> dict:
-    """The alpha whose extrapolated model the judge grades highest on the search prompts.
-
-    ``grades`` maps alpha to a grade result; alpha 0 (the aligned model itself) is part of
-    the curve for comparison but is not a candidate: the study evaluates an extrapolation.
-    """
-    curve = [{"alpha": alpha, "mean_grade": grades[alpha]["mean"]} for alpha in sorted(grades)]
-    candidates = [point for point in curve if point["alpha"] > 0 and not math.isnan(point["mean_grade"])]
-    if not candidates:
-        raise ValueError(f"alpha search: no alpha above 0 has a usable grade; curve {curve}")
-    best = max(candidates, key=lambda point: point["mean_grade"])
-    return {"curve": curve, "best_alpha": best["alpha"], "best_mean_grade": best["mean_grade"]}
 
 
 def _by_prefix(scores: list[Score], prefix: str) -> list[Score]:

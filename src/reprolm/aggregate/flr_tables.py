@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from reprolm.aggregate.tables import Score, write_table
+from reprolm.aggregate.tables import Score
+from reprolm.io import write_table
 
 
 def _of(scores: list[Score], metric: str) -> list[Score]:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from reprolm.aggregate.tables import Score, write_table
-from reprolm.provenance import atomic_path
+from reprolm.aggregate.tables import Score
+from reprolm.io import write_table
+from reprolm.io import atomic_path
 from reprolm.score.sampling import best_and_mean_of_n
 
 # lm-eval's IFEval metrics under the seed's column names ("-Level" columns are the loose ones).

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from reprolm.aggregate.harmony import leaderboard, pc1_scores, plot_consistency, plot_tau_heatmap, ranking_consistency
-from reprolm.aggregate.tables import Score, write_table
+from reprolm.aggregate.tables import Score
+from reprolm.io import write_table
 
 KINDS = {"direct": "direct_eval", "train_before_test": "train_before_test"}
 

@@ -44,7 +44,7 @@ def leaderboard(models: Sequence[Sequence[str]], grade_files: Sequence[str], mod
 
 
 def write_leaderboard(models, grade_files, model_dirs, studies, output: str) -> None:
-    from reprolm.aggregate.tables import write_table
+    from reprolm.io import write_table
 
     write_table(leaderboard(models, grade_files, model_dirs, studies), Path(output).parent, Path(output).stem,
                 decimals=4, markdown=False)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from reprolm.aggregate.tables import Score, write_table
+from reprolm.aggregate.tables import Score
+from reprolm.io import write_table
 from reprolm.length import TargetSet
 from reprolm.score.length import length_ttest
 

@@ -92,7 +92,7 @@ def load_headlines(path: str | Path) -> dict:
 
 def write_paper_comparison(headlines_file: str, tables: str, studies: list[str], headline_csv: str,
                            direction_csv: str) -> None:
-    from reprolm.aggregate.tables import write_table
+    from reprolm.io import write_table
 
     spec = load_headlines(headlines_file)
     try:

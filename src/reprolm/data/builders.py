@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprolm.data.sources import read_all_splits, read_source
-from reprolm.provenance import atomic_path
+from reprolm.io import atomic_path
 from reprolm.registry import Registry
 from reprolm.length import TargetSet, count_words
 

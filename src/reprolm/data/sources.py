@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from reprolm.data.fixtures import make_fixture
 from reprolm.data.schemas import load_records, validate_records
-from reprolm.provenance import atomic_path
+from reprolm.io import atomic_path
 
 SPLIT_ORDER = "splits.json"
 

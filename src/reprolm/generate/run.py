@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from reprolm.generate import GenerationRequest, SamplingParams, make_backend
 from reprolm.generate.prompts import MULTI_TURN, build_prompts
-from reprolm.provenance import atomic_path
+from reprolm.io import atomic_path
 from reprolm.length import TargetSet
 
 log = logging.getLogger(__name__)

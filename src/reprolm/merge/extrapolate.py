@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from reprolm.provenance import atomic_path
+from reprolm.io import atomic_path
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from reprolm.provenance import atomic_path
+from reprolm.io import atomic_path
 
 log = logging.getLogger(__name__)
 

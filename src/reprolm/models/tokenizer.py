@@ -46,7 +46,7 @@ def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedToke
 
 def train_tokenizer_from_sources(sources, schemas, vocab_size: int, output: str) -> int:
     from reprolm.data.corpus import plain_texts
-    from reprolm.provenance import atomic_path
+    from reprolm.io import atomic_path
 
     tokenizer = train_bpe_tokenizer(plain_texts(sources, schemas), vocab_size)
     with atomic_path(output) as tmp:

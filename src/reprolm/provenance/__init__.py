@@ -14,14 +14,14 @@ import json
 import logging
 import os
 import platform
-import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator, Mapping
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+
+from reprolm.io import atomic_path
 
 PROVENANCE_NAME = "provenance.json"
 # Snakemake marks directory outputs with this file after the job; it is not content.
@@ -324,23 +324,3 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
             write_record(record, str(output))
 
 
-@contextlib.contextmanager
-def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
-    """A temporary sibling path that replaces ``target`` only if the body succeeds.
-
-    Works for files and folders; on failure the temporary is removed and ``target`` is
-    left as it was, so no partial output is ever visible under the final name.
-    """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        yield tmp
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        if tmp.is_dir():
-            shutil.rmtree(tmp, ignore_errors=True)
-        elif tmp.exists():
-            tmp.unlink()

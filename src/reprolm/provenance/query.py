@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reprolm.provenance import PROVENANCE_NAME, SIDECAR_SUFFIX, atomic_path, content_hash, provenance_path
+from reprolm.io import atomic_path
+from reprolm.provenance import PROVENANCE_NAME, SIDECAR_SUFFIX, content_hash, provenance_path
 
 # What a lineage shows of each record: enough to say what ran, how, from which code, where.
 SHOWN_FIELDS = ("rule", "wildcards", "params", "code", "execution", "seed", "started", "finished")

@@ -7,7 +7,6 @@ import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from scipy import optimize, stats
 
 from reprolm.score.judges import conversation_of
 
@@ -63,6 +62,8 @@ def length_controlled_win_rate(preferences: Sequence[float], answer_lengths: Seq
         # log(1 + e^z) computed stably.
         return float(np.mean(np.logaddexp(0, logits) - p * logits) + l2 * weights @ weights)
 
+    from scipy import optimize
+
     fit = optimize.minimize(loss, np.zeros(2), method="BFGS")
     theta, phi = fit.x
     return {"lc_win_rate": float(100 / (1 + math.exp(-theta))), "theta": float(theta), "phi": float(phi)}
@@ -95,6 +96,8 @@ def pair_accuracy(judge, pairs: Sequence[Mapping], seed: int = 0, confidence: fl
     chosen = judge.score([list(pair["prompt"]) + list(pair["chosen"]) for pair in pairs])
     rejected = judge.score([list(pair["prompt"]) + list(pair["rejected"]) for pair in pairs])
     correct = np.array([c > r for c, r in zip(chosen, rejected, strict=True)], dtype=float)
+    from scipy import stats
+
     interval = stats.bootstrap((correct,), np.mean, confidence_level=confidence, n_resamples=2000,
                                method="percentile", random_state=seed).confidence_interval
     return {

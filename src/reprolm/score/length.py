@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from scipy import stats
 
 from reprolm.length import TargetSet, count_words, leading_mlt, strip_mlt
 
@@ -132,5 +131,7 @@ def length_ttest(
     ``paper``: Welch's test (unequal variances). ``original``: Student's test, as the
     original code calls ``scipy.stats.ttest_ind`` with its defaults.
     """
+    from scipy import stats
+
     result = stats.ttest_ind(ruler_lengths, vanilla_lengths, equal_var=(compat == "original"))
     return {"t": float(result.statistic), "p": float(result.pvalue), "compat": compat}

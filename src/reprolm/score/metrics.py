@@ -120,12 +120,3 @@ def compute(name: str, rows: list[Mapping], context: Mapping) -> dict:
         raise ValueError(f"metric {name!r}: no generations to score")
     return {"metric": name, **function(rows, context)}
 
-
-def write_json(result: Mapping, output: str) -> None:
-    """Scores as stable, sorted JSON, written atomically."""
-    import json
-
-    from reprolm.provenance import atomic_path
-
-    with atomic_path(output) as tmp:
-        tmp.write_text(json.dumps(result, indent=2, sort_keys=True, allow_nan=True) + "\n")

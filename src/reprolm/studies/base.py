@@ -125,7 +125,7 @@ class Study:
     def write_tables(self, score_paths, study_config: Mapping, settings: Mapping, tables: str, plots: str) -> None:
         """The writer's tables and plots, each folder written whole or not at all."""
         from reprolm.aggregate.tables import load_scores
-        from reprolm.provenance import atomic_path
+        from reprolm.io import atomic_path
 
         writer = self.table_writer()
         scores = load_scores(score_paths)

@@ -7,6 +7,7 @@ evaluate the model beside that chosen extrapolation."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -87,6 +88,20 @@ def alpha_search_path(config: Mapping, base: str, recipe: str) -> str:
 def chosen_alpha(search_path: str) -> float:
     """The alpha an alpha search chose (its JSON's ``best_alpha``)."""
     return float(json.loads(Path(search_path).read_text())["best_alpha"])
+
+
+def choose_alpha(grades: Mapping[float, Mapping]) -> dict:
+    """The alpha whose extrapolated model the judge grades highest on the search prompts.
+
+    ``grades`` maps alpha to a grade result; alpha 0 (the aligned model itself) is part of
+    the curve for comparison but is not a candidate: the study evaluates an extrapolation.
+    """
+    curve = [{"alpha": alpha, "mean_grade": grades[alpha]["mean"]} for alpha in sorted(grades)]
+    candidates = [point for point in curve if point["alpha"] > 0 and not math.isnan(point["mean_grade"])]
+    if not candidates:
+        raise ValueError(f"alpha search: no alpha above 0 has a usable grade; curve {curve}")
+    best = max(candidates, key=lambda point: point["mean_grade"])
+    return {"curve": curve, "best_alpha": best["alpha"], "best_mean_grade": best["mean_grade"]}
 
 
 def evaluation_scores(config: Mapping, base: str, recipe: str, alpha: float) -> list[str]:

@@ -20,7 +20,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from reprolm.provenance import atomic_path, recorded_hash
+from reprolm.io import atomic_path
+from reprolm.provenance import recorded_hash
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reprolm.provenance import atomic_path
+from reprolm.io import atomic_path
 from reprolm.score.lm_eval_bridge import (
     TaskSpec,
     build_task,
