@@ -138,3 +138,18 @@ def test_config_checks_catch_what_the_schema_cannot():
     config = copy.deepcopy(DEFAULT)
     config["ruler"]["recipes"] = ["vanila"]
     assert _refused(config).endswith("did you mean 'vanilla'?")
+
+
+def test_an_lm_eval_metric_the_task_does_not_report_is_refused_before_any_job(tmp_path):
+    from reprolm.config.checks import preflight
+
+    config = copy.deepcopy(DEFAULT)
+    config["lm_eval_suites"]["general"]["tasks"][1]["metric"] = "acc_norm,flexible-extract"
+    with pytest.raises(ConfigError) as error:
+        preflight(config, str(tmp_path / "tasks.json"))
+    assert str(error.value) == ("lm_eval_suites.general.tasks[1].metric: lm-eval's task 'hellaswag' does not report "
+                                "'acc_norm,flexible-extract'; it reports ['acc,none', 'acc_norm,none']")
+    config["lm_eval_suites"]["general"]["tasks"][1]["metric"] = "acc_norm,none"
+    config["harmony"]["tasks"][2]["metric"] = "acc,none"
+    with pytest.raises(ConfigError, match=r"harmony.tasks\[2\].metric: lm-eval's task 'cola' does not report 'acc,none'"):
+        preflight(config, str(tmp_path / "tasks.json"))

@@ -15,7 +15,7 @@ from reprolm.data.task_docs import make_task_docs, write_task_docs
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
 from reprolm.score.lm_eval_bridge import TaskSpec
-from reprolm.score.task_splits import refuse_tasks_without_training_split, training_split_table
+from reprolm.score.task_facts import refuse_metrics_not_reported, refuse_tasks_without_training_split, task_facts
 from reprolm.train import train_before_test as tbt
 
 
@@ -79,12 +79,29 @@ def test_best_epoch_is_highest_validation_then_earliest():
 
 
 def test_tasks_without_training_split_are_refused(tmp_path):
-    cache = tmp_path / "splits.json"
-    assert training_split_table(["arc_easy", "truthfulqa_mc2"], cache) == {"arc_easy": True, "truthfulqa_mc2": False}
+    cache = tmp_path / "tasks.json"
+    facts = task_facts(["arc_easy", "truthfulqa_mc2"], cache)
+    assert {task: f["training_split"] for task, f in facts.items()} == {"arc_easy": True, "truthfulqa_mc2": False}
     assert "truthfulqa_mc2" in json.loads(cache.read_text()).popitem()[1]
     tasks = [{"name": "arc", "task": "arc_easy"}, {"name": "tqa", "task": "truthfulqa_mc2"}]
     with pytest.raises(ValueError, match=r"harmony.tasks: .*\['tqa'\]; configured tasks that have one: \['arc'\]"):
         refuse_tasks_without_training_split(tasks, cache, "harmony.tasks")
+
+
+def test_a_metric_the_task_does_not_report_is_refused_before_it_runs(tmp_path):
+    cache = tmp_path / "tasks.json"
+    facts = task_facts(["arc_easy", "gsm8k", "cola"], cache)
+    assert facts["arc_easy"]["metrics"] == ["acc,none", "acc_norm,none"]
+    assert facts["gsm8k"]["metrics"] == ["exact_match,strict-match", "exact_match,flexible-extract"]
+    assert facts["cola"]["metrics"] == ["mcc,none"]
+    configured = {"lm_eval_suites.general.tasks[0]": {"task": "gsm8k", "metric": "exact_match,flexible-extract"},
+                  "harmony.tasks[2]": {"task": "cola", "metric": "acc,none"}}
+    with pytest.raises(ValueError) as error:
+        refuse_metrics_not_reported(configured, cache)
+    assert str(error.value) == ("harmony.tasks[2].metric: lm-eval's task 'cola' does not report 'acc,none'; "
+                                "it reports ['mcc,none']")
+    del configured["harmony.tasks[2]"]
+    refuse_metrics_not_reported(configured, cache)
 
 
 def test_lora_train_before_test_on_a_tiny_model(docs_dir, tmp_path):

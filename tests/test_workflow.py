@@ -810,7 +810,7 @@ def test_paper_comparison_sets_headlines_beside_this_run_and_checks_directions_a
 # timestamp markers, and the cache of which lm-eval tasks have a training split (it keeps
 # every task any run has asked about, so its content depends on history, not on this run).
 VOLATILE_NAMES = ("provenance.json", ".snakemake_timestamp")
-VOLATILE_PATHS = ("results/report/provenance.csv", "resources/lm_eval_task_splits.json")
+VOLATILE_PATHS = ("results/report/provenance.csv", "resources/lm_eval_tasks.json")
 
 
 def _content_files(work: Path) -> dict[str, str]:

@@ -7,7 +7,7 @@ from snakemake.utils import validate
 
 from reprolm import paths
 from reprolm.config import lookups
-from reprolm.config.checks import check_config
+from reprolm.config.checks import check_config, preflight
 from reprolm.config.params import canonical
 from reprolm.config.resources import judge_settings, model_settings
 from reprolm.data.builders import BUILDERS
@@ -25,9 +25,8 @@ SCHEMA = os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
 validate(config, schema=SCHEMA)
 with open(SCHEMA) as schema_file:
     check_config(config, yaml.safe_load(schema_file)["properties"])
+preflight(config)
 STUDIES = enabled_studies(config)
-for enabled in STUDIES:
-    enabled.preflight(config)
 # Results are keyed by content: a checkpoint replaced in place reruns what used it.
 for replaced in mark_replaced_folders():
     logger.warning(

@@ -59,6 +59,28 @@ def check_config(config: Mapping, schema_sections: Iterable[str] = ()) -> None:
         study.check(config)
 
 
+# What lm-eval's task index answered (training splits, reported metrics), per lm-eval version.
+LM_EVAL_TASK_CACHE = "resources/lm_eval_tasks.json"
+
+
+def preflight(config: Mapping, task_cache: str = LM_EVAL_TASK_CACHE) -> None:
+    """Checks that ask lm-eval's task index, run by the workflow before any job: every
+    configured lm-eval task reports the metric the config reads, and each enabled study's
+    own (Harmony: every task can be trained on)."""
+    from reprolm.score.task_facts import refuse_metrics_not_reported
+    from reprolm.studies import enabled_studies
+
+    configured = {f"lm_eval_suites.{name}.tasks[{index}]": task
+                  for name, suite in config.get("lm_eval_suites", {}).items()
+                  for index, task in enumerate(suite["tasks"])}
+    try:
+        refuse_metrics_not_reported(configured, task_cache)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    for study in enabled_studies(config):
+        study.preflight(config, task_cache)
+
+
 def _check_references(config: Mapping) -> None:
     sources, datasets, recipes = config["sources"], config.get("datasets", {}), config.get("recipes", {})
     for name, spec in config.get("tokenizers", {}).items():

@@ -77,9 +77,9 @@ class Study:
     def check_section(self, config: Mapping) -> None:
         """Checks particular to the study."""
 
-    def preflight(self, config: Mapping) -> None:
+    def preflight(self, config: Mapping, task_cache: str) -> None:
         """Checks that ask installed tools (lm-eval's task index), run by the workflow before
-        any job; they may cache what they learn under ``resources/``."""
+        any job; what lm-eval answers is cached in ``task_cache``."""
 
     # ---- what the workflow makes for it ----
     def models(self, config: Mapping) -> list[tuple[str, str]]:

@@ -8,8 +8,6 @@ from reprolm.config.errors import ConfigError, require
 from reprolm.paths import score_path
 from reprolm.studies.base import Study, register_study
 
-# Which lm-eval tasks have a training split, cached across runs (asking lm-eval is slow).
-TASK_SPLITS_CACHE = "resources/lm_eval_task_splits.json"
 
 
 class Harmony(Study):
@@ -29,11 +27,13 @@ class Harmony(Study):
             if task.get("source"):
                 require(task["source"], config["sources"], f"harmony.tasks[{index}].source")
 
-    def preflight(self, config: Mapping) -> None:
-        from reprolm.score.task_splits import refuse_tasks_without_training_split
+    def preflight(self, config: Mapping, task_cache: str) -> None:
+        from reprolm.score.task_facts import refuse_metrics_not_reported, refuse_tasks_without_training_split
 
+        tasks = config["harmony"]["tasks"]
         try:
-            refuse_tasks_without_training_split(config["harmony"]["tasks"], TASK_SPLITS_CACHE, "harmony.tasks")
+            refuse_tasks_without_training_split(tasks, task_cache, "harmony.tasks")
+            refuse_metrics_not_reported({f"harmony.tasks[{i}]": task for i, task in enumerate(tasks)}, task_cache)
         except ValueError as error:
             raise ConfigError(str(error)) from None
 

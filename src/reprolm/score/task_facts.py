@@ -1,0 +1,66 @@
+"""What the workflow must know of an lm-eval task before any job runs (whether it has a
+training split, which metrics it reports), answered from a small cache.
+
+lm-eval's task index takes seconds to build, too slow for every DAG build; the answers only
+change with the lm-eval version, so they are cached per version.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from importlib.metadata import version
+from pathlib import Path
+
+
+def _facts(task: str) -> dict:
+    from reprolm.score.lm_eval_bridge import builtin_task_config
+
+    config = builtin_task_config(task)
+    if "group" in config:
+        # A group (MMLU) reports its aggregate metrics, each under its own filters.
+        metrics = [f"{m['metric']},{f}" for m in config.get("aggregate_metric_list") or []
+                   for f in m.get("filter_list") or ["none"]]
+    else:
+        filters = [f["name"] for f in config.get("filter_list") or []] or ["none"]
+        metrics = [f"{m['metric']},{f}" for m in config.get("metric_list") or [] for f in filters]
+    return {"training_split": bool(config.get("training_split")), "metrics": metrics}
+
+
+def task_facts(tasks: Iterable[str], cache: str | Path) -> dict[str, dict]:
+    """``{task: {"training_split": bool, "metrics": ["acc,none", ...]}}``; a metric is named as
+    lm-eval reports it, ``{metric},{filter}`` (``none`` for a task without filters)."""
+    cache = Path(cache)
+    key = f"lm_eval=={version('lm_eval')}"
+    stored = json.loads(cache.read_text()) if cache.exists() else {}
+    known = {task: facts for task, facts in stored.get(key, {}).items() if isinstance(facts, dict)}
+    tasks = list(dict.fromkeys(tasks))
+    missing = [task for task in tasks if task not in known]
+    if missing:
+        for task in missing:
+            known[task] = _facts(task)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({**stored, key: known}, indent=2, sort_keys=True) + "\n")
+    return {task: known[task] for task in tasks}
+
+
+def refuse_tasks_without_training_split(tasks: list[dict], cache: str | Path, where: str) -> None:
+    """Fail before any job runs if a configured task cannot be trained on."""
+    facts = task_facts([t["task"] for t in tasks], cache)
+    refused = [t["name"] for t in tasks if not facts[t["task"]]["training_split"]]
+    if refused:
+        usable = [t["name"] for t in tasks if facts[t["task"]]["training_split"]]
+        raise ValueError(f"{where}: tasks without a training split cannot be trained on: {refused}; "
+                         f"configured tasks that have one: {usable}")
+
+
+def refuse_metrics_not_reported(tasks: Mapping[str, Mapping], cache: str | Path) -> None:
+    """``tasks``: config key -> task setting with ``task`` and ``metric``. Fail before any job
+    runs if lm-eval's task does not report the configured metric, which would otherwise fail
+    only after the evaluation ran."""
+    facts = task_facts([t["task"] for t in tasks.values()], cache)
+    for where, task in tasks.items():
+        reported = facts[task["task"]]["metrics"]
+        if task["metric"] not in reported:
+            raise ValueError(f"{where}.metric: lm-eval's task {task['task']!r} does not report "
+                             f"{task['metric']!r}; it reports {reported}")
