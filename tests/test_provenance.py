@@ -53,13 +53,9 @@ def test_a_folder_replaced_in_place_is_told_from_one_merely_touched_or_copied(tm
     import os
     import time
 
-    from reprolm.provenance import (
-        SNAKEMAKE_MARKER,
-        build_record,
-        changed_since_record,
-        mark_replaced_folders,
-        write_record,
-    )
+    from reprolm.provenance.hashing import SNAKEMAKE_MARKER
+    from reprolm.provenance.records import build_record, write_record
+    from reprolm.provenance.replaced import changed_since_record, mark_replaced_folders
 
     outputs = ["results/tables/gem", "results/plots/gem"]
     for output, content in zip(outputs, ("table", "plot"), strict=True):

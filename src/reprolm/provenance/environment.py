@@ -1,0 +1,81 @@
+"""Where and with what a job ran: the code version, package versions, host, GPU and the
+SLURM job, node and granted GPUs."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+
+TRACKED_PACKAGES = (
+    "reprolm", "torch", "transformers", "tokenizers", "datasets", "trl", "peft",
+    "deepspeed", "lm_eval", "vllm", "snakemake", "pandas", "pyarrow", "numpy", "scipy",
+)
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
+@cache
+def code_version() -> dict:
+    def git(*args):
+        return subprocess.run(
+            ["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=False
+        )
+
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return {"commit": None, "dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+@cache
+def package_versions() -> dict:
+    versions = {"python": platform.python_version()}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name.replace("_", "-"))
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _gpu_model() -> str | None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return None
+
+
+def _first(env: Mapping, *names: str) -> str | None:
+    return next((env[name] for name in names if env.get(name)), None)
+
+
+def execution_host() -> dict:
+    """Where this ran: host, GPU, and the SLURM job when there is one.
+
+    Under the Snakemake SLURM executor a rule runs in a job step: the batch script's SLURM
+    variables are removed before its ``srun -n1``, and srun sets the step's own, among them
+    SLURM_JOB_ID, SLURMD_NODENAME and, for a GPU request, SLURM_STEP_GPUS (the node's
+    indices of the granted GPUs; SLURM_GPUS_ON_NODE is only their count) and
+    CUDA_VISIBLE_DEVICES (the indices as the process sees them, which device cgroups
+    renumber from 0). SLURM_JOB_GPUS and the node lists cover a workflow run as a whole
+    inside an allocation's batch script, where no step variables are set.
+    """
+    env = os.environ
+    return {
+        "host": platform.node(),
+        "gpu": _gpu_model(),
+        "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
+        "slurm_job_id": env.get("SLURM_JOB_ID"),
+        "slurm_node": _first(env, "SLURMD_NODENAME", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+                             "SLURM_NODELIST"),
+        "slurm_gpus": _first(env, "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"),
+    }

@@ -1,0 +1,122 @@
+"""Provenance records: every rule's script runs inside :func:`tracked_step`, which logs to
+the rule's log file and, when the body succeeds, writes one ``provenance.json`` per output:
+inside an output folder, or as a ``<file>.provenance.json`` sidecar beside an output file."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from reprolm.io import atomic_path
+from reprolm.provenance.environment import code_version, execution_host, package_versions
+from reprolm.provenance.hashing import content_hash, folder_manifest, manifest_hash, provenance_path
+from reprolm.provenance.redaction import redact
+
+
+log = logging.getLogger(__name__)
+
+
+def _output_entry(path: str) -> dict:
+    if Path(path).is_dir():
+        manifest = folder_manifest(path)
+        return {"path": path, "sha256": manifest_hash(manifest), "files": manifest}
+    return {"path": path, "sha256": content_hash(path)}
+
+
+def _named(items) -> dict:
+    """Snakemake's Namedlist as a plain dict of its named entries."""
+    return {name: value for name, value in items.items()}
+
+
+def build_record(
+    *, rule: str, wildcards: Mapping, params: Mapping, inputs: Mapping[str, list[str]],
+    outputs: list[str], seed, started: str, finished: str,
+) -> dict:
+    return {
+        "rule": rule,
+        "wildcards": dict(wildcards),
+        "params": redact(dict(params)),
+        "inputs": {
+            name: [{"path": p, "sha256": content_hash(p)} for p in paths]
+            for name, paths in inputs.items()
+        },
+        "outputs": [_output_entry(p) for p in outputs],
+        "code": code_version(),
+        "packages": package_versions(),
+        "execution": execution_host(),
+        "seed": seed,
+        "started": started,
+        "finished": finished,
+    }
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _input_groups(smk) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    named = set()
+    for name, value in smk.input.items():
+        paths = [value] if isinstance(value, str) else list(value)
+        groups[name] = [str(p) for p in paths]
+        named.update(groups[name])
+    unnamed = [str(p) for p in smk.input if str(p) not in named]
+    if unnamed:
+        groups["_"] = unnamed
+    return groups
+
+
+def write_record(record: dict, output: str) -> None:
+    target = provenance_path(output)
+    with atomic_path(target) as tmp:
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
+    """Run a rule's body with logging to its log file, then record provenance.
+
+    ``smk`` is the ``snakemake`` object of a script. Yields a logger for the step.
+    """
+    # Numeric libraries read these at import, so a job uses exactly the cores it was given.
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[variable] = str(smk.threads)
+    log_path = Path(smk.log[0]) if len(smk.log) else None
+    params = _named(smk.params)
+    if seed is None:
+        seed = params.get("seed", smk.config.get("seed"))
+    stack = contextlib.ExitStack()
+    with stack:
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            stream = stack.enter_context(log_path.open("a", buffering=1))
+            stack.enter_context(contextlib.redirect_stdout(stream))
+            stack.enter_context(contextlib.redirect_stderr(stream))
+            handler = logging.StreamHandler(stream)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+            root = logging.getLogger()
+            root.addHandler(handler)
+            root.setLevel(logging.INFO)
+            stack.callback(root.removeHandler, handler)
+        started = _now()
+        step_log = logging.getLogger(f"reprolm.rule.{smk.rule}")
+        step_log.info("rule %s wildcards %s", smk.rule, dict(_named(smk.wildcards)))
+        yield step_log
+        record = build_record(
+            rule=smk.rule,
+            wildcards=_named(smk.wildcards),
+            params=params,
+            inputs=_input_groups(smk),
+            outputs=[str(p) for p in smk.output],
+            seed=seed,
+            started=started,
+            finished=_now(),
+        )
+        for output in smk.output:
+            write_record(record, str(output))
