@@ -216,7 +216,7 @@ def flr_scoring(model_dir: Path, conversations: int = 8, answer_words: int = 200
     words (UltraFeedback's answers are a few hundred words long)."""
     import random
 
-    from reprolm.data.fixtures import passage, question
+    from reprolm.data.fixture_world import passage, question
     from reprolm.score.flr import FollowUpScorer, load_followups
 
     rng = random.Random(0)

@@ -14,7 +14,7 @@ TRAIN_ROWS = 48
 
 def tiny_finetune_inputs(root: Path) -> None:
     """``root/base`` (a 2-layer Llama with its BPE tokenizer) and ``root/train.parquet``."""
-    from reprolm.data.fixtures import passage, question
+    from reprolm.data.fixture_world import passage, question
     from reprolm.models.tiny import build_tiny_model
     from reprolm.models.tokenizer import train_bpe_tokenizer
 

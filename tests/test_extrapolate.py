@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from reprolm.data.fixtures import passage, question
+from reprolm.data.fixture_world import passage, question
 from reprolm.merge.extrapolate import INDEX_FILE, IncompatibleCheckpoints, extrapolate
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer

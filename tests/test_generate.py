@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from reprolm.data import fixtures
+from reprolm.data import fixture_world
 from reprolm.generate import GenerationRequest, SamplingParams, make_backend
 from reprolm.generate.request import cut_at_stop
 from reprolm.models.loading import load_tokenizer
@@ -23,7 +23,7 @@ from reprolm.models.tokenizer import train_bpe_tokenizer
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory):
     rng = random.Random(0)
-    tokenizer = train_bpe_tokenizer([fixtures.passage(rng, 30) for _ in range(100)], 400)
+    tokenizer = train_bpe_tokenizer([fixture_world.passage(rng, 30) for _ in range(100)], 400)
     tokenizer.add_tokens(["[MLT:10]"], special_tokens=True)
     model = build_tiny_model({"architecture": "llama", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
                               "intermediate_size": 64, "max_positions": 256}, tokenizer, seed=0)

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from reprolm.data import fixtures
+from reprolm.data import fixture_world
 from reprolm.data.builders import BuildContext, build_split, single_turn
 from reprolm.data.schemas import DataError, load_records
 from reprolm.data.sources import SPLIT_ORDER, read_all_splits, write_source
@@ -21,7 +21,7 @@ TARGETS = TargetSet(PAPER_TARGETS)
 @pytest.fixture(scope="module")
 def tokenizer():
     rng = random.Random(0)
-    texts = [fixtures.passage(rng, 40) for _ in range(200)] + [fixtures.question(rng) for _ in range(200)]
+    texts = [fixture_world.passage(rng, 40) for _ in range(200)] + [fixture_world.question(rng) for _ in range(200)]
     tok = train_bpe_tokenizer(texts, 600)
     tok.add_tokens(TARGETS.mlt_tokens, special_tokens=True)
     return tok
@@ -70,7 +70,7 @@ def test_tlg_follows_original_rng_order(tmp_path):
 
 def test_ruler_train_buckets_caps_and_excludes_tlg_rows(tmp_path):
     rng = random.Random(3)
-    records = [_conversation(f"q{i}", fixtures.passage(rng, rng.choice([10, 30, 52, 80, 100])))
+    records = [_conversation(f"q{i}", fixture_world.passage(rng, rng.choice([10, 30, 52, 80, 100])))
                for i in range(120)]
     folder = _source(tmp_path, "openhermes", "openhermes_conversations", records)
     params = {"tlg_num": 20, "seed": 10, "cap_per_mlt": 7}

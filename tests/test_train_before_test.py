@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from reprolm.data import fixtures
+from reprolm.data import fixture_world
 from reprolm.data.task_docs import make_task_docs, write_task_docs
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
@@ -106,7 +106,7 @@ def test_a_metric_the_task_does_not_report_is_refused_before_it_runs(tmp_path):
 
 def test_lora_train_before_test_on_a_tiny_model(docs_dir, tmp_path):
     rng = random.Random(0)
-    tokenizer = train_bpe_tokenizer([fixtures.passage(rng, 30) for _ in range(200)], 500)
+    tokenizer = train_bpe_tokenizer([fixture_world.passage(rng, 30) for _ in range(200)], 500)
     model = build_tiny_model({"architecture": "llama", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
                               "intermediate_size": 64, "max_positions": 512}, tokenizer, seed=0)
     model.save_pretrained(tmp_path / "model")
@@ -127,7 +127,7 @@ def test_lora_train_before_test_on_a_tiny_model(docs_dir, tmp_path):
 def test_chat_template_training_records(docs_dir):
     splits = tbt.harmony_splits(TaskSpec("arc_easy", "arc_easy", 0, "acc_norm,none", docs_dir / "arc"), {})
     rng = random.Random(1)
-    tokenizer = train_bpe_tokenizer([fixtures.passage(rng, 20) for _ in range(50)], 400)
+    tokenizer = train_bpe_tokenizer([fixture_world.passage(rng, 20) for _ in range(50)], 400)
     doc = tbt.processed(splits.task, splits.train)[0]
     question, target = tbt.training_example(splits.task, doc)
     record = tbt.training_records(splits.task, splits.train.select([0]), chat_template=True, completion_only=True,

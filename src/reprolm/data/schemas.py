@@ -172,10 +172,6 @@ SCHEMAS: dict[str, Callable[[dict], tuple[str, str] | None]] = {
 }
 
 
-def register_schema(name: str, check: Callable[[dict], tuple[str, str] | None]) -> None:
-    SCHEMAS[name] = check
-
-
 def validate_records(records: list[dict], schema: str, path) -> list[dict]:
     from reprolm.data.task_docs import TASK_DOC_CHECKS
 

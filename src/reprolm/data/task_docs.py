@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reprolm.data.fixtures import OBJECTS, SUBJECTS, TAILS, question
+from reprolm.data.fixture_world import OBJECTS, SUBJECTS, TAILS, question
 
 # (third person, base form, gerund): spelled out because English inflection is irregular.
 VERB_FORMS = [
