@@ -17,10 +17,6 @@ from workflow_helpers import RUN_OUTPUTS, copy_run, scratch_copy, snakemake, tre
 REUSE_RUN = "REPROLM_TEST_DEFAULT_RUN"
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slurm: real jobs on the test SLURM cluster (tests/slurm_cluster.py)")
-
-
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A real single-node SLURM cluster with two fake GPUs, started once per test session."""

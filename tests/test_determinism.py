@@ -1,0 +1,135 @@
+"""Determinism without a second whole default run: each study's small config run clean.
+
+Each tests/configs/config-{study}.yaml is a subset of config/config.yaml with the same params
+for everything it keeps (tests/test_small_configs.py checks that), trimmed to few bases and
+recipes. Run clean in a fresh scratch folder, it must make the same bytes, at the same paths,
+as the session's default run: raw sources, the tokenizer, base models (pretrained on the CPU
+with fixed seeds), datasets, every finetune's weights and Trainer arguments, extrapolated
+models, greedy and sampled generations, scores, grades, lm-eval results.
+
+Compared: every file under results/ and resources/ of the small run, which must all exist in
+the default run, except what differs by design:
+- provenance records and Snakemake's folder timestamp markers (when and where a job ran);
+- results/report/*: the cross-study tables (paper comparison, leaderboard, provenance index)
+  depend on the whole config;
+- resources/lm_eval_task_splits.json: a cache of which lm-eval tasks have a training split,
+  holding every task any run asked about (its content depends on history);
+- the hub cache (resources/hf_home);
+- the study's plots (results/plots/{study}): each draws every model of the study's section,
+  which the small config trims;
+- the study's tables (results/tables/{study}) are compared row by row instead of byte for
+  byte: every line of the small run's table (its header, one row per kept model or base) must
+  be a line of the default run's table of the same name, except the tables in
+  WHOLE_STUDY_TABLES, whose every row aggregates over all the study's models.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reprolm.provenance import content_hash
+from workflow_helpers import REPO, scratch_copy, snakemake
+
+pytestmark = pytest.mark.workflow
+
+CONFIGS = REPO / "tests" / "configs"
+STUDIES = ("ruler", "harmony", "expo", "flr", "gem")
+VOLATILE_NAMES = ("provenance.json", ".snakemake_timestamp")
+VOLATILE_PATHS = ("resources/lm_eval_task_splits.json",)
+VOLATILE_FOLDERS = ("results/report/",)
+# Tables whose rows are computed over every model of the study (rankings, consistency across
+# models): a trimmed study section changes every row. Left out of the row comparison.
+WHOLE_STUDY_TABLES: dict[str, tuple[str, ...]] = {
+    "ruler": (),
+    "harmony": (),
+    "expo": (),
+    "flr": (),
+    "gem": (),
+}
+# What each small run must have made and compared byte for byte: its models, generations,
+# scores (and, for every study, the upstream tokenizer, base model and datasets).
+KEY_ARTIFACTS = {
+    "ruler": ["resources/tokenizers/tiny_bpe/tokenizer.json", "resources/models/tiny_llama/model.safetensors",
+              "results/datasets/ruler_train/train.parquet", "results/models/tiny_llama/ruler/model.safetensors",
+              "results/models/tiny_llama/vanilla/training_args.json",
+              "results/generations/tiny_llama/ruler/tlg.parquet", "results/generations/tiny_llama/ruler/self_mlt.parquet",
+              "results/scores/length_levels/tiny_llama/ruler/tlg.json",
+              "results/scores/lm_eval/tiny_llama/vanilla/general.json"],
+    "harmony": ["resources/models/tiny_llama_small/model.safetensors",
+                "results/scores/train_before_test/tiny_llama_small/pretrained/boolq.json",
+                "results/scores/train_before_test/tiny_llama_small/pretrained/cola.json"],
+    "expo": ["results/models/tiny_llama/dpo/model.safetensors", "results/models/tiny_llama/reward/model.safetensors",
+             "results/models/tiny_llama/dpo+expo0.3/model.safetensors",
+             "results/generations/tiny_llama/dpo+expo0.5/expo_search.parquet",
+             "results/scores/grade_tiny_rm/tiny_llama/dpo+expo0.1/expo_search.json",
+             "results/scores/alpha_search/tiny_llama/dpo/expo_search.json",
+             "results/generations/tiny_llama/dpo/mt_bench.parquet",
+             "results/scores/win_rate_tiny_rm/tiny_llama/dpo/alpaca_eval.json",
+             "results/scores/pair_accuracy/tiny_rm/prefs/test.json"],
+    "flr": ["results/models/tiny_llama/flr_dpo/model.safetensors", "results/datasets/flr_pairs/train.parquet",
+            "results/generations/tiny_llama/vanilla/flr_online.parquet",
+            "results/scores/grade_flr/tiny_llama/vanilla/flr_online.json",
+            "results/scores/rating_agreement/flr/helpsteer/test.json",
+            "results/scores/pair_accuracy/flr/prefs/test.json",
+            "results/scores/win_rate_tiny_rm/tiny_llama/flr_dpo/flr_eval.json"],
+    "gem": ["results/datasets/chat_sft/train.parquet", "results/models/tiny_llama/gem_linear/model.safetensors",
+            "results/models/tiny_llama/ce/model.safetensors",
+            "results/generations/tiny_llama/ce/gsm8k_samples.parquet", "results/generations/tiny_llama/gem_linear/poems.parquet",
+            "results/scores/answer_voting/tiny_llama/ce/gsm8k_samples.json",
+            "results/scores/diversity/tiny_llama/gem_linear/stories.json",
+            "results/scores/grade_tiny_rm/tiny_llama/ce/gem_chat.json",
+            "results/scores/lm_eval/tiny_llama/gem_linear/ifeval.json"],
+}
+
+
+def content_files(work: Path) -> dict[str, Path]:
+    """Files of a run under results/ and resources/, but those that differ by design
+    (module docstring): relative path -> file."""
+    files = {}
+    for folder in ("results", "resources"):
+        for path in sorted((work / folder).rglob("*")):
+            relative = path.relative_to(work).as_posix()
+            if (path.is_file() and not path.name.endswith(VOLATILE_NAMES) and "hf_home" not in path.parts
+                    and relative not in VOLATILE_PATHS and not relative.startswith(VOLATILE_FOLDERS)):
+                files[relative] = path
+    return files
+
+
+def compare(small_run: Path, default_run: Path, study: str) -> tuple[list[str], list[str], list[str]]:
+    """(files compared byte for byte, tables compared row by row, paths that differ)."""
+    small, default = content_files(small_run), content_files(default_run)
+    missing = sorted(set(small) - set(default))
+    assert missing == [], f"the small {study} run made files the default run did not: {missing[:20]}"
+    plots, tables = f"results/plots/{study}/", f"results/tables/{study}/"
+    whole, by_rows, different = [], [], []
+    for relative, path in small.items():
+        if relative.startswith(plots):
+            continue
+        if relative.startswith(tables):
+            if Path(relative).name in WHOLE_STUDY_TABLES[study]:
+                continue
+            lines = path.read_text().splitlines()
+            reference = set(default[relative].read_text().splitlines())
+            by_rows.append(relative)
+            if not lines or not set(lines) <= reference:
+                different.append(relative)
+            continue
+        whole.append(relative)
+        if content_hash(path) != content_hash(default[relative]):
+            different.append(relative)
+    return whole, by_rows, sorted(different)
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_a_small_config_run_clean_makes_the_default_runs_bytes(default_run, tmp_path, study):
+    work = scratch_copy(tmp_path)
+    shutil.copy(CONFIGS / f"config-{study}.yaml", work / "small.yaml")
+    snakemake(work, "--configfile", "small.yaml")
+    whole, by_rows, different = compare(work, default_run, study)
+    assert set(KEY_ARTIFACTS[study]) <= set(whole), sorted(set(KEY_ARTIFACTS[study]) - set(whole))
+    # The study's tables: at least its main CSV tables, each row found in the default's.
+    assert len([path for path in by_rows if path.endswith(".csv")]) >= 2, by_rows
+    assert different == []
