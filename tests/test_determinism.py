@@ -33,6 +33,7 @@ the default run, except what differs by design:
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -52,7 +53,9 @@ VOLATILE_FOLDERS = ("results/report/",)
 # models): a trimmed study section changes every row. Left out of the row comparison.
 WHOLE_STUDY_TABLES: dict[str, tuple[str, ...]] = {
     "ruler": (),
-    "harmony": (),
+    # Kendall tau between the models' rankings, and the leaderboards' ranks and PC1 scores.
+    "harmony": tuple(f"{name}.{ext}" for name in ("consistency_per_task", "consistency_summary", "leaderboard_direct",
+                                                  "leaderboard_train_before_test") for ext in ("csv", "md")),
     "expo": (),
     "flr": (),
     "gem": (),
@@ -62,15 +65,16 @@ WHOLE_STUDY_TABLES: dict[str, tuple[str, ...]] = {
 KEY_ARTIFACTS = {
     "ruler": ["resources/tokenizers/tiny_bpe/tokenizer.json", "resources/models/tiny_llama/model.safetensors",
               "results/datasets/ruler_train/train.parquet", "results/models/tiny_llama/ruler/model.safetensors",
-              "results/models/tiny_llama/vanilla/training_args.json",
+              "results/models/tiny_llama/vanilla/training_args.bin",
               "results/generations/tiny_llama/ruler/tlg.parquet", "results/generations/tiny_llama/ruler/self_mlt.parquet",
               "results/scores/length_levels/tiny_llama/ruler/tlg.json",
               "results/scores/lm_eval/tiny_llama/vanilla/general.json"],
     "harmony": ["resources/models/tiny_llama_small/model.safetensors",
                 "results/scores/train_before_test/tiny_llama_small/pretrained/boolq.json",
-                "results/scores/train_before_test/tiny_llama_small/pretrained/cola.json"],
+                "results/scores/train_before_test/tiny_llama_small/pretrained/cola.json",
+                "results/scores/train_before_test/tiny_llama_small/pretrained/gsm8k.json"],
     "expo": ["results/models/tiny_llama/dpo/model.safetensors", "results/models/tiny_llama/reward/model.safetensors",
-             "results/models/tiny_llama/dpo+expo0.3/model.safetensors",
+             "results/models/tiny_llama/dpo+expo0.3/model-00001-of-00001.safetensors",
              "results/generations/tiny_llama/dpo+expo0.5/expo_search.parquet",
              "results/scores/grade_tiny_rm/tiny_llama/dpo+expo0.1/expo_search.json",
              "results/scores/alpha_search/tiny_llama/dpo/expo_search.json",
@@ -81,6 +85,7 @@ KEY_ARTIFACTS = {
             "results/generations/tiny_llama/vanilla/flr_online.parquet",
             "results/scores/grade_flr/tiny_llama/vanilla/flr_online.json",
             "results/scores/rating_agreement/flr/helpsteer/test.json",
+            "results/scores/model_ranking/tiny_rm/wildbench/test.json",
             "results/scores/pair_accuracy/flr/prefs/test.json",
             "results/scores/win_rate_tiny_rm/tiny_llama/flr_dpo/flr_eval.json"],
     "gem": ["results/datasets/chat_sft/train.parquet", "results/models/tiny_llama/gem_linear/model.safetensors",
@@ -106,6 +111,19 @@ def content_files(work: Path) -> dict[str, Path]:
     return files
 
 
+def table_rows(path: Path) -> list[str]:
+    """A table's lines; a Markdown table's without the padding that aligns its columns to
+    the widest cell (which depends on the other rows)."""
+    lines = path.read_text().splitlines()
+    if path.suffix != ".md":
+        return lines
+    rows = []
+    for line in lines:
+        cells = [cell.strip() for cell in line.split("|")]
+        rows.append("|".join(re.sub("-+", "-", cell) if cell and set(cell) <= set("-:") else cell for cell in cells))
+    return rows
+
+
 def compare(small_run: Path, default_run: Path) -> tuple[list[str], list[str], list[str]]:
     """(files compared byte for byte, tables compared row by row, paths that differ)."""
     small, default = content_files(small_run), content_files(default_run)
@@ -119,8 +137,8 @@ def compare(small_run: Path, default_run: Path) -> tuple[list[str], list[str], l
         if parts[:2] == ["results", "tables"]:
             if parts[-1] in WHOLE_STUDY_TABLES[parts[2]]:
                 continue
-            lines = path.read_text().splitlines()
-            reference = set(default[relative].read_text().splitlines())
+            lines = table_rows(path)
+            reference = set(table_rows(default[relative]))
             by_rows.append(relative)
             if not lines or not set(lines) <= reference:
                 different.append(relative)

@@ -26,9 +26,9 @@ WHOLE = ("seed", "length_targets", "generation", "metrics")
 TRIMMED = {
     "ruler": {"bases"},
     "expo": {"recipes", "lm_eval_suite"},
-    "flr": {"judges", "ratings", "ranking", "alignment"},
+    "flr": {"judges", "alignment"},
     "gem": {"recipes", "labels"},
-    "harmony": {"bases", "tasks"},
+    "harmony": {"bases"},
 }
 
 
