@@ -25,15 +25,17 @@ the default run, except what differs by design:
 - the hub cache (resources/hf_home);
 - the study's plots (results/plots/{study}): each draws every model of the study's section,
   which the small config trims;
-- the study's tables (results/tables/{study}) are compared row by row instead of byte for
-  byte: every line of the small run's table (its header, one row per kept model or base) must
-  be a line of the default run's table of the same name, except the tables in
-  WHOLE_STUDY_TABLES, whose every row aggregates over all the study's models.
+- the studies' tables (results/tables/{study}) are compared row by row instead of byte for
+  byte: every column of the small run's table must be a column of the default run's table of
+  the same name, and every row (one per kept model, base or judge), read in those columns, a
+  row of it; except the tables in WHOLE_STUDY_TABLES, whose every row aggregates over all the
+  study's models.
 """
 
 from __future__ import annotations
 
-import re
+import csv
+import io
 import shutil
 from pathlib import Path
 
@@ -111,17 +113,27 @@ def content_files(work: Path) -> dict[str, Path]:
     return files
 
 
-def table_rows(path: Path) -> list[str]:
-    """A table's lines; a Markdown table's without the padding that aligns its columns to
-    the widest cell (which depends on the other rows)."""
-    lines = path.read_text().splitlines()
-    if path.suffix != ".md":
-        return lines
-    rows = []
-    for line in lines:
-        cells = [cell.strip() for cell in line.split("|")]
-        rows.append("|".join(re.sub("-+", "-", cell) if cell and set(cell) <= set("-:") else cell for cell in cells))
-    return rows
+def table(path: Path) -> tuple[list[str], list[tuple[str, ...]]]:
+    """A CSV or Markdown table's columns and rows, as text (a Markdown table without the
+    padding that aligns its columns to the widest cell, which depends on the other rows)."""
+    if path.suffix == ".csv":
+        lines = list(csv.reader(io.StringIO(path.read_text())))
+    else:
+        lines = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in path.read_text().splitlines()]
+        lines = [cells for cells in lines if not all(cell and set(cell) <= set("-:") for cell in cells)]
+    return lines[0], [tuple(row) for row in lines[1:]]
+
+
+def same_rows(small: Path, default: Path) -> bool:
+    """Every column of the small run's table is one of the default's, and every row, read in
+    those columns, is a row of the default's (which has more rows, or more columns, where the
+    small config keeps fewer models or judges)."""
+    columns, rows = table(small)
+    default_columns, default_rows = table(default)
+    if not rows or not set(columns) <= set(default_columns):
+        return False
+    index = [default_columns.index(column) for column in columns]
+    return set(rows) <= {tuple(row[i] for i in index) for row in default_rows}
 
 
 def compare(small_run: Path, default_run: Path) -> tuple[list[str], list[str], list[str]]:
@@ -137,10 +149,8 @@ def compare(small_run: Path, default_run: Path) -> tuple[list[str], list[str], l
         if parts[:2] == ["results", "tables"]:
             if parts[-1] in WHOLE_STUDY_TABLES[parts[2]]:
                 continue
-            lines = table_rows(path)
-            reference = set(table_rows(default[relative]))
             by_rows.append(relative)
-            if not lines or not set(lines) <= reference:
+            if not same_rows(path, default[relative]):
                 different.append(relative)
             continue
         whole.append(relative)
