@@ -77,6 +77,7 @@ KEY_ARTIFACTS = {
                 "results/scores/train_before_test/tiny_llama_small/pretrained/gsm8k.json"],
     "expo": ["results/models/tiny_llama/dpo/model.safetensors", "results/models/tiny_llama/reward/model.safetensors",
              "results/models/tiny_llama/dpo+expo0.3/model-00001-of-00001.safetensors",
+             "results/generations/tiny_llama/dpo+expo0.3/expo_search.parquet",
              "results/generations/tiny_llama/dpo+expo0.5/expo_search.parquet",
              "results/scores/grade_tiny_rm/tiny_llama/dpo+expo0.1/expo_search.json",
              "results/scores/alpha_search/tiny_llama/dpo/expo_search.json",
