@@ -10,7 +10,7 @@ export HF_HOME := $(CURDIR)/resources/hf_home
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup system-deps run report test lint format clean bench
+.PHONY: setup system-deps run report test test-fast lint format clean bench
 
 $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/dev.txt requirements/cpu-constraints.txt
 	python3 -m venv $(VENV)
@@ -31,6 +31,10 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# The fast layer: no Snakemake pipeline, no torchrun/DeepSpeed, no SLURM (a few minutes).
+test-fast: setup
+	$(PY) -m pytest -q -m "not workflow and not deepspeed and not slurm"
 
 lint: setup
 	$(SNAKEMAKE) --lint

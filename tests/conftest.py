@@ -1,12 +1,20 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures: the test SLURM cluster and the finished default run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
 import slurm_cluster as slurm
+from workflow_helpers import RUN_OUTPUTS, copy_run, scratch_copy, snakemake, tree_state
 
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slurm: real jobs on the test SLURM cluster (tests/slurm_cluster.py)")
+# A developer's shortcut, never set by `make test`: a finished default run (e.g. one `make run`
+# made) whose outputs the session uses instead of making its own, if a dry run of the current
+# workflow and default config in a copy of it has nothing to do.
+REUSE_RUN = "REPROLM_TEST_DEFAULT_RUN"
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +27,38 @@ def slurm_cluster():
     cluster = slurm.start()
     yield cluster
     slurm.stop(cluster)
+
+
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory) -> Path:
+    """The whole default configuration (config/config.yaml), run once per session with real
+    Snakemake in a scratch copy of the workflow.
+
+    No test may change it: a test that runs Snakemake for anything but a dry run, or edits a
+    file, works on its own copy (the ``run_copy`` fixture, or ``copy_run``). When the session
+    ends, every file and folder under results, resources, config and workflow must be as the
+    run left it (size, mtime, inode), or the tests that shared it fail at teardown.
+    """
+    work = scratch_copy(tmp_path_factory.mktemp("default_run"))
+    reuse = os.environ.get(REUSE_RUN)
+    if reuse:
+        for name in RUN_OUTPUTS:
+            if (Path(reuse) / name).exists():
+                subprocess.run(["cp", "-a", str(Path(reuse) / name), str(work / name)], check=True)
+        dry = snakemake(work, "-n")
+        assert "Nothing to be done" in dry.stdout + dry.stderr, (
+            f"{REUSE_RUN}={reuse} is not a finished run of this workflow and default config:\n{dry.stdout[-3000:]}")
+    else:
+        snakemake(work)
+    before = tree_state(work)
+    yield work
+    after = tree_state(work)
+    changed = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
+    assert changed == [], f"tests changed the shared default run: {changed[:20]}"
+
+
+@pytest.fixture
+def run_copy(default_run, tmp_path) -> Path:
+    """A private copy of the finished default run (hard-linked outputs: nothing in results or
+    resources may be rewritten in place; use ``copy_run(..., writable=...)`` for that)."""
+    return copy_run(default_run, tmp_path / "run")

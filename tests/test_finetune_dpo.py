@@ -45,6 +45,13 @@ def mean_margin(model_dir, pairs: list[dict]) -> float:
     return sum(margins) / len(margins)
 
 
+@pytest.fixture(scope="module")
+def base_margin(pairs) -> float:
+    """The starting model's mean margin on the held-out pairs (both objectives start from it)."""
+    root, built = pairs
+    return mean_margin(root / "base", built["test"])
+
+
 def test_preference_pairs_are_conversational_and_split(pairs):
     _, built = pairs
     assert set(built) == {"train", "test"} and len(built["train"]) == 64
@@ -58,13 +65,13 @@ def test_preference_pairs_are_conversational_and_split(pairs):
     ("dpo", {}, 5.0),
     ("kto", {"learning_rate": 1e-3, "num_train_epochs": 4}, 1.5),
 ])
-def test_preference_training_widens_the_margin_on_held_out_pairs(pairs, objective, settings, widening):
+def test_preference_training_widens_the_margin_on_held_out_pairs(pairs, base_margin, objective, settings, widening):
     root, built = pairs
     spec = FinetuneSpec(base_model=str(root / "base"), output_dir=str(root / objective),
                         checkpoint_root=str(root / "checkpoints"), train_file=str(root / "train.parquet"),
                         recipe={**RECIPE, "objective": objective, **settings}, seed=0)
     run(spec)
-    before, after = mean_margin(root / "base", built["test"]), mean_margin(root / objective, built["test"])
+    before, after = base_margin, mean_margin(root / objective, built["test"])
     assert after > before + widening, (before, after)
     assert not (root / "checkpoints").joinpath(spec.key()).exists()
 

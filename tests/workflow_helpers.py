@@ -8,17 +8,53 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 COPIED = ("workflow", "config", "profiles")
+# What a finished run holds besides the workflow: outputs, Snakemake's metadata (without it a
+# copy is not "Nothing to be done"), logs and benchmarks.
+RUN_OUTPUTS = ("results", "resources", ".snakemake", "logs", "benchmarks")
+# Large and only ever read or replaced by new files (Snakemake removes an output before a job
+# makes it again): hard links are safe. The hub cache is left out: libraries rewrite its lock
+# files in place.
+LINKED = ("results", "resources")
 
 
 def scratch_copy(target: Path) -> Path:
     """The workflow, its configs and profiles, without any results."""
     for name in COPIED:
         shutil.copytree(REPO / name, target / name)
+    return target
+
+
+def copy_run(run: Path, target: Path, writable: Iterable[str] = ()) -> Path:
+    """A copy of the finished run ``run`` that a test may run Snakemake in and change.
+
+    Timestamps are kept (Snakemake dates outputs by them). ``results`` and ``resources`` are
+    hard links to ``run``'s files, so nothing is copied byte by byte and nothing may be
+    rewritten in place there, except under the paths in ``writable`` (relative to the run),
+    which are real copies; the hub cache, the workflow, configs, Snakemake's metadata, logs
+    and benchmarks are real copies too.
+    """
+    target.mkdir(parents=True, exist_ok=True)
+    for name in (*COPIED, *RUN_OUTPUTS):
+        source = run / name
+        if not source.exists():
+            continue
+        link = ["-l"] if name in LINKED else []
+        subprocess.run(["cp", "-a", *link, str(source), str(target / name)], check=True)
+    for relative in ("resources/hf_home", *writable):
+        copied = target / relative
+        if not (run / relative).exists():
+            continue
+        if copied.is_dir():
+            shutil.rmtree(copied)
+        else:
+            copied.unlink()
+        subprocess.run(["cp", "-a", str(run / relative), str(copied)], check=True)
     return target
 
 
@@ -60,3 +96,17 @@ def dry_run_jobs(work: Path, *args: str, env: dict | None = None) -> list[tuple[
 
 def job_counts(jobs) -> Counter:
     return Counter(rule for rule, _ in jobs)
+
+
+def tree_state(work: Path, folders: Iterable[str] = ("results", "resources", "config", "workflow")) -> dict:
+    """Every file and folder under ``folders`` (but the hub cache) with its size, mtime and
+    inode: a change made in place (a rewrite, a touch, a removal) shows up here."""
+    state = {}
+    for folder in folders:
+        for path in sorted((work / folder).rglob("*")):
+            if "hf_home" in path.parts:
+                continue
+            stat = path.lstat()
+            state[path.relative_to(work).as_posix()] = (stat.st_size if path.is_file() else 0, stat.st_mtime_ns,
+                                                         stat.st_ino)
+    return state

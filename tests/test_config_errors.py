@@ -1,0 +1,56 @@
+"""Configs refused before any job runs, and base models claimed by the right rule (no run needed)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from workflow_helpers import dry_run_jobs, scratch_copy, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+def test_task_without_training_split_is_refused_before_any_job(tmp_path):
+    work = scratch_copy(tmp_path)
+    config = yaml.safe_load((work / "config/config.yaml").read_text())
+    config["harmony"]["tasks"].append({"name": "truthfulqa", "task": "truthfulqa_mc2", "metric": "acc,none"})
+    (work / "bad.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake(work, "--configfile", "bad.yaml", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "tasks without a training split cannot be trained on: ['truthfulqa']" in output
+    assert "configured tasks that have one: ['arc_easy', 'boolq', 'cola', 'gsm8k']" in output
+    assert not (work / "results").exists()
+
+
+def test_bad_config_fails_before_any_job(tmp_path):
+    work = scratch_copy(tmp_path)
+    config = yaml.safe_load((work / "config/config.yaml").read_text())
+    config["generation"]["backend"] = "tpu"
+    (work / "bad.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake(work, "--configfile", "bad.yaml", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "'tpu' is not one of ['transformers', 'vllm']" in output
+    assert "backend" in output
+    config["generation"]["backend"] = "transformers"
+    config["ruler"]["recipes"] = ["ruler", "vanila"]
+    (work / "typo.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake(work, "--configfile", "typo.yaml", check=False)
+    assert result.returncode != 0
+    allowed = "['ce', 'dpo', 'flr_dpo', 'flr_feedback', 'flr_kto', 'gem_linear', 'gem_logsigmoid', 'reward', 'ruler', 'vanilla']"
+    assert f"ruler.recipes: 'vanila' is not declared; allowed: {allowed}" in result.stdout + result.stderr
+    assert not (work / "results").exists() and not (work / "resources").exists()
+
+
+def test_built_and_hub_base_models_go_to_their_own_rules(tmp_path):
+    """One output pattern, two rules: each base name is claimed by the rule of its config section."""
+    work = scratch_copy(tmp_path)
+    config = yaml.safe_load((work / "config/config.yaml").read_text())
+    config["base_models"]["hub_llama"] = {"hub": {"path": "example/tiny-llama"}}
+    config["ruler"]["baselines"] = ["hub_llama"]
+    (work / "mixed.yaml").write_text(yaml.safe_dump(config))
+    jobs = dry_run_jobs(work, "--configfile", "mixed.yaml")
+    built = sorted(name for name, spec in config["base_models"].items() if "build" in spec)
+    assert sorted(w["base"] for rule, w in jobs if rule == "build_base_model") == built
+    assert [w["base"] for rule, w in jobs if rule == "download_base_model"] == ["hub_llama"]
+

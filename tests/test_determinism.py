@@ -1,0 +1,182 @@
+"""Determinism without a second whole default run: each study's small config run clean.
+
+Each tests/configs/config-{study}.yaml is a subset of config/config.yaml with the same params
+for everything it keeps (tests/test_small_configs.py checks that), trimmed to few bases and
+recipes. Run in a scratch folder that holds nothing from the default run, it must make the
+same bytes, at the same paths, as the session's default run: raw sources, the tokenizer, base
+models (pretrained on the CPU with fixed seeds), datasets, every finetune's weights and
+Trainer arguments, extrapolated models, greedy and sampled generations, scores, grades,
+lm-eval results.
+
+The five configs share one such folder (``small_runs``), so that the upstream they have in
+common (raw sources, the tokenizer, tiny_llama's pretraining, the vanilla SFT model, the
+reward model) is made once, not five times: the first config to run starts from nothing, a
+later one finds what the earlier ones made there (made from scratch in this session too, with
+identical params, so Snakemake keeps it). Whichever configs run, in any order, each test
+checks every file in the folder: the outcome does not depend on which ran first.
+
+Compared: every file under results/ and resources/ of the small run, which must all exist in
+the default run, except what differs by design:
+- provenance records and Snakemake's folder timestamp markers (when and where a job ran);
+- results/report/*: the cross-study tables (paper comparison, leaderboard, provenance index)
+  depend on the whole config;
+- resources/lm_eval_tasks.json: a cache of what lm-eval says of each task (training split,
+  reported metrics), holding every task any run asked about (its content depends on history);
+- the hub cache (resources/hf_home);
+- the study's plots (results/plots/{study}): each draws every model of the study's section,
+  which the small config trims;
+- the studies' tables (results/tables/{study}) are compared row by row instead of byte for
+  byte: every column of the small run's table must be a column of the default run's table of
+  the same name, and every row (one per kept model, base or judge), read in those columns, a
+  row of it; except the tables in WHOLE_STUDY_TABLES, whose every row aggregates over all the
+  study's models.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reprolm.provenance import content_hash
+from workflow_helpers import REPO, scratch_copy, snakemake
+
+pytestmark = pytest.mark.workflow
+
+CONFIGS = REPO / "tests" / "configs"
+STUDIES = ("ruler", "harmony", "expo", "flr", "gem")
+VOLATILE_NAMES = ("provenance.json", ".snakemake_timestamp")
+VOLATILE_PATHS = ("resources/lm_eval_tasks.json",)
+VOLATILE_FOLDERS = ("results/report/",)
+# Tables whose rows are computed over every model of the study (rankings, consistency across
+# models): a trimmed study section changes every row. Left out of the row comparison.
+WHOLE_STUDY_TABLES: dict[str, tuple[str, ...]] = {
+    "ruler": (),
+    # Kendall tau between the models' rankings, and the leaderboards' ranks and PC1 scores.
+    "harmony": tuple(f"{name}.{ext}" for name in ("consistency_per_task", "consistency_summary", "leaderboard_direct",
+                                                  "leaderboard_train_before_test") for ext in ("csv", "md")),
+    "expo": (),
+    "flr": (),
+    "gem": (),
+}
+# What each small run must have made and compared byte for byte: its models, generations,
+# scores (and, for every study, the upstream tokenizer, base model and datasets).
+KEY_ARTIFACTS = {
+    "ruler": ["resources/tokenizers/tiny_bpe/tokenizer.json", "resources/models/tiny_llama/model.safetensors",
+              "results/datasets/ruler_train/train.parquet", "results/models/tiny_llama/ruler/model.safetensors",
+              "results/models/tiny_llama/vanilla/training_args.bin",
+              "results/generations/tiny_llama/ruler/tlg.parquet", "results/generations/tiny_llama/ruler/self_mlt.parquet",
+              "results/scores/length_levels/tiny_llama/ruler/tlg.json",
+              "results/scores/lm_eval/tiny_llama/vanilla/general.json"],
+    "harmony": ["resources/models/tiny_llama_small/model.safetensors",
+                "results/scores/train_before_test/tiny_llama_small/pretrained/boolq.json",
+                "results/scores/train_before_test/tiny_llama_small/pretrained/cola.json",
+                "results/scores/train_before_test/tiny_llama_small/pretrained/gsm8k.json"],
+    "expo": ["results/models/tiny_llama/dpo/model.safetensors", "results/models/tiny_llama/reward/model.safetensors",
+             "results/models/tiny_llama/dpo+expo0.3/model-00001-of-00001.safetensors",
+             "results/generations/tiny_llama/dpo+expo0.3/expo_search.parquet",
+             "results/generations/tiny_llama/dpo+expo0.5/expo_search.parquet",
+             "results/scores/grade_tiny_rm/tiny_llama/dpo+expo0.1/expo_search.json",
+             "results/scores/alpha_search/tiny_llama/dpo/expo_search.json",
+             "results/generations/tiny_llama/dpo/mt_bench.parquet",
+             "results/scores/win_rate_tiny_rm/tiny_llama/dpo/alpaca_eval.json",
+             "results/scores/pair_accuracy/tiny_rm/prefs/test.json"],
+    "flr": ["results/models/tiny_llama/flr_dpo/model.safetensors", "results/datasets/flr_pairs/train.parquet",
+            "results/generations/tiny_llama/vanilla/flr_online.parquet",
+            "results/scores/grade_flr/tiny_llama/vanilla/flr_online.json",
+            "results/scores/rating_agreement/flr/helpsteer/test.json",
+            "results/scores/model_ranking/tiny_rm/wildbench/test.json",
+            "results/scores/pair_accuracy/flr/prefs/test.json",
+            "results/scores/win_rate_tiny_rm/tiny_llama/flr_dpo/flr_eval.json"],
+    "gem": ["results/datasets/chat_sft/train.parquet", "results/models/tiny_llama/gem_linear/model.safetensors",
+            "results/models/tiny_llama/ce/model.safetensors",
+            "results/generations/tiny_llama/ce/gsm8k_samples.parquet", "results/generations/tiny_llama/gem_linear/poems.parquet",
+            "results/scores/answer_voting/tiny_llama/ce/gsm8k_samples.json",
+            "results/scores/diversity/tiny_llama/gem_linear/stories.json",
+            "results/scores/grade_tiny_rm/tiny_llama/ce/gem_chat.json",
+            "results/scores/lm_eval/tiny_llama/gem_linear/ifeval.json"],
+}
+
+
+def content_files(work: Path) -> dict[str, Path]:
+    """Files of a run under results/ and resources/, but those that differ by design
+    (module docstring): relative path -> file."""
+    files = {}
+    for folder in ("results", "resources"):
+        for path in sorted((work / folder).rglob("*")):
+            relative = path.relative_to(work).as_posix()
+            if (path.is_file() and not path.name.endswith(VOLATILE_NAMES) and "hf_home" not in path.parts
+                    and relative not in VOLATILE_PATHS and not relative.startswith(VOLATILE_FOLDERS)):
+                files[relative] = path
+    return files
+
+
+def table(path: Path) -> tuple[list[str], list[tuple[str, ...]]]:
+    """A CSV or Markdown table's columns and rows, as text (a Markdown table without the
+    padding that aligns its columns to the widest cell, which depends on the other rows)."""
+    if path.suffix == ".csv":
+        lines = list(csv.reader(io.StringIO(path.read_text())))
+    else:
+        lines = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in path.read_text().splitlines()]
+        lines = [cells for cells in lines if not all(cell and set(cell) <= set("-:") for cell in cells)]
+    return lines[0], [tuple(row) for row in lines[1:]]
+
+
+def same_rows(small: Path, default: Path) -> bool:
+    """Every column of the small run's table is one of the default's, and every row, read in
+    those columns, is a row of the default's (which has more rows, or more columns, where the
+    small config keeps fewer models or judges)."""
+    columns, rows = table(small)
+    default_columns, default_rows = table(default)
+    if not rows or not set(columns) <= set(default_columns):
+        return False
+    index = [default_columns.index(column) for column in columns]
+    return set(rows) <= {tuple(row[i] for i in index) for row in default_rows}
+
+
+def compare(small_run: Path, default_run: Path) -> tuple[list[str], list[str], list[str]]:
+    """(files compared byte for byte, tables compared row by row, paths that differ)."""
+    small, default = content_files(small_run), content_files(default_run)
+    missing = sorted(set(small) - set(default))
+    assert missing == [], f"the small runs made files the default run did not: {missing[:20]}"
+    whole, by_rows, different = [], [], []
+    for relative, path in small.items():
+        parts = relative.split("/")
+        if parts[:2] == ["results", "plots"]:
+            continue
+        if parts[:2] == ["results", "tables"]:
+            if parts[-1] in WHOLE_STUDY_TABLES[parts[2]]:
+                continue
+            by_rows.append(relative)
+            if not same_rows(path, default[relative]):
+                different.append(relative)
+            continue
+        whole.append(relative)
+        if content_hash(path) != content_hash(default[relative]):
+            different.append(relative)
+    return whole, by_rows, sorted(different)
+
+
+@pytest.fixture(scope="module")
+def small_runs(tmp_path_factory) -> Path:
+    """A scratch copy of the workflow with no outputs, where the small configs run."""
+    return scratch_copy(tmp_path_factory.mktemp("small_runs"))
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_a_small_config_run_from_scratch_makes_the_default_runs_bytes(default_run, small_runs, study):
+    work = small_runs
+    config = f"config-{study}.yaml"
+    shutil.copy(CONFIGS / config, work / config)
+    # The study's tables and plots and all they need; not the report (left out of the
+    # comparison), whose paper comparison needs every headline's table column.
+    snakemake(work, f"results/tables/{study}", f"results/plots/{study}", "--configfile", config)
+    whole, by_rows, different = compare(work, default_run)
+    assert set(KEY_ARTIFACTS[study]) <= set(whole), sorted(set(KEY_ARTIFACTS[study]) - set(whole))
+    # The study's tables: at least two CSV tables, each row found in the default's.
+    tables = [path for path in by_rows if path.startswith(f"results/tables/{study}/") and path.endswith(".csv")]
+    assert len(tables) >= 2, by_rows
+    assert different == []

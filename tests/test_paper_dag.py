@@ -1,0 +1,85 @@
+"""The paper configuration's DAG, built offline as a dry run; lint and format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from workflow_helpers import REPO, dry_run_jobs, job_counts, scratch_copy, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.fixture(scope="module")
+def paper_jobs(tmp_path_factory) -> list:
+    """Every job of a dry run of config/paper.yaml in a scratch copy (made once, read by both tests)."""
+    work = scratch_copy(tmp_path_factory.mktemp("paper"))
+    return dry_run_jobs(work, "--configfile", "config/paper.yaml")
+
+
+def test_paper_config_builds_the_full_ruler_dag_offline(paper_jobs):
+    jobs = paper_jobs
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    bases, baselines = paper["ruler"]["bases"], paper["ruler"]["baselines"]
+    assert len(bases) == 6 and len(baselines) == 6
+    finetunes = sorted((w["base"], w["recipe"]) for rule, w in jobs
+                       if rule == "finetune" and w["recipe"] in ("ruler", "vanilla"))
+    assert finetunes == sorted((b, r) for b in bases for r in ("ruler", "vanilla"))
+    counts = job_counts(jobs)
+    ruler_models = {w["base"] for rule, w in jobs if rule == "download_base_model"} & set(bases + baselines)
+    assert ruler_models == set(bases + baselines) and "build_base_model" not in counts
+    # 12 finetuned + 6 instruct baselines; TLG and multi-MLT for all, self-MLT for Ruler models.
+    ruler_promptsets = {e["promptset"] for e in paper["ruler"]["evaluations"]}
+    assert sum(1 for rule, w in jobs if rule == "generate" and w["promptset"] in ruler_promptsets) == 18 * 2 + 6
+    assert sum(1 for rule, w in jobs if rule == "lm_eval" and w["suite"] == "general") == 18
+    ruler_sources = {"openhermes", "longform", "eli5", "arena_hard"}
+    assert ruler_sources <= {w["source"] for rule, w in jobs if rule == "raw_source"}
+    ruler_datasets = {"tlg", "ruler_train", "arena_multi_mlt", "arena_self_mlt"}
+    assert ruler_datasets <= {w["dataset"] for rule, w in jobs if rule == "dataset"}
+    # GEM: Llama-3-8B's three recipes on UltraFeedback, Qwen2.5-Math's on NuminaMath-CoT.
+    gem_recipes = set(paper["gem"]["recipes"]) | {r for rs in paper["gem"]["recipes_by_base"].values() for r in rs}
+    gem_finetunes = {(w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune" and w["recipe"] in gem_recipes}
+    assert gem_finetunes == {("llama3_8b", r) for r in ("ce", "gem_linear", "gem_logsigmoid")} | {
+        ("qwen25_math_7b", r) for r in ("ce_numina", "gem_linear_numina", "gem_logsigmoid_numina")}
+    assert {w["base"] for rule, w in jobs if rule == "lm_eval" and w["suite"] == "ifeval"} == set(paper["gem"]["bases"])
+    assert {w["source"] for rule, w in jobs if rule == "raw_source"} >= {"ultrafeedback_sft", "numina_cot", "poem_prompts"}
+
+
+def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(paper_jobs):
+    jobs = paper_jobs
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    harmony = paper["harmony"]
+    assert len(harmony["bases"]) == 61 and len(harmony["tasks"]) == 24
+    grid = {(w["base"], w["task"]) for rule, w in jobs if rule == "train_before_test"}
+    assert grid == {(b, t["name"]) for b in harmony["bases"] for t in harmony["tasks"]}
+    assert job_counts(jobs)["train_before_test"] == 61 * 24
+    # ExPO's published models: each aligned hub model extrapolated away from its SFT model.
+    extrapolated = {(w["base"], w["recipe"], w["alpha"]) for rule, w in jobs if rule == "extrapolate"}
+    published = {("zephyr_7b_alpha", "pretrained", "0.3"), ("zephyr_7b_beta", "pretrained", "0.1"),
+                 ("zephyr_7b_dpo_full", "pretrained", "0.3"), ("mistral7b_pairrm_sppo", "pretrained", "0.3")}
+    expo = paper["expo"]
+    grid = {(b, "pretrained", f"{a:g}") for b in expo["bases"] for a in expo["alpha_search"]["alphas"]}
+    assert extrapolated == published | grid
+    downloads = {w["base"] for rule, w in jobs if rule == "download_base_model"}
+    assert set(expo["base_references"].values()) | {"skywork_rm"} <= downloads
+    # The alpha search: every grid point and each original graded by the reward model.
+    assert {(w["base"], w["recipe"]) for rule, w in jobs if rule == "alpha_search"} == {(b, "pretrained") for b in expo["bases"]}
+    graded = {(w["judge"], w["base"], w["recipe"], w["promptset"]) for rule, w in jobs
+              if rule == "grade" and w["promptset"] == "expo_search"}
+    searched = {"pretrained"} | {f"pretrained+expo{a:g}" for a in expo["alpha_search"]["alphas"]}
+    assert graded == {("skywork_rm", b, r, "expo_search") for b in expo["bases"] for r in searched}
+
+
+def test_lint_and_format_are_clean(tmp_path):
+    work = scratch_copy(tmp_path)
+    lint = snakemake(work, "--lint", check=False)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    import subprocess
+    import sys
+
+    fmt = subprocess.run([str(Path(sys.executable).with_name("snakefmt")), "--check", "workflow"], cwd=work,
+                         capture_output=True, text=True)
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+

@@ -1,0 +1,74 @@
+"""The per-study small configs (tests/configs/config-{study}.yaml) are subsets of the default.
+
+tests/test_determinism.py runs each of them clean and expects the same bytes as the default
+run at the same paths; that holds only if every source, tokenizer, base model, dataset,
+recipe, prompt set, judge and setting a small config keeps is the default's, unchanged. Only
+the study's own section may be trimmed (fewer bases, recipes, tasks, judges), never changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from default_config import DEFAULT
+from workflow_helpers import REPO
+
+CONFIGS = sorted((REPO / "tests" / "configs").glob("config-*.yaml"))
+# Sections whose entries are kept or left out, each kept entry unchanged.
+NAMED = ("sources", "tokenizers", "base_models", "datasets", "recipes", "promptsets", "judges", "lm_eval_suites")
+# Settings kept whole or not at all.
+WHOLE = ("seed", "length_targets", "generation", "metrics")
+# The keys of each study's section a small config may trim (a list to a sublist, a mapping
+# to fewer entries or sublists, or the key left out); every other key is the default's.
+TRIMMED = {
+    "ruler": {"bases"},
+    "expo": {"recipes", "lm_eval_suite"},
+    "flr": {"judges", "alignment"},
+    "gem": {"recipes", "labels"},
+    "harmony": {"bases"},
+}
+
+
+def _is_trimmed(small, default) -> bool:
+    """``small`` is ``default`` with items left out (recursively for mappings)."""
+    if isinstance(default, list):
+        return isinstance(small, list) and all(item in default for item in small)
+    if isinstance(default, dict):
+        return isinstance(small, dict) and all(key in default and (small[key] == default[key]
+                                                                   or _is_trimmed(small[key], default[key]))
+                                               for key in small)
+    return small == default
+
+
+def test_there_is_a_small_config_for_every_default_study():
+    assert sorted(path.stem.removeprefix("config-") for path in CONFIGS) == sorted(DEFAULT["studies"])
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.stem)
+def test_small_config_keeps_the_default_params_of_everything_it_keeps(path: Path):
+    small = yaml.safe_load(path.read_text())
+    study = path.stem.removeprefix("config-")
+    assert small["studies"] == [study]
+    assert set(small) <= {"studies", study, *NAMED, *WHOLE}, sorted(set(small))
+    for section in NAMED:
+        for name, spec in small.get(section, {}).items():
+            assert spec == DEFAULT[section][name], f"{path.name}: {section}.{name} differs from config/config.yaml"
+    for key in WHOLE:
+        if key in small:
+            assert small[key] == DEFAULT[key], f"{path.name}: {key} differs from config/config.yaml"
+    assert small["seed"] == DEFAULT["seed"]
+    for key, value in small[study].items():
+        if key in TRIMMED[study]:
+            assert _is_trimmed(value, DEFAULT[study][key]), f"{path.name}: {study}.{key} is not a subset of the default's"
+        else:
+            assert value == DEFAULT[study][key], f"{path.name}: {study}.{key} differs from config/config.yaml"
+    assert set(DEFAULT[study]) - set(small[study]) <= TRIMMED[study]
+
+
+def test_trimming_is_told_from_changing():
+    assert _is_trimmed([1, 3], [1, 2, 3]) and not _is_trimmed([1, 4], [1, 2, 3])
+    assert _is_trimmed({"a": [1], "b": 2}, {"a": [1, 2], "b": 2, "c": 3})
+    assert not _is_trimmed({"b": 5}, {"b": 2}) and not _is_trimmed({"d": 1}, {"b": 2})

@@ -1,0 +1,73 @@
+"""The Ruler study in the finished default run: its tables recount from the generations."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from reprolm.length import count_words
+from default_config import DEFAULT, MODELS, TARGETS
+
+pytestmark = pytest.mark.workflow
+
+
+def test_tlg_levels_table_matches_generations(default_run):
+    table = pd.read_csv(default_run / "results/tables/ruler/tlg_levels.csv")
+    assert list(table.columns) == ["model", "level", "PM_in", "PM_out", "PM", "FM_in", "FM_out", "FM"]
+    assert sorted(set(table["model"])) == sorted(MODELS)
+    levels = [f"Level:{level}" for level in TARGETS.levels] + ["All"]
+    for model in MODELS:
+        rows = table[table["model"] == model].set_index("level")
+        assert list(rows.index) == levels
+        # Recount from the generations: the table is pooled counts of \w+ words in windows.
+        generations = pq.read_table(default_run / f"results/generations/{model}/tlg.parquet").to_pylist()
+        assert len(generations) == DEFAULT["datasets"]["tlg"]["params"]["num"]
+        pm_in = sum(TARGETS[g["TargetLength"]].pm.contains(count_words(g["text"])) for g in generations)
+        fm_in = sum(TARGETS[g["TargetLength"]].fm.contains(count_words(g["text"])) for g in generations)
+        assert rows.loc["All", "PM_in"] == pm_in and rows.loc["All", "FM_in"] == fm_in
+        assert rows.loc["All", "PM_in"] + rows.loc["All", "PM_out"] == len(generations)
+        assert rows.loc["All", "PM"] == pytest.approx(round(100 * pm_in / len(generations), 2))
+        assert rows.loc["All", "PM_in"] == rows.drop("All")["PM_in"].sum()
+    assert (default_run / "results/tables/ruler/tlg_levels.md").read_text().startswith("| model")
+
+
+def test_ruler_prompts_end_with_the_mlt_and_baselines_ask_in_words(default_run):
+    ruler = pq.read_table(default_run / f"results/generations/{MODELS[0]}/tlg.parquet").to_pylist()
+    vanilla = pq.read_table(default_run / f"results/generations/{MODELS[1]}/tlg.parquet").to_pylist()
+    assert all(r["prompt"].endswith(TARGETS[r["TargetLength"]].mlt) for r in ruler)
+    assert all(f"word count of {TARGETS[r['TargetLength']].instruction()} words" in r["prompt"] for r in vanilla)
+
+
+def test_other_ruler_tables(default_run):
+    tables = default_run / "results/tables/ruler"
+    multi = pd.read_csv(tables / "multi_mlt.csv")
+    assert list(multi.columns) == ["model", *TARGETS.names, "Avg FM"]
+    for _, row in multi.iterrows():
+        assert row["Avg FM"] == pytest.approx(row[TARGETS.names].mean(), abs=0.01)
+    self_mlt = pd.read_csv(tables / "self_mlt.csv")
+    assert sorted(self_mlt["model"]) == sorted(m for m in MODELS if m.endswith("/ruler"))
+    assert (self_mlt[TARGETS.names].sum(axis=1) + self_mlt["no MLT"] == DEFAULT["sources"]["arena_hard"]["fixture"]["n"]).all()
+    ttest = pd.read_csv(tables / "ttest.csv")
+    assert sorted(ttest["base"]) == sorted(DEFAULT["ruler"]["bases"])
+    assert ttest["p"].between(0, 1).all()
+    errors = pd.read_csv(tables / "length_errors.csv")
+    assert errors["exact_match"].between(0, 100).all() and (errors["rmse"] >= 0).all()
+    general = pd.read_csv(tables / "general.csv")
+    tasks = [t["name"] for t in DEFAULT["lm_eval_suites"]["general"]["tasks"]]
+    assert sorted(general["model"]) == sorted(MODELS)
+    assert list(general.columns) == ["model", *tasks]
+    assert general[tasks].apply(lambda col: col.between(0, 100)).all().all()
+    png = default_run / "results/plots/ruler/tlg_targets.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_lm_eval_used_the_paper_fewshot_counts(default_run):
+    result = json.loads((default_run / f"results/scores/lm_eval/{MODELS[0]}/general.json").read_text())
+    expected = {t["name"]: t["num_fewshot"] for t in DEFAULT["lm_eval_suites"]["general"]["tasks"]}
+    assert {name: task["num_fewshot"] for name, task in result["tasks"].items()} == expected
+    assert all(not math.isnan(task["value"]) for task in result["tasks"].values())
+
