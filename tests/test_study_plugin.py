@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from reprolm.score.sampling import extract_answer
-from workflow_helpers import REPO, scratch_copy, snakemake
+from workflow_helpers import REPO, copy_run, scratch_copy, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -29,8 +29,10 @@ def _config(**changes) -> dict:
 
 
 @pytest.fixture(scope="module")
-def plugin_run(tmp_path_factory):
-    work = scratch_copy(tmp_path_factory.mktemp("plugin_study"))
+def plugin_run(default_run, tmp_path_factory):
+    """The sixth study on a copy of the finished default run: only its own jobs run (its base
+    model and prompt set are the default's)."""
+    work = copy_run(default_run, tmp_path_factory.mktemp("plugin_study") / "run")
     (work / "plugin.yaml").write_text(yaml.safe_dump(_config()))
     snakemake(work, "--configfile", "plugin.yaml")
     return work
