@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-import slurm_cluster as slurm
-from workflow_helpers import RUN_OUTPUTS, copy_run, scratch_copy, snakemake, tree_state
+# Run outside the project's environment (a bare `pytest` on the system Python), every test
+# module would fail to import with a different missing package; say once what to run instead.
+if importlib.util.find_spec("reprolm") is None or importlib.util.find_spec("torch") is None:
+    pytest.exit(f"{sys.executable} has no reprolm or torch installed: run the suite with `make test` "
+                "(it sets up .venv and runs .venv/bin/python -m pytest), or `.venv/bin/python -m pytest` "
+                "after `make setup`", returncode=4)
+
+import slurm_cluster as slurm  # noqa: E402
+from workflow_helpers import RUN_OUTPUTS, copy_run, scratch_copy, snakemake, tree_state  # noqa: E402
 
 # A developer's shortcut, never set by `make test`: a finished default run (e.g. one `make run`
 # made) whose outputs the session uses instead of making its own, if a dry run of the current

@@ -118,6 +118,7 @@ def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
     from reprolm.paths import split_expo
 
     repo = Path(__file__).resolve().parents[1]
+    schema_file = repo / "workflow/schemas/config.schema.yaml"
     paper = yaml.safe_load((repo / "config/paper.yaml").read_text())
     assert expo_reference_dir(paper, "zephyr_7b_beta", "pretrained") == "resources/models/mistral_7b_sft_beta"
     default = yaml.safe_load((repo / "config/config.yaml").read_text())
@@ -129,7 +130,7 @@ def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
     assert length_prompt(default, "ruler+expo0.5") == "mlt" and length_prompt(default, "pretrained+expo0.3") == "instruction"
     default["ruler"]["recipes"] = ["ruler", "ruler+expo0.5"]
     with pytest.raises(ConfigError, match="expo.references has no entry for recipe 'ruler'"):
-        check_config(default)
+        check_config(default, schema_file)
     paper["expo"]["models"].append("zephyr_7b_sft_full/pretrained+expo0.3")
     with pytest.raises(ConfigError, match="expo.base_references has no entry for base model 'zephyr_7b_sft_full'"):
-        check_config(paper)
+        check_config(paper, schema_file)

@@ -171,8 +171,9 @@ def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings(
     from reprolm.studies import STUDIES
 
     repo = Path(__file__).resolve().parents[1]
+    schema_file = repo / "workflow/schemas/config.schema.yaml"
     paper = yaml.safe_load((repo / "config/paper.yaml").read_text())
-    check_config(paper)
+    check_config(paper, schema_file)
     models = STUDIES["gem"].models(paper)
     assert models == [("llama3_8b", r) for r in ("ce", "gem_linear", "gem_logsigmoid")] + [
         ("qwen25_math_7b", r) for r in ("ce_numina", "gem_linear_numina", "gem_logsigmoid_numina")]
@@ -184,18 +185,18 @@ def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings(
     default = yaml.safe_load((repo / "config/config.yaml").read_text())
     default["gem"]["best_of_n"]["ns"] = [1, 16]
     with pytest.raises(ConfigError, match="best-of-16, but promptset 'gem_chat' samples n=8"):
-        check_config(default)
+        check_config(default, schema_file)
     default["gem"]["best_of_n"]["ns"] = [1, 8]
     default["gem"]["labels"]["sft"] = "SFT"
     with pytest.raises(ConfigError, match="gem.labels: 'sft' is not declared"):
-        check_config(default)
+        check_config(default, schema_file)
     del default["gem"]["labels"]["sft"]
     default["metrics"]["answer_voting"]["ks"] = [1, 16]
     with pytest.raises(ConfigError, match=r"gem.evaluations\[1\]: metrics.answer_voting.ks asks for @16, "
                                           "but promptset 'gsm8k_samples' samples n=8"):
-        check_config(default)
+        check_config(default, schema_file)
     default["metrics"]["answer_voting"]["ks"] = [1, 8]
     default["promptsets"]["poems"]["sampling"]["n"] = 1
     with pytest.raises(ConfigError, match=r"gem.evaluations\[2\]: diversity compares a prompt's samples, "
                                           "but promptset 'poems' samples n=1"):
-        check_config(default)
+        check_config(default, schema_file)

@@ -13,7 +13,8 @@ from reprolm.config.errors import ConfigError
 from reprolm.registry import DuplicateName, Registry, UnknownName
 from workflow_helpers import REPO
 
-SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+SCHEMA_FILE = REPO / "workflow/schemas/config.schema.yaml"
+SCHEMA = yaml.safe_load(SCHEMA_FILE.read_text())
 DEFAULT = yaml.safe_load((REPO / "config/config.yaml").read_text())
 PAPER = yaml.safe_load((REPO / "config/paper.yaml").read_text())
 SECTIONS = SCHEMA["properties"]
@@ -87,32 +88,35 @@ def test_every_registered_study_of_the_package_has_its_schema_section_and_captio
 def test_study_models_and_score_paths_in_the_paper_config():
     from reprolm.studies import STUDIES
 
-    check_config(PAPER, SECTIONS)
-    ruler = STUDIES["ruler"]
-    models = ruler.models(PAPER)
-    spec = PAPER["ruler"]
-    assert models[: len(spec["recipes"])] == [(spec["bases"][0], r) for r in spec["recipes"]]
-    assert [(b, "pretrained") for b in spec["baselines"]] == models[-len(spec["baselines"]):]
+    check_config(PAPER, SCHEMA_FILE)
+    ruler = STUDIES["ruler"].models(PAPER)
+    # Six bases x (ruler, vanilla), then the six instruct baselines used as they are.
+    assert len(ruler) == 18
+    assert ruler[:2] == [("llama3_8b", "ruler"), ("llama3_8b", "vanilla")]
+    assert ruler[-1] == ("qwen15_7b_chat", "pretrained")
+    ruler_scores = STUDIES["ruler"].score_paths(PAPER)
+    # tlg, multi_mlt and lm-eval for all 18 models; self_mlt for the six Ruler finetunes only.
+    assert len(ruler_scores) == 18 * 3 + 6
+    assert "results/scores/length_self_mlt/llama3_8b/ruler/self_mlt.json" in ruler_scores
+    assert "results/scores/length_self_mlt/llama3_8b/vanilla/self_mlt.json" not in ruler_scores
     harmony = STUDIES["harmony"].score_paths(PAPER)
     assert len(harmony) == 61 * 24 and harmony[0].startswith("results/scores/train_before_test/")
-    flr = STUDIES["flr"]
-    alignment = PAPER["flr"].get("alignment")
-    assert len(flr.models(PAPER)) == (len(alignment["bases"]) * (1 + len(alignment["recipes"])) if alignment else 0)
+    # FLR's online loop: the starting policy and the two policies aligned from it.
+    assert STUDIES["flr"].models(PAPER) == [("llama3_8b_instruct", r) for r in ("pretrained", "flr_dpo", "flr_kto")]
     expo = STUDIES["expo"]
-    searched = expo.targets(PAPER)
-    assert searched == [f"results/scores/alpha_search/{b}/{r}/{PAPER['expo']['alpha_search']['promptset']}.json"
-                        for b, r in expo.models(PAPER)]
+    assert expo.targets(PAPER) == [f"results/scores/alpha_search/{b}/pretrained/expo_search.json"
+                                   for b in PAPER["expo"]["bases"]]
 
 
 def _refused(config: dict) -> str:
     with pytest.raises(ConfigError) as error:
-        check_config(config, SECTIONS)
+        check_config(config, SCHEMA_FILE)
     return str(error.value)
 
 
 def test_config_checks_catch_what_the_schema_cannot():
     config = copy.deepcopy(DEFAULT)
-    check_config(config, SECTIONS)
+    check_config(config, SCHEMA_FILE)
     # An inverted length window would make every PM/FM of its target wrong.
     config["length_targets"] = [{"name": "10", "level": 0, "pm": [20, 0], "fm": [0, 20], "bin": [5, 15]}]
     assert _refused(config) == "length_targets[0].pm: window [20, 0] is empty; the lower bound must be below the upper"

@@ -80,6 +80,7 @@ def test_editing_the_study_file_reruns_its_tables_only(plugin_run, tmp_path):
      "'greedy_accuracy']; did you mean 'greedy_accuracy'?"),
     ({"greedy_accuracy": {"bases": BASES}}, "greedy_accuracy: 'evaluations' is a required property"),
     ({"greedy_acuracy": {}}, "top-level config key: 'greedy_acuracy' is not declared"),
+    ({"seeed": 42}, "top-level config key: 'seeed' is not declared"),
     ({"study_modules": ["tests/studies/missing.py"]}, "study_modules[0]: tests/studies/missing.py does not exist"),
 ])
 def test_a_misconfigured_plugin_study_fails_before_any_job(tmp_path, change, message):

@@ -77,10 +77,3 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         return list(self._entries)
 
-    def items(self):
-        return self._entries.items()
-
-    def require(self, name: str, where: str) -> None:
-        """Fail with the config key ``where`` if ``name`` is not registered."""
-        self.get(name, where)
-

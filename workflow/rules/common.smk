@@ -1,7 +1,6 @@
 import os
 import re
 
-import yaml
 from snakemake.logging import logger
 from snakemake.utils import validate
 
@@ -23,8 +22,7 @@ os.environ.setdefault("HF_HOME", os.path.abspath("resources/hf_home"))
 
 SCHEMA = os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
 validate(config, schema=SCHEMA)
-with open(SCHEMA) as schema_file:
-    check_config(config, yaml.safe_load(schema_file)["properties"])
+check_config(config, SCHEMA)
 preflight(config)
 STUDIES = enabled_studies(config)
 # Results are keyed by content: a checkpoint replaced in place reruns what used it.

@@ -6,7 +6,9 @@ heads). Each error names the key and what is allowed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Mapping
+from pathlib import Path
 
 from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import expo_reference, expo_reference_dir
@@ -30,9 +32,11 @@ def require_model(config: Mapping, name: str, where: str) -> None:
     require_recipe(config, recipe, list(config.get("recipes", {})) + [PRETRAINED], where)
 
 
-def check_config(config: Mapping, schema_sections: Iterable[str] = ()) -> None:
-    """Everything but the schema's own checks. ``schema_sections``: the top-level keys the
-    schema describes; any other key must be an enabled or registered study's section."""
+def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
+    """Everything but the schema's own checks. Top-level keys the schema file does not
+    describe must be registered studies' sections."""
+    import yaml
+
     from reprolm.studies import STUDIES, enabled_studies
 
     if not config["studies"]:
@@ -41,11 +45,11 @@ def check_config(config: Mapping, schema_sections: Iterable[str] = ()) -> None:
         studies = enabled_studies(config)
     except KeyError as error:
         raise ConfigError(str(error)) from None
-    if schema_sections:
-        known = sorted(set(schema_sections) | set(STUDIES.names()))
-        for key in config:
-            if not key.startswith("_"):
-                require(key, known, "top-level config key")
+    schema_sections = yaml.safe_load(Path(schema_file).read_text())["properties"]
+    known = sorted(set(schema_sections) | set(STUDIES.names()))
+    for key in config:
+        if not key.startswith("_"):
+            require(key, known, "top-level config key")
     _check_references(config)
     _check_base_models(config)
     if "length_targets" in config:
