@@ -1,3 +1,7 @@
+from reprolm.forkserver import run_in_forkserver
+
+run_in_forkserver()
+
 import json
 from pathlib import Path
 

@@ -1,3 +1,7 @@
+from reprolm.forkserver import run_in_forkserver
+
+run_in_forkserver()
+
 from reprolm.generate.run import generate_promptset
 from reprolm.length import TargetSet
 from reprolm.provenance import tracked_step

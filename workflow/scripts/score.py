@@ -1,3 +1,7 @@
+from reprolm.forkserver import run_in_forkserver
+
+run_in_forkserver()
+
 import pyarrow.parquet as pq
 
 from reprolm.io import write_json

@@ -1,3 +1,7 @@
+from reprolm.forkserver import run_in_forkserver
+
+run_in_forkserver()
+
 from reprolm.io import write_json
 from reprolm.provenance import tracked_step
 from reprolm.score.judges import make_judge

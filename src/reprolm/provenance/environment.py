@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -79,3 +80,11 @@ def execution_host() -> dict:
                              "SLURM_NODELIST"),
         "slurm_gpus": _first(env, "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"),
     }
+
+
+def job_usage() -> dict:
+    """This job's CPU seconds (its own and its finished subprocesses', e.g. torchrun ranks)
+    and its peak resident memory, as the kernel counted them."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return {"cpu_seconds": round(cpu, 2), "max_rss_mb": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1)}

@@ -186,6 +186,8 @@ def provenance_table(paths: Iterable[str | Path], root: str | Path = ".") -> lis
             "host": execution.get("host"),
             "slurm job": execution.get("slurm_job_id"),
             "gpus": execution.get("slurm_gpus") or execution.get("cuda_visible_devices"),
+            "cpu seconds": (execution.get("usage") or {}).get("cpu_seconds"),
+            "peak memory MB": (execution.get("usage") or {}).get("max_rss_mb"),
             "finished": entry.get("finished"),
             "inputs": len(entry["inputs"]),
         })

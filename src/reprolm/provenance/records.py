@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from reprolm.io import atomic_path
-from reprolm.provenance.environment import code_version, execution_host, package_versions
+from reprolm.provenance.environment import code_version, execution_host, job_usage, package_versions
 from reprolm.provenance.hashing import content_hash, folder_manifest, manifest_hash, provenance_path
 from reprolm.provenance.redaction import redact
 
@@ -48,7 +48,7 @@ def build_record(
         "outputs": [_output_entry(p) for p in outputs],
         "code": code_version(),
         "packages": package_versions(),
-        "execution": execution_host(),
+        "execution": {**execution_host(), "usage": job_usage()},
         "seed": seed,
         "started": started,
         "finished": finished,

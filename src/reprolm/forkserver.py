@@ -1,0 +1,205 @@
+"""A fork server for local runs: job scripts start from a process that has already imported
+torch, transformers, lm-eval and the other heavy libraries.
+
+Every job of a local run is a fresh Python process, and on a CPU machine importing those
+libraries (about 4-5 s) costs more than most tiny-model jobs' work. The workflow starts one
+server per local Snakemake run (``onstart``) and names its socket in ``REPROLM_FORKSERVER``.
+A job script's first statement, :func:`run_in_forkserver`, hands the script to the server,
+which forks a child that takes over the job's standard streams, working directory,
+environment and ``sys.path`` and runs the same script file; the script process waits for
+the child's exit status and forwards signals to it. Jobs stay what they were: one job, one
+script run, with the same outputs (the child imports reprolm afresh, so code edited during a
+run is the code a job runs).
+
+Without a server (cluster jobs, ``--no-hooks``, ``REPROLM_FORKSERVER=off``) or when it cannot
+be reached, the script runs in its own process as before. One consequence to know: a local
+job's ``benchmarks/`` file measures the waiting script process, so its wall time is the
+job's but its memory and CPU columns are not; provenance records carry the job's own peak
+memory and CPU seconds (``execution.resources``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+ADDRESS_VARIABLE = "REPROLM_FORKSERVER"
+OFF = "off"
+# Set in a forked job, so that its own run_in_forkserver() runs the script in place.
+CHILD_VARIABLE = "REPROLM_FORKSERVER_CHILD"
+# Imported once by the server; each library is left out if it is not installed. vLLM is
+# never preloaded: it initialises CUDA, which does not survive a fork.
+PRELOADED = (
+    "torch", "numpy", "pyarrow.parquet", "pandas", "scipy.stats", "tokenizers", "safetensors.torch",
+    "transformers", "transformers.models.llama.modeling_llama", "transformers.models.qwen2.modeling_qwen2",
+    "transformers.models.gpt_neox.modeling_gpt_neox", "transformers.models.auto.tokenization_auto",
+    "datasets", "peft", "trl", "lm_eval", "lm_eval.evaluator", "lm_eval.tasks", "sacrebleu",
+)
+_HEADER = struct.Struct("!I")
+
+
+def _send_message(connection: socket.socket, payload: dict, fds: list[int] = ()) -> None:
+    data = json.dumps(payload).encode()
+    socket.send_fds(connection, [_HEADER.pack(len(data)) + data], list(fds))
+
+
+def _receive_message(connection: socket.socket, max_fds: int = 0) -> tuple[dict, list[int]]:
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 20, max_fds)
+    if len(data) < _HEADER.size:
+        raise ConnectionError("fork server: connection closed before a message")
+    (length,) = _HEADER.unpack_from(data)
+    while len(data) < _HEADER.size + length:
+        chunk = connection.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("fork server: connection closed inside a message")
+        data += chunk
+    return json.loads(data[_HEADER.size:_HEADER.size + length]), fds
+
+
+def _read_line(connection: socket.socket) -> str | None:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = connection.recv(64)
+        if not chunk:
+            return None
+        data += chunk
+    return data.decode().strip()
+
+
+def run_in_forkserver() -> None:
+    """The first statement of a job script: if a fork server serves this run, run the script
+    there and exit with its status; otherwise (or inside the forked job) return at once."""
+    address = os.environ.get(ADDRESS_VARIABLE)
+    if not address or address == OFF or os.environ.get(CHILD_VARIABLE):
+        return
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(address)
+    except OSError:
+        connection.close()
+        return
+    _send_message(connection, {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
+                               "env": dict(os.environ), "path": sys.path}, [0, 1, 2])
+    pid_line = _read_line(connection)
+    if pid_line is None:
+        sys.exit("fork server: the job could not be started (see logs/forkserver.log)")
+    child = int(pid_line)
+
+    def forward(signum, _frame):
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    status = _read_line(connection)
+    # No status: the job died without reporting one (killed, out of memory).
+    sys.exit(int(status) if status is not None else 1)
+
+
+def _run_child(connection: socket.socket) -> None:
+    """In the forked child: become the job described by the script process's request."""
+    request, fds = _receive_message(connection, max_fds=3)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.environ[CHILD_VARIABLE] = "1"
+    sys.argv = request["argv"]
+    sys.path[:] = request["path"]
+    for name in [name for name in sys.modules if name == "reprolm" or name.startswith("reprolm.")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+    # Snakemake sets the job's thread count in OMP_NUM_THREADS, which torch read only at import.
+    torch = sys.modules.get("torch")
+    if torch is not None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    connection.sendall(f"{os.getpid()}\n".encode())
+    status = 0
+    try:
+        import runpy
+
+        runpy.run_path(request["script"], run_name="__main__")
+    except SystemExit as stop:
+        status = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        if not isinstance(stop.code, int) and stop.code is not None:
+            print(stop.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    connection.sendall(f"{status}\n".encode())
+    os._exit(status)
+
+
+def serve(address: str, parent: int) -> None:
+    """Preload the libraries, then fork one child per job until ``parent`` (the Snakemake
+    process) has gone."""
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address + ".binding")
+    listener.listen(64)
+    os.replace(address + ".binding", address)
+    listener.settimeout(1.0)
+    print(f"serving {address} for process {parent}", flush=True)
+    # Children report their status over their own connection; nobody waits for them here.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        while os.getppid() == parent:
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            child = os.fork()
+            if child == 0:
+                listener.close()
+                connection.settimeout(None)
+                _run_child(connection)
+            print(f"forked job process {child}", flush=True)
+            connection.close()
+    finally:
+        listener.close()
+        Path(address).unlink(missing_ok=True)
+
+
+def start(folder: str | os.PathLike, log_file: str | os.PathLike) -> subprocess.Popen | None:
+    """Start a server for this (Snakemake) process and set ``REPROLM_FORKSERVER`` so that
+    the jobs it starts use it (None when switched off). It serves until this process ends."""
+    if os.environ.get(ADDRESS_VARIABLE) == OFF:
+        return None
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    # Unix socket paths are limited to about 100 bytes: keep it short and absolute.
+    address = str(folder.resolve() / f"forkserver-{os.getpid()}.sock")
+    Path(address).unlink(missing_ok=True)
+    Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as log:
+        server = subprocess.Popen([sys.executable, "-m", "reprolm.forkserver", address, str(os.getpid())],
+                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    os.environ[ADDRESS_VARIABLE] = address
+    return server
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,161 @@
+"""The fork server that local job scripts start from (reprolm.forkserver): a script handed to
+it runs in a forked child with the script process's streams, directory, environment,
+arguments and import path, its exit status and signals pass through, and without a
+server the script runs in place."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from reprolm import forkserver
+from reprolm.provenance import content_hash
+from workflow_helpers import copy_run, snakemake
+
+HAND_OFF = "from reprolm.forkserver import run_in_forkserver\nrun_in_forkserver()\n"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("forkserver")
+    address = str(folder / "server.sock")
+    log = (folder / "server.log").open("wb")
+    process = subprocess.Popen([sys.executable, "-m", "reprolm.forkserver", address, str(os.getpid())],
+                               stdout=log, stderr=log)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(address):
+        assert process.poll() is None and time.monotonic() < deadline, (folder / "server.log").read_text()
+        time.sleep(0.2)
+    yield address, process
+    process.terminate()
+    process.wait()
+
+
+def run_script(tmp_path: Path, body: str, address: str | None, *args: str, env: dict | None = None,
+               cwd: Path | None = None) -> subprocess.CompletedProcess:
+    script = tmp_path / "job.py"
+    script.write_text(HAND_OFF + textwrap.dedent(body))
+    environment = {k: v for k, v in os.environ.items() if k != forkserver.ADDRESS_VARIABLE}
+    if address is not None:
+        environment[forkserver.ADDRESS_VARIABLE] = address
+    environment.update(env or {})
+    return subprocess.run([sys.executable, str(script), *args], cwd=cwd or tmp_path, env=environment,
+                          capture_output=True, text=True, timeout=120)
+
+
+REPORT = """
+    import json, os, sys
+    print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv[1:],
+                      "probe": os.environ.get("PROBE"),
+                      "torch_preloaded": "torch" in sys.modules}))
+    print("to stderr", file=sys.stderr)
+"""
+
+
+def test_a_script_runs_in_a_forked_child_with_the_callers_streams_directory_environment_and_arguments(
+        server, tmp_path):
+    address, process = server
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    result = run_script(tmp_path, REPORT, address, "a", "b", env={"PROBE": "42"}, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    # The child of the server, not the script process itself.
+    assert seen["ppid"] == process.pid
+    assert seen["cwd"] == str(workdir) and seen["argv"] == ["a", "b"] and seen["probe"] == "42"
+    assert seen["torch_preloaded"]
+    assert result.stderr.strip() == "to stderr"
+
+
+def test_without_a_server_the_script_runs_in_place(tmp_path):
+    for address in (None, forkserver.OFF, str(tmp_path / "no-server.sock")):
+        result = run_script(tmp_path, REPORT, address)
+        assert result.returncode == 0, result.stderr
+        seen = json.loads(result.stdout)
+        assert not seen["torch_preloaded"]
+
+
+def test_exit_status_and_failures_pass_through(server, tmp_path):
+    address, _ = server
+    assert run_script(tmp_path, "import sys\nsys.exit(3)\n", address).returncode == 3
+    failed = run_script(tmp_path, "raise KeyError('the bad key')\n", address)
+    assert failed.returncode == 1 and "KeyError: 'the bad key'" in failed.stderr
+    message = run_script(tmp_path, "import sys\nsys.exit('a clear error')\n", address)
+    assert message.returncode == 1 and "a clear error" in message.stderr
+
+
+def test_a_job_uses_the_thread_count_snakemake_gave_it(server, tmp_path):
+    address, _ = server
+    body = "import torch\nprint(torch.get_num_threads())\n"
+    assert run_script(tmp_path, body, address, env={"OMP_NUM_THREADS": "1"}).stdout.strip() == "1"
+    assert run_script(tmp_path, body, address, env={"OMP_NUM_THREADS": "2"}).stdout.strip() == "2"
+
+
+def test_the_job_imports_reprolm_from_the_callers_path(server, tmp_path):
+    """Code edited during a run (or a PYTHONPATH to another copy) is the code a job runs."""
+    address, _ = server
+    library = tmp_path / "edited"
+    (library / "reprolm").mkdir(parents=True)
+    (library / "reprolm" / "__init__.py").write_text("EDITED = True\n")
+    (library / "reprolm" / "forkserver.py").write_text(Path(forkserver.__file__).read_text())
+    result = run_script(tmp_path, "import reprolm\nprint(getattr(reprolm, 'EDITED', False), reprolm.__file__)\n",
+                        address, env={"PYTHONPATH": str(library)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", str(library / "reprolm" / "__init__.py")]
+
+
+def test_a_signal_to_the_script_process_reaches_the_job(server, tmp_path):
+    address, _ = server
+    marker = tmp_path / "child.pid"
+    script = tmp_path / "sleeper.py"
+    script.write_text(HAND_OFF + f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+                      "time.sleep(120)\n")
+    caller = subprocess.Popen([sys.executable, str(script)], env={**os.environ, forkserver.ADDRESS_VARIABLE: address})
+    deadline = time.monotonic() + 60
+    while not marker.exists() or not marker.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    child = int(marker.read_text())
+    assert child != caller.pid
+    caller.send_signal(signal.SIGTERM)
+    assert caller.wait(timeout=30) != 0
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{child}").exists() and Path(f"/proc/{child}/stat").read_text().split()[2] != "Z":
+        assert time.monotonic() < deadline, "the job outlived its script process"
+        time.sleep(0.1)
+
+
+def test_the_server_ends_with_the_process_that_started_it(tmp_path):
+    starter = tmp_path / "starter.py"
+    starter.write_text(f"from reprolm import forkserver\nserver = forkserver.start({str(tmp_path)!r}, "
+                       f"{str(tmp_path / 'log')!r})\nprint(server.pid)\n")
+    server_pid = int(subprocess.run([sys.executable, str(starter)], capture_output=True, text=True,
+                                    check=True).stdout)
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{server_pid}").exists():
+        assert time.monotonic() < deadline, "the server outlived the process that started it"
+        time.sleep(0.2)
+    assert list(tmp_path.glob("*.sock")) == []
+
+
+@pytest.mark.workflow
+def test_jobs_from_the_fork_server_make_the_same_bytes_as_jobs_run_in_place(default_run, tmp_path):
+    """The default run's jobs came from the fork server (its log lists them); a finetune, a
+    generation and a grading run again in their own processes make the same bytes."""
+    assert (default_run / "logs" / "forkserver.log").read_text().count("forked job process") > 100
+    outputs = ["results/models/tiny_llama/gem_linear", "results/generations/tiny_llama/dpo/alpaca_eval.parquet",
+               "results/scores/grade_tiny_rm/tiny_llama/dpo/alpaca_eval.json"]
+    work = copy_run(default_run, tmp_path / "run", writable=outputs)
+    snakemake(work, "--force", *outputs, env={forkserver.ADDRESS_VARIABLE: forkserver.OFF})
+    # Switched off, no server started and no job was forked.
+    assert (work / "logs" / "forkserver.log").read_text() == (default_run / "logs" / "forkserver.log").read_text()
+    for output in outputs:
+        assert content_hash(work / output) == content_hash(default_run / output), output
