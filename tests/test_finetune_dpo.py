@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM
 
 from finetune_helpers import tiny_preference_inputs
 from reprolm.data.builders import BUILDERS, BuildContext
-from reprolm.data.fixtures import make_fixture
+from reprolm.data.upstream import make_fixture
 from reprolm.models.loading import load_tokenizer
 from reprolm.train.finetune import FinetuneSpec, run
 
@@ -96,7 +96,8 @@ def test_preference_pairs_need_exactly_one_source(pairs):
 
 
 def test_preference_schema_names_the_bad_field():
-    from reprolm.data.schemas import DataError, validate_records
+    from reprolm.data.schemas import DataError
+    from reprolm.data.upstream import validate_records
 
     record = make_fixture("ultrafeedback_binarized", n=1, seed=0)["train_prefs"][0]
     broken = {**record, "chosen": record["chosen"][:1]}

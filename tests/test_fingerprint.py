@@ -70,3 +70,20 @@ def test_a_registry_is_followed_by_the_entry_the_job_names_not_as_a_whole(librar
           '"samples_per_prompt": int(samples), "unparsed"')
     assert _fingerprint(library, voting) != before[voting]
     assert _fingerprint(library, accuracy) == before[accuracy]
+
+
+def test_a_job_reading_sources_depends_on_their_schemas_only(library):
+    """Editing one upstream schema's adapter reruns the datasets that read that schema, not
+    every job that reads some source."""
+    (library / "job.py").write_text("from reprolm.data.builders import build_split\n")
+    gsm8k, arc = ("reprolm.data.upstream", "GSM8K"), ("reprolm.data.upstream", "ARC")
+    before_gsm8k, before_arc = _fingerprint(library, gsm8k), _fingerprint(library, arc)
+    _edit(library, "data/upstream.py", 'sft_chat=lambda r, template: exchange(template.replace("{instruction}", r["question"]),',
+          'sft_chat=lambda r, template: exchange(template.replace("{instruction}", r["question"].strip()),')
+    assert _fingerprint(library, gsm8k) != before_gsm8k
+    assert _fingerprint(library, arc) == before_arc
+    # A schema's fixture and check are followed into their own modules.
+    before = _fingerprint(library, arc)
+    _edit(library, "data/task_docs.py", "def check_arc(record: dict) -> Problem:\n",
+          "def check_arc(record: dict) -> Problem:\n    record = dict(record)\n")
+    assert _fingerprint(library, arc) != before

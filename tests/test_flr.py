@@ -172,7 +172,8 @@ def test_online_pairs_are_best_against_worst_of_each_prompts_samples(tmp_path):
 
 
 def test_flr_rating_files_become_rated_conversations(tmp_path):
-    from reprolm.data.schemas import DataError, validate_records
+    from reprolm.data.schemas import DataError
+    from reprolm.data.upstream import validate_records
     from reprolm.data.sources import write_source
 
     write_source({"schema": "rated_utterances", "fixture": {"n": 6, "seed": 1}}, tmp_path / "raw")
@@ -191,7 +192,7 @@ def test_misspelt_score_field_names_the_parameter_and_the_fields(tmp_path):
 
     write_source({"schema": "helpsteer", "fixture": {"n": 3, "seed": 1}}, tmp_path / "raw")
     context = BuildContext({"helpsteer": tmp_path / "raw"}, {"helpsteer": "helpsteer"}, {"score_field": "helpful"})
-    with pytest.raises(ValueError, match="params.score_field 'helpful' is not a field of source 'helpsteer'"):
+    with pytest.raises(ValueError, match="rated_responses, source 'helpsteer': params.score_field 'helpful' is not a field of the source; fields: "):
         BUILDERS["rated_responses"](context)
     rows = BUILDERS["rated_responses"](BuildContext({"h": tmp_path / "raw"}, {"h": "helpsteer"}, {}))["test"]
     raw = pq.read_table(tmp_path / "raw" / "train.parquet").to_pylist()

@@ -145,7 +145,8 @@ def test_gsm8k_problems_become_sft_chats_and_prompts_with_their_final_answer(tmp
     test_raw = pq.read_table(tmp_path / "gsm8k" / "test.parquet").to_pylist()
     assert [(p["instruction"], p["answer"]) for p in prompts["test"]] == [
         (r["question"], r["answer"].rsplit("#### ", 1)[1]) for r in test_raw]
-    with pytest.raises(ValueError, match="chat_sft reads .* 'uf' is 'alpaca_eval'"):
+    with pytest.raises(ValueError, match="chat_sft \\(source 'uf'\\) cannot read schema 'alpaca_eval' "
+                                         ".*it reads ultrafeedback_binarized, numina_cot, gsm8k"):
         BUILDERS["chat_sft"](BuildContext({"uf": tmp_path / "uf"}, {"uf": "alpaca_eval"}, {}))
 
 

@@ -16,16 +16,16 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from reprolm.data.fixtures import make_fixture
 from reprolm.data.schemas import DataError
-from reprolm.data.task_docs import (
-    TASK_DOC_CHECKS, TASK_DOC_FIXTURES, make_task_docs, world_text, write_task_docs,
-)
+from reprolm.data.task_docs import world_text, write_task_docs
+from reprolm.data.upstream import UPSTREAM_SCHEMAS, make_fixture, schema_for_task
 from reprolm.score.lm_eval_bridge import (
     TaskSpec, build_task, environment_report_once, evaluate_tasks, load_task_docs, task_config, task_doc_counts,
 )
 
 DOCS_PER_SPLIT = 30
+# The schemas of lm-eval task documents.
+TASK_DOC_SCHEMAS = [name for name in UPSTREAM_SCHEMAS if UPSTREAM_SCHEMAS[name].lm_eval_tasks]
 LIMIT = 6
 # (spec name, lm-eval task, paper few-shot count, metric, fixture schema, gen_kwargs)
 PAPER_TASKS = [
@@ -44,8 +44,8 @@ METRIC_RANGE = {"acc": (0.0, 1.0), "acc_norm": (0.0, 1.0), "exact_match": (0.0, 
 @pytest.fixture(scope="module")
 def fixture_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("task_docs")
-    for schema, make in TASK_DOC_FIXTURES.items():
-        write_task_docs(make(n=DOCS_PER_SPLIT, seed=0), root / schema)
+    for schema in TASK_DOC_SCHEMAS:
+        write_task_docs(make_fixture(schema, n=DOCS_PER_SPLIT, seed=0), root / schema)
     return root
 
 
@@ -89,15 +89,15 @@ def loaded_model_results(tiny_model, fixture_dirs):
 
 # ---- fixture documents ----
 
-@pytest.mark.parametrize("schema", sorted(TASK_DOC_FIXTURES))
+@pytest.mark.parametrize("schema", TASK_DOC_SCHEMAS)
 def test_fixture_docs_are_deterministic_and_pass_their_schema_check(schema):
-    docs = make_task_docs(schema, n=DOCS_PER_SPLIT, seed=3)
-    assert docs == make_task_docs(schema, n=DOCS_PER_SPLIT, seed=3)
-    assert docs != make_task_docs(schema, n=DOCS_PER_SPLIT, seed=4)
+    docs = make_fixture(schema, n=DOCS_PER_SPLIT, seed=3)
+    assert docs == make_fixture(schema, n=DOCS_PER_SPLIT, seed=3)
+    assert docs != make_fixture(schema, n=DOCS_PER_SPLIT, seed=4)
     for split, records in docs.items():
         assert len(records) == DOCS_PER_SPLIT, split
         for record in records:
-            assert TASK_DOC_CHECKS[schema](record) is None, (split, record)
+            assert UPSTREAM_SCHEMAS[schema].check(record) is None, (split, record)
 
 
 def test_fixture_docs_use_the_splits_lm_eval_reads():
@@ -107,16 +107,17 @@ def test_fixture_docs_use_the_splits_lm_eval_reads():
         config = task_config(TaskSpec(schema, task, 0, "acc,none"))
         read = {config[key] for key in ("training_split", "validation_split", "test_split", "fewshot_split")
                 if config.get(key)}
-        assert read == set(make_task_docs(schema, n=1, seed=0)), task
+        assert read == set(make_fixture(schema, n=1, seed=0)), task
+        assert schema_for_task(task) is UPSTREAM_SCHEMAS[schema]
 
 
 def test_fixture_labels_carry_a_cue_a_tiny_model_can_learn():
     # CoLA: an unacceptable sentence is a world fact with a subject-verb agreement error.
     facts = set(world_text())
-    for record in make_task_docs("glue_cola", n=40, seed=1)["train"]:
+    for record in make_fixture("glue_cola", n=40, seed=1)["train"]:
         assert (record["sentence"] in facts) == bool(record["label"]), record
     # BoolQ: the passage of a "no" denies what is asked; a "yes" passage states it.
-    for record in make_task_docs("boolq", n=40, seed=1)["train"]:
+    for record in make_fixture("boolq", n=40, seed=1)["train"]:
         asked = record["question"].split(" ", 1)[1]
         assert (" never " in record["passage"]) == (not record["label"]), record
         assert asked.split()[-1] in record["passage"], record
@@ -127,7 +128,8 @@ def test_task_text_corpus_renders_answers_in_the_task_formats():
     assert len(texts) == 6
     assert all(text.endswith(("\nAnswer: yes", "\nAnswer: no")) for text in texts[:3])
     assert all(text.startswith("Question: ") and "\n#### " in text for text in texts[3:])
-    with pytest.raises(ValueError, match="no task text for schemas \\['hellaswag'\\]"):
+    with pytest.raises(ValueError, match="task_formats cannot read schema 'hellaswag' \\(it has no task_text adapter\\); "
+                                         "it reads arc, gsm8k, glue_cola, boolq"):
         make_fixture("text", n=1, seed=0, task_formats=["hellaswag"])
 
 
@@ -153,8 +155,8 @@ def test_misspelt_fixture_option_is_an_error_naming_the_source_and_option(tmp_pa
     ("ifeval", "kwargs", [], "kwargs"),
 ])
 def test_schema_checks_name_the_bad_field(schema, field, value, problem_field):
-    split, records = next(iter(make_task_docs(schema, n=1, seed=0).items()))
-    assert TASK_DOC_CHECKS[schema]({**records[0], field: value})[0] == problem_field
+    split, records = next(iter(make_fixture(schema, n=1, seed=0).items()))
+    assert UPSTREAM_SCHEMAS[schema].check({**records[0], field: value})[0] == problem_field
 
 
 # ---- evaluation ----
@@ -278,13 +280,13 @@ def test_hub_data_keeps_the_builtin_source():
 # ---- errors ----
 
 def test_missing_evaluated_split_names_folder_and_split(tmp_path):
-    write_task_docs({"train": make_task_docs("arc", n=30, seed=0)["train"]}, tmp_path)
+    write_task_docs({"train": make_fixture("arc", n=30, seed=0)["train"]}, tmp_path)
     with pytest.raises(FileNotFoundError, match=rf"{tmp_path}: no test\.parquet.*'arc_challenge'"):
         task_config(TaskSpec("arc", "arc_challenge", 25, "acc_norm,none", tmp_path))
 
 
 def test_missing_fewshot_split_is_an_error_only_with_shots(tmp_path, tiny_model):
-    write_task_docs({"validation": make_task_docs("boolq", n=10, seed=0)["validation"]}, tmp_path)
+    write_task_docs({"validation": make_fixture("boolq", n=10, seed=0)["validation"]}, tmp_path)
     with pytest.raises(FileNotFoundError, match=rf"{tmp_path}: no train\.parquet.*2-shot examples"):
         task_config(TaskSpec("boolq", "boolq", 2, "acc,none", tmp_path))
     _, model, tokenizer = tiny_model
@@ -294,13 +296,13 @@ def test_missing_fewshot_split_is_an_error_only_with_shots(tmp_path, tiny_model)
 
 
 def test_too_few_fewshot_docs_is_an_error(tmp_path):
-    write_task_docs(make_task_docs("arc", n=10, seed=0), tmp_path)
+    write_task_docs(make_fixture("arc", n=10, seed=0), tmp_path)
     with pytest.raises(ValueError, match=rf"{tmp_path / 'train.parquet'}: 10 documents.*25-shot"):
         task_config(TaskSpec("arc", "arc_challenge", 25, "acc_norm,none", tmp_path))
 
 
 def test_bad_document_names_file_row_and_field(tmp_path):
-    docs = make_task_docs("winogrande", n=5, seed=0)
+    docs = make_fixture("winogrande", n=5, seed=0)
     docs["validation"][3]["answer"] = "3"
     write_task_docs(docs, tmp_path)
     with pytest.raises(DataError) as caught:

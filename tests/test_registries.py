@@ -142,6 +142,14 @@ def test_config_checks_catch_what_the_schema_cannot():
     config = copy.deepcopy(DEFAULT)
     config["ruler"]["recipes"] = ["vanila"]
     assert _refused(config).endswith("did you mean 'vanilla'?")
+    config = copy.deepcopy(DEFAULT)
+    config["sources"]["eli5"]["schema"] = "eli_5"
+    assert _refused(config).startswith("sources.eli5.schema: unknown upstream schema 'eli_5'; registered: [")
+    assert _refused(config).endswith("did you mean 'eli5'?")
+    config = copy.deepcopy(DEFAULT)
+    config["sources"]["eli5"]["schema"] = "numina_cot"
+    assert _refused(config) == ("sources.eli5.fixture: schema 'numina_cot' has no fixture; "
+                                "name a hub dataset for this source")
 
 
 def test_an_lm_eval_metric_the_task_does_not_report_is_refused_before_any_job(tmp_path):

@@ -8,7 +8,8 @@ import pytest
 
 from reprolm.data import fixture_world
 from reprolm.data.builders import BuildContext, build_split, single_turn
-from reprolm.data.schemas import DataError, load_records
+from reprolm.data.schemas import DataError
+from reprolm.data.upstream import load_records
 from reprolm.data.sources import SPLIT_ORDER, read_all_splits, write_source
 from reprolm.generate.prompts import build_prompts
 from reprolm.models.tokenizer import train_bpe_tokenizer

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from reprolm.data import fixture_world
-from reprolm.data.task_docs import make_task_docs, write_task_docs
+from reprolm.data.task_docs import write_task_docs
+from reprolm.data.upstream import make_fixture
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
 from reprolm.score.lm_eval_bridge import TaskSpec
@@ -23,7 +24,7 @@ from reprolm.train import train_before_test as tbt
 def docs_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("docs")
     for schema, n in (("arc", 30), ("winogrande", 12), ("glue_cola", 30), ("boolq", 10)):
-        write_task_docs(make_task_docs(schema, n=n, seed=3), root / schema)
+        write_task_docs(make_fixture(schema, n=n, seed=3), root / schema)
     return root
 
 

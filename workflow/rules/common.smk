@@ -11,7 +11,8 @@ from reprolm.config.params import canonical
 from reprolm.config.resources import judge_settings, model_settings
 from reprolm.data.builders import BUILDERS
 from reprolm.provenance import mark_replaced_folders
-from reprolm.provenance.fingerprint import entry_of, job_code
+from reprolm.data.upstream import UPSTREAM_SCHEMAS, schema_for_task, schemas_read
+from reprolm.provenance.fingerprint import entry_bound, entry_of, job_code
 from reprolm.score.metrics import METRICS
 from reprolm.studies import enabled_studies, study
 from reprolm.studies.expo import alpha_search_grades, extrapolated_models
@@ -57,6 +58,52 @@ def library_code(script):
     return job_code(os.path.join(SCRIPTS, script))
 
 
+def reading_code(script, sources, *entries):
+    """The code fingerprint of a job that reads ``sources`` (names): its script's library
+    code and the upstream schemas (check, fixture, adapters) those sources are read by.
+    """
+    specs = {name: config["sources"][name] for name in sources}
+    schemas = [
+        entry_bound("reprolm.data.upstream", UPSTREAM_SCHEMAS[name])
+        for name in schemas_read(specs)
+    ]
+    return job_code(os.path.join(SCRIPTS, script), *entries, *schemas)
+
+
+def task_reading_code(script, tasks):
+    """The code fingerprint of an lm-eval job: its script's library code and the schemas
+    its tasks' documents are checked against."""
+    schemas = {schema_for_task(task) for task in tasks} - {None}
+    entries = sorted(entry_bound("reprolm.data.upstream", s) for s in schemas)
+    return job_code(os.path.join(SCRIPTS, script), *entries)
+
+
+def raw_source_code(wildcards):
+    return reading_code("raw_source.py", [wildcards.source])
+
+
+def tokenizer_code(wildcards):
+    return reading_code(
+        "tokenizer.py", config["tokenizers"][wildcards.tokenizer]["corpus"]
+    )
+
+
+def base_model_code(wildcards):
+    corpus = config["base_models"][wildcards.base]["build"]["pretrain"]["corpus"]
+    return reading_code("build_base_model.py", corpus)
+
+
+def lm_eval_code(wildcards):
+    tasks = config["lm_eval_suites"][wildcards.suite]["tasks"]
+    return task_reading_code("lm_eval.py", [t["task"] for t in tasks])
+
+
+def train_before_test_code(wildcards):
+    return task_reading_code(
+        "train_before_test.py", [task_spec(config, wildcards.task)["task"]]
+    )
+
+
 def metric_code(wildcards):
     return job_code(
         os.path.join(SCRIPTS, "score.py"), entry_of(METRICS[wildcards.metric])
@@ -64,8 +111,10 @@ def metric_code(wildcards):
 
 
 def builder_code(wildcards):
-    builder = BUILDERS[config["datasets"][wildcards.dataset]["builder"]]
-    return job_code(os.path.join(SCRIPTS, "dataset.py"), entry_of(builder))
+    spec = config["datasets"][wildcards.dataset]
+    return reading_code(
+        "dataset.py", spec.get("sources", []), entry_of(BUILDERS[spec["builder"]])
+    )
 
 
 def study_tables_code(wildcards):

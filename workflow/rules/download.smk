@@ -12,7 +12,7 @@ rule raw_source:
     conda:
         "../envs/core.yaml"
     params:
-        code=library_code("raw_source.py"),
+        code=raw_source_code,
         spec=lambda wildcards: canonical(config["sources"][wildcards.source]),
     script:
         "../scripts/raw_source.py"
@@ -28,7 +28,7 @@ rule tokenizer:
     conda:
         "../envs/core.yaml"
     params:
-        code=library_code("tokenizer.py"),
+        code=tokenizer_code,
         spec=lambda wildcards: canonical(config["tokenizers"][wildcards.tokenizer]),
         schemas=tokenizer_schemas,
     script:
@@ -52,7 +52,7 @@ rule build_base_model:
         "../envs/train.yaml"
     threads: stage_threads("finetune")
     params:
-        code=library_code("build_base_model.py"),
+        code=base_model_code,
         build=lambda wildcards: canonical(
             config["base_models"][wildcards.base]["build"]
         ),

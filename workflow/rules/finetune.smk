@@ -55,7 +55,7 @@ rule train_before_test:
         mem_mb=stage_resource("train_before_test", "mem_mb"),
         runtime=stage_resource("train_before_test", "runtime"),
     params:
-        code=library_code("train_before_test.py"),
+        code=train_before_test_code,
         task=lambda wildcards: canonical(task_spec(config, wildcards.task)),
         train=canonical(config.get("harmony", {}).get("train", {})),
         seed=config["seed"],

@@ -34,7 +34,7 @@ rule lm_eval:
         mem_mb=stage_resource("evaluate", "mem_mb"),
         runtime=stage_resource("evaluate", "runtime"),
     params:
-        code=library_code("lm_eval.py"),
+        code=lm_eval_code,
         suite=lambda wildcards: canonical(config["lm_eval_suites"][wildcards.suite]),
         sources=lm_eval_sources,
         backend=config["generation"]["backend"],

@@ -50,6 +50,7 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
     for key in config:
         if not key.startswith("_"):
             require(key, known, "top-level config key")
+    _check_sources(config)
     _check_references(config)
     _check_base_models(config)
     if "length_targets" in config:
@@ -83,6 +84,21 @@ def preflight(config: Mapping, task_cache: str = LM_EVAL_TASK_CACHE) -> None:
         raise ConfigError(str(error)) from None
     for study in enabled_studies(config):
         study.preflight(config, task_cache)
+
+
+def _check_sources(config: Mapping) -> None:
+    """Every source's schema is one the pipeline knows, and a fixture source's schema has a
+    fixture (a misspelt schema would otherwise fail only in the job that reads the source)."""
+    from reprolm.data.upstream import UPSTREAM_SCHEMAS
+
+    for name, spec in config["sources"].items():
+        try:
+            schema = UPSTREAM_SCHEMAS.get(spec["schema"], f"sources.{name}.schema")
+        except KeyError as error:
+            raise ConfigError(str(error)) from None
+        if "fixture" in spec and schema.fixture is None:
+            raise ConfigError(f"sources.{name}.fixture: schema {schema.name!r} has no fixture; "
+                              "name a hub dataset for this source")
 
 
 def _check_references(config: Mapping) -> None:

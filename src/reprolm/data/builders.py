@@ -8,7 +8,6 @@ every split it makes; the workflow writes the split a rule asks for.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprolm.data.sources import read_all_splits, read_source
+from reprolm.data.upstream import UPSTREAM_SCHEMAS, UpstreamSchema, history
 from reprolm.io import atomic_path
 from reprolm.registry import Registry
 from reprolm.length import TargetSet, count_words
@@ -42,6 +42,10 @@ class BuildContext:
 
 Builder = Callable[[BuildContext], dict[str, list[dict]]]
 BUILDERS: Registry[Builder] = Registry("dataset builder")
+
+
+def _schema(ctx: BuildContext, source: str) -> UpstreamSchema:
+    return UPSTREAM_SCHEMAS.get(ctx.schemas[source], f"sources.{source}.schema")
 
 
 def single_turn(conversations: list[dict]) -> list[dict]:
@@ -179,29 +183,6 @@ def build_preference_pairs(ctx: BuildContext) -> dict[str, list[dict]]:
     return built
 
 
-def _instruction_row(record: dict, schema: str) -> dict:
-    """One instruction in the shared form: ``instruction`` (the first user turn), ``turns``
-    (every user turn) and, where the source has one, the reference model's ``reference``."""
-    if schema == "mt_bench_prompts":
-        return {"instruction": record["prompt"][0], "turns": list(record["prompt"]),
-                "category": record.get("category", "")}
-    if schema == "alpaca_eval":
-        return {"instruction": record["instruction"], "turns": [record["instruction"]],
-                "reference": record["output"]}
-    if schema == "ultrafeedback_binarized":
-        return {"instruction": record["prompt"], "turns": [record["prompt"]]}
-    if schema == "gsm8k":
-        return {"instruction": record["question"], "turns": [record["question"]],
-                "answer": gsm8k_final_answer(record["answer"])}
-    if schema == "writing_prompts":
-        return {"instruction": record["instruction"], "turns": [record["instruction"]]}
-    if schema == "arena_question":
-        turns = [turn["content"] for turn in record["turns"]]
-        return {"instruction": turns[0], "turns": turns}
-    raise ValueError(f"the instructions builder cannot read schema {schema!r}; it reads "
-                     "mt_bench_prompts, alpaca_eval, ultrafeedback_binarized, arena_question, gsm8k and writing_prompts")
-
-
 @BUILDERS.register("instructions")
 def build_instructions(ctx: BuildContext) -> dict[str, list[dict]]:
     """Prompts for open-ended generation (win rates, single-answer grading, alpha search)
@@ -210,19 +191,9 @@ def build_instructions(ctx: BuildContext) -> dict[str, list[dict]]:
         raise ValueError(f"instructions builds from exactly one source; configured: {sorted(ctx.sources)}")
     (source,) = ctx.sources
     records = ctx.records(source, ctx.params.get("split"))
-    rows = [_instruction_row(record, ctx.schemas[source]) for record in records[: ctx.params.get("num")]]
+    instruction = _schema(ctx, source).adapter("instruction", "the instructions builder")
+    rows = [instruction(record) for record in records[: ctx.params.get("num")]]
     return {"test": [{"id": index, **row} for index, row in enumerate(rows)]}
-
-
-def _exchange(user: str, assistant: str) -> list[dict]:
-    return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
-
-
-def _history(turns: list[str], answer: str) -> list[dict]:
-    """Alternating user/assistant turns (the user's first and last) and the answer."""
-    roles = ["user", "assistant"]
-    return [{"role": roles[k % 2], "content": text} for k, text in enumerate(turns)] + [
-        {"role": "assistant", "content": answer}]
 
 
 @BUILDERS.register("rated_responses")
@@ -233,23 +204,12 @@ def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
     if len(ctx.sources) != 1:
         raise ValueError(f"rated_responses builds from exactly one source; configured: {sorted(ctx.sources)}")
     (source,) = ctx.sources
-    schema = ctx.schemas[source]
+    rated_response = _schema(ctx, source).adapter("rated_response", "rated_responses")
     records = ctx.records(source, ctx.params.get("split"))[: ctx.params.get("num")]
-    if schema == "helpsteer":
-        field = ctx.params.get("score_field", "helpfulness")
-        if records and field not in records[0]:
-            raise ValueError(f"rated_responses: params.score_field {field!r} is not a field of source {source!r}; "
-                             f"fields: {sorted(records[0])}")
-        rows = [{"conversation": _exchange(r["prompt"], r["response"]), "score": float(r[field])} for r in records]
-    elif schema in ("feedback_bench", "feedback_collection"):
-        rows = [{"conversation": _exchange(r["orig_instruction"], r["orig_response"]), "score": float(r["orig_score"])}
-                for r in records]
-    elif schema == "rated_utterances":
-        rows = [{"conversation": _history(list(r["conversation"][:-1]), r["conversation"][-1]), "score": float(r["score"])}
-                for r in records]
-    else:
-        raise ValueError(f"rated_responses cannot read schema {schema!r}; it reads helpsteer, feedback_bench "
-                         "and rated_utterances")
+    try:
+        rows = [rated_response(record, ctx.params) for record in records]
+    except ValueError as error:
+        raise ValueError(f"rated_responses, source {source!r}: {error}") from None
     return {"test": [{"id": index, **row} for index, row in enumerate(rows)]}
 
 
@@ -259,7 +219,7 @@ def build_model_outputs(ctx: BuildContext) -> dict[str, list[dict]]:
     or several models in one), as ``model`` and ``conversation``; split ``test``."""
     records = [record for source in ctx.sources for record in ctx.records(source, ctx.params.get("split"))]
     return {"test": [{"id": index, "session_id": r["session_id"], "model": r["generator"],
-                      "conversation": _history(list(r["chat_history"]), r["output"][0])}
+                      "conversation": history(list(r["chat_history"]), r["output"][0])}
                      for index, r in enumerate(records)]}
 
 
@@ -333,29 +293,9 @@ def build_chat_sft(ctx: BuildContext) -> dict[str, list[dict]]:
     template = ctx.params.get("question_template", "{instruction}")
     built: dict[str, list[dict]] = {split: [] for split in splits}
     for source in ctx.sources:
-        schema = ctx.schemas[source]
-        if schema not in ("ultrafeedback_binarized", "numina_cot", "gsm8k"):
-            raise ValueError(f"chat_sft reads ultrafeedback_binarized, numina_cot and gsm8k sources; "
-                             f"{source!r} is {schema!r}")
+        schema = _schema(ctx, source)
+        sft_chat = schema.adapter("sft_chat", f"chat_sft (source {source!r})")
         for split, upstream in splits.items():
-            records = ctx.records(source, upstream if schema == "ultrafeedback_binarized" else split)
-            records = records[: ctx.params.get("num")]
-            if schema == "gsm8k":
-                built[split] += [{"messages": _exchange(template.replace("{instruction}", record["question"]),
-                                                        _stated_answer(record["answer"]))} for record in records]
-            else:
-                built[split] += [{"messages": record["messages"]} for record in records]
+            records = ctx.records(source, upstream if schema.sft_upstream_splits else split)[: ctx.params.get("num")]
+            built[split] += [{"messages": sft_chat(record, template)} for record in records]
     return {split: [{"id": index, **row} for index, row in enumerate(rows)] for split, rows in built.items()}
-
-
-CALCULATOR_ANNOTATION = re.compile(r"<<[^>]*>>")
-
-
-def gsm8k_final_answer(solution: str) -> str:
-    """The number after GSM8K's ``####``."""
-    return solution.rsplit("####", 1)[1].strip()
-
-
-def _stated_answer(solution: str) -> str:
-    working = CALCULATOR_ANNOTATION.sub("", solution.rsplit("####", 1)[0]).strip()
-    return f"{working}\nThe answer is: {gsm8k_final_answer(solution)}"

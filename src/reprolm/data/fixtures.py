@@ -6,9 +6,7 @@ the length-target bins so that Ruler's MLT buckets fill.
 
 from __future__ import annotations
 
-import inspect
 import random
-from collections.abc import Callable
 
 from reprolm.data.fixture_world import OBJECTS, SUBJECTS, TAILS, passage, question
 
@@ -73,19 +71,6 @@ def arena_questions(n: int, seed: int) -> list[dict]:
          "turns": [{"content": question(rng)}]}
         for index in range(n)
     ]
-
-
-def world_corpus(n: int, seed: int, facts_per_document: int = 6, task_formats: list[str] = ()) -> list[dict]:
-    """Plain-text documents of the task fixtures' world facts, for pretraining tiny models
-    so that train-before-test tasks are learnable. ``task_formats`` (task-doc schemas) makes
-    the documents question-answer texts in those tasks' formats instead, ``n`` per schema."""
-    from reprolm.data.task_docs import task_text, world_text
-
-    if task_formats:
-        return [{"text": text} for text in task_text(list(task_formats), n, seed)]
-    facts = world_text()
-    rng = random.Random(seed)
-    return [{"text": " ".join(rng.sample(facts, min(facts_per_document, len(facts))))} for _ in range(n)]
 
 
 def _scrambled(rng: random.Random, words: int) -> str:
@@ -243,38 +228,3 @@ def writing_prompts(n: int, seed: int, kind: str = "poem", max_words: int = 200)
 
 def capitalise_title(text: str) -> str:
     return text[:1].upper() + text[1:]
-
-
-FIXTURES: dict[str, Callable[..., list[dict]]] = {
-    "text": world_corpus,
-    "openhermes_conversations": openhermes,
-    "longform": longform,
-    "eli5": eli5,
-    "arena_question": arena_questions,
-    "ultrafeedback_binarized": ultrafeedback_binarized,
-    "alpaca_eval": alpaca_eval,
-    "mt_bench_prompts": mt_bench_prompts,
-    "helpsteer": helpsteer,
-    "feedback_bench": feedback_records,
-    "feedback_collection": feedback_records,
-    "wildbench_outputs": wildbench_outputs,
-    "rated_utterances": rated_utterances,
-    "writing_prompts": writing_prompts,
-}
-
-
-def make_fixture(schema: str, n: int, seed: int, **options) -> list[dict] | dict[str, list[dict]]:
-    """Records of one split, or (lm-eval task docs) records by split."""
-    from reprolm.data.task_docs import TASK_DOC_FIXTURES
-
-    try:
-        make = FIXTURES.get(schema) or TASK_DOC_FIXTURES[schema]
-    except KeyError:
-        known = sorted(FIXTURES) + sorted(TASK_DOC_FIXTURES)
-        raise ValueError(f"no fixture generator for schema {schema!r}; known: {known}") from None
-    # A misspelt option would otherwise be dropped silently and change nothing.
-    takes = set(inspect.signature(make).parameters) - {"n", "seed"}
-    unknown = sorted(set(options) - takes)
-    if unknown:
-        raise ValueError(f"fixture for schema {schema!r}: unknown options {unknown}; it takes {sorted(takes)}")
-    return make(n=n, seed=seed, **options)

@@ -1,16 +1,12 @@
-"""Upstream record schemas, and loading raw sources with row-level validation.
-
-A raw source is stored as ``resources/raw/{source}/data.parquet``, whether it was made
-from a fixture or downloaded from the hub; the schema names the upstream format so the
-same builders read both.
-"""
+"""Record checks of the upstream schemas (bound to their schemas in :mod:`.upstream`): each
+returns ``(field, problem)`` for a record's first problem, or None."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
-import pyarrow.parquet as pq
+
+Problem = tuple[str, str] | None
 
 
 class DataError(ValueError):
@@ -30,7 +26,7 @@ def _require_str(record: dict, field: str, *, allow_empty=False) -> str | None:
     return None
 
 
-def _check_turns(record: dict, field: str, keys: tuple[str, ...]) -> tuple[str, str] | None:
+def check_turns(record: dict, field: str, keys: tuple[str, ...]) -> Problem:
     turns = record.get(field)
     if not isinstance(turns, list) or not turns:
         return field, "empty conversation" if isinstance(turns, list) else "expected a list of turns"
@@ -43,7 +39,7 @@ def _check_turns(record: dict, field: str, keys: tuple[str, ...]) -> tuple[str, 
     return None
 
 
-def _fields(*names: str, allow_empty=()) -> Callable[[dict], tuple[str, str] | None]:
+def fields(*names: str, allow_empty=()) -> Callable[[dict], Problem]:
     def check(record):
         for name in names:
             problem = _require_str(record, name, allow_empty=name in allow_empty)
@@ -54,7 +50,7 @@ def _fields(*names: str, allow_empty=()) -> Callable[[dict], tuple[str, str] | N
     return check
 
 
-def _check_eli5(record):
+def check_eli5(record):
     problem = _require_str(record, "title")
     if problem:
         return "title", problem
@@ -66,12 +62,12 @@ def _check_eli5(record):
     return None
 
 
-def _check_preference(record):
+def check_preference(record):
     problem = _require_str(record, "prompt")
     if problem:
         return "prompt", problem
     for field in ("chosen", "rejected"):
-        problem = _check_turns(record, field, ("role", "content"))
+        problem = check_turns(record, field, ("role", "content"))
         if problem:
             return problem
         if record[field][-1]["role"] != "assistant":
@@ -82,7 +78,7 @@ def _check_preference(record):
     return None
 
 
-def _check_string_list(record, field: str):
+def check_string_list(record, field: str):
     values = record.get(field)
     if not isinstance(values, list) or not values:
         return field, "expected a non-empty list of strings"
@@ -93,8 +89,8 @@ def _check_string_list(record, field: str):
     return None
 
 
-def _check_helpsteer(record):
-    problem = _fields("prompt", "response")(record)
+def check_helpsteer(record):
+    problem = fields("prompt", "response")(record)
     if problem:
         return problem
     for field in ("helpfulness", "correctness", "coherence", "complexity", "verbosity"):
@@ -103,8 +99,8 @@ def _check_helpsteer(record):
     return None
 
 
-def _check_feedback(record):
-    problem = _fields("orig_instruction", "orig_response", "orig_score")(record)
+def check_feedback(record):
+    problem = fields("orig_instruction", "orig_response", "orig_score")(record)
     if problem:
         return problem
     try:
@@ -114,8 +110,8 @@ def _check_feedback(record):
     return None
 
 
-def _check_rated_utterances(record):
-    problem = _check_string_list(record, "conversation")
+def check_rated_utterances(record):
+    problem = check_string_list(record, "conversation")
     if problem:
         return problem
     if len(record["conversation"]) % 2:
@@ -125,69 +121,9 @@ def _check_rated_utterances(record):
     return None
 
 
-def _check_wildbench(record):
+def check_wildbench(record):
     for field in ("chat_history", "output"):
-        problem = _check_string_list(record, field)
+        problem = check_string_list(record, field)
         if problem:
             return problem
-    return _fields("session_id", "generator")(record)
-
-
-SCHEMAS: dict[str, Callable[[dict], tuple[str, str] | None]] = {
-    # teknium/OpenHermes-2.5: {"conversations": [{"from", "value"}, ...], "source", ...}
-    "openhermes_conversations": lambda r: _check_turns(r, "conversations", ("from", "value")),
-    # akoksal/LongForm: {"input", "output", "source", "subset"}
-    "longform": _fields("input", "output"),
-    # eli5: {"q_id", "title", "selftext", "answers": {"text": [...], "score": [...]}}
-    "eli5": _check_eli5,
-    # arena-hard-v0.1 question.jsonl: {"question_id", "category", "turns": [{"content"}]}
-    "arena_question": lambda r: _check_turns(r, "turns", ("content",)),
-    # plain text corpus: {"text"}
-    "text": _fields("text"),
-    # HuggingFaceH4/ultrafeedback_binarized (train_prefs/test_prefs): {"prompt", "prompt_id",
-    # "chosen"/"rejected": [{"role", "content"}, ...], "score_chosen", "score_rejected", ...}
-    "ultrafeedback_binarized": _check_preference,
-    # tatsu-lab/alpaca_eval (alpaca_eval_gpt4_baseline): {"instruction", "output" (the
-    # reference model's answer), "generator", "dataset"}
-    "alpaca_eval": _fields("instruction", "output"),
-    # HuggingFaceH4/mt_bench_prompts: {"prompt": [turn, ...], "prompt_id", "category", "reference"}
-    "mt_bench_prompts": lambda r: _check_string_list(r, "prompt"),
-    # nvidia/HelpSteer: {"prompt", "response", "helpfulness", "correctness", "coherence",
-    # "complexity", "verbosity"} (attributes 0-4)
-    "helpsteer": _check_helpsteer,
-    # prometheus-eval/Feedback-Bench and Feedback-Collection: {"orig_instruction",
-    # "orig_response", "orig_feedback", "orig_score" (1-5, as text), "orig_criteria", ...}
-    "feedback_bench": _check_feedback,
-    "feedback_collection": _check_feedback,
-    # allenai/WildBench-V2-Model-Outputs: {"session_id", "chat_history": [user, assistant, ...,
-    # user], "output": [answer], "generator"}
-    "wildbench_outputs": _check_wildbench,
-    # FLR's released rating benchmarks (FLASK, MT-Bench single score): {"conversation": the
-    # utterances, user first, the last being the rated answer; "score": the ground truth}
-    "rated_utterances": _check_rated_utterances,
-    # AI-MO/NuminaMath-CoT: {"source", "problem", "solution", "messages": [{"role", "content"}, ...]}
-    "numina_cot": lambda r: _fields("problem", "solution")(r) or _check_turns(r, "messages", ("role", "content")),
-    # GEM's creative-writing prompts (liziniu/GEM data/poem_generation, data/story_generation): {"instruction"}
-    "writing_prompts": _fields("instruction"),
-}
-
-
-def validate_records(records: list[dict], schema: str, path) -> list[dict]:
-    from reprolm.data.task_docs import TASK_DOC_CHECKS
-
-    check = SCHEMAS.get(schema) or TASK_DOC_CHECKS.get(schema)
-    if check is None:
-        raise ValueError(f"unknown schema {schema!r}; known: {sorted(SCHEMAS) + sorted(TASK_DOC_CHECKS)}")
-    for row, record in enumerate(records):
-        if not isinstance(record, dict):
-            raise DataError(path, row, "<record>", "expected a mapping")
-        problem = check(record)
-        if problem:
-            raise DataError(path, row, *problem)
-    return records
-
-
-def load_records(path: str | Path, schema: str) -> list[dict]:
-    """Read a raw parquet source and validate every row against ``schema``."""
-    records = pq.read_table(path).to_pylist()
-    return validate_records(records, schema, path)
+    return fields("session_id", "generator")(record)

@@ -11,8 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reprolm.data.fixtures import make_fixture
-from reprolm.data.schemas import load_records, validate_records
+from reprolm.data.upstream import load_records, make_fixture, validate_records
 from reprolm.io import atomic_path
 
 SPLIT_ORDER = "splits.json"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprolm.data.fixture_world import OBJECTS, SUBJECTS, TAILS, question
+from reprolm.data.schemas import Problem
 
 # (third person, base form, gerund): spelled out because English inflection is irregular.
 VERB_FORMS = [
@@ -72,6 +72,14 @@ WORLD: list[Habit] = _make_world()
 def world_text() -> list[str]:
     """The world's facts as plain sentences, e.g. for a pretraining corpus."""
     return [habit.sentence() for habit in WORLD]
+
+
+def world_corpus(n: int, seed: int, facts_per_document: int = 6) -> list[dict]:
+    """Plain-text documents of the world's facts, for pretraining tiny models so that
+    train-before-test tasks are learnable."""
+    facts = world_text()
+    rng = random.Random(seed)
+    return [{"text": " ".join(rng.sample(facts, min(facts_per_document, len(facts))))} for _ in range(n)]
 
 
 def _split_rng(schema: str, split: str, seed: int) -> random.Random:
@@ -322,66 +330,6 @@ def boolq(n: int, seed: int) -> dict[str, list[dict]]:
     return docs
 
 
-def _yes_no(label: int) -> str:
-    return "yes" if label else "no"
-
-
-# A document of each schema as web text would show it: question, then answer. Pretraining
-# on these is what "exposure to the benchmark's format" means at tiny scale.
-TASK_TEXT: dict[str, Callable[[dict], str]] = {
-    "arc": lambda doc: "Question: {}\nAnswer: {}".format(
-        doc["question"], doc["choices"]["text"][doc["choices"]["label"].index(doc["answerKey"])]),
-    "boolq": lambda doc: f"{doc['passage']}\nQuestion: {doc['question']}?\nAnswer: {_yes_no(doc['label'])}",
-    "glue_cola": lambda doc: (f"{doc['sentence']}\nQuestion: Does this sentence make sense?\n"
-                              f"Answer: {_yes_no(doc['label'])}"),
-    "gsm8k": lambda doc: f"Question: {doc['question']}\nAnswer: {doc['answer']}",
-}
-
-
-def task_text(schemas: list[str], n: int, seed: int) -> list[str]:
-    """``n`` question-answer texts per schema, from the training documents of ``seed``."""
-    unknown = sorted(set(schemas) - set(TASK_TEXT))
-    if unknown:
-        raise ValueError(f"no task text for schemas {unknown}; known: {sorted(TASK_TEXT)}")
-    return [TASK_TEXT[schema](doc) for schema in schemas for doc in TASK_DOC_FIXTURES[schema](n, seed)["train"]]
-
-
-TASK_DOC_FIXTURES: dict[str, Callable[..., dict[str, list[dict]]]] = {
-    "arc": arc,
-    "hellaswag": hellaswag,
-    "truthfulqa_mc": truthfulqa_mc,
-    "mmlu": mmlu,
-    "winogrande": winogrande,
-    "gsm8k": gsm8k,
-    "glue_cola": glue_cola,
-    "boolq": boolq,
-    "ifeval": ifeval,
-}
-
-# Which schema each lm-eval task reads; tasks of the mmlu family are matched by prefix.
-TASK_SCHEMAS: dict[str, str] = {
-    "arc_easy": "arc", "arc_challenge": "arc", "hellaswag": "hellaswag",
-    "truthfulqa_mc1": "truthfulqa_mc", "truthfulqa_mc2": "truthfulqa_mc",
-    "winogrande": "winogrande", "gsm8k": "gsm8k", "cola": "glue_cola", "boolq": "boolq",
-    "ifeval": "ifeval",
-}
-
-
-def schema_for_task(task: str) -> str | None:
-    """The upstream schema an lm-eval task reads, or None for a task not covered here."""
-    if task in TASK_SCHEMAS:
-        return TASK_SCHEMAS[task]
-    return "mmlu" if task.startswith("mmlu_") else None
-
-
-def make_task_docs(schema: str, n: int, seed: int, **options) -> dict[str, list[dict]]:
-    try:
-        make = TASK_DOC_FIXTURES[schema]
-    except KeyError:
-        raise ValueError(f"no task-doc generator for schema {schema!r}; known: {sorted(TASK_DOC_FIXTURES)}") from None
-    return make(n=n, seed=seed, **options)
-
-
 def write_task_docs(docs: dict[str, list[dict]], folder: str | Path) -> dict[str, Path]:
     """Write each split to ``folder/{split}.parquet`` (through a temporary file, so a failed
     write leaves no partial split behind) and return the paths."""
@@ -397,9 +345,7 @@ def write_task_docs(docs: dict[str, list[dict]], folder: str | Path) -> dict[str
     return paths
 
 
-# ---- light record checks: (field, problem) for the first problem found, else None ----
-
-Problem = tuple[str, str] | None
+# ---- record checks: (field, problem) for the first problem found, else None ----
 
 
 def _problem_str(record: dict, field: str) -> Problem:
@@ -542,16 +488,3 @@ def check_ifeval(record: dict) -> Problem:
     if not isinstance(kwargs, list) or len(kwargs) != len(record["instruction_id_list"]):
         return "kwargs", "expected one mapping per instruction in instruction_id_list"
     return None
-
-
-TASK_DOC_CHECKS: dict[str, Callable[[dict], Problem]] = {
-    "arc": check_arc,
-    "hellaswag": check_hellaswag,
-    "truthfulqa_mc": check_truthfulqa_mc,
-    "mmlu": check_mmlu,
-    "winogrande": check_winogrande,
-    "gsm8k": check_gsm8k,
-    "glue_cola": check_glue_cola,
-    "boolq": check_boolq,
-    "ifeval": check_ifeval,
-}

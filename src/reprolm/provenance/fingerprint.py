@@ -8,9 +8,10 @@ reading the source: a function that calls ``length.level_scores`` depends on tha
 not on the whole ``length`` module. Docstrings, comments and formatting are left out, so
 editing them reruns nothing.
 
-Registries that dispatch by name (metrics, dataset builders, study table writers) are not
-followed as a whole: the rule names the one entry its job uses (the job's metric, builder,
-study), so editing one metric reruns that metric's scores only. Anything the analysis
+Registries that dispatch by name (metrics, dataset builders, study table writers, upstream
+schemas) are not followed as a whole: the rule names the entries its job uses (the job's
+metric, builder, study, the schemas of the sources it reads), so editing one metric reruns
+that metric's scores only. Anything the analysis
 cannot see (a name built at run time) errs towards rerunning more: a module used as a
 value, not through its attributes, counts as wholly used.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -33,6 +35,7 @@ DISPATCH_TABLES = frozenset({
     ("reprolm.score.metrics", "METRICS"),
     ("reprolm.data.builders", "BUILDERS"),
     ("reprolm.studies.base", "STUDIES"),
+    ("reprolm.data.upstream", "UPSTREAM_SCHEMAS"),
 })
 PREAMBLE = "<module>"  # a module's top-level statements that define no name
 
@@ -205,3 +208,11 @@ def job_code(script: str, *plugins: Ref) -> str:
 def entry_of(function) -> Ref:
     """A registered function as a reference to its definition."""
     return (function.__module__, function.__name__)
+
+
+def entry_bound(module: str, value) -> Ref:
+    """A registered object as a reference to the module-level statement that binds it."""
+    names = [name for name, bound in vars(importlib.import_module(module)).items() if bound is value]
+    if not names:
+        raise LookupError(f"{value!r} is bound to no module-level name of {module}")
+    return (module, names[0])

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from reprolm.data.schemas import DataError
-from reprolm.data.task_docs import TASK_DOC_CHECKS, schema_for_task
+from reprolm.data.upstream import schema_for_task
 
 if TYPE_CHECKING:
     from lm_eval.api.model import LM
@@ -145,7 +145,7 @@ def _validate_local_docs(task: str, data_files: dict[str, str]) -> None:
     schema = schema_for_task(task)
     if schema is None:
         return
-    check = TASK_DOC_CHECKS[schema]
+    check = schema.check
     for path in data_files.values():
         for row, record in enumerate(pq.read_table(path).to_pylist()):
             problem = check(record)
