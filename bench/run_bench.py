@@ -16,7 +16,9 @@
    over 10 copies of the run (10x the artifacts);
 10. a dry run that finds nothing to do at 10x the default grid: every base model named ten
    times, each copy's results copied from the original's and made current, metadata
-   included, with ``snakemake --touch --forceall``.
+   included, with ``snakemake --touch --forceall``;
+11. a dry run of config/paper.yaml with LM-Harmony's base models named ten times (about
+   15,000 jobs to do): the DAG's growth with the grid.
 
 Usage: ``.venv/bin/python bench/run_bench.py [--keep DIR]``
 """
@@ -332,6 +334,22 @@ def noop_dry_run_at_scale(work: Path, copies: int) -> dict:
             "jobs": job_total(scaled), "default_jobs": job_total(default)}
 
 
+def paper_harmony_grid(paper_dir: Path, copies: int) -> dict:
+    """A dry run (every job still to do) of ``config/paper.yaml`` with LM-Harmony's base
+    models named ``copies`` times (each copy a hub model of its own): about 15,000 jobs at
+    10x, most of them train-before-test."""
+    config = yaml.safe_load((paper_dir / "config/paper.yaml").read_text())
+    bases = config["harmony"]["bases"]
+    for index in range(2, copies + 1):
+        for base in bases:
+            config["base_models"][f"{base}_copy{index}"] = config["base_models"][base]
+    config["harmony"]["bases"] = bases + [f"{base}_copy{index}" for index in range(2, copies + 1) for base in bases]
+    path = paper_dir / "config" / f"paper_harmony_{copies}x.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    seconds, planned = run(paper_dir, "-n", "--configfile", path.relative_to(paper_dir).as_posix())
+    return {"copies": copies, "models": len(config["harmony"]["bases"]), "seconds": seconds, "jobs": job_total(planned)}
+
+
 def torch_seed(seed: int) -> None:
     import torch
 
@@ -359,6 +377,7 @@ def main() -> None:
     figures["paper_dry_run_s"], paper = run(paper_dir, "-n", "--configfile", "config/paper.yaml")
     figures["paper_dry_run_cached_s"], _ = run(paper_dir, "-n", "--configfile", "config/paper.yaml")
     figures["paper_dry_run_jobs"] = job_total(paper)
+    figures["paper_harmony_10x"] = paper_harmony_grid(paper_dir, 10)
     shutil.rmtree(paper_dir)
     figures["generation"] = generation_throughput(work / "results/models/tiny_llama/vanilla")
     tiny, docs = work / "resources/models/tiny_llama", work / "resources/raw/arc_docs"
@@ -383,6 +402,9 @@ def main() -> None:
           f"nothing to do: {scaled['nothing_to_do']} (target: a few seconds, linear growth)")
     print(f"paper.yaml dry run          {figures['paper_dry_run_s']:.1f} s first (builds the task-split cache), "
           f"{figures['paper_dry_run_cached_s']:.1f} s after, {figures['paper_dry_run_jobs']} jobs (target < 10 s)")
+    grid = figures["paper_harmony_10x"]
+    print(f"paper.yaml, Harmony x10     {grid['seconds']:.1f} s dry run for {grid['jobs']} jobs ({grid['models']} Harmony "
+          "models; target <= 20 s)")
     print(f"generation, {gen['prompts']} prompts       batched {gen['batched_s']:.2f} s, one at a time "
           f"{gen['single_s']:.2f} s: {gen['speedup']:.1f}x (target >= 5x)")
     merge = figures["merge_memory"]
