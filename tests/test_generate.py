@@ -10,11 +10,15 @@ import subprocess
 import sys
 import types
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from reprolm.data import fixture_world
 from reprolm.generate import GenerationRequest, SamplingParams, make_backend
 from reprolm.generate.request import cut_at_stop
+from reprolm.generate.run import generate_promptset
+from reprolm.length import configured_targets
 from reprolm.models.loading import load_tokenizer
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
@@ -91,6 +95,21 @@ def test_special_token_stop_and_visibility(tiny_model_dir):
     prompts = [p + "[MLT:10]" for p in _prompts(backend, 2)]
     kept = backend.generate(GenerationRequest(prompts, SamplingParams(max_new_tokens=8), skip_special_tokens=False))
     assert all("<|eos|>" not in s[0] and "<|pad|>" not in s[0] for s in kept)
+
+
+def test_a_config_without_length_targets_generates_its_chat_prompt_sets(tiny_model_dir, tmp_path):
+    """What generate.py runs for a config with no ``length_targets`` (GEM, Harmony)."""
+    rows = [{"id": i, "instruction": f"Write about {i} boats."} for i in range(3)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "prompts.parquet")
+    promptset = {"prompt": "chat", "template": "Briefly: {instruction}", "sampling": {"max_new_tokens": 6}}
+    written = generate_promptset(model_path=tiny_model_dir, dataset_file=str(tmp_path / "prompts.parquet"),
+                                 promptset=promptset, length_prompt="instruction", targets=configured_targets(None),
+                                 backend="transformers", backend_options={"batch_size": 2}, seed=0,
+                                 output=str(tmp_path / "out.parquet"))
+    out = pq.read_table(tmp_path / "out.parquet").to_pylist()
+    assert written == len(out) == 3
+    assert [r["id"] for r in out] == [0, 1, 2] and all(r["sample"] == 0 for r in out)
+    assert all(f"Briefly: Write about {r['id']} boats." in r["prompt"] for r in out)
 
 
 class FakeVLLM:

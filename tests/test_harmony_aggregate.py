@@ -19,8 +19,12 @@ from reprolm.aggregate.harmony import (
     ranking_consistency,
     score_matrix,
 )
+from reprolm.aggregate.harmony_tables import write_harmony_tables
+from reprolm.aggregate.paper_comparison import write_paper_comparison
+from reprolm.aggregate.tables import Score
 
 DATA = Path(__file__).parent / "data" / "harmony"
+HEADLINES = Path(__file__).resolve().parents[1] / "config" / "paper_headlines.yaml"
 
 # The seed prints every task score rounded to 0.01 (percent) and PC1 to 0.01. Perturbing the
 # seed's scores by uniform +-0.005 noise moves the worst of the 61 models' 100 x PC1 by 0.10 on
@@ -246,3 +250,43 @@ def test_plots_write_pngs(tmp_path, consistency):
     bars = plot_consistency(direct.per_task, tbt.per_task, tmp_path / "consistency.png")
     for path in (heatmap, bars):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _scores(models: list[str]) -> list[Score]:
+    """Scores of ``models`` on three tasks, each model above the one before on every task."""
+    return [Score("train_before_test", base, "pretrained", task,
+                  {"direct_eval": 0.1 * (rank + 1) + 0.01 * step, "train_before_test": 0.2 * (rank + 1) + 0.02 * step})
+            for rank, base in enumerate(models) for step, task in enumerate(["arc_easy", "boolq", "cola"])]
+
+
+def test_a_one_model_run_leaves_pc1_empty_and_the_paper_comparison_reads_it(tmp_path):
+    study = {"tasks": [{"name": task} for task in ("arc_easy", "boolq", "cola")], "min_models": 4}
+    tables, plots = tmp_path / "tables" / "harmony", tmp_path / "plots" / "harmony"
+    plots.mkdir(parents=True)
+    write_harmony_tables(_scores(["tiny_llama_small"]), study, {}, tables, plots)
+    summary = pd.read_csv(tables / "consistency_summary.csv")
+    assert summary["evaluation"].tolist() == ["direct", "train_before_test"]
+    assert summary["models"].tolist() == [1, 1]
+    assert summary["pc1_explained_variance"].isna().all() and summary["mean_kendall_tau"].isna().all()
+    # The shipped headlines read that column: the figures are left empty, the report is made.
+    report = tmp_path / "report"
+    write_paper_comparison(str(HEADLINES), {}, str(tmp_path / "tables"), ["harmony"],
+                           str(report / "paper_headlines.csv"), str(report / "effect_directions.csv"))
+    headlines = pd.read_csv(report / "paper_headlines.csv")
+    assert headlines["figure"].tolist() == ["mean Kendall tau, direct", "mean Kendall tau, train-before-test",
+                                            "PC1 explained variance, direct",
+                                            "PC1 explained variance, train-before-test"]
+    assert headlines["this run"].isna().all()
+    directions = pd.read_csv(report / "effect_directions.csv")
+    assert directions["study"].tolist() == ["harmony"]
+    assert directions[["expected higher", "expected lower", "shown"]].isna().all(axis=None)
+
+
+def test_two_models_fill_pc1(tmp_path):
+    study = {"tasks": [{"name": task} for task in ("arc_easy", "boolq", "cola")], "min_models": 2}
+    (tmp_path / "plots").mkdir()
+    write_harmony_tables(_scores(["a", "b"]), study, {}, tmp_path / "tables", tmp_path / "plots")
+    summary = pd.read_csv(tmp_path / "tables" / "consistency_summary.csv")
+    # Two models that every task ranks alike: one component explains everything.
+    assert summary["pc1_explained_variance"].tolist() == [1.0, 1.0]
+    assert summary["mean_kendall_tau"].tolist() == [1.0, 1.0]

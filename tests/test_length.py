@@ -5,7 +5,7 @@ import math
 import pytest
 
 from reprolm.score import length
-from reprolm.length import PAPER_TARGETS, TargetSet, Window, count_words
+from reprolm.length import PAPER_TARGETS, TargetSet, Window, configured_targets, count_words
 
 PAPER = TargetSet(PAPER_TARGETS)
 
@@ -123,3 +123,8 @@ def test_config_targets_and_unknown_name():
     assert targets["5"].fm.contains(10) and not targets["5"].pm.contains(10)
     with pytest.raises(KeyError, match="unknown length target '7'"):
         targets["7"]
+
+
+def test_a_config_without_length_targets_has_none():
+    assert configured_targets(None) is None
+    assert configured_targets("paper").names == ["10", "30", "50", "80", "150", "300", "500", "700", ">800"]

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from reprolm.aggregate.paper_comparison import (HeadlineError, direction_table, headline_table, load_headlines,
-                                                write_paper_comparison)
+                                                study_headlines, write_paper_comparison)
+from reprolm.studies import Study
 
 
 @pytest.fixture
@@ -25,11 +26,11 @@ def test_headlines_are_looked_up_by_row_and_left_empty_where_the_run_has_no_such
          "where": {"base": "llama", "model": "CE"}, "column": "Avg"},
         {"study": "ruler", "figure": "FM", "model": "x", "paper": 1.0, "table": "tlg", "where": {}, "column": "FM"},
     ]}
-    frame = headline_table(spec, tables, ["gem", "ruler"])
+    frame = headline_table([("headlines.yaml", spec)], tables, ["gem", "ruler"])
     assert frame["this run"].tolist()[0] == 40.0 and pd.isna(frame["this run"].tolist()[1])
     assert frame["difference"].tolist()[0] == pytest.approx(40.0 - 44.7)
     assert pd.isna(frame["this run"].tolist()[2])  # the run made no ruler tables
-    assert len(headline_table(spec, tables, ["ruler"])) == 1  # only enabled studies
+    assert len(headline_table([("headlines.yaml", spec)], tables, ["ruler"])) == 1  # only enabled studies
 
 
 def test_directions_compare_two_rows_or_a_row_and_a_number(tables):
@@ -39,7 +40,7 @@ def test_directions_compare_two_rows_or_a_row_and_a_number(tables):
         {"study": "gem", "claim": "CE above 50", "table": "ifeval", "column": "Avg",
          "higher": {"model": "CE"}, "lower": 50},
     ]}
-    frame = direction_table(spec, tables, ["gem"])
+    frame = direction_table([("headlines.yaml", spec)], tables, ["gem"])
     assert frame["shown"].tolist() == [True, False]
     assert frame["expected lower"].tolist() == [40.0, 50.0]
 
@@ -47,12 +48,12 @@ def test_directions_compare_two_rows_or_a_row_and_a_number(tables):
 def test_a_misplaced_figure_names_its_entry_and_the_table(tables):
     spec = {"headlines": [{"study": "gem", "figure": "f", "model": "m", "paper": 1, "table": "ifeval",
                            "where": {"model": "CE"}, "column": "Average"}]}
-    with pytest.raises(HeadlineError, match=r"headlines\[0\]: .*ifeval.csv has no column\(s\) \['Average'\]"):
-        headline_table(spec, tables, ["gem"])
+    with pytest.raises(HeadlineError, match=r"^h.yaml: headlines\[0\]: .*ifeval.csv has no column\(s\) \['Average'\]"):
+        headline_table([("h.yaml", spec)], tables, ["gem"])
     spec = {"headlines": [{"study": "gem", "figure": "f", "model": "m", "paper": 1, "table": "ifeval",
                            "where": {"base": "b"}, "column": "Avg"}]}
     with pytest.raises(HeadlineError, match="2 rows .* must be unique"):
-        headline_table(spec, tables, ["gem"])
+        headline_table([("h.yaml", spec)], tables, ["gem"])
 
 
 def test_a_misplaced_figure_stops_the_comparison_naming_the_headline_file_with_no_output(tables, tmp_path):
@@ -61,7 +62,7 @@ def test_a_misplaced_figure_stops_the_comparison_naming_the_headline_file_with_n
                          "where: {model: CE}, column: Average}\n")
     outputs = tmp_path / "headlines.csv", tmp_path / "directions.csv"
     with pytest.raises(HeadlineError, match=r"headlines.yaml: headlines\[0\]: .*ifeval.csv has no column"):
-        write_paper_comparison(str(headlines), tables, ["gem"], *map(str, outputs))
+        write_paper_comparison(str(headlines), {}, tables, ["gem"], *map(str, outputs))
     assert not any(path.exists() for path in outputs)
 
 
@@ -77,3 +78,74 @@ def test_the_headline_file_is_checked_entry_by_entry_before_any_table_is_read(tm
     bad.write_text("headlines:\n  - {study: gem, figure: f, model: m, paper: high, table: t, where: {}, column: Avg}\n")
     with pytest.raises(HeadlineError, match=r"headlines\[0\].paper: expected a number, got 'high'"):
         load_headlines(bad)
+
+
+# A study's own figures, as a study from its own file declares them (no ``study`` key).
+HEADLINE = {"figure": "IFEval", "model": "b GEM", "paper": 45.0, "table": "ifeval", "where": {"model": "GEM"},
+            "column": "Avg"}
+DIRECTION = {"claim": "GEM above 42", "table": "ifeval", "column": "Avg", "higher": {"model": "GEM"}, "lower": 42}
+
+
+def _study(**declared) -> Study:
+    """An unregistered study 'mine' with the class attributes ``declared``."""
+    return type("Mine", (Study,), {"name": "mine", **declared})()
+
+
+def _declaring() -> Study:
+    return _study(headlines=[HEADLINE], directions=[DIRECTION])
+
+
+def test_a_studys_own_figures_are_checked_and_given_its_name():
+    silent = type("Silent", (Study,), {"name": "silent"})()  # declares none: left out
+    assert study_headlines([silent, _declaring()]) == {"mine": {
+        "headlines": [{"study": "mine", **HEADLINE}], "directions": [{"study": "mine", **DIRECTION}],
+    }}
+    entry = dict(HEADLINE)
+    # The study is implied: an entry may not name one.
+    with pytest.raises(HeadlineError,
+                       match=r"^study 'mine': headlines\[0\]: missing keys \[\], unknown keys \['study'\]$"):
+        study_headlines([_study(headlines=[{**entry, "study": "gem"}])])
+    del entry["column"]
+    with pytest.raises(HeadlineError,
+                       match=r"^study 'mine': headlines\[0\]: missing keys \['column'\], unknown keys \[\]$"):
+        study_headlines([_study(headlines=[entry])])
+    with pytest.raises(HeadlineError, match=r"^study 'mine': headlines\[0\].paper: expected a number, got '45'$"):
+        study_headlines([_study(headlines=[{**HEADLINE, "paper": "45"}])])
+    with pytest.raises(HeadlineError, match=r"^study 'mine': directions\[1\] is not a mapping$"):
+        study_headlines([_study(directions=[DIRECTION, "GEM above CE"])])
+
+
+def test_the_comparison_merges_the_files_entries_with_each_studys_own(tables, tmp_path):
+    (tables / "mine").mkdir()
+    pd.DataFrame({"model": ["CE", "GEM"], "Avg": [41.0, 43.5]}).to_csv(tables / "mine" / "ifeval.csv", index=False)
+    headlines = tmp_path / "headlines.yaml"
+    headlines.write_text("headlines:\n  - {study: gem, figure: IFEval, model: b CE, paper: 44.7, table: ifeval, "
+                         "where: {base: b, model: CE}, column: Avg}\n"
+                         "directions:\n  - {study: gem, claim: GEM above CE, table: ifeval, column: Avg, "
+                         "higher: {model: GEM}, lower: {model: CE}}\n")
+    outputs = tmp_path / "report" / "headlines.csv", tmp_path / "report" / "directions.csv"
+    write_paper_comparison(str(headlines), study_headlines([_declaring()]), tables, ["gem", "mine"],
+                           *map(str, outputs))
+    headline = pd.read_csv(outputs[0])
+    assert headline[["study", "figure", "model", "paper", "this run"]].values.tolist() == [
+        ["gem", "IFEval", "b CE", 44.7, 40.0], ["mine", "IFEval", "b GEM", 45.0, 43.5]]
+    assert headline["difference"].tolist() == pytest.approx([40.0 - 44.7, 43.5 - 45.0])
+    direction = pd.read_csv(outputs[1])
+    assert direction.values.tolist() == [["gem", "GEM above CE", 44.0, 40.0, True],
+                                         ["mine", "GEM above 42", 43.5, 42.0, True]]
+    # Only enabled studies' entries are compared, the file's and the studies' own alike.
+    write_paper_comparison(str(headlines), study_headlines([_declaring()]), tables, ["mine"], *map(str, outputs))
+    assert pd.read_csv(outputs[0])["study"].tolist() == ["mine"]
+
+
+def test_a_misplaced_figure_of_a_study_names_the_study(tables, tmp_path):
+    headlines = tmp_path / "headlines.yaml"
+    headlines.write_text("headlines: []\n")
+    misplaced = _study(headlines=[{**HEADLINE, "column": "Average"}])
+    (tables / "mine").mkdir()
+    pd.DataFrame({"model": ["GEM"], "Avg": [43.5]}).to_csv(tables / "mine" / "ifeval.csv", index=False)
+    outputs = tmp_path / "headlines.csv", tmp_path / "directions.csv"
+    with pytest.raises(HeadlineError, match=r"^study 'mine': headlines\[0\]: .*mine/ifeval.csv has no column\(s\) "
+                                            r"\['Average'\]"):
+        write_paper_comparison(str(headlines), study_headlines([misplaced]), tables, ["mine"], *map(str, outputs))
+    assert not any(path.exists() for path in outputs)

@@ -152,6 +152,46 @@ def test_config_checks_catch_what_the_schema_cannot():
                                 "name a hub dataset for this source")
 
 
+def _small(study: str) -> dict:
+    return yaml.safe_load((REPO / f"tests/configs/config-{study}.yaml").read_text())
+
+
+def test_a_config_without_length_targets_is_refused_only_where_something_reads_them():
+    # GEM and Harmony read no length targets: their configs need none.
+    for study in ("gem", "harmony"):
+        config = _small(study)
+        del config["length_targets"]
+        check_config(config, SCHEMA_FILE)
+    config = _small("ruler")
+    del config["length_targets"]
+    assert _refused(config) == "the ruler study needs length_targets ('paper' or a list)"
+    # ExPO's vanilla SFT model trains on Ruler's data, binned by the targets.
+    config = _small("expo")
+    del config["length_targets"]
+    assert _refused(config) == ("datasets.ruler_train.builder: 'ruler_train' needs length_targets ('paper' or a "
+                                "list of targets), which the config does not set; set it, or leave out what needs it")
+    gem = _small("gem")
+    del gem["length_targets"]
+    for section, name, spec, where in [
+        ("datasets", "tlg", {"builder": "ruler_tlg", "sources": ["openhermes"], "params": {"num": 4, "seed": 10}},
+         "datasets.tlg.builder: 'ruler_tlg'"),
+        ("promptsets", "sized", {**gem["promptsets"]["poems"], "prompt": "target_length"},
+         "promptsets.sized.prompt: 'target_length'"),
+        ("recipes", "with_mlt", {**gem["recipes"]["ce"], "add_tokens": "mlt"}, "recipes.with_mlt.add_tokens: 'mlt'"),
+    ]:
+        config = copy.deepcopy(gem)
+        config[section][name] = spec
+        assert _refused(config).startswith(f"{where} needs length_targets ('paper' or a list of targets)")
+    config = copy.deepcopy(gem)
+    config["gem"]["evaluations"].append({"promptset": "poems", "metric": "length_levels"})
+    assert _refused(config).startswith("gem.evaluations[4].metric: 'length_levels' needs length_targets")
+    # What reads none passes: a self-chosen length (the model writes its own MLT) and MLT-free recipes.
+    config = copy.deepcopy(gem)
+    config["promptsets"]["own_length"] = {**gem["promptsets"]["poems"], "prompt": "self_length"}
+    config["recipes"]["no_mlt"] = {**gem["recipes"]["ce"], "add_tokens": "none"}
+    check_config(config, SCHEMA_FILE)
+
+
 def test_an_lm_eval_metric_the_task_does_not_report_is_refused_before_any_job(tmp_path):
     from reprolm.config.checks import preflight
 

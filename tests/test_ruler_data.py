@@ -13,7 +13,7 @@ from reprolm.data.upstream import load_records
 from reprolm.data.sources import SPLIT_ORDER, read_all_splits, write_source
 from reprolm.generate.prompts import build_prompts
 from reprolm.models.tokenizer import train_bpe_tokenizer
-from reprolm.length import PAPER_TARGETS, TargetSet
+from reprolm.length import PAPER_TARGETS, TargetSet, configured_targets
 from reprolm.train.examples import IGNORE_INDEX, build_examples
 
 TARGETS = TargetSet(PAPER_TARGETS)
@@ -102,6 +102,16 @@ def test_multi_mlt_crosses_questions_with_every_target(tmp_path):
     assert len(rows) == 4 * 9
     assert [r["TargetLength"] for r in rows[:9]] == TARGETS.names
     assert len({r["id"] for r in rows}) == 4
+
+
+def test_a_builder_that_reads_no_targets_builds_without_them(tmp_path):
+    """What dataset.py runs for a config with no ``length_targets``."""
+    questions = [{"question_id": str(i), "turns": [{"content": f"question {i}"}]} for i in range(3)]
+    folder = _source(tmp_path, "arena_hard", "arena_question", questions)
+    ctx = BuildContext({"arena_hard": folder}, {"arena_hard": "arena_question"}, {}, configured_targets(None))
+    assert build_split("ruler_self_mlt", ctx, "test", tmp_path / "self.parquet") == 3
+    assert pq.read_table(tmp_path / "self.parquet").to_pylist() == [
+        {"id": i, "Instruction": f"question {i}"} for i in range(3)]
 
 
 def test_malformed_row_names_file_row_and_field(tmp_path):

@@ -1,5 +1,6 @@
 """A study is one module: a sixth study from a single file under tests/ (plus its config
-section) runs through the unchanged workflow to a table in the report."""
+section) runs through the unchanged workflow to a table in the report, and its own paper
+figures to the paper comparison."""
 
 from __future__ import annotations
 
@@ -56,6 +57,31 @@ def test_a_study_from_its_own_file_runs_to_its_table(plugin_run):
     assert "Nothing to be done" in snakemake(plugin_run, "-n", "--configfile", "plugin.yaml").stdout
 
 
+def test_the_plugin_studys_own_paper_figures_reach_the_paper_comparison(plugin_run):
+    accuracy = pd.read_csv(plugin_run / "results/tables/greedy_accuracy/accuracy.csv").set_index("model")
+    run = accuracy.loc["tiny_llama_small/pretrained", "accuracy"]
+    headlines = pd.read_csv(plugin_run / "results/report/paper_headlines.csv")
+    # Only the enabled study's entries: config/paper_headlines.yaml's are all for other studies.
+    assert headlines[["study", "figure", "model", "paper"]].values.tolist() == [
+        ["greedy_accuracy", "GSM8K greedy accuracy", "Llama-3-8B CE (GEM paper)", 47.2]]
+    assert headlines["this run"].tolist() == [pytest.approx(run, abs=0.0005)]
+    assert headlines["difference"].tolist() == [pytest.approx(run - 47.2, abs=0.0005)]
+    directions = pd.read_csv(plugin_run / "results/report/effect_directions.csv")
+    assert directions.values.tolist() == [["greedy_accuracy", "greedy decoding answers some problems right "
+                                           "(accuracy above 0%)", pytest.approx(run, abs=0.0005), 0.0, run > 0]]
+
+
+def test_editing_the_plugin_studys_figures_reruns_the_paper_comparison(plugin_run, tmp_path):
+    edited = tmp_path / "greedy_accuracy.py"
+    edited.write_text(STUDY_FILE.read_text().replace('"paper": 47.2', '"paper": 48.0'))
+    (plugin_run / "figures.yaml").write_text(yaml.safe_dump(_config(study_modules=[str(edited)])))
+    # Its figures are a param of the comparison, which reruns on them whether or not its tables do.
+    changed = snakemake(plugin_run, "--list-changes", "params", "--configfile", "figures.yaml").stdout.split()
+    assert {"results/report/paper_headlines.csv", "results/report/effect_directions.csv"} <= set(changed)
+    unchanged = snakemake(plugin_run, "--list-changes", "params", "--configfile", "plugin.yaml").stdout.split()
+    assert "results/report/paper_headlines.csv" not in unchanged
+
+
 def test_the_report_holds_the_plugin_studys_table_plot_and_caption(plugin_run):
     snakemake(plugin_run, "--configfile", "plugin.yaml", "--report", "report.html")
     html = (plugin_run / "report.html").read_text(errors="replace")
@@ -89,4 +115,16 @@ def test_a_misconfigured_plugin_study_fails_before_any_job(tmp_path, change, mes
     result = snakemake(work, "-n", "--configfile", "bad.yaml", check=False)
     assert result.returncode != 0
     assert message in result.stdout + result.stderr
+    assert not (work / "results").exists()
+
+
+def test_a_plugin_studys_misdeclared_figure_fails_before_any_job(tmp_path):
+    work = scratch_copy(tmp_path / "work")
+    edited = tmp_path / "greedy_accuracy.py"
+    edited.write_text(STUDY_FILE.read_text().replace('"column": "accuracy"}]', '"colum": "accuracy"}]'))
+    (work / "bad.yaml").write_text(yaml.safe_dump(_config(study_modules=[str(edited)])))
+    result = snakemake(work, "-n", "--configfile", "bad.yaml", check=False)
+    assert result.returncode != 0
+    assert ("study 'greedy_accuracy': headlines[0]: missing keys ['column'], unknown keys ['colum']"
+            in result.stdout + result.stderr)
     assert not (work / "results").exists()

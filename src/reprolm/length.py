@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 WORD_PATTERN = re.compile(r"\w+")
@@ -133,6 +133,23 @@ class TargetSet:
     def by_mlt(self, token: str) -> LengthTarget | None:
         match = MLT_PATTERN.fullmatch(token)
         return self.by_name.get(match.group(1)) if match else None
+
+
+def configured_targets(spec) -> TargetSet | None:
+    """The config's ``length_targets``, or None where it has none: the config check has
+    refused any builder, prompt kind or metric of such a config that reads them."""
+    return None if spec is None else TargetSet.from_config(spec)
+
+
+def reads_length_targets(entry: Callable) -> Callable:
+    """Marks a dataset builder, prompt kind or metric that reads the length targets, so that
+    a config using it without ``length_targets`` is refused before any job."""
+    entry.reads_length_targets = True
+    return entry
+
+
+def needs_length_targets(entry: Callable) -> bool:
+    return getattr(entry, "reads_length_targets", False)
 
 
 def strip_mlt(text: str) -> str:

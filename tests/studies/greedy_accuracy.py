@@ -1,6 +1,7 @@
 """A sixth study from one file outside the package: each model's greedy accuracy on
-GSM8K-style problems, one table and one plot. `tests/test_study_plugin.py` runs it through
-the workflow to the report; nothing under src/ or workflow/ knows it."""
+GSM8K-style problems, one table and one plot, and a paper figure and an effect of its own for
+the paper comparison. `tests/test_study_plugin.py` runs it through the workflow to the
+report; nothing under src/ or workflow/ knows it."""
 
 from __future__ import annotations
 
@@ -37,6 +38,13 @@ class GreedyAccuracy(Study):
     "The answer is", equals the reference, from one greedy answer per problem; ``unparsed``
     counts answers with no number to read."""
     plots_caption = "Greedy accuracy per model."
+    # Set beside the tiny model of tests/test_study_plugin.py, so that its row is filled: the
+    # GEM paper's greedy GSM8K accuracy of Llama-3-8B fine-tuned with CE.
+    headlines = [{"figure": "GSM8K greedy accuracy", "model": "Llama-3-8B CE (GEM paper)", "paper": 47.2,
+                  "table": "accuracy", "where": {"model": "tiny_llama_small/pretrained"}, "column": "accuracy"}]
+    directions = [{"claim": "greedy decoding answers some problems right (accuracy above 0%)",
+                   "table": "accuracy", "column": "accuracy", "higher": {"model": "tiny_llama_small/pretrained"},
+                   "lower": 0}]
     schema = {
         "type": "object",
         "additionalProperties": False,

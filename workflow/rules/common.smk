@@ -5,6 +5,7 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 
 from reprolm import paths
+from reprolm.aggregate.paper_comparison import study_headlines
 from reprolm.config import lookups
 from reprolm.config.checks import check_config, preflight
 from reprolm.config.params import canonical

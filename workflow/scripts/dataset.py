@@ -5,7 +5,7 @@ run_in_forkserver()
 from pathlib import Path
 
 from reprolm.data.builders import BuildContext, build_split
-from reprolm.length import TargetSet
+from reprolm.length import configured_targets
 from reprolm.provenance import tracked_step
 
 with tracked_step(snakemake) as log:
@@ -13,7 +13,7 @@ with tracked_step(snakemake) as log:
         sources={name: Path(path) for name, path in snakemake.input.items()},
         schemas=snakemake.params.schemas,
         params=snakemake.params.options,
-        targets=TargetSet.from_config(snakemake.params.length_targets),
+        targets=configured_targets(snakemake.params.length_targets),
     )
     rows = build_split(snakemake.params.builder, context, snakemake.wildcards.split, snakemake.output[0])
     log.info("%d rows", rows)

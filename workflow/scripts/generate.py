@@ -3,7 +3,7 @@ from reprolm.forkserver import run_in_forkserver
 run_in_forkserver()
 
 from reprolm.generate.run import generate_promptset
-from reprolm.length import TargetSet
+from reprolm.length import configured_targets
 from reprolm.provenance import tracked_step
 
 with tracked_step(snakemake) as log:
@@ -13,7 +13,7 @@ with tracked_step(snakemake) as log:
         dataset_file=snakemake.input.prompts,
         promptset=params.promptset,
         length_prompt=params.length_prompt,
-        targets=TargetSet.from_config(params.length_targets),
+        targets=configured_targets(params.length_targets),
         backend=params.backend,
         backend_options={"batch_size": params.batch_size, "dtype": params.precision,
                          "tensor_parallel_size": max(1, snakemake.resources.gpu)},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -43,8 +44,13 @@ def write_harmony_tables(scores: list[Score], study: Mapping, config: Mapping, t
         usable, constant = informative_tasks(matrix)
         consistency = ranking_consistency(matrix, min_models=min_models)
         per_task[kind] = consistency.per_task
+        # Fewer than two models (or no task that tells them apart) have no PC1. Its column is
+        # written anyway, empty, as the tau is with too few models: the table's columns do not
+        # depend on the run's size, and the paper comparison (which refuses an absent column as
+        # a misnamed figure) leaves the figure empty.
         row = {"evaluation": kind, "mean_kendall_tau": consistency.mean, "models": len(matrix),
-               "pc1_tasks": len(usable.columns), "excluded_from_pc1": " ".join(constant)}
+               "pc1_tasks": len(usable.columns), "excluded_from_pc1": " ".join(constant),
+               "pc1_explained_variance": math.nan}
         if len(usable.columns) >= 1 and len(usable) >= 2:
             pc1 = pc1_scores(usable)
             row["pc1_explained_variance"] = float(pc1.explained_variance_ratio[0])

@@ -53,15 +53,9 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
     _check_sources(config)
     _check_references(config)
     _check_base_models(config)
-    if "length_targets" in config:
-        from reprolm.length import TargetSet
-
-        try:
-            TargetSet.from_config(config["length_targets"])
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
     for study in studies:
         study.check(config)
+    _check_length_targets(config, studies)
 
 
 # What lm-eval's task index answered (training splits, reported metrics), per lm-eval version.
@@ -156,6 +150,50 @@ def _check_references(config: Mapping) -> None:
     if config.get("leaderboard"):
         require(config["leaderboard"]["promptset"], config.get("promptsets", {}), "leaderboard.promptset")
         require(config["leaderboard"]["judge"], config.get("judges", {}), "leaderboard.judge")
+
+
+def _check_length_targets(config: Mapping, studies: list) -> None:
+    """The windows are sound, and a config without ``length_targets`` has nothing that reads
+    them (whose job would otherwise fail only when it runs): a dataset builder, prompt kind or
+    an enabled study's metric marked :func:`reprolm.length.reads_length_targets`, or a recipe
+    adding one token per target."""
+    from reprolm.length import TargetSet
+
+    if "length_targets" in config:
+        try:
+            TargetSet.from_config(config["length_targets"])
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        return
+    reader = next(_length_target_readers(config, studies), None)
+    if reader:
+        where, name = reader
+        raise ConfigError(f"{where}: {name!r} needs length_targets ('paper' or a list of targets), which the "
+                          "config does not set; set it, or leave out what needs it")
+
+
+def _length_target_readers(config: Mapping, studies: list):
+    """(config key, value) of each entry that reads the length targets."""
+    from reprolm.data.builders import BUILDERS
+    from reprolm.generate.prompts import PROMPT_BUILDERS
+    from reprolm.length import needs_length_targets
+    from reprolm.score.metrics import METRICS
+
+    for name, spec in config.get("datasets", {}).items():
+        if needs_length_targets(BUILDERS.get(spec["builder"], f"datasets.{name}.builder")):
+            yield f"datasets.{name}.builder", spec["builder"]
+    for name, spec in config.get("promptsets", {}).items():
+        # multi_turn is asked turn by turn, with no prompt builder.
+        if spec["prompt"] in PROMPT_BUILDERS and needs_length_targets(PROMPT_BUILDERS[spec["prompt"]]):
+            yield f"promptsets.{name}.prompt", spec["prompt"]
+    for name, spec in config.get("recipes", {}).items():
+        if spec.get("add_tokens") == "mlt":
+            yield f"recipes.{name}.add_tokens", "mlt"
+    for study in studies:
+        for index, evaluation in enumerate(config[study.name].get("evaluations", [])):
+            metric = evaluation["metric"]
+            if needs_length_targets(METRICS.get(metric, f"{study.name}.evaluations[{index}].metric")):
+                yield f"{study.name}.evaluations[{index}].metric", metric
 
 
 def _check_base_models(config: Mapping) -> None:

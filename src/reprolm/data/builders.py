@@ -19,7 +19,7 @@ from reprolm.data.sources import read_all_splits, read_source
 from reprolm.data.upstream import UPSTREAM_SCHEMAS, UpstreamSchema, history
 from reprolm.io import atomic_path
 from reprolm.registry import Registry
-from reprolm.length import TargetSet, count_words
+from reprolm.length import TargetSet, count_words, reads_length_targets
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class BuildContext:
     sources: Mapping[str, Path]  # source name -> raw folder
     schemas: Mapping[str, str]  # source name -> schema
     params: Mapping
-    targets: TargetSet | None = None
+    targets: TargetSet | None = None  # None: the config has no length_targets
 
     def records(self, source: str, split: str | None = None) -> list[dict]:
         """One split's records, or (``split=None``) every split's in the source's order."""
@@ -65,6 +65,7 @@ def _shuffled_single_turn(ctx: BuildContext, rng: random.Random) -> list[dict]:
 
 
 @BUILDERS.register("ruler_tlg")
+@reads_length_targets
 def build_tlg(ctx: BuildContext) -> dict[str, list[dict]]:
     """The Target Length Generation test set: first ``num`` shuffled single-turn prompts."""
     rng = random.Random(ctx.params["seed"])
@@ -101,6 +102,7 @@ def _longest_answer(answers: list[str]) -> str:
 
 
 @BUILDERS.register("ruler_train")
+@reads_length_targets
 def build_ruler_train(ctx: BuildContext) -> dict[str, list[dict]]:
     """MLT-binned SFT data: OpenHermes (after the TLG rows), then LongForm, then ELI5.
 
@@ -137,6 +139,7 @@ def _arena_instructions(ctx: BuildContext) -> list[dict]:
 
 
 @BUILDERS.register("ruler_multi_mlt")
+@reads_length_targets
 def build_multi_mlt(ctx: BuildContext) -> dict[str, list[dict]]:
     """``num`` shuffled arena questions, each asked at every target length."""
     data = _arena_instructions(ctx)

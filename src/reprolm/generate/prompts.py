@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reprolm.length import TargetSet
+from reprolm.length import TargetSet, reads_length_targets
 from reprolm.registry import Registry
 
 
@@ -33,6 +33,7 @@ def word_count_instruction(instruction: str, target_name: str, targets: TargetSe
     return f"{instruction}\nThe response should have a word count of {phrase} words."
 
 
+@reads_length_targets
 def target_length_prompts(rows, tokenizer, length_prompt: str, targets: TargetSet) -> PromptBatch:
     """Ruler models: the assistant header followed by the target's MLT, stopping at any
     further MLT. Other models: the word-count instruction through the chat template."""
@@ -62,5 +63,6 @@ PROMPT_BUILDERS.register("chat", instruction_prompts)
 MULTI_TURN = "multi_turn"
 
 
-def build_prompts(kind: str, rows: list[Mapping], tokenizer, length_prompt: str, targets: TargetSet) -> PromptBatch:
+def build_prompts(kind: str, rows: list[Mapping], tokenizer, length_prompt: str,
+                  targets: TargetSet | None) -> PromptBatch:
     return PROMPT_BUILDERS.get(kind)(rows, tokenizer, length_prompt, targets)

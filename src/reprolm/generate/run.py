@@ -17,7 +17,7 @@ INSTRUCTION_SLOT = "{instruction}"
 
 
 def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, length_prompt: str,
-                       targets: TargetSet, backend: str, backend_options: dict, seed: int,
+                       targets: TargetSet | None, backend: str, backend_options: dict, seed: int,
                        output: str) -> int:
     rows = pq.read_table(dataset_file).to_pylist()
     engine = make_backend(backend, model_path, **backend_options)

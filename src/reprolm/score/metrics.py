@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from reprolm.length import TargetSet, count_words
+from reprolm.length import TargetSet, count_words, reads_length_targets
 from reprolm.registry import Registry
 from reprolm.score import length
 from reprolm.score.diversity import (
@@ -27,6 +27,7 @@ def _targets(context) -> TargetSet:
 
 
 @METRICS.register("length_levels")
+@reads_length_targets
 def length_levels(rows, context) -> dict:
     """PM/FM per level and per target, exact-length rate and RMSE, and the raw counts."""
     targets = _targets(context)
@@ -44,6 +45,7 @@ def length_levels(rows, context) -> dict:
 
 
 @METRICS.register("length_multi_mlt")
+@reads_length_targets
 def length_multi_mlt(rows, context) -> dict:
     targets = _targets(context)
     words = [count_words(r["text"]) for r in rows]
@@ -51,6 +53,7 @@ def length_multi_mlt(rows, context) -> dict:
 
 
 @METRICS.register("length_self_mlt")
+@reads_length_targets
 def length_self_mlt(rows, context) -> dict:
     return length.self_generated_scores([r["text"] for r in rows], _targets(context))
 

@@ -3,9 +3,9 @@
 A study is one module: a :class:`Study` registered in :data:`STUDIES`. The workflow never
 branches on a study's name; it asks the study for its config check, the models it
 evaluates, the score files its tables read, any extra targets, the settings its table writer
-needs besides its own section, and the writer itself. A study outside the package (a
-researcher's own) is a Python file named in the config's ``study_modules``; loading it
-registers its study.
+needs besides its own section, the writer itself, and any paper figures of its own. A study
+outside the package (a researcher's own) is a Python file named in the config's
+``study_modules``; loading it registers its study.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from reprolm.config.errors import ConfigError, require
@@ -39,6 +39,12 @@ class Study:
     # each table holds and how each metric is computed.
     caption: str = ""
     plots_caption: str = ""
+    # The paper's figures and effects the paper comparison sets beside the study's tables,
+    # in the entry format of config/paper_headlines.yaml's ``headlines`` and ``directions``
+    # less the ``study`` key (this study is implied): how a study from its own file gives
+    # them. The package's studies keep theirs in that file.
+    headlines: Sequence[Mapping] = ()
+    directions: Sequence[Mapping] = ()
     # Whether ``recipes`` may name ``pretrained`` (a base model evaluated as it is).
     pretrained_recipes: bool = False
     # A JSON-Schema of the study's config section, for studies whose section the workflow's
