@@ -29,13 +29,12 @@ run: setup
 	$(SNAKEMAKE) --cores $(CORES) --profile profiles/default
 	$(SNAKEMAKE) --cores $(CORES) --profile profiles/default --report results/report.html
 
-# Two workers: tests sharing the default run stay on one, the SLURM tests on another.
 test: setup
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q
 
 # The fast layer: no Snakemake pipeline, no torchrun/DeepSpeed, no SLURM (a few minutes).
 test-fast: setup
-	$(PY) -m pytest -q -n 2 -m "not workflow and not deepspeed and not slurm"
+	$(PY) -m pytest -q -m "not workflow and not deepspeed and not slurm"
 
 lint: setup
 	$(SNAKEMAKE) --lint

@@ -26,21 +26,6 @@ from workflow_helpers import RUN_OUTPUTS, copy_run, scratch_copy, snakemake, tre
 REUSE_RUN = "REPROLM_TEST_DEFAULT_RUN"
 
 
-# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`). A
-# session fixture is made once per worker, so every test that uses the default run goes to
-# one worker, and every test that uses the SLURM cluster to one worker; the unit tests fill
-# in beside them (the default run's own jobs are not the only work that needs a core).
-SHARED_FIXTURE_GROUPS = {"default_run": "default_run", "slurm_cluster": "slurm_cluster"}
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        for fixture, group in SHARED_FIXTURE_GROUPS.items():
-            if fixture in item.fixturenames:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
-
-
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A real single-node SLURM cluster with two fake GPUs, started once per test session."""
