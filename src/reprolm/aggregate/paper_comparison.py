@@ -5,7 +5,7 @@ study may declare its own: :attr:`reprolm.studies.Study.headlines`)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -106,7 +106,7 @@ def load_headlines(path: str | Path) -> dict:
     return spec
 
 
-def study_headlines(studies) -> dict[str, dict]:
+def study_headlines(studies: Iterable) -> dict[str, dict]:
     """Each study's own headlines and directions (:class:`reprolm.studies.Study`), checked as
     the file's are, each entry given its ``study``; studies that declare none are left out."""
     declared = {}
