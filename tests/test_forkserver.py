@@ -75,6 +75,29 @@ def test_a_script_runs_in_a_forked_child_with_the_callers_streams_directory_envi
     assert result.stderr.strip() == "to stderr"
 
 
+def test_only_the_owner_can_reach_the_server(server):
+    address, _ = server
+    assert os.stat(address).st_mode & 0o777 == 0o600
+
+
+class CudaInitialisedTorchStandIn:
+    """Stands in for torch after a library initialised CUDA (no GPU here)."""
+
+    class cuda:
+        @staticmethod
+        def is_initialized() -> bool:
+            return True
+
+
+def test_a_server_whose_libraries_started_cuda_serves_no_job():
+    assert forkserver.cuda_started({"torch": CudaInitialisedTorchStandIn})
+    assert not forkserver.cuda_started({})
+    # What the server really preloads here (CPU torch) leaves CUDA alone.
+    import torch
+
+    assert not forkserver.cuda_started({"torch": torch})
+
+
 def test_without_a_server_the_script_runs_in_place(tmp_path):
     for address in (None, forkserver.OFF, str(tmp_path / "no-server.sock")):
         result = run_script(tmp_path, REPORT, address)

@@ -185,6 +185,14 @@ def test_outputs_equal_the_local_runs(runs, output):
     assert content_hash(cluster_work / output) == content_hash(local_work / output)
 
 
+def test_cluster_jobs_run_in_their_own_processes_and_local_ones_from_the_fork_server(runs):
+    """The fork server is for local runs only: a SLURM job forked from a process on the
+    submitting host would run outside its allocation."""
+    cluster_work, local_work, _, _ = runs
+    assert not (cluster_work / "logs" / "forkserver.log").exists()
+    assert (local_work / "logs" / "forkserver.log").read_text().count("forked job process") > 0
+
+
 @pytest.mark.parametrize("rule, output", [
     ("finetune", f"results/models/{BASE}/{RECIPE}"),
     ("generate", f"results/generations/{BASE}/{RECIPE}/{PROMPTSET}.parquet"),

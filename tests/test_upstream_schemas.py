@@ -8,7 +8,9 @@ import pytest
 from reprolm.data.builders import BuildContext, build_chat_sft, build_instructions, build_rated_responses
 from reprolm.data.corpus import plain_texts
 from reprolm.data.sources import write_source
-from reprolm.data.upstream import UPSTREAM_SCHEMAS, gsm8k_stated_answer, make_fixture, schema_for_task
+from reprolm.data.upstream import (
+    UPSTREAM_SCHEMAS, gsm8k_stated_answer, make_fixture, schema_entries, schema_for_task, schemas_read, task_schemas,
+)
 import yaml
 
 from workflow_helpers import REPO
@@ -89,3 +91,14 @@ def test_a_schema_without_the_adapter_a_builder_needs_is_refused_naming_those_th
 def test_gsm8k_solutions_become_stated_answers_without_calculator_annotations():
     solution = "She has 3 + 4 = <<3+4=7>>7 apples.\n#### 7"
     assert gsm8k_stated_answer(solution) == "She has 3 + 4 = 7 apples.\nThe answer is: 7"
+
+
+def test_a_jobs_fingerprint_names_the_schemas_its_sources_and_tasks_are_read_by():
+    world_tasks = DEFAULT["sources"]["world_tasks"]
+    assert schemas_read({"world_tasks": world_tasks}) == sorted({"text", *world_tasks["fixture"]["task_formats"]})
+    assert schema_entries(["gsm8k", "arc", "gsm8k"]) == [("reprolm.data.upstream", "ARC"),
+                                                          ("reprolm.data.upstream", "GSM8K")]
+    assert task_schemas(["arc_challenge", "mmlu_miscellaneous", "truthfulqa_mc2", "not_a_task"]) == [
+        "arc", "mmlu", "truthfulqa_mc"]
+    with pytest.raises(KeyError, match="unknown upstream schema 'gsm8'"):
+        schema_entries(["gsm8"])

@@ -12,7 +12,9 @@ script run, with the same outputs (the child imports reprolm afresh, so code edi
 run is the code a job runs).
 
 Without a server (cluster jobs, ``--no-hooks``, ``REPROLM_FORKSERVER=off``) or when it cannot
-be reached, the script runs in its own process as before. One consequence to know: a local
+be reached, the script runs in its own process as before. Only the user who started the
+server may hand it a script (socket mode 0600, peer credentials checked), and a server whose
+preloaded libraries initialised CUDA serves nothing (a forked child cannot use CUDA then). One consequence to know: a local
 job's ``benchmarks/`` file measures the waiting script process, so its wall time is the
 job's but its memory and CPU columns are not; provenance records carry the job's own peak
 memory and CPU seconds (``execution.resources``).
@@ -106,6 +108,18 @@ def run_in_forkserver() -> None:
     sys.exit(int(status) if status is not None else 1)
 
 
+def _peer_uid(connection: socket.socket) -> int:
+    pid_uid_gid = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", pid_uid_gid)[1]
+
+
+def cuda_started(modules=None) -> bool:
+    """Whether a preloaded library initialised CUDA, which a forked child could not use
+    ("Cannot re-initialize CUDA in forked subprocess"): the server then serves no job."""
+    torch = (sys.modules if modules is None else modules).get("torch")
+    return torch is not None and torch.cuda.is_initialized()
+
+
 def _run_child(connection: socket.socket) -> None:
     """In the forked child: become the job described by the script process's request."""
     request, fds = _receive_message(connection, max_fds=3)
@@ -155,8 +169,14 @@ def serve(address: str, parent: int) -> None:
             importlib.import_module(name)
         except ImportError:
             continue
+    if cuda_started():
+        print("a preloaded library initialised CUDA, which forked jobs cannot use: serving no job, "
+              "each runs in its own process", flush=True)
+        return
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address + ".binding")
+    # The server runs any script it is handed as this user: only this user may connect.
+    os.chmod(address + ".binding", 0o600)
     listener.listen(64)
     os.replace(address + ".binding", address)
     listener.settimeout(1.0)
@@ -168,6 +188,9 @@ def serve(address: str, parent: int) -> None:
             try:
                 connection, _ = listener.accept()
             except TimeoutError:
+                continue
+            if _peer_uid(connection) != os.getuid():
+                connection.close()
                 continue
             sys.stdout.flush()
             sys.stderr.flush()
@@ -190,6 +213,7 @@ def start(folder: str | os.PathLike, log_file: str | os.PathLike) -> subprocess.
         return None
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
     # Unix socket paths are limited to about 100 bytes: keep it short and absolute.
     address = str(folder.resolve() / f"forkserver-{os.getpid()}.sock")
     Path(address).unlink(missing_ok=True)

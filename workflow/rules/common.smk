@@ -12,8 +12,8 @@ from reprolm.config.params import canonical
 from reprolm.config.resources import judge_settings, model_settings
 from reprolm.data.builders import BUILDERS
 from reprolm.provenance import mark_replaced_folders
-from reprolm.data.upstream import UPSTREAM_SCHEMAS, schema_for_task, schemas_read
-from reprolm.provenance.fingerprint import entry_bound, entry_of, job_code
+from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
+from reprolm.provenance.fingerprint import entry_of, job_code
 from reprolm.score.metrics import METRICS
 from reprolm.studies import enabled_studies, study
 from reprolm.studies.expo import alpha_search_grades, extrapolated_models
@@ -63,20 +63,14 @@ def reading_code(script, sources, *entries):
     """The code fingerprint of a job that reads ``sources`` (names): its script's library
     code and the upstream schemas (check, fixture, adapters) those sources are read by.
     """
-    specs = {name: config["sources"][name] for name in sources}
-    schemas = [
-        entry_bound("reprolm.data.upstream", UPSTREAM_SCHEMAS[name])
-        for name in schemas_read(specs)
-    ]
-    return job_code(os.path.join(SCRIPTS, script), *entries, *schemas)
+    schemas = schemas_read({name: config["sources"][name] for name in sources})
+    return job_code(os.path.join(SCRIPTS, script), *entries, *schema_entries(schemas))
 
 
 def task_reading_code(script, tasks):
     """The code fingerprint of an lm-eval job: its script's library code and the schemas
     its tasks' documents are checked against."""
-    schemas = {schema_for_task(task) for task in tasks} - {None}
-    entries = sorted(entry_bound("reprolm.data.upstream", s) for s in schemas)
-    return job_code(os.path.join(SCRIPTS, script), *entries)
+    return job_code(os.path.join(SCRIPTS, script), *schema_entries(task_schemas(tasks)))
 
 
 def raw_source_code(wildcards):

@@ -273,6 +273,19 @@ def schemas_read(sources: Mapping[str, Mapping]) -> list[str]:
     return sorted(names)
 
 
+def schema_entries(names) -> list[tuple[str, str]]:
+    """The named schemas as references to the statements that define them (for a job's
+    code fingerprint, which follows each into its check, fixture and adapters)."""
+    from reprolm.provenance.fingerprint import entry_bound
+
+    return sorted(entry_bound(__name__, UPSTREAM_SCHEMAS.get(name)) for name in set(names))
+
+
+def task_schemas(tasks) -> list[str]:
+    """The schemas the given lm-eval tasks' documents are checked against."""
+    return sorted({schema.name for task in tasks if (schema := schema_for_task(task)) is not None})
+
+
 def make_fixture(schema: str, n: int, seed: int, **options) -> list[dict] | dict[str, list[dict]]:
     """Records of one split, or (lm-eval task docs) records by split."""
     make = UPSTREAM_SCHEMAS.get(schema).fixture
