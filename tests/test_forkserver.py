@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -133,6 +134,66 @@ def test_the_job_imports_reprolm_from_the_callers_path(server, tmp_path):
                         address, env={"PYTHONPATH": str(library)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", str(library / "reprolm" / "__init__.py")]
+
+
+WARMED = """
+    import json
+    from reprolm.score import lm_eval_bridge
+    print(json.dumps({"warmed": lm_eval_bridge.task_manager.cache_info().currsize,
+                      "package": lm_eval_bridge.__file__}))
+"""
+
+
+def start_server(folder: Path, env: dict | None = None) -> tuple[str, subprocess.Popen]:
+    address = str(folder / "server.sock")
+    log = (folder / "server.log").open("wb")
+    process = subprocess.Popen([sys.executable, "-m", "reprolm.forkserver", address, str(os.getpid())],
+                               stdout=log, stderr=log, env={**os.environ, **(env or {})})
+    return address, process
+
+
+def test_a_job_finds_the_servers_warmed_caches_until_reprolm_is_edited(tmp_path):
+    """lm-eval's task index is built once by the server; a job gets it with the server's
+    reprolm modules, which it drops as soon as a reprolm source file changed."""
+    library = tmp_path / "library"
+    shutil.copytree(Path(forkserver.__file__).parent, library / "reprolm",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": str(library)}
+    address, process = start_server(tmp_path, env)
+    try:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(address):
+            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+            time.sleep(0.2)
+        warm = run_script(tmp_path, WARMED, address, env=env)
+        assert warm.returncode == 0, warm.stderr
+        assert json.loads(warm.stdout) == {"warmed": 1, "package": str(library / "reprolm/score/lm_eval_bridge.py")}
+        edited = library / "reprolm" / "registry.py"
+        edited.write_text(edited.read_text() + "\nEDITED = True\n")
+        cold = run_script(tmp_path, textwrap.dedent(WARMED) + "from reprolm import registry\nprint(registry.EDITED)\n",
+                          address, env=env)
+        assert cold.returncode == 0, cold.stderr
+        assert json.loads(cold.stdout.splitlines()[0])["warmed"] == 0
+        assert cold.stdout.splitlines()[1] == "True"
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def test_a_job_started_with_the_server_waits_for_it_rather_than_importing_beside_it(tmp_path):
+    address, process = start_server(tmp_path)
+    try:
+        # The server is still importing torch: its socket does not exist yet.
+        assert not os.path.exists(address)
+        result = run_script(tmp_path, REPORT, address, env={forkserver.SERVER_PID_VARIABLE: str(process.pid)})
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["ppid"] == process.pid
+    finally:
+        process.terminate()
+        process.wait()
+    # A server that has gone is not waited for.
+    result = run_script(tmp_path, REPORT, address, env={forkserver.SERVER_PID_VARIABLE: str(process.pid)})
+    assert result.returncode == 0 and not json.loads(result.stdout)["torch_preloaded"]
 
 
 def test_a_signal_to_the_script_process_reaches_the_job(server, tmp_path):

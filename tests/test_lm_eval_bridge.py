@@ -20,7 +20,7 @@ from reprolm.data.schemas import DataError
 from reprolm.data.task_docs import world_text, write_task_docs
 from reprolm.data.upstream import UPSTREAM_SCHEMAS, make_fixture, schema_for_task
 from reprolm.score.lm_eval_bridge import (
-    TaskSpec, build_task, environment_report_once, evaluate_tasks, load_task_docs, task_config, task_doc_counts,
+    TaskSpec, build_task, environment_report, evaluate_tasks, load_task_docs, task_config, task_doc_counts,
 )
 
 DOCS_PER_SPLIT = 30
@@ -219,27 +219,30 @@ def test_call_limit_applies_where_a_spec_sets_none(tiny_model, fixture_dirs):
     assert result["tasks"]["boolq"]["stderr"] is None
 
 
-def test_environment_report_is_collected_once_per_block_and_scores_do_not_change(tiny_model, fixture_dirs,
-                                                                                  monkeypatch):
+def test_environment_report_is_collected_once_per_process_and_scores_do_not_change(tiny_model, fixture_dirs,
+                                                                                    monkeypatch):
     import lm_eval.evaluator as evaluator
+    import lm_eval.loggers.utils as logger_utils
 
     collected = []
-    collect = evaluator.add_env_info
+    collect = logger_utils.add_env_info
 
     def counting(storage):
         collected.append(1)
         collect(storage)
 
-    monkeypatch.setattr(evaluator, "add_env_info", counting)
+    monkeypatch.setattr(logger_utils, "add_env_info", counting)
+    environment_report.cache_clear()
+    lm_eval_own = evaluator.add_env_info
     _, model, tokenizer = tiny_model
     specs = [TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq", limit=4)]
-    plain = evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0)
+    repeated = [evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0) for _ in range(3)]
     assert len(collected) == 1
-    with environment_report_once():
-        repeated = [evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0) for _ in range(3)]
-    assert len(collected) == 2
-    assert all(result == plain for result in repeated)
-    assert evaluator.add_env_info is counting
+    assert repeated[0]["tasks"]["boolq"]["n_docs"] == 4
+    assert repeated[1] == repeated[0] and repeated[2] == repeated[0]
+    assert "pretty_env_info" in environment_report() and len(collected) == 1
+    # lm-eval's own collector is back once the evaluations are done.
+    assert evaluator.add_env_info is lm_eval_own
 
 
 def test_arc_prompt_holds_25_examples_and_fits_the_model(tiny_model, fixture_dirs):

@@ -8,8 +8,15 @@ A job script's first statement, :func:`run_in_forkserver`, hands the script to t
 which forks a child that takes over the job's standard streams, working directory,
 environment and ``sys.path`` and runs the same script file; the script process waits for
 the child's exit status and forwards signals to it. Jobs stay what they were: one job, one
-script run, with the same outputs (the child imports reprolm afresh, so code edited during a
-run is the code a job runs).
+script run, with the same outputs.
+
+The server also fills a few caches of what the installed libraries say (``WARM_UPS``:
+lm-eval's task index and environment report), which live in reprolm modules. A child keeps
+the server's reprolm modules only while they are the code the job would import (same
+package on its path, no source file changed since the server started); otherwise it drops
+them and imports reprolm afresh, so code edited during a run is the code a job runs. A job
+that starts while the server is still importing waits for it rather than importing the same
+libraries beside it.
 
 Without a server (cluster jobs, ``--no-hooks``, ``REPROLM_FORKSERVER=off``) or when it cannot
 be reached, the script runs in its own process as before. Only the user who started the
@@ -30,6 +37,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -45,6 +53,14 @@ PRELOADED = (
     "transformers.models.gpt_neox.modeling_gpt_neox", "transformers.models.auto.tokenization_auto",
     "datasets", "peft", "trl", "lm_eval", "lm_eval.evaluator", "lm_eval.tasks", "sacrebleu",
 )
+# Called once by the server after the imports: caches that hold only what the installed
+# libraries say (lm-eval's index of its task YAMLs, its environment report), which every
+# lm-eval job would otherwise rebuild (about 6 s each).
+WARM_UPS = ("reprolm.score.lm_eval_bridge:task_manager", "reprolm.score.lm_eval_bridge:environment_report")
+# The server's process id, so that a job started while the server is still importing waits
+# for it instead of importing the same libraries itself.
+SERVER_PID_VARIABLE = "REPROLM_FORKSERVER_PID"
+STARTUP_WAIT_S = 120
 _HEADER = struct.Struct("!I")
 
 
@@ -82,6 +98,7 @@ def run_in_forkserver() -> None:
     address = os.environ.get(ADDRESS_VARIABLE)
     if not address or address == OFF or os.environ.get(CHILD_VARIABLE):
         return
+    _wait_for_server(address)
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(address)
@@ -108,6 +125,18 @@ def run_in_forkserver() -> None:
     sys.exit(int(status) if status is not None else 1)
 
 
+def _wait_for_server(address: str) -> None:
+    """Until the socket exists, while the server that will bind it is still starting."""
+    pid = os.environ.get(SERVER_PID_VARIABLE, "")
+    deadline = time.monotonic() + STARTUP_WAIT_S
+    while not os.path.exists(address) and pid.isdigit() and time.monotonic() < deadline:
+        try:
+            os.kill(int(pid), 0)
+        except OSError:
+            return
+        time.sleep(0.05)
+
+
 def _peer_uid(connection: socket.socket) -> int:
     pid_uid_gid = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return struct.unpack("3i", pid_uid_gid)[1]
@@ -120,7 +149,33 @@ def cuda_started(modules=None) -> bool:
     return torch is not None and torch.cuda.is_initialized()
 
 
-def _run_child(connection: socket.socket) -> None:
+def _reprolm_sources() -> dict[str, tuple[int, int]]:
+    """The source files of the loaded reprolm modules, with their mtimes and sizes."""
+    sources = {}
+    for name, module in list(sys.modules.items()):
+        if (name == "reprolm" or name.startswith("reprolm.")) and getattr(module, "__file__", None):
+            stat = os.stat(module.__file__)
+            sources[module.__file__] = (stat.st_mtime_ns, stat.st_size)
+    return sources
+
+
+def _keep_warm_reprolm(preloaded: dict[str, tuple[int, int]]) -> bool:
+    """Whether the server's reprolm modules (and their warmed caches) are the code this job
+    would import: the job's import path finds the same package, and no source file changed."""
+    package = sys.modules.get("reprolm")
+    if package is None:
+        return False
+    spec = next((spec for finder in sys.meta_path if hasattr(finder, "find_spec")
+                 if (spec := finder.find_spec("reprolm", None)) is not None), None)
+    if spec is None or spec.origin != package.__file__:
+        return False
+    try:
+        return _reprolm_sources() == preloaded
+    except OSError:
+        return False
+
+
+def _run_child(connection: socket.socket, preloaded: dict[str, tuple[int, int]]) -> None:
     """In the forked child: become the job described by the script process's request."""
     request, fds = _receive_message(connection, max_fds=3)
     for target, fd in enumerate(fds):
@@ -135,9 +190,10 @@ def _run_child(connection: socket.socket) -> None:
     os.environ[CHILD_VARIABLE] = "1"
     sys.argv = request["argv"]
     sys.path[:] = request["path"]
-    for name in [name for name in sys.modules if name == "reprolm" or name.startswith("reprolm.")]:
-        del sys.modules[name]
     importlib.invalidate_caches()
+    if not _keep_warm_reprolm(preloaded):
+        for name in [name for name in sys.modules if name == "reprolm" or name.startswith("reprolm.")]:
+            del sys.modules[name]
     # Snakemake sets the job's thread count in OMP_NUM_THREADS, which torch read only at import.
     torch = sys.modules.get("torch")
     if torch is not None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
@@ -169,6 +225,13 @@ def serve(address: str, parent: int) -> None:
             importlib.import_module(name)
         except ImportError:
             continue
+    for warm_up in WARM_UPS:
+        module, _, function = warm_up.partition(":")
+        try:
+            getattr(importlib.import_module(module), function)()
+        except Exception as error:
+            print(f"warm-up {warm_up} failed, each job does it itself: {error!r}", flush=True)
+    preloaded = _reprolm_sources()
     if cuda_started():
         print("a preloaded library initialised CUDA, which forked jobs cannot use: serving no job, "
               "each runs in its own process", flush=True)
@@ -198,7 +261,7 @@ def serve(address: str, parent: int) -> None:
             if child == 0:
                 listener.close()
                 connection.settimeout(None)
-                _run_child(connection)
+                _run_child(connection, preloaded)
             print(f"forked job process {child}", flush=True)
             connection.close()
     finally:
@@ -222,6 +285,7 @@ def start(folder: str | os.PathLike, log_file: str | os.PathLike) -> subprocess.
         server = subprocess.Popen([sys.executable, "-m", "reprolm.forkserver", address, str(os.getpid())],
                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     os.environ[ADDRESS_VARIABLE] = address
+    os.environ[SERVER_PID_VARIABLE] = str(server.pid)
     return server
 
 

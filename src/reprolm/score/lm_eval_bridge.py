@@ -59,7 +59,8 @@ class TaskSpec:
 
 @cache
 def task_manager() -> TaskManager:
-    """lm-eval's index of built-in tasks; built once per process, since it takes seconds."""
+    """lm-eval's index of built-in tasks; built once per process (and under the fork server,
+    once per run), since it parses every task YAML lm-eval ships (about 5 s)."""
     from lm_eval.tasks import TaskManager
 
     return TaskManager()
@@ -296,27 +297,30 @@ def _summarise(spec: TaskSpec, config: dict[str, Any], output: dict) -> dict[str
     }
 
 
+@cache
+def environment_report() -> dict[str, Any]:
+    """lm-eval's report of the environment (``add_env_info``: ``torch.utils.collect_env``,
+    which runs pip and other subprocesses, about 1.5 s), collected once per process.
+
+    Every ``simple_evaluate`` call attaches it to its results, which reprolm does not keep;
+    within one process (and under the fork server, one run) the environment does not
+    change, so one report serves every evaluation.
+    """
+    from lm_eval.loggers.utils import add_env_info
+
+    report: dict[str, Any] = {}
+    add_env_info(report)
+    return report
+
+
 @contextmanager
 def environment_report_once() -> Iterator[None]:
-    """Inside this block, lm-eval collects its environment report once.
-
-    Every ``simple_evaluate`` call attaches a report of the environment to its results
-    (``torch.utils.collect_env``, which runs pip and other subprocesses: about half a second,
-    more in large environments). Within one process the environment does not change, so
-    repeated evaluations of one job (every epoch of train-before-test) reuse the first
-    report. The report itself is unchanged; the evaluation is not touched.
-    """
+    """Inside this block, lm-eval's evaluations attach :func:`environment_report` instead of
+    collecting the report again. The evaluation is not touched."""
     import lm_eval.evaluator as evaluator
 
     collect = evaluator.add_env_info
-    report: dict[str, Any] = {}
-
-    def add_env_info_once(storage: dict[str, Any]) -> None:
-        if not report:
-            collect(report)
-        storage.update(report)
-
-    evaluator.add_env_info = add_env_info_once
+    evaluator.add_env_info = lambda storage: storage.update(environment_report())
     try:
         yield
     finally:
@@ -353,13 +357,14 @@ def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int |
     lm = language_model(model, tokenizer, backend=backend, batch_size=batch_size, device=device, dtype=dtype,
                         tensor_parallel_size=tensor_parallel_size, seed=seed)
     summaries = {}
-    for spec in tasks:
-        output = lm_eval.simple_evaluate(
-            model=lm, tasks=[configs[spec.name]], task_manager=task_manager(),
-            limit=spec.limit if spec.limit is not None else limit, bootstrap_iters=bootstrap_iters,
-            log_samples=False, random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed,
-            fewshot_random_seed=seed, apply_chat_template=apply_chat_template,
-        )
-        summaries[spec.name] = _summarise(spec, configs[spec.name], output)
+    with environment_report_once():
+        for spec in tasks:
+            output = lm_eval.simple_evaluate(
+                model=lm, tasks=[configs[spec.name]], task_manager=task_manager(),
+                limit=spec.limit if spec.limit is not None else limit, bootstrap_iters=bootstrap_iters,
+                log_samples=False, random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed,
+                fewshot_random_seed=seed, apply_chat_template=apply_chat_template,
+            )
+            summaries[spec.name] = _summarise(spec, configs[spec.name], output)
     return {"lm_eval_version": version("lm_eval"), "backend": backend, "seed": seed,
             "apply_chat_template": apply_chat_template, "tasks": summaries}

@@ -27,7 +27,6 @@ from reprolm.score.lm_eval_bridge import (
     TaskSpec,
     build_task,
     builtin_task_config,
-    environment_report_once,
     eval_split,
     evaluate_tasks,
 )
@@ -179,8 +178,7 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     records = training_records(splits.task, splits.train, chat_template=recipe.get("chat_template", False),
                                completion_only=recipe.get("completion_only", False), tokenizer=tokenizer)
-    # One lm-eval environment report for the job's 2 x (epochs + 1) evaluations.
-    with tempfile.TemporaryDirectory() as scratch, environment_report_once():
+    with tempfile.TemporaryDirectory() as scratch:
         # Models trained on chat-formatted text are asked through the same template.
         evaluate = EpochEvaluator(spec, splits, Path(scratch), recipe.get("eval_batch_size", 8), seed,
                                   recipe.get("chat_template", False))
