@@ -30,7 +30,7 @@ run: setup
 	$(SNAKEMAKE) --cores $(CORES) --profile profiles/default --report results/report.html
 
 test: setup
-	$(PY) -m pytest -q
+	PYTHON=$(PY) scripts/run-tests.sh
 
 # The fast layer: no Snakemake pipeline, no torchrun/DeepSpeed, no SLURM (a few minutes).
 test-fast: setup

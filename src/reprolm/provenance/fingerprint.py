@@ -145,6 +145,7 @@ def _references(nodes: list[ast.stmt], module: str) -> set[Ref]:
     return used
 
 
+@cache
 def _resolve(ref: Ref) -> Ref | None:
     """A name imported into a module (``from a import f`` in ``b``: ``b.f`` is ``a.f``) or a
     submodule reached as an attribute, followed to where it is defined."""
@@ -162,25 +163,33 @@ def _resolve(ref: Ref) -> Ref | None:
     return None
 
 
+@cache
+def _definition(ref: Ref) -> tuple[str, tuple[Ref, ...]]:
+    """A definition's source hash (as parsed) and the definitions it reaches directly.
+
+    Computed once per definition: a dry run asks for the closures of hundreds of jobs,
+    which share most of their definitions."""
+    module, name = ref
+    if ref in DISPATCH_TABLES:
+        return hashlib.sha256(b"").hexdigest(), ()
+    index = module_index(module)
+    nodes = index.preamble if name == PREAMBLE else index.definitions[name]
+    source_hash = hashlib.sha256("\n".join(ast.dump(node) for node in nodes).encode()).hexdigest()
+    # Any use of a module runs its top-level statements.
+    used = {(module, PREAMBLE)} | {resolved for reference in _references(nodes, module)
+                                   if (resolved := _resolve(reference))}
+    return source_hash, tuple(sorted(used))
+
+
 def closure(entries: Iterable[Ref]) -> dict[Ref, str]:
     """Every definition the entries reach, with the hash of its source (as parsed)."""
     seen: dict[Ref, str] = {}
     pending = [resolved for entry in entries if (resolved := _resolve(entry))]
     while pending:
         ref = pending.pop()
-        if ref in seen:
-            continue
-        module, name = ref
-        index = module_index(module)
-        if ref in DISPATCH_TABLES:
-            nodes: list[ast.stmt] = []
-        else:
-            nodes = index.preamble if name == PREAMBLE else index.definitions[name]
-        seen[ref] = hashlib.sha256("\n".join(ast.dump(node) for node in nodes).encode()).hexdigest()
-        if ref not in DISPATCH_TABLES:
-            # Any use of a module runs its top-level statements.
-            pending.append((module, PREAMBLE))
-            pending += [resolved for used in _references(nodes, module) if (resolved := _resolve(used))]
+        if ref not in seen:
+            seen[ref], used = _definition(ref)
+            pending += used
     return seen
 
 
