@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -28,13 +29,7 @@ HAND_OFF = "from reprolm.forkserver import run_in_forkserver\nrun_in_forkserver(
 def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("forkserver")
     address = str(folder / "server.sock")
-    log = (folder / "server.log").open("wb")
-    process = subprocess.Popen([sys.executable, "-m", "reprolm.forkserver", address, str(os.getpid())],
-                               stdout=log, stderr=log)
-    deadline = time.monotonic() + 120
-    while not os.path.exists(address):
-        assert process.poll() is None and time.monotonic() < deadline, (folder / "server.log").read_text()
-        time.sleep(0.2)
+    process = forkserver.launch(address, folder / "server.log")
     yield address, process
     process.terminate()
     process.wait()
@@ -144,27 +139,18 @@ WARMED = """
 """
 
 
-def start_server(folder: Path, env: dict | None = None) -> tuple[str, subprocess.Popen]:
-    address = str(folder / "server.sock")
-    log = (folder / "server.log").open("wb")
-    process = subprocess.Popen([sys.executable, "-m", "reprolm.forkserver", address, str(os.getpid())],
-                               stdout=log, stderr=log, env={**os.environ, **(env or {})})
-    return address, process
-
-
-def test_a_job_finds_the_servers_warmed_caches_until_reprolm_is_edited(tmp_path):
+def test_a_job_finds_the_servers_warmed_caches_until_reprolm_is_edited(tmp_path, monkeypatch):
     """lm-eval's task index is built once by the server; a job gets it with the server's
     reprolm modules, which it drops as soon as a reprolm source file changed."""
     library = tmp_path / "library"
     shutil.copytree(Path(forkserver.__file__).parent, library / "reprolm",
                     ignore=shutil.ignore_patterns("__pycache__"))
     env = {"PYTHONPATH": str(library)}
-    address, process = start_server(tmp_path, env)
+    # The server imports reprolm from where the process that launches it does.
+    monkeypatch.setenv("PYTHONPATH", str(library))
+    process = forkserver.launch(str(tmp_path / "server.sock"), tmp_path / "server.log")
+    address = str(tmp_path / "server.sock")
     try:
-        deadline = time.monotonic() + 120
-        while not os.path.exists(address):
-            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
-            time.sleep(0.2)
         warm = run_script(tmp_path, WARMED, address, env=env)
         assert warm.returncode == 0, warm.stderr
         assert json.loads(warm.stdout) == {"warmed": 1, "package": str(library / "reprolm/score/lm_eval_bridge.py")}
@@ -180,20 +166,44 @@ def test_a_job_finds_the_servers_warmed_caches_until_reprolm_is_edited(tmp_path)
         process.wait()
 
 
-def test_a_job_started_with_the_server_waits_for_it_rather_than_importing_beside_it(tmp_path):
-    address, process = start_server(tmp_path)
+def test_a_job_started_with_the_server_waits_for_it_and_one_queued_when_it_fails_runs_in_place(tmp_path):
+    address = str(tmp_path / "server.sock")
+    process = forkserver.launch(address, tmp_path / "server.log")
     try:
-        # The server is still importing torch: its socket does not exist yet.
-        assert not os.path.exists(address)
-        result = run_script(tmp_path, REPORT, address, env={forkserver.SERVER_PID_VARIABLE: str(process.pid)})
+        # Right after the launch the server is still importing torch; the job queues for it.
+        result = run_script(tmp_path, REPORT, address)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["ppid"] == process.pid
     finally:
         process.terminate()
         process.wait()
-    # A server that has gone is not waited for.
-    result = run_script(tmp_path, REPORT, address, env={forkserver.SERVER_PID_VARIABLE: str(process.pid)})
-    assert result.returncode == 0 and not json.loads(result.stdout)["torch_preloaded"]
+    assert not os.path.exists(address)
+    # A server killed while it imports: the job queued for it runs in its own process.
+    process = forkserver.launch(address, tmp_path / "server.log")
+    caller = subprocess.Popen([sys.executable, "-c", HAND_OFF + "import sys; print('torch' in sys.modules)"],
+                              env={**os.environ, forkserver.ADDRESS_VARIABLE: address}, stdout=subprocess.PIPE, text=True)
+    time.sleep(1)
+    process.kill()
+    process.wait()
+    assert caller.communicate(timeout=60)[0].strip() == "False" and caller.returncode == 0
+
+
+def test_a_deep_working_directory_gets_its_socket_in_a_private_temporary_folder(tmp_path):
+    short = Path(tempfile.mkdtemp(prefix="run-"))
+    assert Path(forkserver.socket_address(short / ".snakemake" / "forkserver")).parent == short / ".snakemake" / "forkserver"
+    shutil.rmtree(short)
+    deep = tmp_path / ("nested_" * 12) / ".snakemake" / "forkserver"
+    address = forkserver.socket_address(deep)
+    assert len(address) <= forkserver.MAX_SOCKET_PATH
+    folder = Path(address).parent
+    assert folder.name.startswith(forkserver.PRIVATE_FOLDER_PREFIX) and folder.stat().st_mode & 0o777 == 0o700
+    process = forkserver.launch(address, tmp_path / "server.log")
+    result = run_script(tmp_path, REPORT, address)
+    process.terminate()
+    process.wait()
+    assert json.loads(result.stdout)["ppid"] == process.pid
+    # The server removes its socket and the temporary folder when it ends.
+    assert not folder.exists()
 
 
 def test_a_signal_to_the_script_process_reaches_the_job(server, tmp_path):

@@ -37,7 +37,7 @@ import socket
 import struct
 import subprocess
 import sys
-import time
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -57,10 +57,9 @@ PRELOADED = (
 # libraries say (lm-eval's index of its task YAMLs, its environment report), which every
 # lm-eval job would otherwise rebuild (about 6 s each).
 WARM_UPS = ("reprolm.score.lm_eval_bridge:task_manager", "reprolm.score.lm_eval_bridge:environment_report")
-# The server's process id, so that a job started while the server is still importing waits
-# for it instead of importing the same libraries itself.
-SERVER_PID_VARIABLE = "REPROLM_FORKSERVER_PID"
-STARTUP_WAIT_S = 120
+# Unix socket paths are limited to 108 bytes (104 on macOS).
+MAX_SOCKET_PATH = 100
+PRIVATE_FOLDER_PREFIX = "reprolm-forkserver-"
 _HEADER = struct.Struct("!I")
 
 
@@ -98,18 +97,20 @@ def run_in_forkserver() -> None:
     address = os.environ.get(ADDRESS_VARIABLE)
     if not address or address == OFF or os.environ.get(CHILD_VARIABLE):
         return
-    _wait_for_server(address)
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
+        # The socket listens from the moment the run starts; while the server is still
+        # importing, the job waits in its queue for the first answer.
         connection.connect(address)
+        _send_message(connection, {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
+                                   "env": dict(os.environ), "path": sys.path}, [0, 1, 2])
+        pid_line = _read_line(connection)
     except OSError:
+        pid_line = None
+    if pid_line is None:
+        # The server is gone (or served nothing) and no job process started: run in place.
         connection.close()
         return
-    _send_message(connection, {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
-                               "env": dict(os.environ), "path": sys.path}, [0, 1, 2])
-    pid_line = _read_line(connection)
-    if pid_line is None:
-        sys.exit("fork server: the job could not be started (see logs/forkserver.log)")
     child = int(pid_line)
 
     def forward(signum, _frame):
@@ -123,18 +124,6 @@ def run_in_forkserver() -> None:
     status = _read_line(connection)
     # No status: the job died without reporting one (killed, out of memory).
     sys.exit(int(status) if status is not None else 1)
-
-
-def _wait_for_server(address: str) -> None:
-    """Until the socket exists, while the server that will bind it is still starting."""
-    pid = os.environ.get(SERVER_PID_VARIABLE, "")
-    deadline = time.monotonic() + STARTUP_WAIT_S
-    while not os.path.exists(address) and pid.isdigit() and time.monotonic() < deadline:
-        try:
-            os.kill(int(pid), 0)
-        except OSError:
-            return
-        time.sleep(0.05)
 
 
 def _peer_uid(connection: socket.socket) -> int:
@@ -217,36 +206,33 @@ def _run_child(connection: socket.socket, preloaded: dict[str, tuple[int, int]])
     os._exit(status)
 
 
-def serve(address: str, parent: int) -> None:
-    """Preload the libraries, then fork one child per job until ``parent`` (the Snakemake
-    process) has gone."""
-    for name in PRELOADED:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            continue
-    for warm_up in WARM_UPS:
-        module, _, function = warm_up.partition(":")
-        try:
-            getattr(importlib.import_module(module), function)()
-        except Exception as error:
-            print(f"warm-up {warm_up} failed, each job does it itself: {error!r}", flush=True)
-    preloaded = _reprolm_sources()
-    if cuda_started():
-        print("a preloaded library initialised CUDA, which forked jobs cannot use: serving no job, "
-              "each runs in its own process", flush=True)
-        return
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(address + ".binding")
-    # The server runs any script it is handed as this user: only this user may connect.
-    os.chmod(address + ".binding", 0o600)
-    listener.listen(64)
-    os.replace(address + ".binding", address)
-    listener.settimeout(1.0)
-    print(f"serving {address} for process {parent}", flush=True)
-    # Children report their status over their own connection; nobody waits for them here.
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+def serve(listener: socket.socket, address: str, parent: int) -> None:
+    """Preload the libraries, then fork one child per job that connects to ``listener`` (bound
+    to ``address`` and listening, see :func:`launch`) until ``parent`` (the Snakemake process)
+    has gone."""
+    # Stopped from outside, it still removes its socket.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
+        for name in PRELOADED:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                continue
+        for warm_up in WARM_UPS:
+            module, _, function = warm_up.partition(":")
+            try:
+                getattr(importlib.import_module(module), function)()
+            except Exception as error:
+                print(f"warm-up {warm_up} failed, each job does it itself: {error!r}", flush=True)
+        preloaded = _reprolm_sources()
+        if cuda_started():
+            print("a preloaded library initialised CUDA, which forked jobs cannot use: serving no job, "
+                  "each runs in its own process", flush=True)
+            return
+        listener.settimeout(1.0)
+        print(f"serving {address} for process {parent}", flush=True)
+        # Children report their status over their own connection; nobody waits for them here.
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
         while os.getppid() == parent:
             try:
                 connection, _ = listener.accept()
@@ -265,8 +251,45 @@ def serve(address: str, parent: int) -> None:
             print(f"forked job process {child}", flush=True)
             connection.close()
     finally:
+        # Jobs still queued find the connection closed before an answer and run in place.
         listener.close()
         Path(address).unlink(missing_ok=True)
+        if Path(address).parent.name.startswith(PRIVATE_FOLDER_PREFIX):
+            Path(address).parent.rmdir()
+
+
+def socket_address(folder: str | os.PathLike) -> str:
+    """Where this process's server listens: in ``folder`` (made private), or, when that path
+    is too long for a Unix socket (a deeply nested working directory), in a private
+    temporary folder."""
+    folder = Path(folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    address = folder / f"forkserver-{os.getpid()}.sock"
+    if len(str(address)) > MAX_SOCKET_PATH:
+        address = Path(tempfile.mkdtemp(prefix=PRIVATE_FOLDER_PREFIX)) / "forkserver.sock"
+    return str(address)
+
+
+def launch(address: str, log_file: str | os.PathLike) -> subprocess.Popen:
+    """Bind ``address`` and start a server on it in the background, serving until this
+    process ends. The socket listens before this returns, so a job that starts while the
+    server is still importing waits in its queue instead of importing the same libraries
+    beside it; if the server fails, the socket closes and jobs run in place."""
+    Path(address).unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address + ".binding")
+    # The server runs any script it is handed as this user: only this user may connect.
+    os.chmod(address + ".binding", 0o600)
+    listener.listen(64)
+    os.replace(address + ".binding", address)
+    Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as log:
+        server = subprocess.Popen([sys.executable, "-m", "reprolm.forkserver", str(listener.fileno()), address,
+                                   str(os.getpid())], pass_fds=[listener.fileno()], stdin=subprocess.DEVNULL,
+                                  stdout=log, stderr=log, start_new_session=True)
+    listener.close()
+    return server
 
 
 def start(folder: str | os.PathLike, log_file: str | os.PathLike) -> subprocess.Popen | None:
@@ -274,20 +297,11 @@ def start(folder: str | os.PathLike, log_file: str | os.PathLike) -> subprocess.
     the jobs it starts use it (None when switched off). It serves until this process ends."""
     if os.environ.get(ADDRESS_VARIABLE) == OFF:
         return None
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o700)
-    # Unix socket paths are limited to about 100 bytes: keep it short and absolute.
-    address = str(folder.resolve() / f"forkserver-{os.getpid()}.sock")
-    Path(address).unlink(missing_ok=True)
-    Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-    with open(log_file, "ab") as log:
-        server = subprocess.Popen([sys.executable, "-m", "reprolm.forkserver", address, str(os.getpid())],
-                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    address = socket_address(folder)
+    server = launch(address, log_file)
     os.environ[ADDRESS_VARIABLE] = address
-    os.environ[SERVER_PID_VARIABLE] = str(server.pid)
     return server
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]))
+    serve(socket.socket(fileno=int(sys.argv[1])), sys.argv[2], int(sys.argv[3]))
