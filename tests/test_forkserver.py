@@ -27,8 +27,10 @@ HAND_OFF = "from reprolm.forkserver import run_in_forkserver\nrun_in_forkserver(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    """A server as a run in a deep working directory gets it: its socket in a private
+    temporary folder (a Unix socket path has at most 108 bytes)."""
     folder = tmp_path_factory.mktemp("forkserver")
-    address = str(folder / "server.sock")
+    address = forkserver.socket_address(folder / ("nested_" * 12) / ".snakemake" / "forkserver")
     process = forkserver.launch(address, folder / "server.log")
     yield address, process
     process.terminate()
@@ -36,9 +38,10 @@ def server(tmp_path_factory):
 
 
 def run_script(tmp_path: Path, body: str, address: str | None, *args: str, env: dict | None = None,
-               cwd: Path | None = None) -> subprocess.CompletedProcess:
+               cwd: Path | None = None, warm_up: str | None = None) -> subprocess.CompletedProcess:
     script = tmp_path / "job.py"
-    script.write_text(HAND_OFF + textwrap.dedent(body))
+    hand_off = HAND_OFF.replace("run_in_forkserver()", f"run_in_forkserver(warm_up={warm_up!r})")
+    script.write_text(hand_off + textwrap.dedent(body))
     environment = {k: v for k, v in os.environ.items() if k != forkserver.ADDRESS_VARIABLE}
     if address is not None:
         environment[forkserver.ADDRESS_VARIABLE] = address
@@ -150,14 +153,19 @@ def test_a_job_finds_the_servers_warmed_caches_until_reprolm_is_edited(tmp_path,
     monkeypatch.setenv("PYTHONPATH", str(library))
     process = forkserver.launch(str(tmp_path / "server.sock"), tmp_path / "server.log")
     address = str(tmp_path / "server.sock")
+    package = str(library / "reprolm/score/lm_eval_bridge.py")
     try:
-        warm = run_script(tmp_path, WARMED, address, env=env)
+        # A job that does not ask for lm-eval's caches does not wait for them to be built.
+        plain = run_script(tmp_path, WARMED, address, env=env)
+        assert plain.returncode == 0, plain.stderr
+        assert json.loads(plain.stdout) == {"warmed": 0, "package": package}
+        warm = run_script(tmp_path, WARMED, address, env=env, warm_up="lm_eval")
         assert warm.returncode == 0, warm.stderr
-        assert json.loads(warm.stdout) == {"warmed": 1, "package": str(library / "reprolm/score/lm_eval_bridge.py")}
+        assert json.loads(warm.stdout) == {"warmed": 1, "package": package}
         edited = library / "reprolm" / "registry.py"
         edited.write_text(edited.read_text() + "\nEDITED = True\n")
         cold = run_script(tmp_path, textwrap.dedent(WARMED) + "from reprolm import registry\nprint(registry.EDITED)\n",
-                          address, env=env)
+                          address, env=env, warm_up="lm_eval")
         assert cold.returncode == 0, cold.stderr
         assert json.loads(cold.stdout.splitlines()[0])["warmed"] == 0
         assert cold.stdout.splitlines()[1] == "True"
@@ -167,7 +175,7 @@ def test_a_job_finds_the_servers_warmed_caches_until_reprolm_is_edited(tmp_path,
 
 
 def test_a_job_started_with_the_server_waits_for_it_and_one_queued_when_it_fails_runs_in_place(tmp_path):
-    address = str(tmp_path / "server.sock")
+    address = forkserver.socket_address(tmp_path / ("nested_" * 12))
     process = forkserver.launch(address, tmp_path / "server.log")
     try:
         # Right after the launch the server is still importing torch; the job queues for it.
@@ -177,7 +185,9 @@ def test_a_job_started_with_the_server_waits_for_it_and_one_queued_when_it_fails
     finally:
         process.terminate()
         process.wait()
-    assert not os.path.exists(address)
+    # The server removed its socket and private folder when it ended.
+    assert not Path(address).parent.exists()
+    address = str(tmp_path / "server.sock")
     # A server killed while it imports: the job queued for it runs in its own process.
     process = forkserver.launch(address, tmp_path / "server.log")
     caller = subprocess.Popen([sys.executable, "-c", HAND_OFF + "import sys; print('torch' in sys.modules)"],
@@ -188,22 +198,15 @@ def test_a_job_started_with_the_server_waits_for_it_and_one_queued_when_it_fails
     assert caller.communicate(timeout=60)[0].strip() == "False" and caller.returncode == 0
 
 
-def test_a_deep_working_directory_gets_its_socket_in_a_private_temporary_folder(tmp_path):
+def test_a_deep_working_directory_gets_its_socket_in_a_private_temporary_folder(server, tmp_path):
     short = Path(tempfile.mkdtemp(prefix="run-"))
     assert Path(forkserver.socket_address(short / ".snakemake" / "forkserver")).parent == short / ".snakemake" / "forkserver"
     shutil.rmtree(short)
-    deep = tmp_path / ("nested_" * 12) / ".snakemake" / "forkserver"
-    address = forkserver.socket_address(deep)
+    address, process = server
     assert len(address) <= forkserver.MAX_SOCKET_PATH
     folder = Path(address).parent
     assert folder.name.startswith(forkserver.PRIVATE_FOLDER_PREFIX) and folder.stat().st_mode & 0o777 == 0o700
-    process = forkserver.launch(address, tmp_path / "server.log")
-    result = run_script(tmp_path, REPORT, address)
-    process.terminate()
-    process.wait()
-    assert json.loads(result.stdout)["ppid"] == process.pid
-    # The server removes its socket and the temporary folder when it ends.
-    assert not folder.exists()
+    assert json.loads(run_script(tmp_path, REPORT, address).stdout)["ppid"] == process.pid
 
 
 def test_a_signal_to_the_script_process_reaches_the_job(server, tmp_path):

@@ -11,7 +11,8 @@ the child's exit status and forwards signals to it. Jobs stay what they were: on
 script run, with the same outputs.
 
 The server also fills a few caches of what the installed libraries say (``WARM_UPS``:
-lm-eval's task index and environment report), which live in reprolm modules. A child keeps
+lm-eval's task index and environment report), once, before it forks the first job that asks
+for them; they live in reprolm modules. A child keeps
 the server's reprolm modules only while they are the code the job would import (same
 package on its path, no source file changed since the server started); otherwise it drops
 them and imports reprolm afresh, so code edited during a run is the code a job runs. A job
@@ -53,10 +54,14 @@ PRELOADED = (
     "transformers.models.gpt_neox.modeling_gpt_neox", "transformers.models.auto.tokenization_auto",
     "datasets", "peft", "trl", "lm_eval", "lm_eval.evaluator", "lm_eval.tasks", "sacrebleu",
 )
-# Called once by the server after the imports: caches that hold only what the installed
-# libraries say (lm-eval's index of its task YAMLs, its environment report), which every
-# lm-eval job would otherwise rebuild (about 6 s each).
-WARM_UPS = ("reprolm.score.lm_eval_bridge:task_manager", "reprolm.score.lm_eval_bridge:environment_report")
+# Caches that hold only what the installed libraries say, filled by the server once, before
+# it forks the first job that asks for them (``run_in_forkserver(warm_up=...)``).
+WARM_UPS = {
+    # lm-eval's index of its task YAMLs and its environment report: about 6 s per lm-eval job.
+    "lm_eval": ("reprolm.score.lm_eval_bridge:task_manager", "reprolm.score.lm_eval_bridge:environment_report"),
+}
+# How long the server waits for a connected job's request.
+REQUEST_TIMEOUT_S = 30
 # Unix socket paths are limited to 108 bytes (104 on macOS).
 MAX_SOCKET_PATH = 100
 PRIVATE_FOLDER_PREFIX = "reprolm-forkserver-"
@@ -91,9 +96,10 @@ def _read_line(connection: socket.socket) -> str | None:
     return data.decode().strip()
 
 
-def run_in_forkserver() -> None:
+def run_in_forkserver(warm_up: str | None = None) -> None:
     """The first statement of a job script: if a fork server serves this run, run the script
-    there and exit with its status; otherwise (or inside the forked job) return at once."""
+    there and exit with its status; otherwise (or inside the forked job) return at once.
+    ``warm_up`` names the server's caches (``WARM_UPS``) the job uses."""
     address = os.environ.get(ADDRESS_VARIABLE)
     if not address or address == OFF or os.environ.get(CHILD_VARIABLE):
         return
@@ -103,7 +109,7 @@ def run_in_forkserver() -> None:
         # importing, the job waits in its queue for the first answer.
         connection.connect(address)
         _send_message(connection, {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
-                                   "env": dict(os.environ), "path": sys.path}, [0, 1, 2])
+                                   "env": dict(os.environ), "path": sys.path, "warm_up": warm_up}, [0, 1, 2])
         pid_line = _read_line(connection)
     except OSError:
         pid_line = None
@@ -164,9 +170,20 @@ def _keep_warm_reprolm(preloaded: dict[str, tuple[int, int]]) -> bool:
         return False
 
 
-def _run_child(connection: socket.socket, preloaded: dict[str, tuple[int, int]]) -> None:
+def _warm_up(name: str) -> None:
+    for warm_up in WARM_UPS.get(name, ()):
+        module, _, function = warm_up.partition(":")
+        try:
+            getattr(importlib.import_module(module), function)()
+        except Exception as error:
+            print(f"warm-up {warm_up} failed, each job does it itself: {error!r}", flush=True)
+    if name not in WARM_UPS:
+        print(f"no warm-up {name!r}; known: {sorted(WARM_UPS)}", flush=True)
+
+
+def _run_child(connection: socket.socket, request: dict, fds: list[int],
+               preloaded: dict[str, tuple[int, int]]) -> None:
     """In the forked child: become the job described by the script process's request."""
-    request, fds = _receive_message(connection, max_fds=3)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -218,13 +235,8 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
                 importlib.import_module(name)
             except ImportError:
                 continue
-        for warm_up in WARM_UPS:
-            module, _, function = warm_up.partition(":")
-            try:
-                getattr(importlib.import_module(module), function)()
-            except Exception as error:
-                print(f"warm-up {warm_up} failed, each job does it itself: {error!r}", flush=True)
         preloaded = _reprolm_sources()
+        warmed: set[str] = set()
         if cuda_started():
             print("a preloaded library initialised CUDA, which forked jobs cannot use: serving no job, "
                   "each runs in its own process", flush=True)
@@ -241,14 +253,27 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
             if _peer_uid(connection) != os.getuid():
                 connection.close()
                 continue
+            try:
+                connection.settimeout(REQUEST_TIMEOUT_S)
+                request, fds = _receive_message(connection, max_fds=3)
+            except (OSError, ValueError):
+                connection.close()
+                continue
+            if request.get("warm_up") and request["warm_up"] not in warmed:
+                warmed.add(request["warm_up"])
+                _warm_up(request["warm_up"])
+                # A module keeps the state of its file when it was imported.
+                preloaded = {**_reprolm_sources(), **preloaded}
             sys.stdout.flush()
             sys.stderr.flush()
             child = os.fork()
             if child == 0:
                 listener.close()
                 connection.settimeout(None)
-                _run_child(connection, preloaded)
+                _run_child(connection, request, fds, preloaded)
             print(f"forked job process {child}", flush=True)
+            for fd in fds:
+                os.close(fd)
             connection.close()
     finally:
         # Jobs still queued find the connection closed before an answer and run in place.

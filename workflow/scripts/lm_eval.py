@@ -1,6 +1,6 @@
 from reprolm.forkserver import run_in_forkserver
 
-run_in_forkserver()
+run_in_forkserver(warm_up="lm_eval")
 
 from reprolm.io import write_json
 from reprolm.provenance import tracked_step
