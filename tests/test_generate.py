@@ -156,5 +156,5 @@ def test_vllm_backend_translates_the_request(monkeypatch):
 
 
 def test_unknown_backend_is_refused():
-    with pytest.raises(ValueError, match="unknown generation backend 'tgi'; registered: \['transformers', 'vllm'\]"):
+    with pytest.raises(ValueError, match=r"unknown generation backend 'tgi'; registered: \['transformers', 'vllm'\]"):
         make_backend("tgi", "/x")
