@@ -53,7 +53,7 @@ def run_script(tmp_path: Path, body: str, address: str | None, *args: str, env: 
 REPORT = """
     import json, os, sys
     print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv[1:],
-                      "probe": os.environ.get("PROBE"),
+                      "probe": os.environ.get("PROBE"), "nvml_check": os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK"),
                       "torch_preloaded": "torch" in sys.modules}))
     print("to stderr", file=sys.stderr)
 """
@@ -72,6 +72,9 @@ def test_a_script_runs_in_a_forked_child_with_the_callers_streams_directory_envi
     assert seen["cwd"] == str(workdir) and seen["argv"] == ["a", "b"] and seen["probe"] == "42"
     assert seen["torch_preloaded"]
     assert result.stderr.strip() == "to stderr"
+    # The server counts GPUs through NVML (leaving CUDA to the jobs); the job has its own environment.
+    assert b"PYTORCH_NVML_BASED_CUDA_CHECK=1" in Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")
+    assert seen["nvml_check"] is None
 
 
 def test_only_the_owner_can_reach_the_server(server):
@@ -88,8 +91,23 @@ class CudaInitialisedTorchStandIn:
             return True
 
 
+class CudaDriverStartedTorchStandIn:
+    """Stands in for torch after torch.cuda.is_available() counted devices the default way:
+    not initialised, but a child forked now is in a bad fork (no GPU here)."""
+
+    class cuda:
+        @staticmethod
+        def is_initialized() -> bool:
+            return False
+
+        @staticmethod
+        def _is_in_bad_fork() -> bool:
+            return True
+
+
 def test_a_server_whose_libraries_started_cuda_serves_no_job():
     assert forkserver.cuda_started({"torch": CudaInitialisedTorchStandIn})
+    assert forkserver.cuda_started({"torch": CudaDriverStartedTorchStandIn})
     assert not forkserver.cuda_started({})
     # What the server really preloads here (CPU torch) leaves CUDA alone.
     import torch

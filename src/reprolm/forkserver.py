@@ -21,8 +21,10 @@ libraries beside it.
 
 Without a server (cluster jobs, ``--no-hooks``, ``REPROLM_FORKSERVER=off``) or when it cannot
 be reached, the script runs in its own process as before. Only the user who started the
-server may hand it a script (socket mode 0600, peer credentials checked), and a server whose
-preloaded libraries initialised CUDA serves nothing (a forked child cannot use CUDA then). One consequence to know: a local
+server may hand it a script (socket mode 0600, peer credentials checked). The server counts
+GPUs through NVML (``PYTORCH_NVML_BASED_CUDA_CHECK``), and once CUDA has started in it
+anyway (a preloaded library or a warm-up) it serves no more jobs: a forked child could not
+use CUDA then. One consequence to know: a local
 job's ``benchmarks/`` file measures the waiting script process, so its wall time is the
 job's but its memory and CPU columns are not; provenance records carry the job's own peak
 memory and CPU seconds (``execution.resources``).
@@ -138,10 +140,30 @@ def _peer_uid(connection: socket.socket) -> int:
 
 
 def cuda_started(modules=None) -> bool:
-    """Whether a preloaded library initialised CUDA, which a forked child could not use
-    ("Cannot re-initialize CUDA in forked subprocess"): the server then serves no job."""
+    """Whether CUDA was initialised in this process (by a preloaded library or a warm-up),
+    which a forked child could not use ("Cannot re-initialize CUDA in forked subprocess"):
+    the server then serves no job."""
     torch = (sys.modules if modules is None else modules).get("torch")
-    return torch is not None and torch.cuda.is_initialized()
+    if torch is None:
+        return False
+    if torch.cuda.is_initialized():
+        return True
+    # Counting devices the default way (torch.cuda.is_available()) starts the CUDA driver
+    # without is_initialized() saying so; torch marks a child forked after that as in a bad fork.
+    read, write = os.pipe()
+    probe = os.fork()
+    if probe == 0:
+        os.close(read)
+        os.write(write, b"1" if torch.cuda._is_in_bad_fork() else b"0")
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    try:
+        os.waitpid(probe, 0)
+    except ChildProcessError:
+        pass  # reaped already: the server ignores SIGCHLD
+    return answer == b"1"
 
 
 def _reprolm_sources() -> dict[str, tuple[int, int]]:
@@ -264,6 +286,13 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
                 _warm_up(request["warm_up"])
                 # A module keeps the state of its file when it was imported.
                 preloaded = {**_reprolm_sources(), **preloaded}
+                if cuda_started():
+                    print(f"warm-up {request['warm_up']!r} initialised CUDA, which forked jobs cannot use: "
+                          "serving no more jobs, each runs in its own process", flush=True)
+                    for fd in fds:
+                        os.close(fd)
+                    connection.close()
+                    return
             sys.stdout.flush()
             sys.stderr.flush()
             child = os.fork()
@@ -309,10 +338,13 @@ def launch(address: str, log_file: str | os.PathLike) -> subprocess.Popen:
     listener.listen(64)
     os.replace(address + ".binding", address)
     Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+    # Libraries that ask torch.cuda.is_available() at import or in a warm-up then count devices
+    # through NVML, which leaves CUDA to the forked jobs (each job has its own environment).
+    environment = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
     with open(log_file, "ab") as log:
         server = subprocess.Popen([sys.executable, "-m", "reprolm.forkserver", str(listener.fileno()), address,
                                    str(os.getpid())], pass_fds=[listener.fileno()], stdin=subprocess.DEVNULL,
-                                  stdout=log, stderr=log, start_new_session=True)
+                                  stdout=log, stderr=log, start_new_session=True, env=environment)
     listener.close()
     return server
 
