@@ -15,9 +15,9 @@ lm-eval's task index and environment report), once, before it forks the first jo
 for them; they live in reprolm modules. A child keeps
 the server's reprolm modules only while they are the code the job would import (same
 package on its path, no source file changed since the server started); otherwise it drops
-them and imports reprolm afresh, so code edited during a run is the code a job runs. A job
-that starts while the server is still importing waits for it rather than importing the same
-libraries beside it.
+them and imports reprolm afresh, so code edited during a run is the code a job runs. The
+socket takes its name only once the server is ready: a job that starts while the server is
+still importing runs in its own process (for a run of a few jobs, waiting would cost more).
 
 Without a server (cluster jobs, ``--no-hooks``, ``REPROLM_FORKSERVER=off``) or when it cannot
 be reached, the script runs in its own process as before. Only the user who started the
@@ -107,8 +107,6 @@ def run_in_forkserver(warm_up: str | None = None) -> None:
         return
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        # The socket listens from the moment the run starts; while the server is still
-        # importing, the job waits in its queue for the first answer.
         connection.connect(address)
         _send_message(connection, {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
                                    "env": dict(os.environ), "path": sys.path, "warm_up": warm_up}, [0, 1, 2])
@@ -253,6 +251,8 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         for name in PRELOADED:
+            if os.getppid() != parent:
+                return
             try:
                 importlib.import_module(name)
             except ImportError:
@@ -264,6 +264,8 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
                   "each runs in its own process", flush=True)
             return
         listener.settimeout(1.0)
+        # Ready: jobs that start from now on find the socket.
+        os.replace(address + ".binding", address)
         print(f"serving {address} for process {parent}", flush=True)
         # Children report their status over their own connection; nobody waits for them here.
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)
@@ -308,6 +310,7 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
         # Jobs still queued find the connection closed before an answer and run in place.
         listener.close()
         Path(address).unlink(missing_ok=True)
+        Path(address + ".binding").unlink(missing_ok=True)
         if Path(address).parent.name.startswith(PRIVATE_FOLDER_PREFIX):
             Path(address).parent.rmdir()
 
@@ -326,17 +329,16 @@ def socket_address(folder: str | os.PathLike) -> str:
 
 
 def launch(address: str, log_file: str | os.PathLike) -> subprocess.Popen:
-    """Bind ``address`` and start a server on it in the background, serving until this
-    process ends. The socket listens before this returns, so a job that starts while the
-    server is still importing waits in its queue instead of importing the same libraries
-    beside it; if the server fails, the socket closes and jobs run in place."""
-    Path(address).unlink(missing_ok=True)
+    """Start a server for ``address`` in the background, serving until this process ends.
+    The socket is bound here and renamed to ``address`` by the server once it is ready; a
+    server that fails never takes the name, and jobs run in place."""
+    for stale in (address, address + ".binding"):
+        Path(stale).unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address + ".binding")
     # The server runs any script it is handed as this user: only this user may connect.
     os.chmod(address + ".binding", 0o600)
     listener.listen(64)
-    os.replace(address + ".binding", address)
     Path(log_file).parent.mkdir(parents=True, exist_ok=True)
     # Libraries that ask torch.cuda.is_available() at import or in a warm-up then count devices
     # through NVML, which leaves CUDA to the forked jobs (each job has its own environment).
