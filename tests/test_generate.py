@@ -1,6 +1,6 @@
-"""Generation: the request type, the transformers backend on a tiny model, and the vLLM
-backend's translation of a request (vLLM cannot run on a CPU machine, so a fake module
-stands in for it and is named as such)."""
+"""Generation: the transformers backend on a tiny model and what a prompt set writes. The
+contract every backend shares (token ids, stops, sampling, decoding) is in
+``test_generation_contract.py``."""
 
 from __future__ import annotations
 
@@ -8,15 +8,13 @@ import json
 import random
 import subprocess
 import sys
-import types
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from reprolm.data import fixture_world
-from reprolm.generate import GenerationRequest, SamplingParams, make_backend
-from reprolm.generate.request import cut_at_stop
+from reprolm.generate import SamplingParams, complete, make_backend, make_request
 from reprolm.generate.run import generate_promptset
 from reprolm.length import configured_targets
 from reprolm.models.loading import load_tokenizer
@@ -55,11 +53,6 @@ def test_a_saved_tokenizer_does_not_depend_on_whether_the_hub_was_offline(tiny_m
     assert "local_files_only" not in saved[0] and saved[0] == saved[1]
 
 
-def test_cut_at_stop_takes_the_earliest():
-    assert cut_at_stop("abc STOP def END", ["END", "STOP"]) == "abc "
-    assert cut_at_stop("nothing here", ["X"]) == "nothing here"
-
-
 def test_importing_generation_does_not_import_vllm():
     code = "import sys, reprolm.generate, reprolm.generate.run; print('vllm' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
@@ -69,8 +62,8 @@ def test_batched_greedy_equals_one_at_a_time(tiny_model_dir):
     backend = make_backend("transformers", tiny_model_dir, batch_size=8)
     prompts = _prompts(backend, 6)
     sampling = SamplingParams(max_new_tokens=12)
-    batched = backend.generate(GenerationRequest(prompts, sampling))
-    single = [backend.generate(GenerationRequest([p], sampling))[0] for p in prompts]
+    batched = complete(backend, make_request(backend.tokenizer, prompts, sampling))
+    single = [complete(backend, make_request(backend.tokenizer, [p], sampling))[0] for p in prompts]
     assert batched == single
     assert all(len(samples) == 1 for samples in batched)
 
@@ -79,21 +72,21 @@ def test_sampling_n_and_seed(tiny_model_dir):
     backend = make_backend("transformers", tiny_model_dir, batch_size=4)
     prompts = _prompts(backend, 3)
     sampling = SamplingParams(max_new_tokens=10, temperature=1.0, top_p=0.9, top_k=50, n=4, seed=7)
-    first = backend.generate(GenerationRequest(prompts, sampling))
-    again = backend.generate(GenerationRequest(prompts, sampling))
+    first = complete(backend, make_request(backend.tokenizer, prompts, sampling))
+    again = complete(backend, make_request(backend.tokenizer, prompts, sampling))
     assert [len(s) for s in first] == [4, 4, 4]
     assert first == again
-    other = backend.generate(GenerationRequest(prompts, SamplingParams(**{**sampling.__dict__, "seed": 8})))
+    reseeded = SamplingParams(**{**sampling.__dict__, "seed": 8})
+    other = complete(backend, make_request(backend.tokenizer, prompts, reseeded))
     assert other != first
 
 
-def test_special_token_stop_and_visibility(tiny_model_dir):
+def test_stop_tokens_and_padding_stay_out_of_the_text(tiny_model_dir):
     backend = make_backend("transformers", tiny_model_dir, batch_size=4)
-    mlt_id = backend.tokenizer.convert_tokens_to_ids("[MLT:10]")
-    assert backend._stop_token_ids(["[MLT:10]", "not a token"]) == [mlt_id]
     # A prompt that ends in the MLT keeps the MLT out of the generated text either way.
     prompts = [p + "[MLT:10]" for p in _prompts(backend, 2)]
-    kept = backend.generate(GenerationRequest(prompts, SamplingParams(max_new_tokens=8), skip_special_tokens=False))
+    request = make_request(backend.tokenizer, prompts, SamplingParams(max_new_tokens=8), skip_special_tokens=False)
+    kept = complete(backend, request)
     assert all("<|eos|>" not in s[0] and "<|pad|>" not in s[0] for s in kept)
 
 
@@ -110,49 +103,6 @@ def test_a_config_without_length_targets_generates_its_chat_prompt_sets(tiny_mod
     assert written == len(out) == 3
     assert [r["id"] for r in out] == [0, 1, 2] and all(r["sample"] == 0 for r in out)
     assert all(f"Briefly: Write about {r['id']} boats." in r["prompt"] for r in out)
-
-
-class FakeVLLM:
-    """Stand-in for the ``vllm`` module (GPU-only): records what the backend asks of it."""
-
-    def __init__(self):
-        self.module = types.ModuleType("vllm")
-        self.calls = {}
-        fake = self
-
-        class LLM:
-            def __init__(self, **kwargs):
-                fake.calls["LLM"] = kwargs
-
-            def get_tokenizer(self):
-                return types.SimpleNamespace(chat_template=None)
-
-            def generate(self, prompts, params):
-                fake.calls["generate"] = (prompts, params)
-                return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"{p}-{k}") for k in range(params.n)])
-                        for p in prompts]
-
-        class SamplingParams:
-            def __init__(self, **kwargs):
-                self.__dict__.update(kwargs)
-
-        self.module.LLM = LLM
-        self.module.SamplingParams = SamplingParams
-
-
-def test_vllm_backend_translates_the_request(monkeypatch):
-    fake = FakeVLLM()
-    monkeypatch.setitem(sys.modules, "vllm", fake.module)
-    backend = make_backend("vllm", "/models/x", tensor_parallel_size=4, dtype="bfloat16", batch_size=9,
-                           chat_template="T")
-    assert fake.calls["LLM"]["tensor_parallel_size"] == 4 and fake.calls["LLM"]["model"] == "/models/x"
-    assert backend.tokenizer.chat_template == "T"
-    request = GenerationRequest(["a", "b"], SamplingParams(max_new_tokens=5, temperature=0.7, top_p=0.9, n=2, seed=3),
-                                stop=["[MLT:10]"], skip_special_tokens=False)
-    assert backend.generate(request) == [["a-0", "a-1"], ["b-0", "b-1"]]
-    params = fake.calls["generate"][1]
-    assert (params.max_tokens, params.temperature, params.top_p, params.top_k, params.n, params.seed) == (5, 0.7, 0.9, -1, 2, 3)
-    assert params.stop == ["[MLT:10]"] and params.skip_special_tokens is False
 
 
 def test_unknown_backend_is_refused():

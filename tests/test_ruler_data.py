@@ -196,9 +196,9 @@ def test_prompt_formats(tokenizer):
     rows = [{"Instruction": "Describe the old piano.", "TargetLength": ">800"}]
     ruler = build_prompts("target_length", rows, tokenizer, "mlt", TARGETS)
     assert ruler.prompts[0].endswith("<|assistant|>\n[MLT:>800]")
-    assert set(ruler.stop) == set(TARGETS.mlt_tokens)
+    assert set(ruler.stop_tokens) == set(TARGETS.mlt_tokens)
     baseline = build_prompts("target_length", rows, tokenizer, "instruction", TARGETS)
     assert "Describe the old piano.\nThe response should have a word count of more than 800 words." in baseline.prompts[0]
-    assert baseline.prompts[0].endswith("<|assistant|>\n") and baseline.stop == []
+    assert baseline.prompts[0].endswith("<|assistant|>\n") and baseline.stop_tokens == []
     own = build_prompts("self_length", rows, tokenizer, "mlt", TARGETS)
     assert own.prompts[0].endswith("<|assistant|>\n") and own.skip_special_tokens is False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reprolm.generate.request import GenerationRequest, SamplingParams
+from reprolm.generate.request import GenerationRequest, SamplingParams, complete, make_request
 from reprolm.registry import Registry
 
 BACKENDS = Registry("generation backend")
@@ -29,4 +29,4 @@ def make_backend(name: str, model_path: str, **options):
     return BACKENDS.get(name)(model_path, **options)
 
 
-__all__ = ["BACKENDS", "GenerationRequest", "SamplingParams", "make_backend"]
+__all__ = ["BACKENDS", "GenerationRequest", "SamplingParams", "complete", "make_backend", "make_request"]

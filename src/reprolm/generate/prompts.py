@@ -1,4 +1,4 @@
-"""Prompt sets: dataset rows -> final prompt strings, stop strings and token handling.
+"""Prompt sets: dataset rows -> final prompt strings, stop tokens and token handling.
 
 A prompt builder sees the row, the tokenizer (for its chat template), what the model was
 trained for (``length_prompt`` of its recipe: ``mlt`` or ``instruction``) and the length
@@ -17,7 +17,8 @@ from reprolm.registry import Registry
 @dataclass
 class PromptBatch:
     prompts: list[str]
-    stop: list[str] = field(default_factory=list)
+    # Special tokens that end a sample besides EOS and the template's end of turn.
+    stop_tokens: list[str] = field(default_factory=list)
     skip_special_tokens: bool = True
 
 
@@ -39,7 +40,7 @@ def target_length_prompts(rows, tokenizer, length_prompt: str, targets: TargetSe
     further MLT. Other models: the word-count instruction through the chat template."""
     if length_prompt == "mlt":
         prompts = [chat_prompt(tokenizer, r["Instruction"]) + targets[r["TargetLength"]].mlt for r in rows]
-        return PromptBatch(prompts, stop=targets.mlt_tokens)
+        return PromptBatch(prompts, stop_tokens=targets.mlt_tokens)
     prompts = [chat_prompt(tokenizer, word_count_instruction(r["Instruction"], r["TargetLength"], targets))
                for r in rows]
     return PromptBatch(prompts)

@@ -1,8 +1,18 @@
-"""One generation request type, shared by every backend."""
+"""The generation contract: one request type that every backend receives, and one way back
+from sampled token ids to text.
+
+A request carries prompts already rendered and tokenised (``reprolm.models.chat``: one BOS
+where the model expects one), the token ids that end a sample (EOS, the model's other EOS
+ids, the chat template's end of turn, and tokens a prompt set adds such as MLTs) and the
+sampling settings. Backends return token ids; ``decode_samples`` cuts each at its first
+stop id and decodes, the same for every backend.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+
+from reprolm.models.chat import prompt_token_ids, stop_token_ids
 
 
 @dataclass(frozen=True)
@@ -11,6 +21,9 @@ class SamplingParams:
     temperature: float = 0.0  # 0 means greedy
     top_p: float = 1.0
     top_k: int = 0  # 0 means no top-k cut
+    # OpenAI-style penalties over the tokens sampled so far (vLLM's definition).
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     n: int = 1
     seed: int = 0
 
@@ -21,25 +34,48 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """Prompts are final strings (chat template applied); ``stop`` strings end a sample
-    and are not part of its text. ``skip_special_tokens=False`` keeps special tokens such
-    as MLTs in the text (EOS and padding are always removed)."""
+    """``prompts`` keeps each prompt's text for the records; backends read
+    ``prompt_token_ids``. ``skip_special_tokens=False`` keeps special tokens such as MLTs
+    in the decoded text (a stop token never is)."""
 
     prompts: list[str]
+    prompt_token_ids: list[list[int]]
     sampling: SamplingParams
-    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
     skip_special_tokens: bool = True
 
     def describe(self) -> dict:
         return {"n_prompts": len(self.prompts), "sampling": asdict(self.sampling),
-                "stop": list(self.stop), "skip_special_tokens": self.skip_special_tokens}
+                "stop_token_ids": list(self.stop_token_ids), "skip_special_tokens": self.skip_special_tokens}
 
 
-def cut_at_stop(text: str, stop: list[str]) -> str:
-    """Text up to the earliest stop string."""
-    cut = len(text)
-    for string in stop:
-        position = text.find(string)
-        if position != -1:
-            cut = min(cut, position)
-    return text[:cut]
+def make_request(tokenizer, prompts: list[str], sampling: SamplingParams, *, generation_eos=None,
+                 stop_tokens: list[str] = (), skip_special_tokens: bool = True) -> GenerationRequest:
+    """A request for ``prompts`` (text through the chat template), tokenised once here.
+    ``generation_eos``: the model's generation-config EOS id(s); ``stop_tokens``: further
+    special tokens that end a sample."""
+    return GenerationRequest(
+        prompts=list(prompts), prompt_token_ids=[prompt_token_ids(tokenizer, text) for text in prompts],
+        sampling=sampling, stop_token_ids=stop_token_ids(tokenizer, generation_eos, list(stop_tokens)),
+        skip_special_tokens=skip_special_tokens)
+
+
+def decode_samples(tokenizer, request: GenerationRequest, samples: list[list[list[int]]]) -> list[list[str]]:
+    """Each sample's ids up to (not including) its first stop id, decoded."""
+    stops = set(request.stop_token_ids)
+    texts = []
+    for prompt_samples in samples:
+        decoded = []
+        for ids in prompt_samples:
+            end = next((i for i, token in enumerate(ids) if token in stops), len(ids))
+            decoded.append(tokenizer.decode(ids[:end], skip_special_tokens=request.skip_special_tokens))
+        texts.append(decoded)
+    return texts
+
+
+def complete(engine, request: GenerationRequest) -> list[list[str]]:
+    """``n`` texts for each prompt, in prompt order, from any backend."""
+    samples = engine.generate(request)
+    if len(samples) != len(request.prompts):
+        raise RuntimeError(f"backend returned {len(samples)} prompts' samples for {len(request.prompts)} prompts")
+    return decode_samples(engine.tokenizer, request, samples)

@@ -7,8 +7,9 @@ import logging
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reprolm.generate import GenerationRequest, SamplingParams, make_backend
+from reprolm.generate import SamplingParams, make_backend
 from reprolm.generate.prompts import MULTI_TURN, build_prompts
+from reprolm.generate.request import complete, make_request
 from reprolm.io import atomic_path
 from reprolm.length import TargetSet
 
@@ -21,27 +22,48 @@ def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, l
                        output: str) -> int:
     rows = pq.read_table(dataset_file).to_pylist()
     engine = make_backend(backend, model_path, **backend_options)
-    sampling = SamplingParams(seed=seed, **promptset["sampling"])
-    if promptset["prompt"] == MULTI_TURN:
-        records = generate_conversations(engine, rows, sampling, dataset_file)
-    else:
-        records = _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampling)
+    by_row: list[list[dict]] = [[] for _ in rows]
+    for sampling, indices in sampling_groups(rows, promptset, seed, dataset_file):
+        subset = [rows[i] for i in indices]
+        if promptset["prompt"] == MULTI_TURN:
+            produced = [[record] for record in generate_conversations(engine, subset, sampling, dataset_file)]
+        else:
+            produced = _generate_single_turn(engine, subset, promptset, length_prompt, targets, sampling)
+        for i, records in zip(indices, produced, strict=True):
+            by_row[i] = records
+    records = [record for row_records in by_row for record in row_records]
     with atomic_path(output) as tmp:
         pq.write_table(pa.Table.from_pylist(records), tmp)
     return len(records)
 
 
-def _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampling) -> list[dict]:
+def sampling_groups(rows: list[dict], promptset: dict, seed: int, source: str) -> list[tuple[SamplingParams, list[int]]]:
+    """The prompt set's sampling, and the rows it applies to. ``category_sampling`` sets
+    other values for the rows of some categories (MT-Bench's temperature per category, as
+    FastChat's reference answers were made); each distinct setting is one request."""
+    overrides = promptset.get("category_sampling") or {}
+    groups: dict[tuple, list[int]] = {}
+    for index, row in enumerate(rows):
+        settings = dict(promptset["sampling"])
+        if overrides:
+            if "category" not in row:
+                raise KeyError(f"{source}: row {index}: the prompt set's category_sampling needs a 'category' field")
+            settings.update(overrides.get(row["category"], {}))
+        groups.setdefault(tuple(sorted(settings.items())), []).append(index)
+    return [(SamplingParams(**{"seed": seed, **dict(settings)}), indices) for settings, indices in groups.items()]
+
+
+def _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampling) -> list[list[dict]]:
+    """Each row's samples as records, row by row."""
     batch = build_prompts(promptset["prompt"], _templated(rows, promptset.get("template")), engine.tokenizer,
                           length_prompt, targets)
-    request = GenerationRequest(batch.prompts, sampling, stop=batch.stop,
-                                skip_special_tokens=batch.skip_special_tokens)
+    request = make_request(engine.tokenizer, batch.prompts, sampling, generation_eos=engine.generation_eos,
+                           stop_tokens=batch.stop_tokens, skip_special_tokens=batch.skip_special_tokens)
     log.info("generating %s", request.describe())
-    samples = engine.generate(request)
+    samples = complete(engine, request)
     return [
-        {**row, "prompt": prompt, "sample": index, "text": text}
+        [{**row, "prompt": prompt, "sample": index, "text": text} for index, text in enumerate(texts)]
         for row, prompt, texts in zip(rows, batch.prompts, samples, strict=True)
-        for index, text in enumerate(texts)
     ]
 
 
@@ -71,9 +93,10 @@ def generate_conversations(engine, rows: list[dict], sampling: SamplingParams, s
             conversations[i].append({"role": "user", "content": rows[i]["turns"][turn]})
             prompts[i] = engine.tokenizer.apply_chat_template(conversations[i], tokenize=False,
                                                               add_generation_prompt=True)
-        request = GenerationRequest([prompts[i] for i in asking], sampling)
+        request = make_request(engine.tokenizer, [prompts[i] for i in asking], sampling,
+                               generation_eos=engine.generation_eos)
         log.info("turn %d: generating %s", turn + 1, request.describe())
-        for i, texts in zip(asking, engine.generate(request), strict=True):
+        for i, texts in zip(asking, complete(engine, request), strict=True):
             conversations[i].append({"role": "assistant", "content": texts[0]})
     return [
         {**record, "prompt": prompt, "sample": 0, "text": conversation[-1]["content"], "conversation": conversation}

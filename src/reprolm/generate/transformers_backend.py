@@ -1,12 +1,30 @@
-"""Batched generation with transformers (CPU or GPU), left padding."""
+"""Batched generation with transformers (CPU or GPU), left padding, from token ids."""
 
 from __future__ import annotations
 
 import logging
 
-from reprolm.generate.request import GenerationRequest, cut_at_stop
+from reprolm.generate.request import GenerationRequest
 
 log = logging.getLogger(__name__)
+
+
+def output_token_penalties(prompt_length: int, presence: float, frequency: float):
+    """A logits processor with vLLM's presence and frequency penalties: over the tokens
+    sampled so far (not the prompt), ``presence`` once per distinct token and ``frequency``
+    per occurrence, before temperature and top-k/top-p as in vLLM."""
+    import torch
+    from transformers import LogitsProcessor
+
+    class OutputTokenPenalties(LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            sampled = input_ids[:, prompt_length:]
+            if sampled.shape[1] == 0:
+                return scores
+            counts = torch.zeros_like(scores).scatter_add_(1, sampled, torch.ones_like(sampled, dtype=scores.dtype))
+            return scores - frequency * counts - presence * (counts > 0).to(scores.dtype)
+
+    return OutputTokenPenalties()
 
 
 class TransformersBackend:
@@ -14,27 +32,34 @@ class TransformersBackend:
                  device: str | None = None, chat_template: str | None = None):
         import torch
 
-        from reprolm.models.loading import load_causal_lm, load_tokenizer
+        from reprolm.models.loading import generation_eos_ids, load_causal_lm, load_tokenizer
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = load_tokenizer(model_path, chat_template)
+        self.generation_eos = generation_eos_ids(model_path)
         self.model = load_causal_lm(model_path, dtype=dtype, device=self.device)
         self.batch_size = batch_size
 
-    def _stop_token_ids(self, stop: list[str]) -> list[int]:
-        """Stop strings that are single vocabulary tokens (like MLTs) stop by token id."""
-        vocab = self.tokenizer.get_vocab()
-        return [vocab[s] for s in stop if s in vocab]
-
-    def generate(self, request: GenerationRequest) -> list[list[str]]:
-        """``n`` samples for each prompt, in prompt order."""
+    def _left_padded(self, prompts: list[list[int]]):
         import torch
 
+        width = max(len(ids) for ids in prompts)
+        pad = self.tokenizer.pad_token_id
+        input_ids = [[pad] * (width - len(ids)) + ids for ids in prompts]
+        mask = [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts]
+        return {"input_ids": torch.tensor(input_ids, device=self.device),
+                "attention_mask": torch.tensor(mask, device=self.device)}
+
+    def generate(self, request: GenerationRequest) -> list[list[list[int]]]:
+        """``n`` samples' token ids for each prompt, in prompt order (stop ids and padding
+        may follow a sample's end; ``decode_samples`` cuts them)."""
+        import torch
+        from transformers import LogitsProcessorList
+
         sampling = request.sampling
-        eos_ids = [self.tokenizer.eos_token_id, *self._stop_token_ids(request.stop)]
         settings = {
             "max_new_tokens": sampling.max_new_tokens,
-            "eos_token_id": eos_ids,
+            "eos_token_id": list(request.stop_token_ids),
             "pad_token_id": self.tokenizer.pad_token_id,
             "num_return_sequences": sampling.n,
         }
@@ -43,26 +68,17 @@ class TransformersBackend:
         else:
             settings.update(do_sample=True, temperature=sampling.temperature,
                             top_p=sampling.top_p, top_k=sampling.top_k or None)
-        # Every token id that ends a sample, removed from the decoded text.
-        drop = set(eos_ids) | {self.tokenizer.pad_token_id}
-        outputs: list[list[str]] = []
+        outputs: list[list[list[int]]] = []
         for start in range(0, len(request.prompts), self.batch_size):
-            batch = request.prompts[start:start + self.batch_size]
-            encoded = self.tokenizer(batch, return_tensors="pt", padding=True,
-                                     add_special_tokens=False).to(self.device)
+            encoded = self._left_padded(request.prompt_token_ids[start:start + self.batch_size])
+            width = encoded["input_ids"].shape[1]
+            processors = LogitsProcessorList()
+            if sampling.presence_penalty or sampling.frequency_penalty:
+                processors.append(output_token_penalties(width, sampling.presence_penalty, sampling.frequency_penalty))
             # Seeded per batch so results do not depend on earlier batches' sampling.
             torch.manual_seed(sampling.seed + start)
             with torch.no_grad():
-                generated = self.model.generate(**encoded, **settings)
-            new_tokens = generated[:, encoded["input_ids"].shape[1]:]
-            texts = []
-            for row in new_tokens.tolist():
-                kept = []
-                for token in row:
-                    if token in drop:
-                        break
-                    kept.append(token)
-                text = self.tokenizer.decode(kept, skip_special_tokens=request.skip_special_tokens)
-                texts.append(cut_at_stop(text, request.stop))
-            outputs += [texts[i:i + sampling.n] for i in range(0, len(texts), sampling.n)]
+                generated = self.model.generate(**encoded, **settings, logits_processor=processors)
+            rows = generated[:, width:].tolist()
+            outputs += [rows[i:i + sampling.n] for i in range(0, len(rows), sampling.n)]
         return outputs

@@ -1,5 +1,9 @@
 """vLLM generation (GPU only). vLLM is imported when this backend is constructed, never
-at module import, so CPU machines without vLLM can import the package."""
+at module import, so CPU machines without vLLM can import the package.
+
+vLLM receives the request's token ids as token prompts (it would otherwise tokenise the
+template's text again and add a second BOS) and the request's stop ids; the tokenizer is
+the project's, so prompts are rendered exactly as for the transformers backend."""
 
 from __future__ import annotations
 
@@ -11,20 +15,23 @@ class VLLMBackend:
                  chat_template: str | None = None, gpu_memory_utilization: float = 0.85):
         from vllm import LLM  # GPU only
 
+        from reprolm.models.loading import generation_eos_ids, load_tokenizer
+
+        self.tokenizer = load_tokenizer(model_path, chat_template)
+        self.generation_eos = generation_eos_ids(model_path)
         self.llm = LLM(model=model_path, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
                        gpu_memory_utilization=gpu_memory_utilization)
-        self.tokenizer = self.llm.get_tokenizer()
-        if chat_template is not None:
-            self.tokenizer.chat_template = chat_template
 
-    def generate(self, request: GenerationRequest) -> list[list[str]]:
+    def generate(self, request: GenerationRequest) -> list[list[list[int]]]:
         from vllm import SamplingParams
 
         sampling = request.sampling
         params = SamplingParams(
             n=sampling.n, max_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
             top_p=sampling.top_p, top_k=sampling.top_k or -1, seed=sampling.seed,
-            stop=list(request.stop), skip_special_tokens=request.skip_special_tokens,
+            presence_penalty=sampling.presence_penalty, frequency_penalty=sampling.frequency_penalty,
+            stop_token_ids=list(request.stop_token_ids), skip_special_tokens=request.skip_special_tokens,
         )
-        results = self.llm.generate(list(request.prompts), params)
-        return [[choice.text for choice in result.outputs] for result in results]
+        prompts = [{"prompt_token_ids": list(ids)} for ids in request.prompt_token_ids]
+        results = self.llm.generate(prompts, params)
+        return [[list(choice.token_ids) for choice in result.outputs] for result in results]

@@ -37,3 +37,17 @@ def torch_dtype(name: str | None):
 def load_causal_lm(path: str, dtype: str | None = None, device: str = "cpu"):
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype))
     return model.to(device).eval()
+
+
+def generation_eos_ids(path: str) -> list[int]:
+    """The EOS ids in the checkpoint's generation config (instruct models often list their
+    end-of-turn token there), or none when it has no generation config."""
+    from transformers import GenerationConfig
+
+    try:
+        eos = GenerationConfig.from_pretrained(path).eos_token_id
+    except OSError:
+        return []
+    if eos is None:
+        return []
+    return [eos] if isinstance(eos, int) else list(eos)

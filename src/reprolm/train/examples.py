@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from reprolm.models.chat import chat_prompt, prompt_token_ids
 from reprolm.registry import Registry
 
 IGNORE_INDEX = -100
 
 
 def prompt_ids(tokenizer, messages: list[dict]) -> list[int]:
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return tokenizer(text, add_special_tokens=False).input_ids
+    """The prompt as generation will see it (one rule: ``reprolm.models.chat``)."""
+    return chat_prompt(tokenizer, messages)[1]
 
 
 def completion_example(tokenizer, messages: list[dict], completion: str, max_length: int,
@@ -62,7 +63,7 @@ def assistant_spans_example(tokenizer, messages: list[dict], max_length: int) ->
     the chat template up to each assistant turn."""
     def ids(turns, generation_prompt):
         text = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=generation_prompt)
-        return tokenizer(text, add_special_tokens=False).input_ids
+        return prompt_token_ids(tokenizer, text)
 
     input_ids = ids(messages, False)
     labels = [IGNORE_INDEX] * len(input_ids)
