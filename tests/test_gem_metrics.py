@@ -20,7 +20,24 @@ from reprolm.score.sampling import (
 SAMPLES = ["the cat sat", "the cat ran", "a dog ran"]
 
 
-def test_distinct_n_by_hand_and_with_the_prompt_included():
+@pytest.fixture
+def punkt_parameters(tmp_path, monkeypatch):
+    """NLTK's sentence splitter with untrained English parameters (the trained ones are a
+    download this machine cannot make). The texts below hold no abbreviations, where the two
+    split alike; ``word_tokenize`` itself is NLTK's."""
+    import nltk
+
+    english = tmp_path / "tokenizers" / "punkt_tab" / "english"
+    english.mkdir(parents=True)
+    for name in ("collocations.tab", "sent_starters.txt", "abbrev_types.txt", "ortho_context.tab"):
+        (english / name).write_text("")
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path), *nltk.data.path])
+    # NLTK keeps a loaded sentence splitter per language; load from here, forget it after.
+    nltk.tokenize._get_punkt_tokenizer.cache_clear()
+    yield
+    nltk.tokenize._get_punkt_tokenizer.cache_clear()
+
+def test_distinct_n_by_hand_and_with_the_prompt_included(punkt_parameters):
     # unigrams: the, cat, sat, the, cat, ran, a, dog, ran -> 6 unique of 9
     assert distinct_n(SAMPLES, 1) == pytest.approx(100 * 6 / 9)
     # bigrams: (the cat) x2, (cat sat), (cat ran), (a dog), (dog ran) -> 5 of 6
@@ -28,6 +45,24 @@ def test_distinct_n_by_hand_and_with_the_prompt_included():
     # The original prepends the prompt to every sample: its words repeat, diversity drops.
     assert distinct_n(SAMPLES, 1, prompt="write a poem", compat="original") == pytest.approx(100 * 8 / 18)
     assert distinct_n(SAMPLES, 3) == pytest.approx(100.0)
+
+
+def test_original_distinct_n_counts_nltk_word_tokens(punkt_parameters):
+    samples = ["The cat sat. The cat ran!", "Don't run, cat."]
+    # Paper, whitespace words: The cat sat. The cat ran! / Don't run, cat. -> 7 unique of 9.
+    assert distinct_n(samples, 1) == pytest.approx(100 * 7 / 9)
+    # Original, NLTK tokens: The cat sat . The cat ran ! / Do n't run , cat .
+    # -> The cat sat . ran ! Do n't run , : 10 unique of 14.
+    assert distinct_n(samples, 1, compat="original") == pytest.approx(100 * 10 / 14)
+
+
+def test_original_distinct_n_names_the_missing_nltk_data(monkeypatch, tmp_path):
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    nltk.tokenize._get_punkt_tokenizer.cache_clear()
+    with pytest.raises(LookupError, match="needs NLTK's 'punkt_tab' data where the job runs"):
+        distinct_n(SAMPLES, 1, compat="original")
 
 
 def test_self_bleu_uses_every_other_sample_unless_original():
@@ -63,6 +98,34 @@ def test_gsm8k_answers_follow_the_last_the_answer_is():
     assert extract_answer("THE ANSWER IS 3/4") == "0.75"
     assert extract_answer("The answer is: 6/3.") == "2"
     assert extract_answer("The answer is 5/0") is None
+
+
+def test_original_answer_reading_follows_the_original_codes_rules():
+    """evaluation/utils/gsm8k.py: only "The answer is"/"the answer is" count; its number
+    pattern takes at most one of ".,/" ; the value is rounded half to even."""
+    assert extract_answer("The answer is 3.5", compat="original") == "4"
+    assert extract_answer("The answer is 2.5", compat="original") == "2"
+    assert extract_answer("The answer is: $1,250,000.", compat="original") == "1250"
+    assert extract_answer("The answer is 1,250", compat="original") == "1250"
+    assert extract_answer("the answer is 3/4", compat="original") == "1"
+    assert extract_answer("The answer is 7/0", compat="original") == "7"
+    assert extract_answer("The answer is -12 apples", compat="original") == "-12"
+    assert extract_answer("THE ANSWER IS 3", compat="original") is None
+    assert extract_answer("The Answer Is 3", compat="original") is None
+    assert extract_answer("The answer is 5. Or the answer is 6.", compat="original") == "6"
+    assert extract_answer("The answer is unknown", compat="original") is None
+    # The paper's reading of the same texts, for contrast.
+    assert extract_answer("The answer is 3.5") == "3.5" and extract_answer("The answer is: $1,250,000.") == "1250000"
+    with pytest.raises(ValueError, match="answer compat 'strict'"):
+        extract_answer("The answer is 1", compat="strict")
+
+
+def test_original_majority_vote_counts_unparsed_answers():
+    answers = [[None, None, "7", None, "5"]]
+    assert majority_and_pass_at_k(answers, ["7"], [5])[5] == {"maj": 100.0, "pass": 100.0}
+    assert majority_and_pass_at_k(answers, ["7"], [5], compat="original")[5] == {"maj": 0.0, "pass": 100.0}
+    # Ties go to the earliest answer in both (Counter.most_common keeps first-seen order).
+    assert majority_and_pass_at_k([["3", None, "4", None]], ["4"], [4], compat="original")[4]["maj"] == 0.0
 
 
 def test_majority_and_pass_at_k_by_hand():
@@ -108,7 +171,24 @@ def test_answer_metrics_score_generation_rows_against_their_gsm8k_answer():
         compute("answer_accuracy", [{**rows[0], "answer": None}], {})
 
 
-def test_diversity_metric_averages_each_prompts_scores_and_honours_compat():
+def test_answer_metrics_with_compat_original():
+    rows = _generations({0: ["2.5", "x", "y", "2"], 1: ["3.5", "4", "z", "w"]}, {0: "2", 1: "4"})
+    for row in rows:
+        if row["text"].endswith(("x", "y", "z", "w")):
+            row["text"] = "I could not finish."
+    paper = compute("answer_voting", rows, {"ks": [4]})
+    original = compute("answer_voting", rows, {"ks": [4], "compat": "original"})
+    # Paper: prompt 0 votes 2.5/2 (tie, 2.5 first: wrong), prompt 1 votes 3.5/4 (3.5: wrong).
+    assert paper["maj"] == [0.0] and paper["compat"] == "paper"
+    # Original: 2.5 rounds to 2 (two votes against two Nones, 2 first: right); prompt 1:
+    # 3.5 rounds to 4, two votes for 4 against two Nones, 4 first: right.
+    assert original["maj"] == [100.0] and original["unparsed"] == 4
+    greedy = compute("answer_accuracy", rows, {"compat": "original"})
+    assert greedy["correct"] == [True, True] and greedy["compat"] == "original"
+    assert compute("answer_accuracy", rows, {})["correct"] == [False, False]
+
+
+def test_diversity_metric_averages_each_prompts_scores_and_honours_compat(punkt_parameters):
     rows = [{"id": 0, "sample": i, "instruction": "write a poem", "text": text} for i, text in enumerate(SAMPLES)]
     rows += [{"id": 1, "sample": i, "instruction": "write a story", "text": text}
              for i, text in enumerate(["one two three", "one two three"])]

@@ -3,6 +3,7 @@ in the upstream schemas and a tiny random Llama model built here."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 
@@ -13,14 +14,15 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import pyarrow.parquet as pq
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from reprolm.data.schemas import DataError
 from reprolm.data.task_docs import world_text, write_task_docs
 from reprolm.data.upstream import UPSTREAM_SCHEMAS, make_fixture, schema_for_task
 from reprolm.score.lm_eval_bridge import (
-    TaskSpec, build_task, environment_report, evaluate_tasks, load_task_docs, task_config, task_doc_counts,
+    TaskSpec, build_task, environment_report, evaluate_tasks, language_model, load_task_docs, task_config,
+    task_doc_counts,
 )
 
 DOCS_PER_SPLIT = 30
@@ -337,3 +339,34 @@ def test_duplicate_spec_names_are_an_error(fixture_dirs):
     with pytest.raises(ValueError, match="repeated: \\['boolq'\\]"):
         evaluate_tasks("unused", None, [spec, spec])
 
+
+
+def test_default_evaluation_tokenises_as_the_harmony_originals_forced_bos(tiny_model):
+    """The original train-before-test code builds lm-eval's HFLM with add_bos_token=True and
+    its own tokenizer object. With lm-eval 0.4.13 that changes no token: our default
+    (add_bos_token None) lets the tokenizer add what it adds by default, which is what True
+    asks for; a BOS-adding tokenizer (Llama, Mistral, Gemma) gets one either way and a
+    GPT-2/Pythia-style tokenizer none either way (the flag reaches only tokenizers HFLM loads
+    from a path). If lm-eval's default changes, this fails and Harmony needs the flag."""
+    from lm_eval.api.registry import get_model
+
+    _, model, tokenizer = tiny_model
+    texts = ["the boat", "Question: is the sea blue?\nAnswer:"]
+
+    def encodings(lm):
+        single = [lm.tok_encode(text) for text in texts]
+        batch, mask = lm.tok_batch_encode(texts)
+        return single, [row[m.bool()].tolist() for row, m in zip(batch, mask, strict=True)]
+
+    ours = language_model(model, tokenizer, batch_size=2)
+    original = get_model("hf")(pretrained=model, tokenizer=tokenizer, batch_size=2, add_bos_token=True)
+    assert encodings(ours) == encodings(original)
+    assert ours.tok_encode("the boat")[0] != tokenizer.bos_token_id
+    bos_adding = copy.deepcopy(tokenizer)
+    bos_adding._tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", tokenizer.bos_token_id)])
+    ours = language_model(model, bos_adding, batch_size=2)
+    original = get_model("hf")(pretrained=model, tokenizer=bos_adding, batch_size=2, add_bos_token=True)
+    assert encodings(ours) == encodings(original)
+    assert all(ids[0] == tokenizer.bos_token_id and ids.count(tokenizer.bos_token_id) == 1
+               for ids in encodings(ours)[0] + encodings(ours)[1])

@@ -4,9 +4,11 @@
 - self-BLEU diversity: 100 - mean over samples of BLEU(sample, the other samples);
 - embedding diversity: (1 - mean pairwise cosine similarity of sentence embeddings) x 100.
 
-``compat: original`` reproduces the original code's two quirks: the prompt's text is part
-of every sample, and sacrebleu gets the other samples as one reference *stream* (a stream
-holds one reference per hypothesis), so only the first other sample is compared.
+``compat: original`` reproduces the original code's quirks: the prompt's text is part of
+every sample; sacrebleu gets the other samples as one reference *stream* (a stream holds
+one reference per hypothesis), so only the first other sample is compared; and distinct-n
+counts NLTK's ``word_tokenize`` tokens (punctuation split off, "don't" as "do" "n't")
+where the paper's definition counts whitespace-separated words.
 """
 
 from __future__ import annotations
@@ -23,9 +25,22 @@ def _texts(samples: Sequence[str], prompt: str, compat: str) -> list[str]:
     return [f"{prompt} {sample}" if compat == "original" else sample for sample in samples]
 
 
+def _words(text: str, compat: str) -> list[str]:
+    if compat == "paper":
+        return text.split()
+    from nltk.tokenize import word_tokenize
+
+    try:
+        return word_tokenize(text)
+    except LookupError as missing:
+        raise LookupError("diversity compat 'original' tokenises with NLTK's word_tokenize, which needs NLTK's "
+                          "'punkt_tab' data where the job runs (python -m nltk.downloader punkt_tab, or set "
+                          "NLTK_DATA to a folder holding it)") from missing
+
+
 def distinct_n(samples: Sequence[str], n: int, prompt: str = "", compat: str = "paper") -> float:
     grams = [tuple(words[i:i + n]) for text in _texts(samples, prompt, compat)
-             for words in [text.split()] for i in range(len(words) - n + 1)]
+             for words in [_words(text, compat)] for i in range(len(words) - n + 1)]
     return 100.0 * len(set(grams)) / len(grams) if grams else 0.0
 
 

@@ -16,7 +16,13 @@ from reprolm.score.diversity import (
     self_bleu_diversity,
     sentence_encoder,
 )
-from reprolm.score.sampling import extract_answer, majority_and_pass_at_k, normalise_number, samples_by_prompt
+from reprolm.score.sampling import (
+    extract_answer,
+    majority_and_pass_at_k,
+    normalise_number,
+    original_answer,
+    samples_by_prompt,
+)
 
 MetricFunction = Callable[[list[Mapping], Mapping], dict]
 METRICS: Registry[MetricFunction] = Registry("metric")
@@ -58,40 +64,48 @@ def length_self_mlt(rows, context) -> dict:
     return length.self_generated_scores([r["text"] for r in rows], _targets(context))
 
 
-def _references(rows) -> dict:
-    """Each prompt's reference answer (the ``answer`` of a GSM8K-schema prompt set)."""
+def _references(rows, compat: str) -> dict:
+    """Each prompt's reference answer (the ``answer`` of a GSM8K-schema prompt set), read
+    with the same rules as the model's answers."""
     references = {}
     for index, row in enumerate(rows):
         if row.get("answer") is None:
             raise KeyError(f"generation row {index} (prompt id {row.get('id')!r}) has no reference 'answer'; "
                            "answer metrics need a prompt set built from a GSM8K-schema source")
-        references[row["id"]] = normalise_number(str(row["answer"]))
+        answer = str(row["answer"])
+        references[row["id"]] = original_answer(f"The answer is: {answer}") if compat == "original" \
+            else normalise_number(answer)
     return references
 
 
 @METRICS.register("answer_accuracy")
 def answer_accuracy(rows, context) -> dict:
-    """Accuracy (x 100) of each prompt's first sample's answer: greedy decoding's accuracy."""
-    references = _references(rows)
-    first = {row["id"]: extract_answer(row["text"]) for row in rows if row["sample"] == 0}
+    """Accuracy (x 100) of each prompt's first sample's answer: greedy decoding's accuracy.
+    Setting ``compat`` (paper / original): how answers are read (``extract_answer``)."""
+    compat = context.get("compat", "paper")
+    references = _references(rows, compat)
+    first = {row["id"]: extract_answer(row["text"], compat) for row in rows if row["sample"] == 0}
     ids = sorted(first)
-    correct = [first[i] == references[i] for i in ids]
+    correct = [first[i] is not None and first[i] == references[i] for i in ids]
     return {"accuracy": 100.0 * sum(correct) / len(correct), "unparsed": sum(first[i] is None for i in ids),
-            "correct": correct, "ids": ids}
+            "correct": correct, "ids": ids, "compat": compat}
 
 
 @METRICS.register("answer_voting")
 def answer_voting(rows, context) -> dict:
     """Majority voting @k and pass@k (x 100) over each prompt's samples, for every k of the
-    metric's ``ks`` setting (default: powers of two up to the samples per prompt)."""
-    references = _references(rows)
-    answers = samples_by_prompt(rows, lambda row: extract_answer(row["text"]))
+    metric's ``ks`` setting (default: powers of two up to the samples per prompt). Setting
+    ``compat`` (paper / original): how answers are read and whether unparsed ones vote."""
+    compat = context.get("compat", "paper")
+    references = _references(rows, compat)
+    answers = samples_by_prompt(rows, lambda row: extract_answer(row["text"], compat))
     ids = sorted(answers)
     samples = min(len(a) for a in answers.values())
     ks = context.get("ks") or [2 ** p for p in range(samples.bit_length()) if 2 ** p <= samples]
-    scores = majority_and_pass_at_k([answers[i] for i in ids], [references[i] for i in ids], ks)
+    scores = majority_and_pass_at_k([answers[i] for i in ids], [references[i] for i in ids], ks, compat)
     return {"ks": list(ks), "maj": [scores[k]["maj"] for k in ks], "pass": [scores[k]["pass"] for k in ks],
-            "samples_per_prompt": samples, "unparsed": sum(a is None for i in ids for a in answers[i])}
+            "samples_per_prompt": samples, "unparsed": sum(a is None for i in ids for a in answers[i]),
+            "compat": compat}
 
 
 @METRICS.register("diversity")

@@ -13,6 +13,11 @@ import numpy as np
 
 ANSWER_MARKER = re.compile(r"the answer is", re.IGNORECASE)
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
+# The original evaluation's number pattern: at most one of ".,/" inside, so "1,250,000"
+# matches "1,250".
+ORIGINAL_NUMBER = re.compile(r"[\-+]?\d*[\.,/]?\d+")
+# paper: the answer as written; original: the original code's reading (evaluation/utils/gsm8k.py).
+ANSWER_COMPATS = ("paper", "original")
 
 
 def normalise_number(text: str) -> str | None:
@@ -26,9 +31,13 @@ def normalise_number(text: str) -> str | None:
     return str(number.numerator) if number.denominator == 1 else str(float(number))
 
 
-def extract_answer(text: str) -> str | None:
-    """The first number after the last "The answer is" (any case), as the original GEM
-    evaluation reads it: "The answer is: $1,250." gives "1250"."""
+def extract_answer(text: str, compat: str = "paper") -> str | None:
+    """The first number after the last "The answer is" (any case): "The answer is: $1,250."
+    gives "1250". ``compat: original`` reads it as the original GEM evaluation does."""
+    if compat not in ANSWER_COMPATS:
+        raise ValueError(f"answer compat {compat!r}: choose from {ANSWER_COMPATS}")
+    if compat == "original":
+        return original_answer(text)
     parts = ANSWER_MARKER.split(text)
     if len(parts) < 2:
         return None
@@ -36,21 +45,57 @@ def extract_answer(text: str) -> str | None:
     return normalise_number(found.group()) if found else None
 
 
+def original_answer(text: str) -> str | None:
+    """The original evaluation's answer: only "The answer is" and "the answer is" mark it;
+    the first match of its number pattern after the last marker, commas dropped, as an
+    integer rounded half to even (Python's ``round``): "3.5" gives "4", "2.5" gives "2",
+    "1,250,000" gives "1250", "3/4" gives "1", "7/0" gives "7"; None where the original
+    finds none or refuses a fraction whose parts are not numbers."""
+    parts = text.replace("the answer is", "The answer is").split("The answer is")
+    if len(parts) < 2:
+        return None
+    found = ORIGINAL_NUMBER.search(parts[-1].strip())
+    if not found:
+        return None
+    value = found.group()
+    if "/" in value:
+        numerator, denominator = value.split("/")
+        if not (_is_number(numerator) and _is_number(denominator)):
+            return None
+        if denominator == "0":
+            return str(round(float(numerator)))
+        fraction = Fraction(value)
+        return str(round(fraction.numerator / fraction.denominator))
+    return str(round(float(value.replace(",", ""))))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def majority_and_pass_at_k(answers: Sequence[Sequence[str | None]], references: Sequence[str],
-                           ks: Sequence[int]) -> dict:
+                           ks: Sequence[int], compat: str = "paper") -> dict:
     """Per k, over prompts: maj@k (the most common answer among the first k samples, ties to
-    the earliest, is the reference) and pass@k (the reference is among the first k), x 100."""
+    the earliest, is the reference) and pass@k (the reference is among the first k), x 100.
+    An unparsed answer (None) casts no vote; with ``compat: original`` it is a vote like any
+    other, as in the original code (``[None, None, 7, None, 5]`` elects None)."""
+    if compat not in ANSWER_COMPATS:
+        raise ValueError(f"answer compat {compat!r}: choose from {ANSWER_COMPATS}")
     scores = {}
     for k in ks:
         majority, passed = [], []
         for candidates, reference in zip(answers, references, strict=True):
             if len(candidates) < k:
                 raise ValueError(f"@{k} needs {k} samples per prompt, got {len(candidates)}")
-            first = [a for a in candidates[:k] if a is not None]
+            first = list(candidates[:k]) if compat == "original" else [a for a in candidates[:k] if a is not None]
             counts = Counter(first)
             top = max(counts.values()) if counts else 0
             vote = next((a for a in first if counts[a] == top), None)
-            majority.append(vote == reference)
+            majority.append(vote is not None and vote == reference)
             passed.append(reference in first)
         scores[k] = {"maj": 100.0 * float(np.mean(majority)), "pass": 100.0 * float(np.mean(passed))}
     return scores
