@@ -349,3 +349,24 @@ def test_category_sampling_needs_each_rows_category(tmp_path):
     promptset = {"sampling": {"max_new_tokens": 8}, "category_sampling": {"math": {"temperature": 0.0}}}
     with pytest.raises(KeyError, match=r"mt.parquet: row 1: the prompt set's category_sampling needs a 'category'"):
         sampling_groups([{"category": "math"}, {"id": 2}], promptset, 0, "mt.parquet")
+
+
+def test_a_base_model_can_adopt_an_instruct_models_template_and_its_stops_follow(tmp_path):
+    """``hub.chat_template_from`` (GEM trains a base Llama on an instruct model's template):
+    the downloaded tokenizer's template is replaced, and its end-of-turn stop with it."""
+    from reprolm.models.base import adopt_chat_template
+    from reprolm.models.loading import load_tokenizer
+
+    _tokenizer().save_pretrained(tmp_path / "base")
+    _tokenizer(END_OF_TURN_TEMPLATE).save_pretrained(tmp_path / "instruct")
+    before = load_tokenizer(str(tmp_path / "base"))
+    assert end_of_turn_ids(before) == [before.eos_token_id]
+    adopt_chat_template(str(tmp_path / "base"), str(tmp_path / "instruct"))
+    after = load_tokenizer(str(tmp_path / "base"))
+    assert after.chat_template == END_OF_TURN_TEMPLATE
+    assert end_of_turn_ids(after) == [after.convert_tokens_to_ids(END)]
+    with pytest.raises(ValueError, match="has no chat template"):
+        plain = _tokenizer()
+        plain.chat_template = None
+        plain.save_pretrained(tmp_path / "plain")
+        adopt_chat_template(str(tmp_path / "base"), str(tmp_path / "plain"))

@@ -26,7 +26,9 @@ def build_base_model(build: Mapping, tokenizer_dir: str, corpus: Mapping[str, st
 
 
 def download_base_model(hub: Mapping, output: str) -> None:
-    """A hub checkpoint's files (weights, config, tokenizer) into ``output``."""
+    """A hub checkpoint's files (weights, config, tokenizer) into ``output``; with
+    ``chat_template_from``, the chat template of that tokenizer (hub id or path) replaces the
+    checkpoint's own, as studies that train a base model on an instruct model's template do."""
     from huggingface_hub import snapshot_download
 
     with atomic_path(output) as tmp:
@@ -34,3 +36,18 @@ def download_base_model(hub: Mapping, output: str) -> None:
             repo_id=hub["path"], revision=hub.get("revision"), local_dir=str(tmp),
             allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"],
         )
+        if hub.get("chat_template_from"):
+            adopt_chat_template(str(tmp), hub["chat_template_from"])
+
+
+def adopt_chat_template(model_dir: str, source: str) -> None:
+    """Saves ``source``'s chat template as the template of the tokenizer in ``model_dir``."""
+    from transformers import AutoTokenizer
+
+    template = AutoTokenizer.from_pretrained(source).chat_template
+    if not template:
+        raise ValueError(f"chat_template_from: {source!r} has no chat template")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.chat_template = template
+    tokenizer.save_pretrained(model_dir)
+    log.info("chat template of %s adopted", source)
