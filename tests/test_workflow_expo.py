@@ -13,6 +13,7 @@ import yaml
 from chat_endpoint_standin import ChatEndpointStandIn, chat_endpoint  # noqa: F401 (a fixture)
 from default_config import DEFAULT, EXPO, EXPO_MODELS, read_json
 from workflow_helpers import dry_run_jobs, job_counts, snakemake
+from reprolm.score.judges import RewardModelJudge
 
 pytestmark = pytest.mark.workflow
 
@@ -100,6 +101,10 @@ def test_expo_tables_put_original_beside_its_chosen_extrapolation(default_run):
             grade_column = "Original" if column == "Ori" else "+ ExPO"
             grade_row = mt_bench[mt_bench["model"] == f"{base}/{recipe}"].iloc[0]
             assert grade_row[grade_column] == pytest.approx(grade["mean"], abs=0.0005)
+        # Each table says which judge and protocol produced its numbers.
+        assert (row["judge"], grade_row["judge"]) == ("tiny_rm", "tiny_rm")
+        assert row["protocol"] == grade_row["protocol"] == RewardModelJudge.protocol
+        assert row["LC method"].endswith("without its instruction-difficulty term")
         tasks = lm_eval[lm_eval["model"] == f"{base}/{recipe}"]
         assert tasks["task"].tolist() == [t["name"] for t in DEFAULT["lm_eval_suites"]["general"]["tasks"]]
     judge = pd.read_csv(tables / "judge.csv").iloc[0]

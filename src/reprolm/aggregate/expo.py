@@ -41,7 +41,8 @@ def win_rate_table(scores: list[Score]) -> pd.DataFrame:
         rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(pair["expo"].recipe)[1],
                      "Win Rate (Ori)": original["win_rate"], "LC Win Rate (Ori)": original["lc_win_rate"],
                      "Win Rate (+ ExPO)": expo["win_rate"], "LC Win Rate (+ ExPO)": expo["lc_win_rate"],
-                     "Length (Ori)": original["mean_length"], "Length (+ ExPO)": expo["mean_length"]})
+                     "Length (Ori)": original["mean_length"], "Length (+ ExPO)": expo["mean_length"],
+                     "judge": original["judge"], "protocol": original["protocol"], "LC method": original["lc_method"]})
     return pd.DataFrame(rows)
 
 
@@ -50,7 +51,8 @@ def single_grade_table(scores: list[Score], promptset: str) -> pd.DataFrame:
     for (base, recipe), pair in _pairs([s for s in scores if s.name == promptset], "grade").items():
         rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(pair["expo"].recipe)[1],
                      "Original": pair["original"].data["mean"], "+ ExPO": pair["expo"].data["mean"],
-                     "scale": pair["original"].data["judge_scale"]})
+                     "scale": pair["original"].data["judge_scale"], "judge": pair["original"].data["judge"],
+                     "protocol": pair["original"].data["protocol"]})
     return pd.DataFrame(rows)
 
 

@@ -65,6 +65,7 @@ def _swap_roles(conversation: Sequence[Mapping]) -> list[dict]:
 class FollowUpScorer:
     kind = "flr"
     scale = "FLR reward (positive - negative follow-up score)"
+    protocol = "FLR: follow-up likelihood as reward; preference = sigmoid(r_answer - r_reference)"
 
     def __init__(self, model_path: str, followups: Mapping[str, Mapping[str, list[str]]], compat: str = "paper",
                  format: str = "chat", batch_size: int = 16, max_length: int = 2048, precision: str = "float32"):

@@ -35,6 +35,7 @@ Conversation = list[dict]  # [{"role", "content"}, ...], ending with the assista
 class RewardModelJudge:
     kind = "reward_model"
     scale = "reward (unbounded)"
+    protocol = "reward model: grade = reward; preference = sigmoid(r_answer - r_reference)"
 
     def __init__(self, model_path: str, batch_size: int = 8, max_length: int = 1024, precision: str = "float32"):
         import torch
@@ -112,6 +113,8 @@ def _render(conversation: Conversation) -> str:
 class ChatEndpointJudge:
     kind = "chat_endpoint"
     scale = "rating 1-10"
+    # Not AlpacaEval's annotator nor FastChat's MT-Bench judge prompts (no reference answers).
+    protocol = "chat endpoint with reprolm's grading and pairwise prompts"
 
     def __init__(self, base_url: str, model: str, api_key_env: str, seed: int = 0, max_tokens: int = 512):
         from openai import OpenAI

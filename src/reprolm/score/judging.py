@@ -32,6 +32,7 @@ def grade_generations(judge, rows: Sequence[Mapping]) -> dict:
     turns = max(map(len, grades))
     return {
         "judge_scale": judge.scale,
+        "protocol": judge.protocol,
         "mean": _nanmean([g for row in grades for g in row]),
         "turn_means": [_nanmean([row[t] for row in grades if t < len(row)]) for t in range(turns)],
         "unparsed": sum(math.isnan(g) for row in grades for g in row),
@@ -81,6 +82,7 @@ def win_rates(preferences: Sequence[float], answers: Sequence[str], references: 
     return {
         "win_rate": float(100 * np.mean(p)),
         **length_controlled_win_rate(p, answer_lengths, reference_lengths),
+        "lc_method": "AlpacaEval 2.0's length-control regression without its instruction-difficulty term",
         "n": len(kept),
         "unparsed": len(preferences) - len(kept),
         "mean_length": float(np.mean(answer_lengths)),
@@ -136,4 +138,5 @@ def judge_win_rate(judge, answers_file: str, reference_file: str | None = None) 
     reference_rows = pq.read_table(reference_file).to_pylist() if reference_file else None
     references = reference_answers(rows, answers_file, reference_rows, reference_file)
     answers = [row["text"] for row in rows]
-    return win_rates(judge.prefer([row["instruction"] for row in rows], answers, references), answers, references)
+    preferences = judge.prefer([row["instruction"] for row in rows], answers, references)
+    return {"protocol": judge.protocol, **win_rates(preferences, answers, references)}
