@@ -41,7 +41,7 @@ def test_paper_config_builds_the_full_ruler_dag_offline(paper_jobs):
     # GEM: Llama-3-8B's three recipes on UltraFeedback, Qwen2.5-Math's on NuminaMath-CoT.
     gem_recipes = set(paper["gem"]["recipes"]) | {r for rs in paper["gem"]["recipes_by_base"].values() for r in rs}
     gem_finetunes = {(w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune" and w["recipe"] in gem_recipes}
-    assert gem_finetunes == {("llama3_8b", r) for r in ("ce", "gem_linear", "gem_logsigmoid")} | {
+    assert gem_finetunes == {("llama3_8b_gem", r) for r in ("ce", "gem_linear", "gem_logsigmoid")} | {
         ("qwen25_math_7b", r) for r in ("ce_numina", "gem_linear_numina", "gem_logsigmoid_numina")}
     assert {w["base"] for rule, w in jobs if rule == "lm_eval" and w["suite"] == "ifeval"} == set(paper["gem"]["bases"])
     assert {w["source"] for rule, w in jobs if rule == "raw_source"} >= {"ultrafeedback_sft", "numina_cot", "poem_prompts"}
@@ -63,13 +63,15 @@ def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(p
     grid = {(b, "pretrained", f"{a:g}") for b in expo["bases"] for a in expo["alpha_search"]["alphas"]}
     assert extrapolated == published | grid
     downloads = {w["base"] for rule, w in jobs if rule == "download_base_model"}
-    assert set(expo["base_references"].values()) | {"skywork_rm"} <= downloads
-    # The alpha search: every grid point and each original graded by the reward model.
+    assert set(expo["base_references"].values()) | {"rm_mistral_7b"} <= downloads
+    # The alpha search: every grid point and each original graded by the original code's
+    # reward model.
     assert {(w["base"], w["recipe"]) for rule, w in jobs if rule == "alpha_search"} == {(b, "pretrained") for b in expo["bases"]}
     graded = {(w["judge"], w["base"], w["recipe"], w["promptset"]) for rule, w in jobs
               if rule == "grade" and w["promptset"] == "expo_search"}
     searched = {"pretrained"} | {f"pretrained+expo{a:g}" for a in expo["alpha_search"]["alphas"]}
-    assert graded == {("skywork_rm", b, r, "expo_search") for b in expo["bases"] for r in searched}
+    assert expo["judge"] == "expo_rm" and paper["judges"]["expo_rm"]["model"] == "rm_mistral_7b/pretrained"
+    assert graded == {("expo_rm", b, r, "expo_search") for b in expo["bases"] for r in searched}
 
 
 def test_lint_and_format_are_clean(tmp_path):
