@@ -256,13 +256,13 @@ def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings(
     paper = yaml.safe_load((repo / "config/paper.yaml").read_text())
     check_config(paper, schema_file)
     models = STUDIES["gem"].models(paper)
-    assert models == [("llama3_8b", r) for r in ("ce", "gem_linear", "gem_logsigmoid")] + [
+    assert models == [("llama3_8b_gem", r) for r in ("ce", "gem_linear", "gem_logsigmoid")] + [
         ("qwen25_math_7b", r) for r in ("ce_numina", "gem_linear_numina", "gem_logsigmoid_numina")]
     scores = STUDIES["gem"].score_paths(paper)
     # The math models get GSM8K greedy (and IFEval); sampling, diversity and best-of-n are the chat models'.
     assert "results/scores/answer_accuracy/qwen25_math_7b/ce_numina/gsm8k_greedy.json" in scores
     assert not [s for s in scores if "qwen25_math_7b" in s and ("answer_voting" in s or "grade_" in s or "diversity" in s)]
-    assert sum("grade_fsfairx_rm/llama3_8b" in s for s in scores) == 3
+    assert sum("grade_fsfairx_rm/llama3_8b_gem/" in s for s in scores) == 3
     default = yaml.safe_load((repo / "config/config.yaml").read_text())
     default["gem"]["best_of_n"]["ns"] = [1, 16]
     with pytest.raises(ConfigError, match="best-of-16, but promptset 'gem_chat' samples n=8"):
