@@ -102,18 +102,18 @@ def test_a_judge_that_only_likes_length_wins_raw_but_not_length_controlled():
     answers = ["word " * 80] * 30 + ["word " * 5] * 10  # three quarters longer than the reference
     references = ["word " * 40] * 40
     preferences = [1.0 if len(a) > len(r) else 0.0 for a, r in zip(answers, references)]
-    result = win_rates(preferences, answers, references)
+    result = win_rates(preferences, [len(a) for a in answers], [len(r) for r in references])
     assert result["win_rate"] == pytest.approx(75.0)
     assert 40 < result["lc_win_rate"] < 60
     assert result["phi"] > 1
 
 
 def test_unparsed_verdicts_are_counted_and_left_out():
-    result = win_rates([1.0, math.nan, 0.0, 1.0], ["a", "bb", "ccc", "dd"], ["x", "y", "z", "w"])
+    result = win_rates([1.0, math.nan, 0.0, 1.0], [1, 2, 3, 2], [1, 1, 1, 1])
     assert (result["n"], result["unparsed"]) == (3, 1)
-    assert result["win_rate"] == pytest.approx(200 / 3)
+    assert result["win_rate"] == pytest.approx(200 / 3) and result["mean_length"] == pytest.approx(5 / 3)
     with pytest.raises(ValueError, match="no usable verdict"):
-        win_rates([math.nan], ["a"], ["b"])
+        win_rates([math.nan], [1], [1])
 
 
 def test_reference_answers_come_from_the_dataset_or_a_model_by_prompt_id():
@@ -159,3 +159,34 @@ def test_chat_endpoint_judge_without_its_key_fails_naming_the_variable(monkeypat
     with pytest.raises(ValueError, match=re.escape("environment variable 'REPROLM_JUDGE_KEY'")):
         make_judge({"kind": "chat_endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m",
                     "api_key_env": "REPROLM_JUDGE_KEY"})
+
+
+def test_the_authors_released_alpaca_eval_verdicts_give_the_published_figures():
+    """ExPO's repository publishes AlpacaEval 2.0's GPT-4 Turbo verdicts per instruction and
+    the resulting leaderboard (tests/data/expo, numbers only). Our aggregation of those
+    verdicts gives the published win rate, standard error, discrete win rate, wins, draws and
+    average length to the printed precision. The LC win rate does not match: AlpacaEval's
+    regression also has a per-instruction difficulty term, fitted on its hub data."""
+    import csv
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data" / "expo"
+    verdicts = list(csv.DictReader((data / "alpaca_eval_verdicts.csv").open()))
+    published = {row[""]: row for row in csv.DictReader((data / "alpaca_eval_leaderboard.csv").open())}
+    assert len(published) == 4
+    for generator, figures in published.items():
+        rows = [row for row in verdicts if row["generator"] == generator]
+        assert len(rows) == int(figures["n_total"]) == 805
+        # AlpacaEval's preference is 1 (reference preferred) to 2 (the model's answer).
+        result = win_rates([float(row["preference"]) - 1 for row in rows], [int(row["answer_length"]) for row in rows],
+                           [int(row["reference_length"]) for row in rows])
+        assert result["win_rate"] == pytest.approx(float(figures["win_rate"]), abs=1e-8)
+        assert result["standard_error"] == pytest.approx(float(figures["standard_error"]), abs=1e-8)
+        assert result["discrete_win_rate"] == pytest.approx(float(figures["discrete_win_rate"]), abs=1e-9)
+        assert (result["n_wins"], result["n_draws"]) == (int(figures["n_wins"]), int(figures["n_draws"]))
+        assert int(result["mean_length"]) == int(figures["avg_length"])
+    sft = [row for row in verdicts if row["generator"] == "zephyr-7b-sft-full"]
+    ours = win_rates([float(row["preference"]) - 1 for row in sft], [int(row["answer_length"]) for row in sft],
+                     [int(row["reference_length"]) for row in sft])
+    assert float(published["zephyr-7b-sft-full"]["length_controlled_winrate"]) == pytest.approx(8.673, abs=1e-3)
+    assert ours["lc_win_rate"] == pytest.approx(14.55, abs=0.01)

@@ -70,23 +70,30 @@ def length_controlled_win_rate(preferences: Sequence[float], answer_lengths: Seq
     return {"lc_win_rate": float(100 / (1 + math.exp(-theta))), "theta": float(theta), "phi": float(phi)}
 
 
-def win_rates(preferences: Sequence[float], answers: Sequence[str], references: Sequence[str]) -> dict:
-    """Win rate (mean preference for the answer over the reference, in %) and the
-    length-controlled win rate; verdicts the judge gave no parseable answer for are left out."""
+def win_rates(preferences: Sequence[float], answer_lengths: Sequence[int], reference_lengths: Sequence[int]) -> dict:
+    """Win rate (mean preference for the answer over the reference, in %), its standard
+    error, the discrete win rate (wins, and draws as halves) and the length-controlled win
+    rate, with AlpacaEval's leaderboard columns' definitions; lengths in characters.
+    Verdicts the judge gave no parseable answer for are left out."""
     kept = [i for i, p in enumerate(preferences) if not math.isnan(p)]
     if not kept:
         raise ValueError("the judge gave no usable verdict on any pair")
-    p = [preferences[i] for i in kept]
-    answer_lengths = [len(answers[i]) for i in kept]
-    reference_lengths = [len(references[i]) for i in kept]
+    p = np.array([preferences[i] for i in kept], dtype=float)
+    kept_answer_lengths = [answer_lengths[i] for i in kept]
+    kept_reference_lengths = [reference_lengths[i] for i in kept]
+    wins, draws = int((p > 0.5).sum()), int((p == 0.5).sum())
     return {
-        "win_rate": float(100 * np.mean(p)),
-        **length_controlled_win_rate(p, answer_lengths, reference_lengths),
+        "win_rate": float(100 * p.mean()),
+        "standard_error": float(100 * p.std(ddof=1) / math.sqrt(len(p))) if len(p) > 1 else math.nan,
+        "discrete_win_rate": float(100 * (wins + draws / 2) / len(p)),
+        "n_wins": wins,
+        "n_draws": draws,
+        **length_controlled_win_rate(p, kept_answer_lengths, kept_reference_lengths),
         "lc_method": "AlpacaEval 2.0's length-control regression without its instruction-difficulty term",
         "n": len(kept),
         "unparsed": len(preferences) - len(kept),
-        "mean_length": float(np.mean(answer_lengths)),
-        "mean_reference_length": float(np.mean(reference_lengths)),
+        "mean_length": float(np.mean(kept_answer_lengths)),
+        "mean_reference_length": float(np.mean(kept_reference_lengths)),
         "preferences": list(map(float, preferences)),
     }
 
@@ -139,4 +146,4 @@ def judge_win_rate(judge, answers_file: str, reference_file: str | None = None) 
     references = reference_answers(rows, answers_file, reference_rows, reference_file)
     answers = [row["text"] for row in rows]
     preferences = judge.prefer([row["instruction"] for row in rows], answers, references)
-    return {"protocol": judge.protocol, **win_rates(preferences, answers, references)}
+    return {"protocol": judge.protocol, **win_rates(preferences, [len(a) for a in answers], [len(r) for r in references])}
