@@ -111,7 +111,7 @@ def test_a_judge_that_only_likes_length_wins_raw_but_not_length_controlled():
 def test_unparsed_verdicts_are_counted_and_left_out():
     result = win_rates([1.0, math.nan, 0.0, 1.0], [1, 2, 3, 2], [1, 1, 1, 1])
     assert (result["n"], result["unparsed"]) == (3, 1)
-    assert result["win_rate"] == pytest.approx(200 / 3) and result["mean_length"] == pytest.approx(5 / 3)
+    assert result["win_rate"] == pytest.approx(200 / 3) and result["mean_length"] == pytest.approx(2.0)  # 1, 3, 2 kept
     with pytest.raises(ValueError, match="no usable verdict"):
         win_rates([math.nan], [1], [1])
 
