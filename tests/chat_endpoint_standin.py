@@ -1,6 +1,6 @@
 """A local stand-in for an OpenAI-compatible chat-completions server (no real endpoint is
-reachable from the tests): it grades an answer by its number of words, capped at 10, and
-prefers the longer of two answers. It records every request it saw, headers included."""
+reachable from the tests): it grades an answer by its number of words, capped at 10 (also
+in FastChat's MT-Bench prompt forms), and prefers the longer of two answers. It records every request it saw, headers included."""
 
 from __future__ import annotations
 
@@ -25,6 +25,12 @@ class ChatEndpointStandIn(BaseHTTPRequestHandler):
             content = "a" if len(first) >= len(second) else "b"
         elif "UNPARSEABLE" in prompt:
             content = "I cannot say."
+        elif "### Assistant A:\n" in prompt:  # FastChat's second-turn form: the last answer
+            last_answer = prompt.rsplit("### Assistant A:\n", 1)[1].split("\n\n<|The End", 1)[0]
+            content = f"Fine. [{min(10, len(last_answer.split()))}]"  # FastChat's backup pattern
+        elif "[The Start of Assistant's Answer]" in prompt:
+            last_answer = prompt.split("[The Start of Assistant's Answer]\n", 1)[1].split("\n[The End", 1)[0]
+            content = f"Fine. Rating: [[{min(10, len(last_answer.split()))}]]"
         else:
             last_answer = prompt.rsplit("[ASSISTANT]\n", 1)[1]
             content = f"Reasonable. Rating: [[{min(10, len(last_answer.split()))}]]"

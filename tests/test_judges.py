@@ -38,7 +38,7 @@ def reward_model(tmp_path_factory):
 
 def test_reward_model_trained_by_the_finetune_stage_ranks_held_out_pairs(reward_model):
     folder, test_pairs = reward_model
-    judge = make_judge({"kind": "reward_model", "model": "unused/reward"}, str(folder))
+    judge = make_judge({"kind": "reward_model", "model": "unused/reward"}, {"judge_model": str(folder)})
     result = pair_accuracy(judge, test_pairs, seed=0)
     assert result["n"] == len(test_pairs) == 320
     assert result["accuracy"] >= 85
@@ -190,3 +190,77 @@ def test_the_authors_released_alpaca_eval_verdicts_give_the_published_figures():
                      [int(row["reference_length"]) for row in sft])
     assert float(published["zephyr-7b-sft-full"]["length_controlled_winrate"]) == pytest.approx(8.673, abs=1e-3)
     assert ours["lc_win_rate"] == pytest.approx(14.55, abs=0.01)
+
+
+def _fastchat_prompts_source(tmp_path):
+    from reprolm.data.sources import write_source
+
+    folder = tmp_path / "judge_prompts"
+    write_source({"name": "judge_prompts", "schema": "fastchat_judge_prompts", "fixture": {"n": 4, "seed": 0}}, folder)
+    return str(folder)
+
+
+def test_fastchat_mt_bench_grading_sends_its_prompts_with_reference_answers(chat_endpoint, monkeypatch, tmp_path):
+    """FastChat's protocol: turn 1 by ``single-v1`` (``single-math-v1`` with the reference for
+    math, reasoning and coding), turn 2 by the multi-turn forms with both turns in view; the
+    prompt's system message; temperature 0; ``[[rating]]``, else ``[rating]``."""
+    monkeypatch.setenv("REPROLM_JUDGE_KEY", "sk-test-secret-123")
+    spec = {"kind": "chat_endpoint", "base_url": chat_endpoint, "model": "gpt-4", "api_key_env": "REPROLM_JUDGE_KEY",
+            "judge_prompts": "judge_prompts"}
+    judge = make_judge(spec, {"judge_prompts": _fastchat_prompts_source(tmp_path)})
+    assert judge.protocol.startswith("FastChat MT-Bench")
+
+    def conversation(first, second):
+        return [{"role": "user", "content": "Q1?"}, {"role": "assistant", "content": first},
+                {"role": "user", "content": "Q2?"}, {"role": "assistant", "content": second}]
+
+    rows = [{"id": 0, "category": "writing", "conversation": conversation("one two", "one two three four")},
+            {"id": 1, "category": "math", "reference_answers": ["R1", "R2"],
+             "conversation": conversation("a b c", "UNPARSEABLE")}]
+    result = grade_generations(judge, rows)
+    assert result["grades"][0] == [2.0, 4.0]  # the second from FastChat's backup pattern [4]
+    assert result["grades"][1][0] == 3.0 and math.isnan(result["grades"][1][1])
+    assert result["protocol"] == judge.protocol and result["unparsed"] == 1
+    requests = [seen["body"] for seen in ChatEndpointStandIn.seen]
+    assert len(requests) == 4 and all(r["temperature"] == 0 and r["max_tokens"] == 2048 for r in requests)
+    assert all(r["messages"][0] == {"role": "system", "content": "You grade answers of AI assistants."}
+               for r in requests)
+    prompts = [r["messages"][1]["content"] for r in requests]
+    assert prompts[0].startswith("Question:\nQ1?") and "Reference" not in prompts[0]
+    assert "### User:\nQ2?\n\n### Assistant A:\none two three four" in prompts[1] and "Reference" not in prompts[1]
+    assert "[The Start of Reference Answer]\nR1\n" in prompts[2]
+    assert "(turn 1):\nR1" in prompts[3] and "(turn 2):\nR2" in prompts[3]
+    with pytest.raises(KeyError, match="prompt 2: category 'coding' is graded against reference answers, "
+                                       "and the row has 0 for 2 turns"):
+        grade_generations(judge, [{"id": 2, "category": "coding", "conversation": conversation("x", "y")}])
+
+
+def test_a_fastchat_judge_needs_its_prompts_source(chat_endpoint, monkeypatch):
+    monkeypatch.setenv("REPROLM_JUDGE_KEY", "k")
+    spec = {"kind": "chat_endpoint", "base_url": chat_endpoint, "model": "gpt-4", "api_key_env": "REPROLM_JUDGE_KEY",
+            "judge_prompts": "fastchat_prompts"}
+    with pytest.raises(ValueError, match="grades with FastChat's prompts: it needs the 'fastchat_prompts' source"):
+        make_judge(spec, {})
+
+
+def test_a_judges_prompts_must_be_a_fastchat_judge_prompts_source():
+    from pathlib import Path
+
+    import yaml
+
+    from reprolm.config.checks import check_config
+    from reprolm.config.errors import ConfigError
+
+    repo = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((repo / "config/config.yaml").read_text())
+    judge = {"kind": "chat_endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "K",
+             "judge_prompts": "mt_bench"}
+    config["judges"]["mt_judge"] = judge
+    with pytest.raises(ConfigError, match="judges.mt_judge.judge_prompts: source 'mt_bench' has schema "
+                                          "'mt_bench_prompts'; FastChat's judge prompts need schema"):
+        check_config(config, repo / "workflow/schemas/config.schema.yaml")
+    judge["judge_prompts"] = "fastchat_prompts"
+    with pytest.raises(ConfigError, match="judges.mt_judge.judge_prompts: 'fastchat_prompts' is not declared"):
+        check_config(config, repo / "workflow/schemas/config.schema.yaml")
+    config["sources"]["fastchat_prompts"] = {"schema": "fastchat_judge_prompts", "fixture": {"n": 4, "seed": 0}}
+    check_config(config, repo / "workflow/schemas/config.schema.yaml")

@@ -72,6 +72,17 @@ def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(p
     searched = {"pretrained"} | {f"pretrained+expo{a:g}" for a in expo["alpha_search"]["alphas"]}
     assert expo["judge"] == "expo_rm" and paper["judges"]["expo_rm"]["model"] == "rm_mistral_7b/pretrained"
     assert graded == {("expo_rm", b, r, "expo_search") for b in expo["bases"] for r in searched}
+    # MT-Bench graded as FastChat does (GPT-4, its judge prompts: a source of their own),
+    # AlpacaEval by GPT-4 Turbo. Those jobs follow the alpha search's checkpoint, so the dry
+    # run does not list them yet: the study's own lookups are checked instead.
+    from reprolm.config.lookups import judge_files
+    from reprolm.studies.expo import evaluation_scores
+
+    scores = evaluation_scores(paper, "starling_7b_beta", "pretrained", 0.3)
+    assert "results/scores/grade_gpt4_mt_bench/starling_7b_beta/pretrained+expo0.3/mt_bench.json" in scores
+    assert "results/scores/win_rate_gpt4_turbo/starling_7b_beta/pretrained/alpaca_eval.json" in scores
+    assert judge_files(paper, "gpt4_mt_bench") == {"judge_prompts": "resources/raw/fastchat_judge_prompts"}
+    assert paper["judges"]["gpt4_mt_bench"]["model"] == "gpt-4"
 
 
 def test_lint_and_format_are_clean(tmp_path):

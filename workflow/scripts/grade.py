@@ -10,8 +10,7 @@ from reprolm.score.judges import make_judge
 from reprolm.score.judging import grade_generations
 
 with tracked_step(snakemake) as log:
-    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed,
-                       snakemake.input.get("followups"))
+    judge = make_judge(snakemake.params.judge, snakemake.input, snakemake.params.seed)
     rows = pq.read_table(snakemake.input.generations).to_pylist()
     result = grade_generations(judge, rows)
     log.info("mean grade %.4f over %d prompts (%d unparsed)", result["mean"], len(rows), result["unparsed"])

@@ -10,8 +10,7 @@ from reprolm.score.judges import make_judge
 from reprolm.score.judging import pair_accuracy
 
 with tracked_step(snakemake) as log:
-    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed,
-                       snakemake.input.get("followups"))
+    judge = make_judge(snakemake.params.judge, snakemake.input, snakemake.params.seed)
     result = pair_accuracy(judge, pq.read_table(snakemake.input.pairs).to_pylist(), seed=snakemake.params.seed)
     log.info("pair accuracy %.1f%% [%.1f, %.1f] on %d pairs", result["accuracy"], result["ci_low"],
              result["ci_high"], result["n"])

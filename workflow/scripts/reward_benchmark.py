@@ -10,8 +10,7 @@ from reprolm.score.judges import make_judge
 from reprolm.score.reward_benchmarks import load_elo, model_ranking, rating_agreement
 
 with tracked_step(snakemake) as log:
-    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed,
-                       snakemake.input.get("followups"))
+    judge = make_judge(snakemake.params.judge, snakemake.input, snakemake.params.seed)
     rows = pq.read_table(snakemake.input.rows).to_pylist()
     if snakemake.rule == "model_ranking":
         result = model_ranking(judge, rows, load_elo(snakemake.input.elo))

@@ -8,8 +8,7 @@ from reprolm.score.judges import make_judge
 from reprolm.score.judging import judge_win_rate
 
 with tracked_step(snakemake) as log:
-    judge = make_judge(snakemake.params.judge, snakemake.input.get("judge_model"), snakemake.params.seed,
-                       snakemake.input.get("followups"))
+    judge = make_judge(snakemake.params.judge, snakemake.input, snakemake.params.seed)
     result = judge_win_rate(judge, snakemake.input.answers, snakemake.input.get("reference"))
     log.info("win rate %.2f, length-controlled %.2f (n=%d)", result["win_rate"], result["lc_win_rate"], result["n"])
     write_json({"metric": "win_rate", "judge": snakemake.wildcards.judge,

@@ -147,6 +147,13 @@ def _check_references(config: Mapping) -> None:
     for name, spec in config.get("judges", {}).items():
         if spec["kind"] in LOCAL_JUDGES:
             require_model(config, spec["model"], f"judges.{name}.model")
+        if spec.get("judge_prompts"):
+            key = f"judges.{name}.judge_prompts"
+            require(spec["judge_prompts"], sources, key)
+            schema = sources[spec["judge_prompts"]]["schema"]
+            if schema != "fastchat_judge_prompts":
+                raise ConfigError(f"{key}: source {spec['judge_prompts']!r} has schema {schema!r}; "
+                                  "FastChat's judge prompts need schema 'fastchat_judge_prompts'")
     if config.get("leaderboard"):
         require(config["leaderboard"]["promptset"], config.get("promptsets", {}), "leaderboard.promptset")
         require(config["leaderboard"]["judge"], config.get("judges", {}), "leaderboard.judge")

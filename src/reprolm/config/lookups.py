@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from reprolm.config.errors import ConfigError
-from reprolm.paths import PRETRAINED, base_model_dir, generations_file, grade_path, model_dir, split_expo
+from reprolm.paths import PRETRAINED, base_model_dir, generations_file, grade_path, model_dir, raw_dir, split_expo
 from reprolm.score.judges import LOCAL_JUDGES
 
 
@@ -58,15 +58,17 @@ def expo_reference_dir(config: Mapping, base: str, recipe: str) -> str:
 
 
 def judge_files(config: Mapping, judge: str) -> dict[str, str]:
-    """What a judge's jobs read: the checkpoint of a local judge (reward model, FLR's LM)
-    and FLR's follow-ups file (so that editing it reruns what it scored); nothing for an
-    endpoint."""
+    """What a judge's jobs read: the checkpoint of a local judge (reward model, FLR's LM),
+    FLR's follow-ups file (so that editing it reruns what it scored) and an endpoint's
+    FastChat judge prompts (a source's folder)."""
     spec = config["judges"][judge]
     files = {}
     if spec["kind"] in LOCAL_JUDGES:
         files["judge_model"] = model_dir(*spec["model"].split("/", 1))
     if spec["kind"] == "flr":
         files["followups"] = spec["followups"]
+    if spec.get("judge_prompts"):
+        files["judge_prompts"] = raw_dir(spec["judge_prompts"])
     return files
 
 

@@ -228,3 +228,28 @@ def writing_prompts(n: int, seed: int, kind: str = "poem", max_words: int = 200)
 
 def capitalise_title(text: str) -> str:
     return text[:1].upper() + text[1:]
+
+
+def fastchat_judge_prompts(n: int, seed: int) -> list[dict]:
+    """Judge prompts in the format of FastChat's ``judge_prompts.jsonl`` (the four
+    single-answer ones MT-Bench grading uses, with its placeholders), worded for the tests;
+    ``n`` and ``seed`` do not apply: the protocol has exactly these four."""
+    answer = "[The Start of Assistant's Answer]\n{answer}\n[The End of Assistant's Answer]"
+    reference = "[The Start of Reference Answer]\n{ref_answer_1}\n[The End of Reference Answer]"
+    turns = ("### User:\n{question_1}\n\n### Assistant A:\n{answer_1}\n\n"
+             "### User:\n{question_2}\n\n### Assistant A:\n{answer_2}")
+    references = "### Reference answer (turn 1):\n{ref_answer_1}\n\n### Reference answer (turn 2):\n{ref_answer_2}"
+    rate = "Rate the answer from 1 to 10 as [[rating]]."
+    prompts = {
+        "single-v1": f"Question:\n{{question}}\n\n{answer}\n\n{rate}",
+        "single-math-v1": f"Question:\n{{question}}\n\n{reference}\n\n{answer}\n\nCompare with the reference. {rate}",
+        "single-v1-multi-turn": f"<|The Start of Assistant A's Conversation with User|>\n\n{turns}\n\n"
+                                f"<|The End of Assistant A's Conversation with User|>\n\nRate the second answer. {rate}",
+        "single-math-v1-multi-turn": f"{references}\n\n<|The Start of Assistant A's Conversation with User|>\n\n"
+                                     f"{turns}\n\n<|The End of Assistant A's Conversation with User|>\n\n"
+                                     f"Compare the second answer with its reference. {rate}",
+    }
+    return [{"name": name, "type": "single", "system_prompt": "You grade answers of AI assistants.",
+             "prompt_template": template, "description": f"test stand-in for FastChat's {name}",
+             "category": "math" if "math" in name else "general", "output_format": "[[rating]]"}
+            for name, template in prompts.items()]

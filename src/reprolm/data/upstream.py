@@ -180,7 +180,13 @@ MT_BENCH_PROMPTS = define(UpstreamSchema(
     "mt_bench_prompts", 'HuggingFaceH4/mt_bench_prompts: {"prompt": [turn, ...], "prompt_id", "category", "reference"}',
     lambda r: schemas.check_string_list(r, "prompt"), fixtures.mt_bench_prompts,
     instruction=lambda r: {"instruction": r["prompt"][0], "turns": list(r["prompt"]),
-                           "category": r.get("category", "")}))
+                           "category": r.get("category", ""), "reference_answers": list(r.get("reference") or [])}))
+FASTCHAT_JUDGE_PROMPTS = define(UpstreamSchema(
+    "fastchat_judge_prompts",
+    'lm-sys/FastChat fastchat/llm_judge/data/judge_prompts.jsonl: {"name", "type", "system_prompt", '
+    '"prompt_template", "output_format", ...}',
+    schemas.fields("name", "system_prompt", "prompt_template", "output_format", allow_empty=("system_prompt",)),
+    fixtures.fastchat_judge_prompts))
 HELPSTEER = define(UpstreamSchema(
     "helpsteer",
     'nvidia/HelpSteer: {"prompt", "response", "helpfulness", "correctness", "coherence", "complexity", '

@@ -11,7 +11,10 @@ A judge is configured under ``judges:`` by ``kind``:
   single-answer rating from 1 to 10 (MT-Bench's ``[[rating]]`` convention); ``prefer`` asks
   which of two answers is better, the order shuffled per item against position bias. The
   API key is read from the environment variable the config names and is never written
-  anywhere: the config, logs and provenance hold only the variable's name.
+  anywhere: the config, logs and provenance hold only the variable's name. With
+  ``judge_prompts`` (a source of FastChat's ``judge_prompts.jsonl``) it grades as FastChat's
+  MT-Bench does: its single-answer prompts, the second turn judged with the first in view,
+  and math, reasoning and coding answers against the rows' reference answers.
 
 A judge's answers that cannot be parsed are NaN, counted and left out of means.
 """
@@ -155,43 +158,122 @@ class ChatEndpointJudge:
         return preferences
 
 
+# FastChat's categories graded against a reference answer, and its rating patterns.
+REFERENCE_CATEGORIES = ("math", "reasoning", "coding", "arena-hard-200")
+FASTCHAT_RATING = re.compile(r"\[\[(\d+\.?\d*)\]\]")
+FASTCHAT_RATING_BACKUP = re.compile(r"\[(\d+\.?\d*)\]")
+
+
+class FastChatMTBenchJudge(ChatEndpointJudge):
+    """MT-Bench single-answer grading with FastChat's judge prompts (``single-v1``,
+    ``single-math-v1`` and their ``-multi-turn`` forms), as its ``gen_judgment.py``: the
+    prompt's system message, temperature 0, the first ``[[rating]]`` (else ``[rating]``)."""
+
+    protocol = "FastChat MT-Bench single-answer grading (its judge prompts, reference answers for math, reasoning, coding)"
+
+    def __init__(self, base_url: str, model: str, api_key_env: str, judge_prompts: Mapping[str, Mapping],
+                 seed: int = 0, max_tokens: int = 2048):
+        super().__init__(base_url, model, api_key_env, seed=seed, max_tokens=max_tokens)
+        needed = ["single-v1", "single-math-v1", "single-v1-multi-turn", "single-math-v1-multi-turn"]
+        missing = [name for name in needed if name not in judge_prompts]
+        if missing:
+            raise KeyError(f"judge prompts lack {missing}; FastChat's judge_prompts.jsonl has them all")
+        self.prompts = judge_prompts
+
+    def _rate(self, name: str, values: Mapping[str, str]) -> float:
+        prompt = self.prompts[name]
+        messages = [{"role": "system", "content": prompt["system_prompt"]}] if prompt["system_prompt"] else []
+        messages.append({"role": "user", "content": prompt["prompt_template"].format(**values)})
+        reply = self.client.chat.completions.create(model=self.model, messages=messages, temperature=0.0,
+                                                    max_tokens=self.max_tokens, seed=self.seed)
+        text = reply.choices[0].message.content or ""
+        found = FASTCHAT_RATING.search(text) or FASTCHAT_RATING_BACKUP.search(text)
+        return float(found.group(1)) if found else math.nan
+
+    def grade_records(self, rows: Sequence[Mapping]) -> list[list[float]]:
+        """Each row's grade per assistant turn (MT-Bench has two)."""
+        grades = []
+        for row in rows:
+            conversation = conversation_of(row)
+            questions = [turn["content"] for turn in conversation if turn["role"] == "user"]
+            answers = [turn["content"] for turn in conversation if turn["role"] == "assistant"]
+            if not 1 <= len(answers) <= 2:
+                raise ValueError(f"prompt {row.get('id')!r}: FastChat's MT-Bench grading takes one or two turns, "
+                                 f"not {len(answers)}")
+            with_reference = row.get("category") in REFERENCE_CATEGORIES
+            references = list(row.get("reference_answers") or [])
+            if with_reference and len(references) < len(answers):
+                raise KeyError(f"prompt {row.get('id')!r}: category {row['category']!r} is graded against reference "
+                               f"answers, and the row has {len(references)} for {len(answers)} turns")
+            kind = "single-math-v1" if with_reference else "single-v1"
+            first = {"question": questions[0], "answer": answers[0]}
+            if with_reference:
+                first["ref_answer_1"] = references[0]
+            row_grades = [self._rate(kind, first)]
+            if len(answers) == 2:
+                both = {"question_1": questions[0], "question_2": questions[1],
+                        "answer_1": answers[0], "answer_2": answers[1]}
+                if with_reference:
+                    both.update(ref_answer_1=references[0], ref_answer_2=references[1])
+                row_grades.append(self._rate(f"{kind}-multi-turn", both))
+            grades.append(row_grades)
+        return grades
+
+
+def read_judge_prompts(folder: str) -> dict[str, dict]:
+    """FastChat's judge prompts from a ``fastchat_judge_prompts`` source, by name."""
+    from reprolm.data.sources import read_source
+
+    return {record["name"]: record for record in read_source(folder, "fastchat_judge_prompts")}
+
+
 JUDGES: Registry[Callable[..., object]] = Registry("judge kind")
 # Kinds that run a model of the workflow's own (its checkpoint is an input of their jobs).
 LOCAL_JUDGES = ("reward_model", "flr")
 
 
 @JUDGES.register("flr")
-def _flr_judge(spec: Mapping, model_path: str, seed: int, followups: str | None):
+def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int):
     from reprolm.score.flr import FollowUpScorer, load_followups
 
-    if followups is None:
+    if files.get("followups") is None:
         raise ValueError("an flr judge needs its follow-ups file")
-    return FollowUpScorer(model_path, load_followups(followups, spec.get("categories")),
+    return FollowUpScorer(files["judge_model"], load_followups(files["followups"], spec.get("categories")),
                           compat=spec.get("compat", "paper"), format=spec.get("format", "chat"),
                           batch_size=spec.get("batch_size", 16), max_length=spec.get("max_length", 2048),
                           precision=spec.get("precision", "float32"))
 
 
 @JUDGES.register("reward_model")
-def _reward_model_judge(spec: Mapping, model_path: str, seed: int, followups: str | None):
-    return RewardModelJudge(model_path, batch_size=spec.get("batch_size", 8),
+def _reward_model_judge(spec: Mapping, files: Mapping[str, str], seed: int):
+    return RewardModelJudge(files["judge_model"], batch_size=spec.get("batch_size", 8),
                             max_length=spec.get("max_length", 1024), precision=spec.get("precision", "float32"))
 
 
 @JUDGES.register("chat_endpoint")
-def _chat_endpoint_judge(spec: Mapping, model_path: str | None, seed: int, followups: str | None):
+def _chat_endpoint_judge(spec: Mapping, files: Mapping[str, str], seed: int):
+    if spec.get("judge_prompts"):
+        if files.get("judge_prompts") is None:
+            raise ValueError(f"judge {spec['model']!r} grades with FastChat's prompts: it needs the "
+                             f"{spec['judge_prompts']!r} source's folder")
+        return FastChatMTBenchJudge(spec["base_url"], spec["model"], spec["api_key_env"],
+                                    read_judge_prompts(files["judge_prompts"]), seed=seed,
+                                    max_tokens=spec.get("max_tokens", 2048))
     return ChatEndpointJudge(spec["base_url"], spec["model"], spec["api_key_env"], seed=seed,
                              max_tokens=spec.get("max_tokens", 512))
 
 
-def make_judge(spec: Mapping, model_path: str | None = None, seed: int = 0, followups: str | None = None):
-    """The judge a ``judges.{name}`` spec describes; a model's folder and FLR's follow-ups
-    file come from the workflow, an endpoint's key from the environment."""
+def make_judge(spec: Mapping, files: Mapping[str, str] | None = None, seed: int = 0):
+    """The judge a ``judges.{name}`` spec describes. ``files``: what its jobs read (a
+    model's folder as ``judge_model``, FLR's ``followups``, FastChat's ``judge_prompts``
+    source folder; ``reprolm.config.lookups.judge_files``); an endpoint's key comes from
+    the environment."""
     kind = spec["kind"]
     make = JUDGES.get(kind)
-    if kind in LOCAL_JUDGES and model_path is None:
+    files = dict(files or {})
+    if kind in LOCAL_JUDGES and files.get("judge_model") is None:
         raise ValueError(f"a {kind} judge needs its model folder")
-    return make(spec, model_path, seed, followups)
+    return make(spec, files, seed)
 
 
 def _exchange(instruction: str, answer: str) -> Conversation:

@@ -18,17 +18,13 @@ def _nanmean(values) -> float:
 
 def grade_generations(judge, rows: Sequence[Mapping]) -> dict:
     """Every assistant turn graded in the context of the conversation up to it (MT-Bench's
-    single-answer grading: a two-turn prompt gets two grades). ``mean`` averages all turns."""
-    conversations = [conversation_of(row) for row in rows]
-    prefixes, owners = [], []
-    for index, conversation in enumerate(conversations):
-        for end, turn in enumerate(conversation):
-            if turn["role"] == "assistant":
-                prefixes.append(conversation[: end + 1])
-                owners.append(index)
-    grades: list[list[float]] = [[] for _ in rows]
-    for owner, grade in zip(owners, judge.score(prefixes), strict=True):
-        grades[owner].append(grade)
+    single-answer grading: a two-turn prompt gets two grades). ``mean`` averages all turns.
+    A judge with a protocol of its own for whole records (FastChat's, which reads each row's
+    category and reference answers) grades them itself."""
+    if hasattr(judge, "grade_records"):
+        grades = judge.grade_records(rows)
+    else:
+        grades = _turn_grades(judge, rows)
     turns = max(map(len, grades))
     return {
         "judge_scale": judge.scale,
@@ -40,6 +36,21 @@ def grade_generations(judge, rows: Sequence[Mapping]) -> dict:
         "ids": [row["id"] for row in rows],
         "samples": [row.get("sample", 0) for row in rows],
     }
+
+
+def _turn_grades(judge, rows) -> list[list[float]]:
+    """Every assistant turn scored by the judge in the context of the conversation up to it."""
+    conversations = [conversation_of(row) for row in rows]
+    prefixes, owners = [], []
+    for index, conversation in enumerate(conversations):
+        for end, turn in enumerate(conversation):
+            if turn["role"] == "assistant":
+                prefixes.append(conversation[: end + 1])
+                owners.append(index)
+    grades: list[list[float]] = [[] for _ in rows]
+    for owner, grade in zip(owners, judge.score(prefixes), strict=True):
+        grades[owner].append(grade)
+    return grades
 
 
 def length_controlled_win_rate(preferences: Sequence[float], answer_lengths: Sequence[int],

@@ -34,8 +34,9 @@ class Expo(Study):
     def check_section(self, config: Mapping) -> None:
         spec, judges, promptsets = config["expo"], config.get("judges", {}), config.get("promptsets", {})
         require(spec["judge"], judges, "expo.judge")
-        if spec.get("benchmark_judge"):
-            require(spec["benchmark_judge"], judges, "expo.benchmark_judge")
+        for key in ("benchmark_judge", "single_grade_judge"):
+            if spec.get(key):
+                require(spec[key], judges, f"expo.{key}")
         for key in ("win_rate", "single_grade"):
             require(spec[key], promptsets, f"expo.{key}")
         require(spec["alpha_search"]["promptset"], promptsets, "expo.alpha_search.promptset")
@@ -69,7 +70,7 @@ class Expo(Study):
     def settings(self, config: Mapping) -> dict:
         spec = config["expo"]
         return {"judges": {name: config["judges"][name]
-                           for name in {spec["judge"], spec.get("benchmark_judge", spec["judge"])}}}
+                           for name in {spec["judge"], win_rate_judge(spec), single_grade_judge(spec)}}}
 
 
 def alpha_search_grades(config: Mapping, base: str, recipe: str) -> dict[str, str]:
@@ -104,16 +105,25 @@ def choose_alpha(grades: Mapping[float, Mapping]) -> dict:
     return {"curve": curve, "best_alpha": best["alpha"], "best_mean_grade": best["mean_grade"]}
 
 
+def win_rate_judge(spec: Mapping) -> str:
+    """The judge of the win rates: the benchmark judge, else the alpha search's."""
+    return spec.get("benchmark_judge", spec["judge"])
+
+
+def single_grade_judge(spec: Mapping) -> str:
+    """The judge of the single-answer grades (MT-Bench's is GPT-4 with FastChat's prompts,
+    AlpacaEval 2.0's GPT-4 Turbo): its own, else the win rates'."""
+    return spec.get("single_grade_judge", win_rate_judge(spec))
+
+
 def evaluation_scores(config: Mapping, base: str, recipe: str, alpha: float) -> list[str]:
     """Score files of the ExPO tables for one aligned model and its chosen extrapolation:
-    win rate and single-answer grades under the benchmark judge (default: the search's),
-    and the lm-eval suite."""
+    win rate and single-answer grades under their judges, and the lm-eval suite."""
     spec = config["expo"]
-    judge = spec.get("benchmark_judge", spec["judge"])
     paths = []
     for model in (recipe, expo_name(recipe, alpha)):
-        paths.append(win_rate_path(judge, base, model, spec["win_rate"]))
-        paths.append(grade_path(judge, base, model, spec["single_grade"]))
+        paths.append(win_rate_path(win_rate_judge(spec), base, model, spec["win_rate"]))
+        paths.append(grade_path(single_grade_judge(spec), base, model, spec["single_grade"]))
         if spec.get("lm_eval_suite"):
             paths.append(score_path("lm_eval", base, model, spec["lm_eval_suite"]))
     return paths
