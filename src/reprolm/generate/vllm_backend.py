@@ -15,12 +15,12 @@ class VLLMBackend:
                  chat_template: str | None = None, gpu_memory_utilization: float = 0.85):
         from vllm import LLM  # GPU only
 
-        from reprolm.models.loading import generation_eos_ids, load_tokenizer
+        from reprolm.models.loading import generation_eos_ids, load_tokenizer, trusts_remote_code
 
         self.tokenizer = load_tokenizer(model_path, chat_template)
         self.generation_eos = generation_eos_ids(model_path)
         self.llm = LLM(model=model_path, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
-                       gpu_memory_utilization=gpu_memory_utilization)
+                       gpu_memory_utilization=gpu_memory_utilization, trust_remote_code=trusts_remote_code(model_path))
 
     def generate(self, request: GenerationRequest) -> list[list[list[int]]]:
         from vllm import SamplingParams

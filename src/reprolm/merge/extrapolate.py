@@ -89,6 +89,8 @@ def check_compatible(sft: str | Path, aligned: str | Path) -> tuple[dict[str, Te
     naming the first mismatch."""
     from transformers import AutoTokenizer
 
+    from reprolm.models.loading import trusts_remote_code
+
     sft, aligned = Path(sft), Path(aligned)
     configs = {name: json.loads((path / "config.json").read_text()) for name, path in (("sft", sft), ("aligned", aligned))}
     for key in ("model_type", "architectures", "vocab_size", "hidden_size", "num_hidden_layers"):
@@ -104,7 +106,8 @@ def check_compatible(sft: str | Path, aligned: str | Path) -> tuple[dict[str, Te
             raise IncompatibleCheckpoints(
                 f"tensor {name!r}: shape {list(sft_index[name].shape)} in {sft} but "
                 f"{list(aligned_index[name].shape)} in {aligned}")
-    vocabularies = [AutoTokenizer.from_pretrained(path).get_vocab() for path in (sft, aligned)]
+    vocabularies = [AutoTokenizer.from_pretrained(path, trust_remote_code=trusts_remote_code(path)).get_vocab()
+                    for path in (sft, aligned)]
     token = _first_difference(*vocabularies)
     if token is not None:
         raise IncompatibleCheckpoints(
@@ -134,6 +137,8 @@ def extrapolate(sft: str | Path, aligned: str | Path, alpha: float, output: str 
     import torch
     from safetensors import safe_open
     from safetensors.torch import save_file
+
+    from reprolm.models.loading import REMOTE_CODE_MARKER
 
     sft, aligned = Path(sft), Path(aligned)
     sft_index, index = check_compatible(sft, aligned)
@@ -166,7 +171,9 @@ def extrapolate(sft: str | Path, aligned: str | Path, alpha: float, output: str 
         total = sum(info.nbytes for info in index.values())
         (tmp / INDEX_FILE).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map},
                                                  indent=2, sort_keys=True) + "\n")
-        for file in CARRIED_FILES:
+        # The aligned model's code files and remote-code opt-in travel with its config.
+        carried = [*CARRIED_FILES, REMOTE_CODE_MARKER, *(p.name for p in aligned.glob("*.py"))]
+        for file in carried:
             if (aligned / file).exists():
                 shutil.copy2(aligned / file, tmp / file)
     summary = {"alpha": alpha, "extrapolated_tensors": extrapolated, "copied_tensors": copied,

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping
 
 from reprolm.io import atomic_path
+from reprolm.models.loading import REMOTE_CODE_MARKER
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +29,17 @@ def build_base_model(build: Mapping, tokenizer_dir: str, corpus: Mapping[str, st
 def download_base_model(hub: Mapping, output: str) -> None:
     """A hub checkpoint's files (weights, config, tokenizer) into ``output``; with
     ``chat_template_from``, the chat template of that tokenizer (hub id or path) replaces the
-    checkpoint's own, as studies that train a base model on an instruct model's template do."""
+    checkpoint's own, as studies that train a base model on an instruct model's template do;
+    with ``trust_remote_code``, its Python files come too and its own code may run later."""
     from huggingface_hub import snapshot_download
 
+    patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
     with atomic_path(output) as tmp:
-        snapshot_download(
-            repo_id=hub["path"], revision=hub.get("revision"), local_dir=str(tmp),
-            allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"],
-        )
+        # A checkpoint's own modelling code only where the config opted in.
+        snapshot_download(repo_id=hub["path"], revision=hub.get("revision"), local_dir=str(tmp),
+                          allow_patterns=patterns + (["*.py"] if hub.get("trust_remote_code") else []))
+        if hub.get("trust_remote_code"):
+            (tmp / REMOTE_CODE_MARKER).write_text(f"{hub['path']}: base_models.*.hub.trust_remote_code is true\n")
         if hub.get("chat_template_from"):
             adopt_chat_template(str(tmp), hub["chat_template_from"])
 
@@ -44,10 +48,12 @@ def adopt_chat_template(model_dir: str, source: str) -> None:
     """Saves ``source``'s chat template as the template of the tokenizer in ``model_dir``."""
     from transformers import AutoTokenizer
 
+    from reprolm.models.loading import load_tokenizer
+
     template = AutoTokenizer.from_pretrained(source).chat_template
     if not template:
         raise ValueError(f"chat_template_from: {source!r} has no chat template")
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = load_tokenizer(model_dir)
     tokenizer.chat_template = template
     tokenizer.save_pretrained(model_dir)
     log.info("chat template of %s adopted", source)

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from reprolm.models.tokenizer import CHAT_TEMPLATE
+
+# Written into a downloaded checkpoint whose config says ``hub.trust_remote_code: true``
+# (and carried into what is made from it): only then may its own modelling code run.
+REMOTE_CODE_MARKER = "reprolm_trusts_remote_code"
+
+
+def trusts_remote_code(path) -> bool:
+    """Whether a checkpoint folder's own code (``auto_map``: InternLM2 and the like) may run:
+    only where the config opted in for its download."""
+    return (Path(str(path)) / REMOTE_CODE_MARKER).is_file()
 
 
 def load_tokenizer(path: str, chat_template: str | None = None):
@@ -13,7 +25,7 @@ def load_tokenizer(path: str, chat_template: str | None = None):
     Base models without a chat template get ``chat_template`` (or the project's simple
     one), so instruction prompts and training text always go through a template.
     """
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trusts_remote_code(path))
     # transformers keeps whether the hub was offline at load time and would save it into
     # tokenizer_config.json: checkpoints' bytes (and hashes) would then depend on HF_HUB_OFFLINE.
     tokenizer.init_kwargs.pop("local_files_only", None)
@@ -35,7 +47,8 @@ def torch_dtype(name: str | None):
 
 
 def load_causal_lm(path: str, dtype: str | None = None, device: str = "cpu"):
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype))
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype),
+                                                 trust_remote_code=trusts_remote_code(path))
     return model.to(device).eval()
 
 

@@ -72,7 +72,7 @@ class FollowUpScorer:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from reprolm.models.loading import load_tokenizer, torch_dtype
+        from reprolm.models.loading import load_tokenizer, torch_dtype, trusts_remote_code
 
         if compat not in COMPATS:
             raise ValueError(f"FLR compat {compat!r}: choose from {COMPATS}")
@@ -80,7 +80,9 @@ class FollowUpScorer:
             raise ValueError(f"FLR format {format!r}: choose from {FORMATS}")
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.tokenizer = load_tokenizer(model_path)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype(precision)).to(self.device).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=torch_dtype(precision), trust_remote_code=trusts_remote_code(model_path)
+        ).to(self.device).eval()
         self.followups, self.compat, self.format = followups, compat, format
         self.batch_size, self.max_length = batch_size, max_length
 

@@ -44,12 +44,13 @@ class RewardModelJudge:
         import torch
         from transformers import AutoModelForSequenceClassification
 
-        from reprolm.models.loading import load_tokenizer, torch_dtype
+        from reprolm.models.loading import load_tokenizer, torch_dtype, trusts_remote_code
 
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.tokenizer = load_tokenizer(model_path)
         self.model = AutoModelForSequenceClassification.from_pretrained(
-            model_path, dtype=torch_dtype(precision)).to(self.device).eval()
+            model_path, dtype=torch_dtype(precision), trust_remote_code=trusts_remote_code(model_path)
+        ).to(self.device).eval()
         if self.model.config.num_labels != 1:
             raise ValueError(f"{model_path}: a reward model has one output, this one has "
                              f"num_labels={self.model.config.num_labels}")

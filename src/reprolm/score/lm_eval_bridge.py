@@ -251,10 +251,12 @@ def language_model(model, tokenizer=None, *, backend: str = "hf", batch_size: in
     """
     from lm_eval.api.registry import get_model
 
+    from reprolm.models.loading import trusts_remote_code
+
     if backend == "hf":
         if isinstance(model, (str, Path)):
             return get_model("hf")(pretrained=str(model), tokenizer=tokenizer, device=device, dtype=dtype,
-                                   batch_size=batch_size)
+                                   batch_size=batch_size, trust_remote_code=trusts_remote_code(model))
         if tokenizer is None:
             raise ValueError("an already-loaded model needs its tokenizer")
         return get_model("hf")(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
@@ -263,7 +265,7 @@ def language_model(model, tokenizer=None, *, backend: str = "hf", batch_size: in
             raise TypeError("the vllm backend loads model and tokenizer itself: pass paths, not loaded objects")
         return get_model("vllm")(pretrained=str(model), tokenizer=None if tokenizer is None else str(tokenizer),
                                  dtype=dtype, batch_size=batch_size, tensor_parallel_size=tensor_parallel_size,
-                                 seed=seed)
+                                 seed=seed, trust_remote_code=trusts_remote_code(model))
     raise ValueError(f"unknown backend {backend!r}; known: 'hf', 'vllm'")
 
 

@@ -177,7 +177,7 @@ def run(spec: FinetuneSpec) -> None:
     from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, DataCollatorForSeq2Seq,
                               Trainer)
 
-    from reprolm.models.loading import load_tokenizer, torch_dtype
+    from reprolm.models.loading import load_tokenizer, torch_dtype, trusts_remote_code
     from reprolm.train.examples import build_examples
     from reprolm.train.losses import trainer_loss
 
@@ -201,9 +201,11 @@ def run(spec: FinetuneSpec) -> None:
     if objective(spec.recipe) == "reward":
         # A scalar head on the language model; it reads the score at the last non-pad token.
         model = AutoModelForSequenceClassification.from_pretrained(
-            spec.base_model, dtype=torch.float32, num_labels=1, pad_token_id=tokenizer.pad_token_id).train()
+            spec.base_model, dtype=torch.float32, num_labels=1, pad_token_id=tokenizer.pad_token_id,
+            trust_remote_code=trusts_remote_code(spec.base_model)).train()
     else:
-        model = AutoModelForCausalLM.from_pretrained(spec.base_model, dtype=torch.float32).train()
+        model = AutoModelForCausalLM.from_pretrained(spec.base_model, dtype=torch.float32,
+                                                     trust_remote_code=trusts_remote_code(spec.base_model)).train()
     if spec.add_tokens:
         model.resize_token_embeddings(len(tokenizer))
     if spec.precision != "float32" and not spec.deepspeed:

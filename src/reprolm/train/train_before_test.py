@@ -168,14 +168,15 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
     from transformers import AutoModelForCausalLM, TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
-    from reprolm.models.loading import load_tokenizer
+    from reprolm.models.loading import load_tokenizer, trusts_remote_code
 
     torch.manual_seed(seed)
     caps = {key: recipe.get(key) for key in ("max_num_train", "max_num_valid", "max_num_test")}
     splits = harmony_splits(spec, caps, seed=recipe.get("split_seed", 0))
     tokenizer = load_tokenizer(model_path)
     tokenizer.padding_side = "right"
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32,
+                                                 trust_remote_code=trusts_remote_code(model_path))
     records = training_records(splits.task, splits.train, chat_template=recipe.get("chat_template", False),
                                completion_only=recipe.get("completion_only", False), tokenizer=tokenizer)
     with tempfile.TemporaryDirectory() as scratch:
