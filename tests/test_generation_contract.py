@@ -10,6 +10,7 @@ transformers backend runs for real on tiny models; a recorder around its model's
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 import types
@@ -210,6 +211,7 @@ def test_vllm_and_transformers_receive_the_same_request(turn_model_dir, monkeypa
     texts = complete(vllm_backend, make_request(vllm_backend.tokenizer, prompts, sampling,
                                                 generation_eos=vllm_backend.generation_eos, stop_tokens=[MLT]))
     assert stand_in.llm_arguments["model"] == turn_model_dir and stand_in.llm_arguments["tensor_parallel_size"] == 2
+    assert stand_in.llm_arguments["trust_remote_code"] is False  # no opt-in for this checkpoint
     assert [p["prompt_token_ids"] for p in stand_in.prompts] == request.prompt_token_ids
     params = stand_in.params
     assert params.stop_token_ids == request.stop_token_ids
@@ -343,12 +345,25 @@ def test_mt_bench_samples_each_category_at_its_own_temperature(turn_model_dir, t
     assert [r["id"] for r in out] == [0, 1, 2, 3, 4] and all(len(r["conversation"]) == 4 for r in out)
 
 
-def test_category_sampling_needs_each_rows_category(tmp_path):
+def test_category_sampling_needs_each_rows_category(tmp_path, caplog):
     from reprolm.generate.run import sampling_groups
 
-    promptset = {"sampling": {"max_new_tokens": 8}, "category_sampling": {"math": {"temperature": 0.0}}}
+    promptset = {"prompt": "multi_turn", "sampling": {"max_new_tokens": 8, "temperature": 0.5},
+                 "category_sampling": {"math": {"temperature": 0.0}, "Writing": {"temperature": 0.7}}}
     with pytest.raises(KeyError, match=r"mt.parquet: row 1: the prompt set's category_sampling needs a 'category'"):
         sampling_groups([{"category": "math"}, {"id": 2}], promptset, 0, "mt.parquet")
+    # Refused before any model is loaded (this one does not exist) and nothing is written.
+    pq.write_table(pa.Table.from_pylist([{"id": 0, "turns": ["q"]}]), tmp_path / "mt.parquet")
+    with pytest.raises(KeyError, match="row 0: the prompt set's category_sampling needs a 'category'"):
+        generate_promptset(model_path=str(tmp_path / "no_model"), dataset_file=str(tmp_path / "mt.parquet"),
+                           promptset=promptset, length_prompt="instruction", targets=None, backend="transformers",
+                           backend_options={}, seed=0, output=str(tmp_path / "out.parquet"))
+    assert not (tmp_path / "out.parquet").exists()
+    # A configured category no row has (here a capitalised one) is named in a warning; the
+    # writing row keeps the prompt set's own temperature.
+    groups = sampling_groups([{"category": "math"}, {"category": "writing"}], promptset, 0, "mt.parquet")
+    assert [(params.temperature, rows) for params, rows in groups] == [(0.0, [0]), (0.5, [1])]
+    assert "no row has the category_sampling categories ['Writing']" in caplog.text
 
 
 def test_a_base_model_can_adopt_an_instruct_models_template_and_its_stops_follow(tmp_path):
@@ -361,9 +376,14 @@ def test_a_base_model_can_adopt_an_instruct_models_template_and_its_stops_follow
     _tokenizer(END_OF_TURN_TEMPLATE).save_pretrained(tmp_path / "instruct")
     before = load_tokenizer(str(tmp_path / "base"))
     assert end_of_turn_ids(before) == [before.eos_token_id]
+    config_before = json.loads((tmp_path / "base" / "tokenizer_config.json").read_text())
     adopt_chat_template(str(tmp_path / "base"), str(tmp_path / "instruct"))
     after = load_tokenizer(str(tmp_path / "base"))
     assert after.chat_template == END_OF_TURN_TEMPLATE
+    # Nothing but the template changed in the saved tokenizer.
+    config_after = json.loads((tmp_path / "base" / "tokenizer_config.json").read_text())
+    assert {k: v for k, v in config_after.items() if k != "chat_template"} == \
+        {k: v for k, v in config_before.items() if k != "chat_template"}
     assert end_of_turn_ids(after) == [after.convert_tokens_to_ids(END)]
     with pytest.raises(ValueError, match="has no chat template"):
         plain = _tokenizer()

@@ -264,3 +264,31 @@ def test_a_judges_prompts_must_be_a_fastchat_judge_prompts_source():
         check_config(config, repo / "workflow/schemas/config.schema.yaml")
     config["sources"]["fastchat_prompts"] = {"schema": "fastchat_judge_prompts", "fixture": {"n": 4, "seed": 0}}
     check_config(config, repo / "workflow/schemas/config.schema.yaml")
+
+
+def test_fastchat_prompts_missing_one_are_refused_naming_the_source(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reprolm.data.sources import write_source
+    from reprolm.data.upstream import make_fixture
+    from reprolm.score.judges import read_judge_prompts
+
+    folder = tmp_path / "partial"
+    prompts = [p for p in make_fixture("fastchat_judge_prompts", n=4, seed=0) if p["name"] != "single-math-v1"]
+    folder.mkdir()
+    pq.write_table(pa.Table.from_pylist(prompts), folder / "train.parquet")
+    with pytest.raises(KeyError, match=rf"{folder}: judge prompts lack \['single-math-v1'\]"):
+        read_judge_prompts(str(folder))
+    write_source({"name": "full", "schema": "fastchat_judge_prompts", "fixture": {"n": 4, "seed": 0}}, tmp_path / "full")
+    assert sorted(read_judge_prompts(str(tmp_path / "full"))) == [
+        "single-math-v1", "single-math-v1-multi-turn", "single-v1", "single-v1-multi-turn"]
+
+
+def test_mt_bench_rows_keep_their_reference_answers_for_the_judge():
+    from reprolm.data.upstream import UPSTREAM_SCHEMAS
+
+    instruction = UPSTREAM_SCHEMAS["mt_bench_prompts"].instruction
+    row = instruction({"prompt": ["Q1?", "Q2?"], "prompt_id": 7, "category": "math", "reference": ["R1", "R2"]})
+    assert (row["category"], row["reference_answers"], row["turns"]) == ("math", ["R1", "R2"], ["Q1?", "Q2?"])
+    assert instruction({"prompt": ["Q"], "category": "writing", "reference": None})["reference_answers"] == []

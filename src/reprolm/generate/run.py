@@ -21,9 +21,11 @@ def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, l
                        targets: TargetSet | None, backend: str, backend_options: dict, seed: int,
                        output: str) -> int:
     rows = pq.read_table(dataset_file).to_pylist()
+    # Rows the sampling settings cannot place are refused before the model is loaded.
+    groups = sampling_groups(rows, promptset, seed, dataset_file)
     engine = make_backend(backend, model_path, **backend_options)
     by_row: list[list[dict]] = [[] for _ in rows]
-    for sampling, indices in sampling_groups(rows, promptset, seed, dataset_file):
+    for sampling, indices in groups:
         subset = [rows[i] for i in indices]
         if promptset["prompt"] == MULTI_TURN:
             produced = [[record] for record in generate_conversations(engine, subset, sampling, dataset_file)]
@@ -50,6 +52,9 @@ def sampling_groups(rows: list[dict], promptset: dict, seed: int, source: str) -
                 raise KeyError(f"{source}: row {index}: the prompt set's category_sampling needs a 'category' field")
             settings.update(overrides.get(row["category"], {}))
         groups.setdefault(tuple(sorted(settings.items())), []).append(index)
+    unused = sorted(set(overrides) - {row.get("category") for row in rows})
+    if unused:
+        log.warning("%s: no row has the category_sampling categories %s (spelled as in the data?)", source, unused)
     return [(SamplingParams(**{"seed": seed, **dict(settings)}), indices) for settings, indices in groups.items()]
 
 

@@ -45,15 +45,23 @@ def download_base_model(hub: Mapping, output: str) -> None:
 
 
 def adopt_chat_template(model_dir: str, source: str) -> None:
-    """Saves ``source``'s chat template as the template of the tokenizer in ``model_dir``."""
-    from transformers import AutoTokenizer
+    """Saves ``source``'s chat template as the template of the tokenizer in ``model_dir``,
+    changing nothing else of it: the template goes to ``chat_template.jinja`` (where
+    transformers reads it) and any other copy of it is removed, instead of re-saving the
+    tokenizer (which would rewrite its config with load-time settings)."""
+    import json
+    from pathlib import Path
 
-    from reprolm.models.loading import load_tokenizer
+    from transformers import AutoTokenizer
 
     template = AutoTokenizer.from_pretrained(source).chat_template
     if not template:
         raise ValueError(f"chat_template_from: {source!r} has no chat template")
-    tokenizer = load_tokenizer(model_dir)
-    tokenizer.chat_template = template
-    tokenizer.save_pretrained(model_dir)
+    folder = Path(model_dir)
+    config_file = folder / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    if config.pop("chat_template", None) is not None:
+        config_file.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    (folder / "chat_template.json").unlink(missing_ok=True)
+    (folder / "chat_template.jinja").write_text(template)
     log.info("chat template of %s adopted", source)

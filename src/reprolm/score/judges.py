@@ -163,6 +163,8 @@ class ChatEndpointJudge:
 REFERENCE_CATEGORIES = ("math", "reasoning", "coding", "arena-hard-200")
 FASTCHAT_RATING = re.compile(r"\[\[(\d+\.?\d*)\]\]")
 FASTCHAT_RATING_BACKUP = re.compile(r"\[(\d+\.?\d*)\]")
+# The single-answer prompts MT-Bench grading uses.
+FASTCHAT_SINGLE_PROMPTS = ("single-v1", "single-math-v1", "single-v1-multi-turn", "single-math-v1-multi-turn")
 
 
 class FastChatMTBenchJudge(ChatEndpointJudge):
@@ -170,15 +172,12 @@ class FastChatMTBenchJudge(ChatEndpointJudge):
     ``single-math-v1`` and their ``-multi-turn`` forms), as its ``gen_judgment.py``: the
     prompt's system message, temperature 0, the first ``[[rating]]`` (else ``[rating]``)."""
 
-    protocol = "FastChat MT-Bench single-answer grading (its judge prompts, reference answers for math, reasoning, coding)"
+    protocol = ("FastChat MT-Bench single-answer grading (its judge prompts, reference answers for math, "
+                "reasoning, coding); win rates with reprolm's pairwise prompt")
 
     def __init__(self, base_url: str, model: str, api_key_env: str, judge_prompts: Mapping[str, Mapping],
                  seed: int = 0, max_tokens: int = 2048):
         super().__init__(base_url, model, api_key_env, seed=seed, max_tokens=max_tokens)
-        needed = ["single-v1", "single-math-v1", "single-v1-multi-turn", "single-math-v1-multi-turn"]
-        missing = [name for name in needed if name not in judge_prompts]
-        if missing:
-            raise KeyError(f"judge prompts lack {missing}; FastChat's judge_prompts.jsonl has them all")
         self.prompts = judge_prompts
 
     def _rate(self, name: str, values: Mapping[str, str]) -> float:
@@ -225,7 +224,11 @@ def read_judge_prompts(folder: str) -> dict[str, dict]:
     """FastChat's judge prompts from a ``fastchat_judge_prompts`` source, by name."""
     from reprolm.data.sources import read_source
 
-    return {record["name"]: record for record in read_source(folder, "fastchat_judge_prompts")}
+    prompts = {record["name"]: record for record in read_source(folder, "fastchat_judge_prompts")}
+    missing = [name for name in FASTCHAT_SINGLE_PROMPTS if name not in prompts]
+    if missing:
+        raise KeyError(f"{folder}: judge prompts lack {missing}; FastChat's judge_prompts.jsonl has them all")
+    return prompts
 
 
 JUDGES: Registry[Callable[..., object]] = Registry("judge kind")
