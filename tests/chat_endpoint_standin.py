@@ -1,10 +1,14 @@
 """A local stand-in for an OpenAI-compatible chat-completions server (no real endpoint is
 reachable from the tests): it grades an answer by its number of words, capped at 10 (also
-in FastChat's MT-Bench prompt forms), and prefers the longer of two answers. It records every request it saw, headers included."""
+in FastChat's MT-Bench prompt forms), and prefers the longer of two answers. Asked with
+AlpacaEval's classifier prompt (``alpaca_eval_clf``), it answers as GPT-4 Turbo does there:
+one token with its top log-probabilities, P(the longer output's identifier) = 0.8, or 0.5
+for outputs of equal length. It records every request it saw, headers included."""
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -19,7 +23,10 @@ class ChatEndpointStandIn(BaseHTTPRequestHandler):
         ChatEndpointStandIn.seen.append({"path": self.path, "authorization": self.headers.get("Authorization"),
                                          "body": body})
         prompt = body["messages"][-1]["content"]
-        if "Answer (a):" in prompt:
+        logprobs = None
+        if '"model_identifier": "m"' in prompt:
+            content, logprobs = _alpaca_eval_verdict(prompt)
+        elif "Answer (a):" in prompt:
             first = prompt.split("Answer (a):\n", 1)[1].split("\n\nAnswer (b):", 1)[0]
             second = prompt.split("Answer (b):\n", 1)[1].split("\n\nReply with", 1)[0]
             content = "a" if len(first) >= len(second) else "b"
@@ -36,7 +43,7 @@ class ChatEndpointStandIn(BaseHTTPRequestHandler):
             content = f"Reasonable. Rating: [[{min(10, len(last_answer.split()))}]]"
         reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                  "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": content}}],
+                              "message": {"role": "assistant", "content": content}, "logprobs": logprobs}],
                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
         data = json.dumps(reply).encode()
         self.send_response(200)
@@ -47,6 +54,18 @@ class ChatEndpointStandIn(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def _alpaca_eval_verdict(prompt: str) -> tuple[str, dict]:
+    """The identifier of the longer output (m: the first shown) and the top log-probabilities
+    of the one token AlpacaEval's weighted annotator reads."""
+    first = prompt.split('"model_identifier": "m",\n        "output": """', 1)[1].split('"""', 1)[0]
+    second = prompt.split('"model_identifier": "M",\n        "output": """', 1)[1].split('"""', 1)[0]
+    p_first = 0.5 if len(first) == len(second) else 0.8 if len(first) > len(second) else 0.2
+    top = [{"token": "m", "logprob": math.log(p_first), "bytes": [109]},
+           {"token": "M", "logprob": math.log(1 - p_first), "bytes": [77]}]
+    top.sort(key=lambda t: -t["logprob"])
+    return top[0]["token"], {"content": [{**top[0], "top_logprobs": top}]}
 
 
 @pytest.fixture()

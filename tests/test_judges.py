@@ -257,7 +257,7 @@ def test_a_judges_prompts_must_be_a_fastchat_judge_prompts_source():
              "judge_prompts": "mt_bench"}
     config["judges"]["mt_judge"] = judge
     with pytest.raises(ConfigError, match="judges.mt_judge.judge_prompts: source 'mt_bench' has schema "
-                                          "'mt_bench_prompts'; FastChat's judge prompts need schema"):
+                                          "'mt_bench_prompts'; FastChat's MT-Bench grading reads schema"):
         check_config(config, repo / "workflow/schemas/config.schema.yaml")
     judge["judge_prompts"] = "fastchat_prompts"
     with pytest.raises(ConfigError, match="judges.mt_judge.judge_prompts: 'fastchat_prompts' is not declared"):

@@ -73,14 +73,22 @@ def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(p
     assert expo["judge"] == "expo_rm" and paper["judges"]["expo_rm"]["model"] == "rm_mistral_7b/pretrained"
     assert graded == {("expo_rm", b, r, "expo_search") for b in expo["bases"] for r in searched}
     # MT-Bench graded as FastChat does (GPT-4, its judge prompts: a source of their own),
-    # AlpacaEval by GPT-4 Turbo. Those jobs follow the alpha search's checkpoint, so the dry
-    # run does not list them yet: the study's own lookups are checked instead.
+    # AlpacaEval through its package (GPT-4 Turbo's weighted verdicts; length control reads
+    # the pinned df_gamed.csv, a source of its own). Those jobs follow the alpha search's
+    # checkpoint, so the dry run does not list them yet: the study's own lookups are checked.
     from reprolm.config.lookups import judge_files
     from reprolm.studies.expo import evaluation_scores
 
     scores = evaluation_scores(paper, "starling_7b_beta", "pretrained", 0.3)
     assert "results/scores/grade_gpt4_mt_bench/starling_7b_beta/pretrained+expo0.3/mt_bench.json" in scores
-    assert "results/scores/win_rate_gpt4_turbo/starling_7b_beta/pretrained/alpaca_eval.json" in scores
+    assert "results/scores/win_rate_alpaca_eval_gpt4_turbo/starling_7b_beta/pretrained/alpaca_eval.json" in scores
+    assert judge_files(paper, "alpaca_eval_gpt4_turbo") == {"length_control": "resources/raw/alpaca_eval_gamed"}
+    alpaca_eval_judge = paper["judges"]["alpaca_eval_gpt4_turbo"]
+    assert (alpaca_eval_judge["kind"], alpaca_eval_judge["annotator"]) == ("alpaca_eval", "weighted_alpaca_eval_gpt4_turbo")
+    # One answer per instruction, each of the 805 in AlpacaEval's order (the prompt id is the
+    # instruction's position, which its length control reads).
+    assert paper["promptsets"]["alpaca_eval"]["sampling"].get("n", 1) == 1
+    assert "num" not in paper["datasets"]["alpaca_eval"].get("params", {})
     assert judge_files(paper, "gpt4_mt_bench") == {"judge_prompts": "resources/raw/fastchat_judge_prompts"}
     assert paper["judges"]["gpt4_mt_bench"]["model"] == "gpt-4"
 

@@ -131,11 +131,16 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
     config = yaml.safe_load((default_run / "config/config.yaml").read_text())
     config["judges"]["standin"] = {"kind": "chat_endpoint", "base_url": chat_endpoint, "model": "stand-in",
                                    "api_key_env": "REPROLM_TEST_JUDGE_KEY"}
+    # AlpacaEval 2.0 through its package, against the same stand-in (as GPT-4 Turbo).
+    config["sources"]["alpaca_eval_gamed"] = {"schema": "alpaca_eval_gamed", "fixture": {"n": 24, "seed": 0}}
+    config["judges"]["ae2"] = {"kind": "alpaca_eval", "base_url": chat_endpoint, "api_key_env": "REPROLM_TEST_JUDGE_KEY",
+                               "length_control": "alpaca_eval_gamed"}
     configfile = tmp_path / "endpoint.yaml"
     configfile.write_text(yaml.safe_dump(config))
     grade_target = "results/scores/grade_standin/tiny_llama/dpo/mt_bench.json"
     win_target = "results/scores/win_rate_standin/tiny_llama/dpo/alpaca_eval.json"
-    snakemake(default_run, grade_target, win_target, "--configfile", str(configfile))
+    ae2_target = "results/scores/win_rate_ae2/tiny_llama/dpo/alpaca_eval.json"
+    snakemake(default_run, grade_target, win_target, ae2_target, "--configfile", str(configfile))
     grade, win = read_json(default_run, grade_target), read_json(default_run, win_target)
     rows = pq.read_table(default_run / "results/generations/tiny_llama/dpo/mt_bench.parquet").to_pylist()
     # The stand-in rates an answer by its word count (at most 10).
@@ -146,6 +151,17 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
     for preference, answer in zip(win["preferences"], answers, strict=True):
         if len(answer["text"]) != len(answer["reference"]):
             assert preference == float(len(answer["text"]) > len(answer["reference"]))
+    ae2 = read_json(default_run, ae2_target)
+    assert ae2["protocol"].startswith("AlpacaEval 2.0 (alpaca_eval 0.6.6, annotator weighted_alpaca_eval_gpt4_turbo)")
+    assert "instruction difficulty" in ae2["lc_method"] and ae2["n"] == len(answers)
+    # The weighted annotator's P(longer answer) is the stand-in's 0.8.
+    for preference, answer in zip(ae2["preferences"], answers, strict=True):
+        if len(answer["text"]) != len(answer["reference"]):
+            assert preference == pytest.approx(0.8 if len(answer["text"]) > len(answer["reference"]) else 0.2)
+    assert ae2["win_rate"] == pytest.approx(100 * sum(ae2["preferences"]) / len(answers))
+    # The length-control data is an input of the job: a new df_gamed.csv reruns the win rate.
+    provenance = read_json(default_run, ae2_target + ".provenance.json")
+    assert [item["path"] for item in provenance["inputs"]["length_control"]] == ["resources/raw/alpaca_eval_gamed"]
     assert all(seen["authorization"] == f"Bearer {secret}" for seen in ChatEndpointStandIn.seen)
     for folder in ("logs", "results/scores", "benchmarks", ".snakemake"):
         for path in (default_run / folder).rglob("*"):

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError, require
+from reprolm.config.errors import ConfigError, require, require_grader
 from reprolm.config.lookups import expo_reference, expo_reference_dir
 from reprolm.score.judges import LOCAL_JUDGES
 from reprolm.paths import PRETRAINED, split_expo
@@ -113,7 +113,7 @@ def _check_references(config: Mapping) -> None:
         if online:
             require_model(config, online["model"], f"datasets.{name}.from_generations.model")
             require(online["promptset"], config.get("promptsets", {}), f"datasets.{name}.from_generations.promptset")
-            require(online["judge"], config.get("judges", {}), f"datasets.{name}.from_generations.judge")
+            require_grader(online["judge"], config.get("judges", {}), f"datasets.{name}.from_generations.judge")
     for name, spec in recipes.items():
         require(spec["dataset"], datasets, f"recipes.{name}.dataset")
         if "init" in spec:
@@ -147,16 +147,21 @@ def _check_references(config: Mapping) -> None:
     for name, spec in config.get("judges", {}).items():
         if spec["kind"] in LOCAL_JUDGES:
             require_model(config, spec["model"], f"judges.{name}.model")
-        if spec.get("judge_prompts"):
-            key = f"judges.{name}.judge_prompts"
-            require(spec["judge_prompts"], sources, key)
-            schema = sources[spec["judge_prompts"]]["schema"]
-            if schema != "fastchat_judge_prompts":
-                raise ConfigError(f"{key}: source {spec['judge_prompts']!r} has schema {schema!r}; "
-                                  "FastChat's judge prompts need schema 'fastchat_judge_prompts'")
+        # Sources a judge reads, each of the one schema it can read.
+        judge_sources = {"judge_prompts": ("fastchat_judge_prompts", "FastChat's MT-Bench grading"),
+                         "length_control": ("alpaca_eval_gamed", "AlpacaEval's length control (its df_gamed.csv)")}
+        for field, (wanted, reader) in judge_sources.items():
+            if not spec.get(field):
+                continue
+            key = f"judges.{name}.{field}"
+            require(spec[field], sources, key)
+            schema = sources[spec[field]]["schema"]
+            if schema != wanted:
+                raise ConfigError(f"{key}: source {spec[field]!r} has schema {schema!r}; {reader} reads "
+                                  f"schema {wanted!r}")
     if config.get("leaderboard"):
         require(config["leaderboard"]["promptset"], config.get("promptsets", {}), "leaderboard.promptset")
-        require(config["leaderboard"]["judge"], config.get("judges", {}), "leaderboard.judge")
+        require_grader(config["leaderboard"]["judge"], config.get("judges", {}), "leaderboard.judge")
 
 
 def _check_length_targets(config: Mapping, studies: list) -> None:

@@ -18,3 +18,17 @@ def require(name, allowed: Mapping | list, where: str) -> None:
     close = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"{where}: {name!r} is not declared; allowed: {sorted(allowed)}{hint}")
+
+
+# Judge kinds that compare two answers and give no single grade.
+PAIRWISE_ONLY_JUDGES = ("alpaca_eval",)
+
+
+def require_grader(name, judges: Mapping, where: str) -> None:
+    """``name`` is a declared judge that grades single answers."""
+    require(name, judges, where)
+    kind = judges[name]["kind"]
+    if kind in PAIRWISE_ONLY_JUDGES:
+        graders = sorted(n for n, spec in judges.items() if spec["kind"] not in PAIRWISE_ONLY_JUDGES)
+        raise ConfigError(f"{where}: judge {name!r} ({kind}) only compares two answers, and this key grades "
+                          f"single answers; judges that grade: {graders}")

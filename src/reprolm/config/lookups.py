@@ -59,8 +59,8 @@ def expo_reference_dir(config: Mapping, base: str, recipe: str) -> str:
 
 def judge_files(config: Mapping, judge: str) -> dict[str, str]:
     """What a judge's jobs read: the checkpoint of a local judge (reward model, FLR's LM),
-    FLR's follow-ups file (so that editing it reruns what it scored) and an endpoint's
-    FastChat judge prompts (a source's folder)."""
+    FLR's follow-ups file (so that editing it reruns what it scored), an endpoint's
+    FastChat judge prompts and AlpacaEval's length-control data (sources' folders)."""
     spec = config["judges"][judge]
     files = {}
     if spec["kind"] in LOCAL_JUDGES:
@@ -69,6 +69,8 @@ def judge_files(config: Mapping, judge: str) -> dict[str, str]:
         files["followups"] = spec["followups"]
     if spec.get("judge_prompts"):
         files["judge_prompts"] = raw_dir(spec["judge_prompts"])
+    if spec["kind"] == "alpaca_eval":
+        files["length_control"] = raw_dir(spec["length_control"])
     return files
 
 

@@ -6,6 +6,7 @@ the length-target bins so that Ruler's MLT buckets fill.
 
 from __future__ import annotations
 
+import math
 import random
 
 from reprolm.data.fixture_world import OBJECTS, SUBJECTS, TAILS, passage, question
@@ -114,6 +115,24 @@ def alpaca_eval(n: int, seed: int, min_words: int = 8, max_words: int = 40) -> l
          "generator": "fixture_reference", "dataset": "fixture"}
         for _ in range(n)
     ]
+
+
+def alpaca_eval_gamed(n: int, seed: int) -> list[dict]:
+    """AlpacaEval's gamed-baseline verdicts (``df_gamed.csv``) on ``n`` instructions: a
+    verbose and a concise variant of the reference model, each instruction with a difficulty,
+    the preference rising with length and difficulty (the shape AlpacaEval's length control
+    fits)."""
+    rng = random.Random(f"alpaca_eval_gamed/{seed}")
+    difficulty = [rng.gauss(0.0, 1.0) for _ in range(n)]
+    records = []
+    for model, sign in (("fixture_reference_verbose", 1.0), ("fixture_reference_concise", -1.0)):
+        for index in range(n):
+            length = sign * abs(rng.gauss(1.0, 0.4))
+            logit = 1.2 * math.tanh(length) + 0.6 * difficulty[index] + rng.gauss(0.0, 0.3)
+            records.append({"model": model, "index": index, "preference": 1 / (1 + math.exp(-logit)),
+                            "std_delta_len": length, "instruction_difficulty": difficulty[index],
+                            "not_gamed_baseline": False})
+    return records
 
 
 FOLLOW_UP_TURNS = [

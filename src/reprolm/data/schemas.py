@@ -121,6 +121,21 @@ def check_rated_utterances(record):
     return None
 
 
+def check_gamed_annotation(record):
+    """A row of AlpacaEval's ``df_gamed.csv``: a gamed baseline's verdict on one instruction."""
+    problem = _require_str(record, "model")
+    if problem:
+        return "model", problem
+    if not isinstance(record.get("index"), int) or isinstance(record.get("index"), bool):
+        return "index", f"expected an instruction index, got {type(record.get('index')).__name__}"
+    for field in ("preference", "std_delta_len", "instruction_difficulty"):
+        if not isinstance(record.get(field), (int, float)) or isinstance(record.get(field), bool):
+            return field, f"expected a number, got {type(record.get(field)).__name__}"
+    if not isinstance(record.get("not_gamed_baseline"), bool):
+        return "not_gamed_baseline", f"expected true or false, got {type(record.get('not_gamed_baseline')).__name__}"
+    return None
+
+
 def check_wildbench(record):
     for field in ("chat_history", "output"):
         problem = check_string_list(record, field)

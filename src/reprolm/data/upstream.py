@@ -181,6 +181,11 @@ MT_BENCH_PROMPTS = define(UpstreamSchema(
     lambda r: schemas.check_string_list(r, "prompt"), fixtures.mt_bench_prompts,
     instruction=lambda r: {"instruction": r["prompt"][0], "turns": list(r["prompt"]),
                            "category": r.get("category", ""), "reference_answers": list(r.get("reference") or [])}))
+ALPACA_EVAL_GAMED = define(UpstreamSchema(
+    "alpaca_eval_gamed",
+    'tatsu-lab/alpaca_eval df_gamed.csv (AlpacaEval 2.0 length control): {"model", "index", "preference", '
+    '"std_delta_len", "instruction_difficulty", "not_gamed_baseline"}',
+    schemas.check_gamed_annotation, fixtures.alpaca_eval_gamed))
 FASTCHAT_JUDGE_PROMPTS = define(UpstreamSchema(
     "fastchat_judge_prompts",
     'lm-sys/FastChat fastchat/llm_judge/data/judge_prompts.jsonl: {"name", "type", "system_prompt", '

@@ -15,6 +15,8 @@ A judge is configured under ``judges:`` by ``kind``:
   ``judge_prompts`` (a source of FastChat's ``judge_prompts.jsonl``) it grades as FastChat's
   MT-Bench does: its single-answer prompts, the second turn judged with the first in view,
   and math, reasoning and coding answers against the rows' reference answers.
+- ``alpaca_eval``: AlpacaEval 2.0 through the ``alpaca_eval`` package (its annotator and its
+  length-controlled win rate; :mod:`reprolm.score.alpaca_eval_judge`). Pairs only.
 
 A judge's answers that cannot be parsed are NaN, counted and left out of means.
 """
@@ -117,7 +119,7 @@ def _render(conversation: Conversation) -> str:
 class ChatEndpointJudge:
     kind = "chat_endpoint"
     scale = "rating 1-10"
-    # Not AlpacaEval's annotator nor FastChat's MT-Bench judge prompts (no reference answers).
+    # Not AlpacaEval's annotator (kind alpaca_eval) nor FastChat's MT-Bench judge prompts.
     protocol = "chat endpoint with reprolm's grading and pairwise prompts"
 
     def __init__(self, base_url: str, model: str, api_key_env: str, seed: int = 0, max_tokens: int = 512):
@@ -267,10 +269,21 @@ def _chat_endpoint_judge(spec: Mapping, files: Mapping[str, str], seed: int):
                              max_tokens=spec.get("max_tokens", 512))
 
 
+@JUDGES.register("alpaca_eval")
+def _alpaca_eval_judge(spec: Mapping, files: Mapping[str, str], seed: int):
+    from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR, AlpacaEvalJudge
+
+    annotator = spec.get("annotator", DEFAULT_ANNOTATOR)
+    if files.get("length_control") is None:
+        raise ValueError(f"the AlpacaEval judge {annotator!r} needs its length-control source's folder "
+                         f"({spec['length_control']!r})")
+    return AlpacaEvalJudge(annotator, spec["base_url"], spec["api_key_env"], files["length_control"])
+
+
 def make_judge(spec: Mapping, files: Mapping[str, str] | None = None, seed: int = 0):
     """The judge a ``judges.{name}`` spec describes. ``files``: what its jobs read (a
     model's folder as ``judge_model``, FLR's ``followups``, FastChat's ``judge_prompts``
-    source folder; ``reprolm.config.lookups.judge_files``); an endpoint's key comes from
+    source folder, AlpacaEval's ``length_control`` source folder; ``reprolm.config.lookups.judge_files``); an endpoint's key comes from
     the environment."""
     kind = spec["kind"]
     make = JUDGES.get(kind)

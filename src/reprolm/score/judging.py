@@ -149,12 +149,17 @@ def reference_answers(rows: Sequence[Mapping], answers_file: str, reference_rows
 
 def judge_win_rate(judge, answers_file: str, reference_file: str | None = None) -> dict:
     """Win rates of the answers in a generations file against the benchmark's reference
-    answers, or against a reference model's generations of the same prompts."""
+    answers, or against a reference model's generations of the same prompts: the judge's
+    protocol's own metrics where it has them, else :func:`win_rates` of its preferences."""
     import pyarrow.parquet as pq
 
     rows = pq.read_table(answers_file).to_pylist()
     reference_rows = pq.read_table(reference_file).to_pylist() if reference_file else None
     references = reference_answers(rows, answers_file, reference_rows, reference_file)
     answers = [row["text"] for row in rows]
-    preferences = judge.prefer([row["instruction"] for row in rows], answers, references)
+    instructions = [row["instruction"] for row in rows]
+    if hasattr(judge, "win_rates"):  # a protocol with metrics of its own (AlpacaEval's package)
+        return {"protocol": judge.protocol,
+                **judge.win_rates([row["id"] for row in rows], instructions, answers, references, answers_file)}
+    preferences = judge.prefer(instructions, answers, references)
     return {"protocol": judge.protocol, **win_rates(preferences, [len(a) for a in answers], [len(r) for r in references])}

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import require
+from reprolm.config.errors import require, require_grader
 from reprolm.config.lookups import expo_reference, expo_reference_dir
 from reprolm.paths import PRETRAINED, expo_name, grade_path, judge_score_path, model_dir, score_path, win_rate_path
 from reprolm.studies.base import CheckpointOutput, Study, register_study
@@ -23,9 +23,10 @@ class Expo(Study):
     caption = """\
         ``alpha_search``: the judge's mean grade of each extrapolation alpha on held-out prompts (the
         chosen alpha marked). ``alpaca_eval``: win rate against the reference answers (the judge's
-        mean preference, x100) and the length-controlled win rate (AlpacaEval 2.0's regression on
-        the length difference, without its instruction-difficulty term), original and + ExPO, with
-        mean answer lengths in characters. ``mt_bench``: the mean single-answer grade over both
+        mean preference, x100) and the length-controlled win rate (an ``alpaca_eval`` judge's:
+        AlpacaEval 2.0's own GLM with instruction difficulty; any other judge's: the project's
+        regression on the length difference alone), original and + ExPO, with mean answer lengths
+        in characters, the judge, its protocol and the LC method. ``mt_bench``: the mean single-answer grade over both
         turns. ``judge``: the judge's accuracy on held-out preference pairs with a 95% bootstrap
         interval.
     """
@@ -33,10 +34,12 @@ class Expo(Study):
 
     def check_section(self, config: Mapping) -> None:
         spec, judges, promptsets = config["expo"], config.get("judges", {}), config.get("promptsets", {})
-        require(spec["judge"], judges, "expo.judge")
+        require_grader(spec["judge"], judges, "expo.judge")
         for key in ("benchmark_judge", "single_grade_judge"):
             if spec.get(key):
                 require(spec[key], judges, f"expo.{key}")
+        where = "expo.single_grade_judge" if spec.get("single_grade_judge") else "expo.benchmark_judge"
+        require_grader(single_grade_judge(spec), judges, f"{where} (MT-Bench's single-answer grades)")
         for key in ("win_rate", "single_grade"):
             require(spec[key], promptsets, f"expo.{key}")
         require(spec["alpha_search"]["promptset"], promptsets, "expo.alpha_search.promptset")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reprolm.config.errors import require
+from reprolm.config.errors import require, require_grader
 from reprolm.paths import PRETRAINED, grade_path, judge_score_path, win_rate_path
 from reprolm.studies.base import Study, register_study
 
@@ -25,7 +25,7 @@ class Flr(Study):
     def check_section(self, config: Mapping) -> None:
         spec, datasets, judges = config["flr"], config.get("datasets", {}), config.get("judges", {})
         for judge in spec["judges"]:
-            require(judge, judges, "flr.judges")
+            require_grader(judge, judges, "flr.judges")
         for key in ("pairwise", "ratings"):
             for dataset in spec.get(key, []):
                 require(dataset, datasets, f"flr.{key}")
@@ -39,8 +39,9 @@ class Flr(Study):
             for recipe in alignment["recipes"]:
                 require(recipe, config.get("recipes", {}), "flr.alignment.recipes")
             require(alignment["promptset"], config.get("promptsets", {}), "flr.alignment.promptset")
-            for judge in [alignment["judge"]] + alignment.get("graders", []):
-                require(judge, judges, "flr.alignment")
+            require(alignment["judge"], judges, "flr.alignment.judge")
+            for judge in alignment.get("graders", []):
+                require_grader(judge, judges, "flr.alignment.graders")
 
     def models(self, config: Mapping) -> list[tuple[str, str]]:
         """The online loop's starting policy and the policies aligned from it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from reprolm.config.checks import check_sampled_evaluations
-from reprolm.config.errors import ConfigError, require
+from reprolm.config.errors import ConfigError, require, require_grader
 from reprolm.paths import grade_path, judge_score_path
 from reprolm.studies.base import Study, register_study
 
@@ -36,7 +36,7 @@ class Gem(Study):
         best_of_n = spec.get("best_of_n")
         if best_of_n:
             require(best_of_n["promptset"], config.get("promptsets", {}), "gem.best_of_n.promptset")
-            require(best_of_n["judge"], config.get("judges", {}), "gem.best_of_n.judge")
+            require_grader(best_of_n["judge"], config.get("judges", {}), "gem.best_of_n.judge")
             samples = config["promptsets"][best_of_n["promptset"]]["sampling"].get("n", 1)
             if max(best_of_n["ns"]) > samples:
                 raise ConfigError(f"gem.best_of_n.ns asks for best-of-{max(best_of_n['ns'])}, but promptset "

@@ -1,0 +1,166 @@
+"""AlpacaEval 2.0 as its authors run it, through the ``alpaca_eval`` package: its pairwise
+annotator (``weighted_alpaca_eval_gpt4_turbo`` by default: GPT-4 Turbo's log-probabilities
+of the two model identifiers, the pair order shuffled per instruction) and its metrics
+(win rate, standard error, discrete win rate, and the length-controlled win rate from its
+GLM, ``length_controlled_v1``, whose terms include each instruction's difficulty).
+
+The GLM reads the gamed baselines' verdicts and the instruction difficulties from
+``df_gamed.csv`` in the ``tatsu-lab/alpaca_eval`` hub dataset, which the package fetches
+itself. Compute nodes are offline, so a source of schema ``alpaca_eval_gamed`` (made by the
+download rule) is handed to the package in place of that fetch. Instructions are matched to
+their difficulty by the prompt set's row ids, which are the rows' positions in AlpacaEval's
+805 instructions.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# AlpacaEval 2.0's annotator and length-control GLM.
+DEFAULT_ANNOTATOR = "weighted_alpaca_eval_gpt4_turbo"
+GLM = "length_controlled_v1"
+HUB_DATASET = "tatsu-lab/alpaca_eval"
+GAMED_FILE = "df_gamed.csv"
+
+
+class AlpacaEvalJudge:
+    kind = "alpaca_eval"
+    scale = "preference for the answer over the reference (0-1)"
+
+    def __init__(self, annotator: str, base_url: str, api_key_env: str, gamed_annotations: str):
+        import alpaca_eval
+
+        from reprolm.data.sources import read_source
+
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise ValueError(f"AlpacaEval judge {annotator!r} at {base_url}: environment variable "
+                             f"{api_key_env!r} (its API key) is not set")
+        configs = Path(alpaca_eval.__file__).parent / "evaluators_configs"
+        if not (configs / annotator / "configs.yaml").is_file():
+            known = sorted(p.name for p in configs.iterdir() if (p / "configs.yaml").is_file())
+            raise ValueError(f"alpaca_eval {alpaca_eval.__version__} has no annotator {annotator!r}; "
+                             f"it has {', '.join(known)}")
+        self.annotator, self.base_url, self._key = annotator, base_url, key
+        self.version = alpaca_eval.__version__
+        self.gamed = read_source(gamed_annotations, "alpaca_eval_gamed")
+        self.gamed_source = gamed_annotations
+        self.instructions_known = {record["index"] for record in self.gamed}
+
+    @property
+    def protocol(self) -> str:
+        return f"AlpacaEval 2.0 (alpaca_eval {self.version}, annotator {self.annotator})"
+
+    @property
+    def lc_method(self) -> str:
+        return f"alpaca_eval's GLM {GLM} (length, instruction difficulty, regularised to the gamed baselines)"
+
+    def score(self, conversations):
+        raise ValueError(f"the AlpacaEval judge {self.annotator!r} compares two answers; it gives no single "
+                         "grade (grade with a chat_endpoint or reward_model judge)")
+
+    def annotate(self, instructions: Sequence[str], answers: Sequence[str], references: Sequence[str]) -> list[float]:
+        """AlpacaEval's preference per pair, in its encoding: 1 the reference, 2 the answer
+        (the weighted annotator gives values in between), NaN where it gave none."""
+        from alpaca_eval.annotators import PairwiseAnnotator
+
+        # caching_path=None: the package would otherwise keep its annotations inside its own
+        # install folder and reuse them in later jobs.
+        annotator = PairwiseAnnotator(annotators_config=self.annotator, caching_path=None)
+        annotations = annotator.annotate_head2head(
+            outputs_1=[{"instruction": i, "output": r} for i, r in zip(instructions, references, strict=True)],
+            outputs_2=[{"instruction": i, "output": a} for i, a in zip(instructions, answers, strict=True)],
+            is_ordered=True,
+            # The client from these arguments, not from a client-config file or the environment.
+            client_config_path="", openai_api_keys=[self._key], openai_api_base=self.base_url,
+            openai_organization_ids=None,
+        )
+        return [math.nan if a.get("preference") is None else float(a["preference"]) for a in annotations]
+
+    def prefer(self, instructions: Sequence[str], answers: Sequence[str], references: Sequence[str]) -> list[float]:
+        return [p - 1.0 for p in self.annotate(instructions, answers, references)]
+
+    def win_rates(self, ids: Sequence[int], instructions: Sequence[str], answers: Sequence[str],
+                  references: Sequence[str], answers_file: str = "answers") -> dict:
+        """The package's leaderboard metrics for the answers against the references."""
+        self._check_ids(ids, answers_file)
+        preferences = self.annotate(instructions, answers, references)
+        return {**self.metrics(ids, preferences, answers, references),
+                "preferences": [p - 1.0 for p in preferences]}
+
+    def metrics(self, ids: Sequence[int], preferences: Sequence[float], answers: Sequence[str],
+                references: Sequence[str]) -> dict:
+        """``get_length_controlled_winrate`` on verdicts in AlpacaEval's encoding."""
+        import pandas as pd
+        from alpaca_eval.metrics.glm_winrate import get_length_controlled_winrate
+
+        # The package reads the instruction's position from the frame's index.
+        frame = pd.DataFrame({"output_1": list(references), "output_2": list(answers),
+                              "preference": list(preferences), "generator_1": "reference",
+                              "generator_2": "answers", "annotator": self.annotator},
+                             index=pd.Index(list(ids)))
+        with self._gamed_file() as gamed_file, _hub_file(gamed_file):
+            metrics = get_length_controlled_winrate(frame, glm_name=GLM, save_weights_dir=None,
+                                                    is_add_glm_preference_inplace=False)
+        kept = [i for i, p in enumerate(preferences) if not math.isnan(p)]
+        return {
+            "win_rate": float(metrics["win_rate"]),
+            "standard_error": float(metrics["standard_error"]),
+            "discrete_win_rate": float(metrics["discrete_win_rate"]),
+            "n_wins": int(metrics["n_wins"]),
+            "n_draws": int(metrics["n_draws"]),
+            "lc_win_rate": float(metrics["length_controlled_winrate"]),
+            "lc_standard_error": float(metrics["lc_standard_error"]),
+            "lc_method": self.lc_method,
+            "n": len(kept),
+            "unparsed": len(preferences) - len(kept),
+            "mean_length": float(sum(len(answers[i]) for i in kept) / len(kept)),
+            "mean_reference_length": float(sum(len(references[i]) for i in kept) / len(kept)),
+        }
+
+    def _check_ids(self, ids: Sequence[int], answers_file: str) -> None:
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{answers_file}: AlpacaEval takes one answer per instruction; prompt ids repeat "
+                             "(sample once: sampling.n 1)")
+        unknown = [i for i in ids if i not in self.instructions_known]
+        if unknown:
+            raise KeyError(f"{answers_file}: prompt ids {unknown[:5]} are not AlpacaEval instruction positions "
+                           f"known to {self.gamed_source} (it has {len(self.instructions_known)}); build the prompt "
+                           "set from the whole alpaca_eval split, in order")
+
+    @contextmanager
+    def _gamed_file(self):
+        import pandas as pd
+
+        with tempfile.TemporaryDirectory(prefix="reprolm-alpaca-eval-") as folder:
+            path = Path(folder) / GAMED_FILE
+            pd.DataFrame(self.gamed).to_csv(path, index=False)
+            yield path
+
+
+@contextmanager
+def _hub_file(gamed_file: Path):
+    """While active, the package's fetch of ``df_gamed.csv`` from the hub returns
+    ``gamed_file``; any other fetch fails, naming the file."""
+    from alpaca_eval.metrics import glm_winrate
+
+    def fetch(repo_id: str, filename: str, **_options) -> str:
+        if (repo_id, filename) != (HUB_DATASET, GAMED_FILE):
+            raise RuntimeError(f"alpaca_eval asked the hub for {repo_id}/{filename}; reprolm hands it only "
+                               f"{HUB_DATASET}/{GAMED_FILE}")
+        return str(gamed_file)
+
+    hub_download = glm_winrate.hf_hub_download
+    glm_winrate.hf_hub_download = fetch
+    try:
+        yield
+    finally:
+        glm_winrate.hf_hub_download = hub_download
