@@ -10,7 +10,7 @@ export HF_HOME := $(CURDIR)/resources/hf_home
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup system-deps run report test test-fast lint format clean bench
+.PHONY: setup system-deps run report test test-fast lint format clean bench slurm-profile
 
 $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/dev.txt requirements/cpu-constraints.txt
 	python3 -m venv $(VENV)
@@ -28,6 +28,10 @@ system-deps:
 run: setup
 	$(SNAKEMAKE) --cores $(CORES) --profile profiles/default
 	$(SNAKEMAKE) --cores $(CORES) --profile profiles/default --report results/report.html
+
+# `snakemake --profile slurm` from then on (prints the profile name it registered).
+slurm-profile:
+	@bash scripts/register-slurm-profile.sh
 
 test: setup
 	PYTHON=$(PY) scripts/run-tests.sh

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,55 @@ def test_lint_and_format_are_clean(tmp_path):
                          capture_output=True, text=True)
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
+
+
+def _threads_by_job(output: str) -> dict[tuple[str, str], int]:
+    """(rule, wildcards line) -> threads, from a dry run's job descriptions (1 when unlisted)."""
+    jobs: dict[tuple[str, str], int] = {}
+    rule = wildcards = None
+    for line in output.splitlines():
+        header = re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):$", line)
+        if header:
+            rule, wildcards = header.group(1), ""
+        elif rule and line.startswith("    wildcards: "):
+            wildcards = line.split(": ", 1)[1]
+            jobs[(rule, wildcards)] = 1
+        elif rule and line.startswith("    threads: "):
+            jobs[(rule, wildcards)] = int(line.split(": ", 1)[1])
+    return jobs
+
+
+def test_profile_slurm_as_typed_asks_for_every_cpu_the_config_gives(tmp_path):
+    """`make slurm-profile` registers the profile, and `snakemake --profile slurm` from the
+    repository root finds it; Snakemake then also loads profiles/default as the workflow
+    profile, which therefore sets no `cores` (Snakemake caps remote jobs' threads by it).
+    GPU jobs without `threads` get `cpus_per_gpu` (8) per GPU, so a 4-GPU DeepSpeed finetune
+    is not left one CPU. A dry run without --cores shows every job at 1 thread, so the
+    threads are read from one given the cores of a large node."""
+    import subprocess
+
+    from workflow_helpers import SNAKEMAKE, snakemake_env
+
+    work = scratch_copy(tmp_path / "work")
+    env = {**snakemake_env(work), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    registered = subprocess.run(["make", "-s", "-C", str(REPO), "slurm-profile"], env=env, capture_output=True,
+                                text=True, check=True)
+    assert registered.stdout.strip() == "slurm"
+    assert (tmp_path / "xdg/snakemake/slurm").resolve() == REPO / "profiles" / "slurm"
+    assert "cores" not in yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
+    targets = ["results/scores/train_before_test/qwen1_5_14b_chat/pretrained/winogrande.json",
+               "results/models/yi15_6b/vanilla"]
+    runs = {}
+    for cores in ([], ["--cores", "64"]):
+        result = subprocess.run([SNAKEMAKE, "-n", "--profile", "slurm", *cores, "--configfile", "config/paper.yaml",
+                                 "--", *targets], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+        runs[bool(cores)] = result.stdout + result.stderr
+        assert result.returncode == 0, runs[bool(cores)][-4000:]
+    assert "Using profiles slurm and workflow specific profile profiles/default" in runs[False]
+    threads = _threads_by_job(runs[True])
+    assert threads[("train_before_test", "base=qwen1_5_14b_chat, recipe=pretrained, task=winogrande")] == 16
+    assert threads[("finetune", "base=yi15_6b, recipe=vanilla")] == 4 * 8
+    # A second registration finds its own link and changes nothing.
+    again = subprocess.run(["bash", str(REPO / "scripts/register-slurm-profile.sh")], env=env, capture_output=True,
+                           text=True, check=True)
+    assert again.stdout.strip() == "slurm"
