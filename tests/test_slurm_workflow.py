@@ -66,7 +66,8 @@ def small_config() -> dict:
     config["datasets"] = {name: config["datasets"][name] for name in ("tlg", "ruler_train")}
     base = config["base_models"][BASE]
     base["build"]["pretrain"]["steps"] = 4
-    base["resources"] = {stage: {"gpus": gpus} for stage, gpus in GPUS.items()}
+    # One CPU per GPU: the test node has 2 CPUs, fewer than the default cpus_per_gpu (8).
+    base["resources"] = {stage: {"gpus": gpus, "cpus_per_gpu": 1} for stage, gpus in GPUS.items()}
     config["base_models"] = {BASE: base}
     config["recipes"] = {RECIPE: {**config["recipes"][RECIPE], "max_steps": 4}}
     config["datasets"]["tlg"]["params"]["num"] = 8
