@@ -119,6 +119,8 @@ def test_rows_the_length_control_cannot_place_are_refused_before_any_request(cha
     with pytest.raises(ValueError, match="one answer per instruction; prompt ids repeat"):
         judge.win_rates([1, 1], ["a", "a"], ["x", "y"], ["p", "p"], "answers.parquet")
     assert ChatEndpointStandIn.seen == []
+    with pytest.raises(ValueError, match="answers.parquet: the AlpacaEval judge gave no usable verdict on any of 3"):
+        judge.metrics([0, 1, 2], [math.nan] * 3, ["a", "b", "c"], ["x", "y", "z"], "answers.parquet")
     with pytest.raises(ValueError, match="compares two answers; it gives no single grade"):
         judge.score([[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]])
 
@@ -206,3 +208,34 @@ def test_the_config_names_a_gamed_source_and_never_grades_with_alpaca_eval():
     config["expo"]["judge"] = "ae2"
     with pytest.raises(ConfigError, match="expo.judge: judge 'ae2' .* judges that grade: .*'tiny_rm'"):
         check_config(config, schema)
+
+
+def test_paper_yaml_reads_alpaca_evals_files_through_the_loaders_it_names(tmp_path):
+    """paper.yaml's two AlpacaEval sources are plain files (a JSON list, a CSV) read by
+    `datasets`' json and csv loaders. Local stand-ins in the same formats, at paths in place
+    of the pinned URLs, load through those loaders and pass the schema checks: the CSV's
+    true/false column becomes the boolean the check asks for, its index an integer."""
+    import json
+
+    import pandas as pd
+    import yaml
+
+    from reprolm.data.sources import read_source
+    from reprolm.data.upstream import make_fixture
+
+    paper = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/paper.yaml").read_text())
+    files = {"alpaca_eval": tmp_path / "alpaca_eval_gpt4_baseline.json", "alpaca_eval_gamed": tmp_path / "df_gamed.csv"}
+    files["alpaca_eval"].write_text(json.dumps(make_fixture("alpaca_eval", n=6, seed=1)))
+    pd.DataFrame(make_fixture("alpaca_eval_gamed", n=6, seed=1)).to_csv(files["alpaca_eval_gamed"], index=False)
+    for name, path in files.items():
+        spec = paper["sources"][name]
+        (split, url), = spec["hub"]["data_files"].items()
+        assert url.startswith("https://huggingface.co/datasets/tatsu-lab/alpaca_eval/resolve/2edc6fad8be6b14ea7230aabfd08188da6b8b814/")
+        assert url.endswith(path.name)
+        local = {**spec, "name": name, "hub": {**spec["hub"], "data_files": {split: str(path)}}}
+        counts = write_source(local, tmp_path / "raw" / name)
+        assert counts == {split: 6 if name == "alpaca_eval" else 12}
+        records = read_source(tmp_path / "raw" / name, spec["schema"], split)
+        assert len(records) == counts[split]
+    gamed = read_source(tmp_path / "raw/alpaca_eval_gamed", "alpaca_eval_gamed")
+    assert gamed[0]["not_gamed_baseline"] is False and isinstance(gamed[0]["index"], int)

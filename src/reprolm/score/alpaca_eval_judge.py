@@ -93,14 +93,19 @@ class AlpacaEvalJudge:
         """The package's leaderboard metrics for the answers against the references."""
         self._check_ids(ids, answers_file)
         preferences = self.annotate(instructions, answers, references)
-        return {**self.metrics(ids, preferences, answers, references),
+        return {**self.metrics(ids, preferences, answers, references, answers_file),
                 "preferences": [p - 1.0 for p in preferences]}
 
     def metrics(self, ids: Sequence[int], preferences: Sequence[float], answers: Sequence[str],
-                references: Sequence[str]) -> dict:
+                references: Sequence[str], answers_file: str = "answers") -> dict:
         """``get_length_controlled_winrate`` on verdicts in AlpacaEval's encoding."""
         import pandas as pd
         from alpaca_eval.metrics.glm_winrate import get_length_controlled_winrate
+
+        kept = [i for i, p in enumerate(preferences) if not math.isnan(p)]
+        if not kept:
+            raise ValueError(f"{answers_file}: the AlpacaEval judge gave no usable verdict on any of "
+                             f"{len(preferences)} pairs")
 
         # The package reads the instruction's position from the frame's index.
         frame = pd.DataFrame({"output_1": list(references), "output_2": list(answers),
@@ -110,7 +115,6 @@ class AlpacaEvalJudge:
         with self._gamed_file() as gamed_file, _hub_file(gamed_file):
             metrics = get_length_controlled_winrate(frame, glm_name=GLM, save_weights_dir=None,
                                                     is_add_glm_preference_inplace=False)
-        kept = [i for i, p in enumerate(preferences) if not math.isnan(p)]
         return {
             "win_rate": float(metrics["win_rate"]),
             "standard_error": float(metrics["standard_error"]),
