@@ -35,6 +35,10 @@ PATH = os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/sbin", "/sbin"
 STATE_DIR = Path(tempfile.gettempdir()) / "reprolm-slurm"
 NODE = "localhost"
 PARTITION = "debug"
+# A second partition on the same node and a node feature: where a job lands shows whether
+# the config's per-model routing (partition, constraint) reached sbatch.
+GPU_PARTITION = "gpu"
+NODE_FEATURE = "fakegpu"
 CLUSTER_NAME = "reprolm"
 GPU_TYPE = "fake"
 GPUS = 2
@@ -61,6 +65,8 @@ class SlurmCluster:
     slurm_conf: Path
     env: dict
     partition: str = PARTITION
+    gpu_partition: str = GPU_PARTITION
+    node_feature: str = NODE_FEATURE
     node: str = NODE
     gpus: int = GPUS
     gpu_type: str = GPU_TYPE
@@ -80,7 +86,8 @@ class SlurmCluster:
 
     def sacct(self, *args: str) -> list[dict]:
         """Job records from the accounting database, one dict per line (job and steps)."""
-        fields = ("JobID", "JobName", "State", "ExitCode", "Partition", "ReqTRES", "AllocTRES", "Comment")
+        fields = ("JobID", "JobName", "State", "ExitCode", "Partition", "Constraints", "ReqTRES", "AllocTRES",
+                  "Comment")
         out = self.run("sacct", "--allusers", "--parsable2", "--noheader",
                        f"--format={','.join(fields)}", *args).stdout
         return [dict(zip(fields, line.split("|"))) for line in out.splitlines() if line]
@@ -290,8 +297,9 @@ JobCompType=jobcomp/none
 # Keep sbatch --comment in the database: the Snakemake executor puts the rule name there.
 AccountingStoreFlags=job_comment
 GresTypes=gpu
-NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname={NODE} {layout} RealMemory={memory} Gres=gpu:{GPU_TYPE}:{GPUS} State=UNKNOWN
+NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname={NODE} {layout} RealMemory={memory} Gres=gpu:{GPU_TYPE}:{GPUS} Features={NODE_FEATURE} State=UNKNOWN
 PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
+PartitionName={GPU_PARTITION} Nodes={NODE} Default=NO MaxTime=INFINITE State=UP
 """)
 
 

@@ -128,6 +128,10 @@ def test_config_checks_catch_what_the_schema_cannot():
     config["base_models"]["tiny_qwen2"]["build"]["num_kv_heads"] = 3
     assert "num_heads 4 is not divisible by num_kv_heads 3" in _refused(config)
     config = copy.deepcopy(DEFAULT)
+    config["resources"] = {"default": {"precision": "auto"}}
+    assert _refused(config) == ("base_models.tiny_llama.resources.finetune.precision: 'auto' cannot train; "
+                                "choose from ['float32', 'bfloat16', 'float16']")
+    config = copy.deepcopy(DEFAULT)
     config["studies"] = []
     assert _refused(config) == ("studies: the list is empty; enable at least one of "
                                 "['ruler', 'harmony', 'expo', 'flr', 'gem']")

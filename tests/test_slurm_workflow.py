@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from reprolm.provenance import content_hash, provenance_path
+from slurm_cluster import GPU_PARTITION, GPU_TYPE, NODE_FEATURE
 from workflow_helpers import REPO, SNAKEMAKE, scratch_copy, snakemake_env
 
 RUN_TIMEOUT_S = 600
@@ -43,6 +44,7 @@ CLUSTER_JOBS = {"tokenizer": 1, "build_base_model": 1, "dataset": 2, "finetune":
 # GPUs per rule (and config stage): two for the finetune, so that the GPU indices a
 # provenance record names are told from a GPU count.
 GPUS = {"finetune": 2, "generate": 1}
+GPU_ROUTE = {"slurm_partition": GPU_PARTITION, "constraint": NODE_FEATURE}
 def _raw_sources_needed() -> int:
     config = small_config()
     needed = set(config["tokenizers"]["tiny_bpe"]["corpus"])
@@ -66,8 +68,11 @@ def small_config() -> dict:
     config["datasets"] = {name: config["datasets"][name] for name in ("tlg", "ruler_train")}
     base = config["base_models"][BASE]
     base["build"]["pretrain"]["steps"] = 4
-    # One CPU per GPU: the test node has 2 CPUs, fewer than the default cpus_per_gpu (8).
-    base["resources"] = {stage: {"gpus": gpus, "cpus_per_gpu": 1} for stage, gpus in GPUS.items()}
+    # One CPU per GPU: the test node has 2 CPUs, fewer than the default cpus_per_gpu (8). The
+    # GPU stages are routed by the config (every model's GPU model, this model's partition
+    # and node feature); the CPU rules stay on the default partition.
+    base["resources"] = {stage: {"gpus": gpus, "cpus_per_gpu": 1, **GPU_ROUTE} for stage, gpus in GPUS.items()}
+    config["resources"] = {"default": {"gpu_model": GPU_TYPE}}
     config["base_models"] = {BASE: base}
     config["recipes"] = {RECIPE: {**config["recipes"][RECIPE], "max_steps": 4}}
     config["datasets"]["tlg"]["params"]["num"] = 8
@@ -159,8 +164,11 @@ def test_cluster_rules_ran_as_completed_slurm_jobs_with_their_gpus(runs, slurm_c
     for rule, jobs in by_rule.items():
         for job in jobs:
             assert (job["State"], job["ExitCode"]) == ("COMPLETED", "0:0"), (rule, job)
-            assert job["Partition"] == slurm_cluster.partition
             requested, allocated = tres(job, "ReqTRES"), tres(job, "AllocTRES")
+            if rule in GPUS:
+                assert (job["Partition"], job["Constraints"]) == (GPU_PARTITION, NODE_FEATURE), (rule, job)
+            else:
+                assert (job["Partition"], job["Constraints"]) == (slurm_cluster.partition, ""), (rule, job)
             if rule in GPUS:
                 gpus = str(GPUS[rule])
                 gpu_type = f"gres/gpu:{slurm_cluster.gpu_type}"

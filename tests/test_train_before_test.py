@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -105,24 +106,73 @@ def test_a_metric_the_task_does_not_report_is_refused_before_it_runs(tmp_path):
     refuse_metrics_not_reported(configured, cache)
 
 
-def test_lora_train_before_test_on_a_tiny_model(docs_dir, tmp_path):
-    rng = random.Random(0)
-    tokenizer = train_bpe_tokenizer([fixture_world.passage(rng, 30) for _ in range(200)], 500)
-    model = build_tiny_model({"architecture": "llama", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
-                              "intermediate_size": 64, "max_positions": 512}, tokenizer, seed=0)
-    model.save_pretrained(tmp_path / "model")
-    tokenizer.save_pretrained(tmp_path / "model")
-    recipe = {"lora": {"r": 8, "alpha": 32, "dropout": 0.1}, "learning_rate": 1e-3, "num_train_epochs": 2,
-              "per_device_train_batch_size": 8, "max_length": 128, "max_num_valid": 8, "max_num_test": 8}
-    spec = TaskSpec("boolq", "boolq", 0, "acc,none", docs_dir / "boolq")
-    result = tbt.train_before_test(model_path=str(tmp_path / "model"), spec=spec, recipe=recipe, seed=0,
-                                   output=str(tmp_path / "out.json"))
-    assert json.loads((tmp_path / "out.json").read_text()) == result
-    assert [e["epoch"] for e in result["epochs"]] == [1, 2]
-    assert result["sizes"] == {"train": 8, "valid": 2, "test": 8}
-    assert result["train_before_test"] == tbt.best_epoch(result["epochs"])["test"]
-    assert result["direct_eval"] == result["direct"]["test"]
-    assert all(0 <= e[k] <= 1 for e in result["epochs"] for k in ("valid", "test"))
+RESUME_TIMEOUT_S = 120
+
+
+def tiny_harmony_run(root: Path, docs: Path, name: str) -> dict:
+    """Keyword arguments of one LoRA train-before-test run of a tiny Llama on boolq."""
+    if not (root / "model").exists():
+        rng = random.Random(0)
+        tokenizer = train_bpe_tokenizer([fixture_world.passage(rng, 30) for _ in range(200)], 500)
+        model = build_tiny_model({"architecture": "llama", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
+                                  "intermediate_size": 64, "max_positions": 512}, tokenizer, seed=0)
+        model.save_pretrained(root / "model")
+        tokenizer.save_pretrained(root / "model")
+    recipe = {"lora": {"r": 8, "alpha": 32, "dropout": 0.1}, "learning_rate": 1e-3, "num_train_epochs": 3,
+              "per_device_train_batch_size": 4, "max_length": 128, "max_num_valid": 8, "max_num_test": 8}
+    return {"model_path": str(root / "model"), "spec": TaskSpec("boolq", "boolq", 0, "acc,none", str(docs / "boolq")),
+            "recipe": recipe, "seed": 0, "output": str(root / f"{name}.json"),
+            "checkpoint_root": str(root / "checkpoints" / name)}
+
+
+KILLED_RUN = """
+import json, sys
+from reprolm.score.lm_eval_bridge import TaskSpec
+from reprolm.train.train_before_test import train_before_test
+run = json.loads(sys.argv[1])
+train_before_test(**{**run, "spec": TaskSpec(**run["spec"])})
+"""
+
+
+def test_killed_lora_train_before_test_resumes_at_its_last_epoch_to_the_same_scores(docs_dir, tmp_path):
+    """A run SIGKILLed once its first epoch's checkpoint is complete is rerun: it keeps the
+    direct and epoch-1 scores it had saved, trains epochs 2-3 only, and reports what an
+    uninterrupted run reports; its checkpoints are gone once the result is written."""
+    import dataclasses
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from reprolm.train.finetune import latest_checkpoint
+
+    whole, killed = tiny_harmony_run(tmp_path, docs_dir, "whole"), tiny_harmony_run(tmp_path, docs_dir, "killed")
+    payload = json.dumps({**killed, "spec": dataclasses.asdict(killed["spec"])})
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    process = subprocess.Popen([sys.executable, "-c", KILLED_RUN, payload], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    reference = tbt.train_before_test(**whole)
+    run_dir = Path(killed["checkpoint_root"]) / tbt.run_key(killed["model_path"], killed["spec"], killed["recipe"], 0)
+    deadline = time.monotonic() + RESUME_TIMEOUT_S
+    while latest_checkpoint(run_dir) is None:
+        assert process.poll() is None, process.stderr.read()[-3000:]
+        assert time.monotonic() < deadline, "no checkpoint in time"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait(RESUME_TIMEOUT_S)
+    saved = json.loads((run_dir / tbt.PROGRESS_FILE).read_text())
+    assert [e["epoch"] for e in saved["epochs"]][:1] == [1] and not Path(killed["output"]).exists()
+
+    resumed = tbt.train_before_test(**killed)
+    assert resumed == reference
+    assert resumed["direct"] == saved["direct"] and resumed["epochs"][0] == saved["epochs"][0]
+    assert [e["epoch"] for e in resumed["epochs"]] == [1, 2, 3]
+    assert resumed["sizes"] == {"train": 8, "valid": 2, "test": 8}
+    assert resumed["train_before_test"] == tbt.best_epoch(resumed["epochs"])["test"]
+    assert resumed["direct_eval"] == resumed["direct"]["test"]
+    assert json.loads(Path(killed["output"]).read_text()) == resumed
+    assert not run_dir.exists()
 
 
 def test_chat_template_training_records(docs_dir):

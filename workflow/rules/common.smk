@@ -9,9 +9,16 @@ from reprolm.aggregate.paper_comparison import study_headlines
 from reprolm.config import lookups
 from reprolm.config.checks import check_config, preflight
 from reprolm.config.params import canonical
-from reprolm.config.resources import judge_settings, model_settings
+from reprolm.config.resources import (
+    attempt_size,
+    judge_settings,
+    model_settings,
+    routed_keys,
+    routing,
+)
 from reprolm.data.builders import BUILDERS
 from reprolm.provenance import mark_replaced_folders
+from reprolm.data.sources import source_file_paths
 from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
 from reprolm.score.metrics import METRICS
@@ -141,6 +148,11 @@ def all_targets():
 raw_dir = paths.raw_dir
 
 
+def raw_source_files(wildcards):
+    """A files source's own files: editing one reruns the source and what reads it."""
+    return source_file_paths(config["sources"][wildcards.source])
+
+
 def tokenizer_inputs(wildcards):
     return [raw_dir(s) for s in config["tokenizers"][wildcards.tokenizer]["corpus"]]
 
@@ -213,10 +225,24 @@ def promptset_file(wildcards):
 def stage_resource(stage, key):
     def lookup(wildcards, attempt):
         value = model_settings(config, wildcards.base, stage)[key]
-        # A retry after an out-of-memory or time-out asks for more.
-        return value * attempt if key in ("mem_mb", "runtime") else value
+        return attempt_size(config, key, value, attempt)
 
     return lookup
+
+
+def routing_lookups(stage, settings_of):
+    """One resource function per routing key the config sets for the stage."""
+    return {
+        key: (lambda wildcards, key=key: routing(settings_of(wildcards))[key])
+        for key in routed_keys(config, stage)
+    }
+
+
+def stage_routing(stage):
+    """Partition, account, QoS, constraint and GPU model of a stage's jobs, per base model."""
+    return routing_lookups(
+        stage, lambda wildcards: model_settings(config, wildcards.base, stage)
+    )
 
 
 def stage_threads(stage):
@@ -259,9 +285,16 @@ def judge_resource(key):
 
     def lookup(wildcards, attempt):
         value = judge_settings(config, wildcards.judge)[key]
-        return value * attempt if key in ("mem_mb", "runtime") else value
+        return attempt_size(config, key, value, attempt)
 
     return lookup
+
+
+def judge_routing():
+    """Where a judge's jobs go: its own model's evaluate placement."""
+    return routing_lookups(
+        "evaluate", lambda wildcards: judge_settings(config, wildcards.judge)
+    )
 
 
 def judge_threads(wildcards):

@@ -5,6 +5,8 @@ localrules:
 
 
 rule raw_source:
+    input:
+        raw_source_files,
     output:
         directory("resources/raw/{source}"),
     log:

@@ -14,6 +14,7 @@ rule extrapolate:
     conda:
         "../envs/train.yaml"
     resources:
+        **stage_routing("extrapolate"),
         mem_mb=stage_resource("extrapolate", "mem_mb"),
         runtime=stage_resource("extrapolate", "runtime"),
     params:

@@ -16,6 +16,7 @@ rule finetune:
         "../envs/train.yaml"
     threads: stage_threads("finetune")
     resources:
+        **stage_routing("finetune"),
         gpu=stage_resource("finetune", "gpus"),
         mem_mb=stage_resource("finetune", "mem_mb"),
         runtime=stage_resource("finetune", "runtime"),
@@ -51,6 +52,7 @@ rule train_before_test:
         "../envs/train.yaml"
     threads: stage_threads("train_before_test")
     resources:
+        **stage_routing("train_before_test"),
         gpu=stage_resource("train_before_test", "gpus"),
         mem_mb=stage_resource("train_before_test", "mem_mb"),
         runtime=stage_resource("train_before_test", "runtime"),
@@ -58,6 +60,7 @@ rule train_before_test:
         code=train_before_test_code,
         task=lambda wildcards: canonical(task_spec(config, wildcards.task)),
         train=canonical(config.get("harmony", {}).get("train", {})),
+        checkpoint_root="results/checkpoints/train_before_test/{base}/{recipe}/{task}",
         seed=config["seed"],
     script:
         "../scripts/train_before_test.py"

@@ -12,6 +12,7 @@ rule generate:
         "../envs/generate.yaml"
     threads: stage_threads("generate")
     resources:
+        **stage_routing("generate"),
         gpu=stage_resource("generate", "gpus"),
         mem_mb=stage_resource("generate", "mem_mb"),
         runtime=stage_resource("generate", "runtime"),

@@ -12,6 +12,7 @@ rule grade:
         "../envs/evaluate.yaml"
     threads: judge_threads
     resources:
+        **judge_routing(),
         gpu=judge_resource("gpus"),
         mem_mb=judge_resource("mem_mb"),
         runtime=judge_resource("runtime"),
@@ -36,6 +37,7 @@ rule win_rate:
         "../envs/evaluate.yaml"
     threads: judge_threads
     resources:
+        **judge_routing(),
         gpu=judge_resource("gpus"),
         mem_mb=judge_resource("mem_mb"),
         runtime=judge_resource("runtime"),
@@ -62,6 +64,7 @@ rule pair_accuracy:
         "../envs/evaluate.yaml"
     threads: judge_threads
     resources:
+        **judge_routing(),
         gpu=judge_resource("gpus"),
         mem_mb=judge_resource("mem_mb"),
         runtime=judge_resource("runtime"),
@@ -84,6 +87,7 @@ rule rating_agreement:
         "../envs/evaluate.yaml"
     threads: judge_threads
     resources:
+        **judge_routing(),
         gpu=judge_resource("gpus"),
         mem_mb=judge_resource("mem_mb"),
         runtime=judge_resource("runtime"),
@@ -107,6 +111,7 @@ rule model_ranking:
         "../envs/evaluate.yaml"
     threads: judge_threads
     resources:
+        **judge_routing(),
         gpu=judge_resource("gpus"),
         mem_mb=judge_resource("mem_mb"),
         runtime=judge_resource("runtime"),

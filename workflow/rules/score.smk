@@ -30,6 +30,7 @@ rule lm_eval:
         "../envs/evaluate.yaml"
     threads: stage_threads("evaluate")
     resources:
+        **stage_routing("evaluate"),
         gpu=stage_resource("evaluate", "gpus"),
         mem_mb=stage_resource("evaluate", "mem_mb"),
         runtime=stage_resource("evaluate", "runtime"),

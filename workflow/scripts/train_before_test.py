@@ -16,6 +16,7 @@ with tracked_step(snakemake) as log:
     result = train_before_test(
         model_path=snakemake.input.model, spec=spec, recipe=snakemake.params.train,
         seed=snakemake.params.seed, output=snakemake.output[0],
+        checkpoint_root=snakemake.params.checkpoint_root,
     )
     log.info("direct %.4f, train-before-test %.4f (epoch %d)",
              result["direct_eval"], result["train_before_test"], result["best_epoch"])

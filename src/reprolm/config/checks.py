@@ -12,8 +12,10 @@ from pathlib import Path
 
 from reprolm.config.errors import ConfigError, require, require_grader
 from reprolm.config.lookups import expo_reference, expo_reference_dir
+from reprolm.config.resources import model_settings
 from reprolm.score.judges import LOCAL_JUDGES
 from reprolm.paths import PRETRAINED, split_expo
+from reprolm.train.precision import PRECISIONS
 
 
 def require_recipe(config: Mapping, recipe: str, allowed: list, where: str) -> None:
@@ -81,8 +83,10 @@ def preflight(config: Mapping, task_cache: str = LM_EVAL_TASK_CACHE) -> None:
 
 
 def _check_sources(config: Mapping) -> None:
-    """Every source's schema is one the pipeline knows, and a fixture source's schema has a
-    fixture (a misspelt schema would otherwise fail only in the job that reads the source)."""
+    """Every source's schema is one the pipeline knows, a fixture source's schema has a
+    fixture (a misspelt schema would otherwise fail only in the job that reads the source),
+    and a files source's files exist in formats it reads."""
+    from reprolm.data.sources import file_splits
     from reprolm.data.upstream import UPSTREAM_SCHEMAS
 
     for name, spec in config["sources"].items():
@@ -93,6 +97,11 @@ def _check_sources(config: Mapping) -> None:
         if "fixture" in spec and schema.fixture is None:
             raise ConfigError(f"sources.{name}.fixture: schema {schema.name!r} has no fixture; "
                               "name a hub dataset for this source")
+        if "files" in spec:
+            try:
+                file_splits(name, spec["files"])
+            except (ValueError, FileNotFoundError) as error:
+                raise ConfigError(str(error)) from None
 
 
 def _check_references(config: Mapping) -> None:
@@ -209,9 +218,14 @@ def _length_target_readers(config: Mapping, studies: list):
 
 
 def _check_base_models(config: Mapping) -> None:
-    """A built model's attention heads must split its hidden size (and its key-value heads
-    its heads); otherwise the build fails only when its job runs."""
+    """A finetune's precision must be one training can use; a built model's attention heads
+    must split its hidden size (and its key-value heads its heads); otherwise the build fails
+    only when its job runs."""
     for name, spec in config["base_models"].items():
+        precision = model_settings(config, name, "finetune")["precision"]
+        if precision not in PRECISIONS:
+            raise ConfigError(f"base_models.{name}.resources.finetune.precision: {precision!r} cannot train; "
+                              f"choose from {list(PRECISIONS)}")
         build = spec.get("build")
         if not build:
             continue

@@ -1,4 +1,11 @@
-"""What each job asks the scheduler for: per base model and stage, with defaults."""
+"""What each job asks the scheduler for: per base model and stage, with defaults.
+
+Settings are layered, later winning: the project's defaults, the config's top-level
+``resources`` (``default``, then the stage's), then the base model's own ``resources``
+(``default``, then the stage's). The same layers carry where a job goes on a cluster
+(``ROUTING_KEYS``: the SLURM executor plugin's resource names), so a 14B model's jobs can go
+to other nodes than gpt2's jobs of the same rule.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +15,46 @@ from reprolm.score.judges import LOCAL_JUDGES
 
 STAGE_DEFAULTS = {"gpus": 0, "threads": 1, "mem_mb": 4000, "runtime": 60, "launcher": "none",
                   "precision": "float32", "tensor_parallel": False, "cpus_per_gpu": 8}
+# Passed to snakemake-executor-plugin-slurm as they are; unset ones are left to the profile.
+ROUTING_KEYS = ("slurm_partition", "slurm_account", "qos", "constraint", "gpu_model")
+# Sizes a retry may grow (config ``retry_growth``); the rest of a job's request never changes.
+GROWING_KEYS = {"mem_mb": "max_mem_mb", "runtime": "max_runtime"}
+
+
+def _layers(config: Mapping, base: str, stage: str) -> list[Mapping]:
+    shared = config.get("resources", {})
+    own = config["base_models"][base].get("resources", {})
+    return [shared.get("default", {}), shared.get(stage, {}), own.get("default", {}), own.get(stage, {})]
 
 
 def model_settings(config: Mapping, base: str, stage: str) -> dict:
-    """Per-base-model settings of a stage (finetune, generate, evaluate), with defaults. A GPU
-    job without ``threads`` gets ``cpus_per_gpu`` per GPU: the launcher's ranks and the data
-    loaders share them (one CPU would serialise four DeepSpeed ranks' tokenisation)."""
-    spec = config["base_models"][base].get("resources", {})
-    settings = {**STAGE_DEFAULTS, **spec.get("default", {}), **spec.get(stage, {})}
-    if settings["gpus"] and "threads" not in {**spec.get("default", {}), **spec.get(stage, {})}:
+    """Per-base-model settings of a stage (finetune, generate, evaluate, ...), with defaults.
+    A GPU job without ``threads`` gets ``cpus_per_gpu`` per GPU: the launcher's ranks and the
+    data loaders share them (one CPU would serialise four DeepSpeed ranks' tokenisation)."""
+    given: dict = {}
+    for layer in _layers(config, base, stage):
+        given.update(layer)
+    settings = {**STAGE_DEFAULTS, **given}
+    if settings["gpus"] and "threads" not in given:
         settings["threads"] = settings["cpus_per_gpu"] * settings["gpus"]
     return settings
+
+
+def routing(settings: Mapping) -> dict:
+    """The cluster placement of a job with these settings, None where unset. A GPU model
+    only on jobs granted GPUs: with one set, the plugin would ask for a GPU on any job."""
+    placement = {key: settings.get(key) for key in ROUTING_KEYS}
+    if not settings.get("gpus"):
+        placement["gpu_model"] = None
+    return placement
+
+
+def routed_keys(config: Mapping, stage: str) -> list[str]:
+    """The routing keys any layer of the config sets for a stage. Only these are declared on
+    the stage's rules: a declared key that a job leaves unset also drops the profile's
+    ``default-resources`` value for it, so keys the config never sets stay the profile's."""
+    layers = [layer for base in config["base_models"] for layer in _layers(config, base, stage)]
+    return [key for key in ROUTING_KEYS if any(key in layer for layer in layers)]
 
 
 def judge_settings(config: Mapping, judge: str) -> dict:
@@ -28,3 +64,16 @@ def judge_settings(config: Mapping, judge: str) -> dict:
     if spec["kind"] in LOCAL_JUDGES:
         return model_settings(config, spec["model"].split("/", 1)[0], "evaluate")
     return dict(STAGE_DEFAULTS)
+
+
+def attempt_size(config: Mapping, key: str, value: int, attempt: int) -> int:
+    """``mem_mb`` or ``runtime`` for a job's ``attempt`` (1 first). A retry asks for the same
+    by default, since finetunes resume from their checkpoints and a larger request may exceed
+    what any partition grants (pending forever); ``retry_growth`` grows it by ``factor`` per
+    retry up to its cap."""
+    growth = config.get("retry_growth")
+    if key not in GROWING_KEYS or not growth or attempt <= 1:
+        return value
+    grown = int(value * growth["factor"] ** (attempt - 1))
+    cap = growth.get(GROWING_KEYS[key])
+    return max(value, min(grown, cap)) if cap else grown

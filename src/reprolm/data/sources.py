@@ -1,4 +1,5 @@
-"""Raw sources: fixtures made locally, or datasets downloaded from the hub, to parquet.
+"""Raw sources: fixtures made locally, datasets downloaded from the hub, or the researcher's
+own files, to parquet.
 
 A source is a folder ``resources/raw/{source}/`` with one ``{split}.parquet`` per split.
 """
@@ -15,34 +16,88 @@ from reprolm.data.upstream import load_records, make_fixture, validate_records
 from reprolm.io import atomic_path
 
 SPLIT_ORDER = "splits.json"
+# The packaged `datasets` builder that reads a file, by the file's extension.
+FILE_BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
+# What `datasets` 4+ raises for a dataset that is a Python loading script (it runs none).
+LOADING_SCRIPT_REFUSAL = "Dataset scripts are no longer supported"
+
+
+def source_file_paths(spec: dict) -> list[str]:
+    """Every file a ``files`` source names (none for other sources)."""
+    return [path for paths in _split_paths(spec.get("files", {})).values() for path in paths]
+
+
+def _split_paths(files: dict) -> dict[str, list[str]]:
+    return {split: [paths] if isinstance(paths, str) else list(paths) for split, paths in files.items()}
+
+
+def file_splits(source: str, files: dict) -> dict[str, tuple[str, list[str]]]:
+    """Each split's builder and paths, every file checked before any is read: it exists and
+    its extension names a format, one format per split."""
+    splits = {}
+    for split, paths in _split_paths(files).items():
+        where = f"sources.{source}.files.{split}"
+        builders = set()
+        for path in paths:
+            suffix = Path(path).suffix.lower()
+            if suffix not in FILE_BUILDERS:
+                raise ValueError(f"{where}: {path}: unknown file type {suffix or '(no extension)'!r}; "
+                                 f"known: {sorted(FILE_BUILDERS)}")
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"{where}: {path}: no such file (paths are relative to the working "
+                                        f"directory, {Path.cwd()})")
+            builders.add(FILE_BUILDERS[suffix])
+        if len(builders) > 1:
+            raise ValueError(f"{where}: a split's files must share one format; got {sorted(builders)}")
+        splits[split] = (builders.pop(), paths)
+    return splits
 
 
 def fetch_splits(spec: dict) -> dict[str, list[dict]]:
-    """The records a source spec names, by split: ``fixture`` options or a ``hub`` dataset."""
+    """The records a source spec names, by split: ``fixture`` options, a ``hub`` dataset, or
+    the researcher's own ``files``."""
+    source = spec.get("name", "?")
     if "fixture" in spec:
         try:
             made = make_fixture(spec["schema"], **dict(spec["fixture"]))
         except ValueError as error:
-            raise ValueError(f"sources.{spec.get('name', '?')}.fixture: {error}") from None
+            raise ValueError(f"sources.{source}.fixture: {error}") from None
         return made if isinstance(made, dict) else {"train": made}
-    hub = spec["hub"]
-    import datasets  # heavy; only hub sources need it
+    import datasets  # heavy; only hub and file sources need it
 
+    if "files" in spec:
+        # Each split through the packaged builder of its format, under the split name the
+        # config gives it (datasets' own split inference knows only train/test/validation).
+        return {
+            split: datasets.load_dataset(builder, data_files={split: paths}, split=split).to_list()
+            for split, (builder, paths) in file_splits(source, spec["files"]).items()
+        }
+    hub = spec["hub"]
     splits = hub.get("splits") or [hub.get("split", "train")]
-    return {
-        split: datasets.load_dataset(
-            hub["path"], hub.get("name"), split=split, revision=hub.get("revision"),
-            data_files=hub.get("data_files"),
-        ).to_list()
-        for split in splits
-    }
+    try:
+        return {
+            split: datasets.load_dataset(
+                hub["path"], hub.get("name"), split=split, revision=hub.get("revision"),
+                data_files=hub.get("data_files"),
+            ).to_list()
+            for split in splits
+        }
+    except RuntimeError as error:
+        if LOADING_SCRIPT_REFUSAL not in str(error):
+            raise
+        raise ValueError(
+            f"sources.{source}.hub.path {hub['path']!r} is a dataset loading script, which datasets "
+            f"{datasets.__version__} does not run ({error}). Name its data files instead: "
+            "hub: {path: parquet|json|csv, data_files: {split: URL}} (pinned resolve URLs, e.g. of the "
+            "hub's parquet export on refs/convert/parquet), or files: {split: path} for local copies"
+        ) from None
 
 
 def write_source(spec: dict, output: str | Path) -> dict[str, int]:
     """Validate and write a source's splits as parquet files in a folder; row counts back."""
     splits = fetch_splits(spec)
     for split, records in splits.items():
-        validate_records(records, spec["schema"], f"{output}/{split}.parquet")
+        validate_records(records, spec["schema"], _records_origin(spec, split, output))
     with atomic_path(output) as tmp:
         tmp.mkdir()
         for split, records in splits.items():
@@ -50,6 +105,15 @@ def write_source(spec: dict, output: str | Path) -> dict[str, int]:
         # The order splits were listed in, which builders reading every split follow.
         (tmp / SPLIT_ORDER).write_text(json.dumps(list(splits)) + "\n")
     return {split: len(records) for split, records in splits.items()}
+
+
+def _records_origin(spec: dict, split: str, output: str | Path) -> str:
+    """Where a split's rows come from, as a bad row's error names it: the researcher's own
+    files (rows counted across them in order), else the file the split is written to."""
+    if "files" in spec:
+        paths = _split_paths(spec["files"])[split]
+        return f"sources.{spec.get('name', '?')}.files.{split} ({', '.join(paths)})"
+    return f"{output}/{split}.parquet"
 
 
 def read_source(folder: str | Path, schema: str, split: str = "train") -> list[dict]:

@@ -21,7 +21,6 @@ def _vllm(model_path: str, **options):
     from reprolm.generate.vllm_backend import VLLMBackend
 
     options.pop("batch_size", None)
-    options.pop("device", None)
     return VLLMBackend(model_path, **options)
 
 

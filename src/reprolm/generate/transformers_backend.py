@@ -29,15 +29,13 @@ def output_token_penalties(prompt_length: int, presence: float, frequency: float
 
 class TransformersBackend:
     def __init__(self, model_path: str, *, batch_size: int = 16, dtype: str | None = None,
-                 device: str | None = None, chat_template: str | None = None):
-        import torch
+                 chat_template: str | None = None):
+        from reprolm.models.loading import generation_eos_ids, input_device, load_causal_lm, load_tokenizer
 
-        from reprolm.models.loading import generation_eos_ids, load_causal_lm, load_tokenizer
-
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = load_tokenizer(model_path, chat_template)
         self.generation_eos = generation_eos_ids(model_path)
-        self.model = load_causal_lm(model_path, dtype=dtype, device=self.device)
+        self.model = load_causal_lm(model_path, dtype=dtype)
+        self.device = input_device(self.model)
         self.batch_size = batch_size
 
     def _left_padded(self, prompts: list[list[int]]):

@@ -46,10 +46,33 @@ def torch_dtype(name: str | None):
             "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def load_causal_lm(path: str, dtype: str | None = None, device: str = "cpu"):
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype),
+def visible_gpus() -> int:
+    """The GPUs this process may use: those SLURM granted the job (CUDA_VISIBLE_DEVICES)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def device_map(gpus: int | None = None):
+    """``from_pretrained``'s placement: the CPU without GPUs, GPU 0 with one, and with more
+    the layers spread over all of them (accelerate's balanced map), so that a model too large
+    for one GPU (a 70B judge) runs on the GPUs its rule was granted."""
+    gpus = visible_gpus() if gpus is None else gpus
+    if gpus == 0:
+        return None
+    return {"": 0} if gpus == 1 else "auto"
+
+
+def input_device(model):
+    """Where a placed model takes its inputs: the device of its input embeddings."""
+    return model.get_input_embeddings().weight.device
+
+
+def load_causal_lm(path: str, dtype: str | None = None):
+    """An inference model on the job's GPUs (or the CPU), in ``dtype``."""
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), device_map=device_map(),
                                                  trust_remote_code=trusts_remote_code(path))
-    return model.to(device).eval()
+    return model.eval()
 
 
 def generation_eos_ids(path: str) -> list[int]:

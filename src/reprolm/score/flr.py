@@ -69,20 +69,19 @@ class FollowUpScorer:
 
     def __init__(self, model_path: str, followups: Mapping[str, Mapping[str, list[str]]], compat: str = "paper",
                  format: str = "chat", batch_size: int = 16, max_length: int = 2048, precision: str = "float32"):
-        import torch
         from transformers import AutoModelForCausalLM
 
-        from reprolm.models.loading import load_tokenizer, torch_dtype, trusts_remote_code
+        from reprolm.models.loading import device_map, input_device, load_tokenizer, torch_dtype, trusts_remote_code
 
         if compat not in COMPATS:
             raise ValueError(f"FLR compat {compat!r}: choose from {COMPATS}")
         if format not in FORMATS:
             raise ValueError(f"FLR format {format!r}: choose from {FORMATS}")
-        self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.tokenizer = load_tokenizer(model_path)
         self.model = AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=torch_dtype(precision), trust_remote_code=trusts_remote_code(model_path)
-        ).to(self.device).eval()
+            model_path, dtype=torch_dtype(precision), device_map=device_map(),
+            trust_remote_code=trusts_remote_code(model_path)).eval()
+        self.device = input_device(self.model)
         self.followups, self.compat, self.format = followups, compat, format
         self.batch_size, self.max_length = batch_size, max_length
 

@@ -43,16 +43,15 @@ class RewardModelJudge:
     protocol = "reward model: grade = reward; preference = sigmoid(r_answer - r_reference)"
 
     def __init__(self, model_path: str, batch_size: int = 8, max_length: int = 1024, precision: str = "float32"):
-        import torch
         from transformers import AutoModelForSequenceClassification
 
-        from reprolm.models.loading import load_tokenizer, torch_dtype, trusts_remote_code
+        from reprolm.models.loading import device_map, input_device, load_tokenizer, torch_dtype, trusts_remote_code
 
-        self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.tokenizer = load_tokenizer(model_path)
         self.model = AutoModelForSequenceClassification.from_pretrained(
-            model_path, dtype=torch_dtype(precision), trust_remote_code=trusts_remote_code(model_path)
-        ).to(self.device).eval()
+            model_path, dtype=torch_dtype(precision), device_map=device_map(),
+            trust_remote_code=trusts_remote_code(model_path)).eval()
+        self.device = input_device(self.model)
         if self.model.config.num_labels != 1:
             raise ValueError(f"{model_path}: a reward model has one output, this one has "
                              f"num_labels={self.model.config.num_labels}")

@@ -239,24 +239,33 @@ def task_doc_counts(spec: TaskSpec) -> dict[str, int]:
     return {split: task.dataset[split].num_rows for split in sorted(task.dataset)}
 
 
-def language_model(model, tokenizer=None, *, backend: str = "hf", batch_size: int | str = 8, device: str = "cpu",
+def hf_placement(gpus: int) -> dict:
+    """lm-eval's placement arguments for a checkpoint it loads, given the job's visible GPUs:
+    the CPU, one GPU, or the layers spread over all of them (``parallelize``: accelerate's
+    device map, one process), as the job was granted."""
+    if gpus == 0:
+        return {"device": "cpu"}
+    return {"device": "cuda"} if gpus == 1 else {"parallelize": True}
+
+
+def language_model(model, tokenizer=None, *, backend: str = "hf", batch_size: int | str = 8,
                    dtype: str = "auto", tensor_parallel_size: int = 1, seed: int = LM_EVAL_DEFAULT_SEED) -> LM:
     """lm-eval's model wrapper.
 
-    ``hf``: ``model`` is a checkpoint path (loaded on ``device`` in ``dtype``, "auto" being
-    the checkpoint's own) or an already-loaded ``transformers`` model, used as it is (its
-    device and dtype), with its ``tokenizer`` (required then).
+    ``hf``: ``model`` is a checkpoint path (loaded on the job's GPUs, or the CPU, in ``dtype``,
+    "auto" being the checkpoint's own) or an already-loaded ``transformers`` model, used as it
+    is (its placement and dtype), with its ``tokenizer`` (required then).
     ``vllm`` (GPU only, never run on CPU): ``model`` and ``tokenizer`` (or None) must be
     paths, since vLLM loads both itself; its tensor parallelism is ``tensor_parallel_size``.
     """
     from lm_eval.api.registry import get_model
 
-    from reprolm.models.loading import trusts_remote_code
+    from reprolm.models.loading import trusts_remote_code, visible_gpus
 
     if backend == "hf":
         if isinstance(model, (str, Path)):
-            return get_model("hf")(pretrained=str(model), tokenizer=tokenizer, device=device, dtype=dtype,
-                                   batch_size=batch_size, trust_remote_code=trusts_remote_code(model))
+            return get_model("hf")(pretrained=str(model), tokenizer=tokenizer, dtype=dtype, batch_size=batch_size,
+                                   trust_remote_code=trusts_remote_code(model), **hf_placement(visible_gpus()))
         if tokenizer is None:
             raise ValueError("an already-loaded model needs its tokenizer")
         return get_model("hf")(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
@@ -329,8 +338,7 @@ def environment_report_once() -> Iterator[None]:
         evaluator.add_env_info = collect
 
 
-def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int | str = 8, device: str = "cpu",
-                   dtype: str = "auto", limit: int | None = None, backend: str = "hf", tensor_parallel_size: int = 1,
+def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int | str = 8, dtype: str = "auto", limit: int | None = None, backend: str = "hf", tensor_parallel_size: int = 1,
                    seed: int = LM_EVAL_DEFAULT_SEED, bootstrap_iters: int = 100_000,
                    apply_chat_template: bool = False) -> dict[str, Any]:
     """Evaluate one model on every task through ``lm_eval.simple_evaluate``.
@@ -338,7 +346,7 @@ def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int |
     ``apply_chat_template`` renders each prompt through the tokenizer's chat template, for
     models trained on chat-formatted task text.
 
-    ``model``, ``tokenizer``, ``backend``, ``device``, ``dtype`` and ``tensor_parallel_size``
+    ``model``, ``tokenizer``, ``backend``, ``dtype`` and ``tensor_parallel_size``
     are as in :func:`language_model`. The model is wrapped once and reused for all tasks.
     Each task runs in its own ``simple_evaluate`` call because limits are per call and
     specs may differ in limit.
@@ -356,7 +364,7 @@ def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int |
     # Fail on a missing split or a bad document before spending time loading the model.
     configs = {spec.name: task_config(spec) for spec in tasks}
 
-    lm = language_model(model, tokenizer, backend=backend, batch_size=batch_size, device=device, dtype=dtype,
+    lm = language_model(model, tokenizer, backend=backend, batch_size=batch_size, dtype=dtype,
                         tensor_parallel_size=tensor_parallel_size, seed=seed)
     summaries = {}
     with environment_report_once():

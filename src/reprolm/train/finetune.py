@@ -22,6 +22,7 @@ from pathlib import Path
 
 from reprolm.io import atomic_path
 from reprolm.provenance import recorded_hash
+from reprolm.train.precision import mixed_precision
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class FinetuneSpec:
     seed: int = 0
     add_tokens: list[str] = field(default_factory=list)
     deepspeed: str | None = None
-    precision: str = "float32"  # bfloat16 on GPUs
+    precision: str = "float32"  # bfloat16 on GPUs: autocast over float32 weights
     chat_template: str | None = None
 
     def key(self) -> str:
@@ -122,7 +123,7 @@ def training_arguments(spec: FinetuneSpec):
         output_dir=str(spec.checkpoint_dir),
         seed=spec.seed,
         data_seed=spec.seed,
-        bf16=spec.precision == "bfloat16",
+        **mixed_precision(spec.precision, f"precision of the finetune of {spec.base_model}"),
         deepspeed=spec.deepspeed,
         save_strategy="steps" if save_steps else "epoch",
         save_steps=save_steps or 500,
@@ -177,7 +178,7 @@ def run(spec: FinetuneSpec) -> None:
     from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, DataCollatorForSeq2Seq,
                               Trainer)
 
-    from reprolm.models.loading import load_tokenizer, torch_dtype, trusts_remote_code
+    from reprolm.models.loading import load_tokenizer, trusts_remote_code
     from reprolm.train.examples import build_examples
     from reprolm.train.losses import trainer_loss
 
@@ -208,8 +209,6 @@ def run(spec: FinetuneSpec) -> None:
                                                      trust_remote_code=trusts_remote_code(spec.base_model)).train()
     if spec.add_tokens:
         model.resize_token_embeddings(len(tokenizer))
-    if spec.precision != "float32" and not spec.deepspeed:
-        model = model.to(torch_dtype(spec.precision))
 
     records = pq.read_table(spec.train_file).to_pylist()
     if objective(spec.recipe) in ("dpo", "kto", "reward"):

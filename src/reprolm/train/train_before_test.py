@@ -7,12 +7,18 @@ train/validation/test; otherwise its training documents are split 80/20 (numpy p
 seed 0) into train/valid and its evaluation documents are the test set. Each set is then
 capped by a seeded permutation. Evaluation always goes through lm-eval's own task definition;
 the chosen documents are handed to it as local parquet files of the evaluated split.
+
+On GPUs the model trains and is evaluated where it was placed (the study's
+``device_map="auto"``: one process, layers over the granted GPUs), in float32 weights with
+bf16 autocast; every epoch is checkpointed, so a retried job resumes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprolm.io import atomic_path
+from reprolm.train.finetune import TRAINER_STATE, latest_checkpoint
+from reprolm.train.precision import mixed_precision
 from reprolm.score.lm_eval_bridge import (
     TaskSpec,
     build_task,
@@ -32,6 +40,8 @@ from reprolm.score.lm_eval_bridge import (
 )
 
 log = logging.getLogger(__name__)
+
+PROGRESS_FILE = "evaluations.json"
 
 
 def has_training_split(task: str) -> bool:
@@ -161,36 +171,97 @@ def best_epoch(epochs: list[dict]) -> dict:
     return max(epochs, key=lambda e: (e["valid"], -e["epoch"]))
 
 
-def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed: int, output: str) -> dict:
+def run_key(model_path: str, spec: TaskSpec, recipe: Mapping, seed: int) -> str:
+    """What determines a run's training and scores; names its checkpoint folder, so that a
+    retry resumes only its own run."""
+    from reprolm.provenance import recorded_hash
+
+    material = {"model_sha256": recorded_hash(model_path), "model": str(model_path), "task": spec.task,
+                "metric": spec.metric, "docs_sha256": recorded_hash(spec.data_dir) if spec.data_dir else None,
+                "gen_kwargs": spec.gen_kwargs, "recipe": dict(recipe), "seed": seed}
+    return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def place_for_training(model_path: str, gpus: int):
+    """The model in float32 (the optimiser's master weights; bf16 and fp16 are autocast), on
+    the CPU, one GPU, or spread over the granted GPUs as the study's code does
+    (``device_map="auto"``, one process). The Trainer would wrap a model that sits on one of
+    several visible GPUs in ``nn.DataParallel`` (a full copy per GPU), hence the refusal."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from reprolm.models.loading import device_map, trusts_remote_code
+
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32, device_map=device_map(gpus),
+                                                 trust_remote_code=trusts_remote_code(model_path))
+    used = {d for d in (getattr(model, "hf_device_map", None) or {}).values() if d not in ("cpu", "disk")}
+    if gpus > 1 and len(used) < 2:
+        raise ValueError(f"{model_path}: train-before-test was granted {gpus} GPUs but the model fits on one; "
+                         "grant it 1 (resources.train_before_test.gpus)")
+    return model
+
+
+class EpochProgress:
+    """The direct and per-epoch scores, kept beside the checkpoints (written before the
+    epoch's checkpoint is), so that a resumed run neither repeats an evaluation nor loses one."""
+
+    def __init__(self, folder: Path):
+        self.path = folder / PROGRESS_FILE
+        saved = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.direct: dict | None = saved.get("direct")
+        self.epochs: list[dict] = saved.get("epochs", [])
+
+    def resume_at(self, checkpoint: str | None) -> None:
+        """Forget epochs after the checkpoint a run resumes from (they will be trained again)."""
+        last = json.loads((Path(checkpoint) / TRAINER_STATE).read_text())["epoch"] if checkpoint else 0
+        self.epochs = [e for e in self.epochs if e["epoch"] <= round(last)]
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self.path) as tmp:
+            tmp.write_text(json.dumps({"direct": self.direct, "epochs": self.epochs}, indent=2) + "\n")
+
+
+def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed: int, output: str,
+                      checkpoint_root: str) -> dict:
+    """Evaluate, train with an evaluation after every epoch, report. Checkpoints (LoRA
+    adapters or weights, optimiser, schedule, RNG) are saved every epoch under
+    ``checkpoint_root``; a rerun of a killed run resumes from the latest complete one."""
     import torch
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, TrainerCallback
+    from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
-    from reprolm.models.loading import load_tokenizer, trusts_remote_code
+    from reprolm.models.loading import load_tokenizer, visible_gpus
 
     torch.manual_seed(seed)
+    flags = mixed_precision(recipe.get("precision"), "harmony.train.precision")
     caps = {key: recipe.get(key) for key in ("max_num_train", "max_num_valid", "max_num_test")}
     splits = harmony_splits(spec, caps, seed=recipe.get("split_seed", 0))
     tokenizer = load_tokenizer(model_path)
     tokenizer.padding_side = "right"
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32,
-                                                 trust_remote_code=trusts_remote_code(model_path))
+    model = place_for_training(model_path, visible_gpus())
     records = training_records(splits.task, splits.train, chat_template=recipe.get("chat_template", False),
                                completion_only=recipe.get("completion_only", False), tokenizer=tokenizer)
+    checkpoint_dir = Path(checkpoint_root) / run_key(model_path, spec, recipe, seed)
+    resume = latest_checkpoint(checkpoint_dir)
+    progress = EpochProgress(checkpoint_dir)
+    progress.resume_at(resume)
     with tempfile.TemporaryDirectory() as scratch:
         # Models trained on chat-formatted text are asked through the same template.
         evaluate = EpochEvaluator(spec, splits, Path(scratch), recipe.get("eval_batch_size", 8), seed,
                                   recipe.get("chat_template", False))
-        direct = evaluate(model, tokenizer)
-        log.info("direct evaluation: %s", direct)
-        epochs: list[dict] = []
+        if progress.direct is None:
+            progress.direct = evaluate(model, tokenizer)
+            progress.save()
+        log.info("direct evaluation: %s", progress.direct)
 
         class EvaluateEachEpoch(TrainerCallback):
             def on_epoch_end(self, args, state, control, model=None, **kwargs):
                 scores = evaluate(model, tokenizer)
-                epochs.append({"epoch": round(state.epoch), **scores})
+                progress.epochs.append({"epoch": round(state.epoch), **scores})
+                progress.save()
                 log.info("epoch %d: %s", round(state.epoch), scores)
 
         lora = recipe.get("lora")
@@ -202,26 +273,29 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
                                    lora_dropout=lora["dropout"]) if lora else None,
             callbacks=[EvaluateEachEpoch()],
             args=SFTConfig(
-                output_dir=str(Path(scratch) / "trainer"),
+                output_dir=str(checkpoint_dir),
                 num_train_epochs=recipe["num_train_epochs"],
                 per_device_train_batch_size=recipe["per_device_train_batch_size"],
                 learning_rate=recipe["learning_rate"],
                 weight_decay=recipe.get("weight_decay", 0.01),
                 max_length=recipe.get("max_length", 1024),
                 packing=False,
-                # TRL defaults to bf16; CPUs train in float32.
-                bf16=recipe.get("precision") == "bfloat16",
                 completion_only_loss=recipe.get("completion_only", False),
-                save_strategy="no",
+                save_strategy="epoch",
+                save_total_limit=1,
                 eval_strategy="no",
                 logging_strategy="epoch",
                 report_to=[],
                 disable_tqdm=True,
                 seed=seed,
                 data_seed=seed,
+                **flags,
             ),
         )
-        trainer.train()
+        if resume:
+            log.info("resuming from %s", resume)
+        trainer.train(resume_from_checkpoint=resume)
+    direct, epochs = progress.direct, progress.epochs
     best = best_epoch(epochs)
     result = {
         "task": spec.task, "metric": spec.metric, "sizes": splits.sizes(),
@@ -230,4 +304,5 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
     }
     with atomic_path(output) as tmp:
         tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return result
