@@ -369,7 +369,8 @@ def start(root: Path = STATE_DIR) -> SlurmCluster:
         def node_idle() -> bool:
             out = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%N %t"], env=env,
                                  capture_output=True, text=True, timeout=10)
-            return out.returncode == 0 and out.stdout.split() == [NODE, "idle"]
+            # One line per partition the node is in.
+            return out.returncode == 0 and set(out.stdout.splitlines()) == {f"{NODE} idle"}
 
         def sacct_works() -> bool:
             return subprocess.run(["sacct", "--noheader", "-X"], env=env, capture_output=True,
