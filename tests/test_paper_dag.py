@@ -8,16 +8,22 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workflow_helpers import REPO, dry_run_jobs, job_counts, scratch_copy, snakemake
+from workflow_helpers import REPO, dry_run_details, job_counts, local_rules, scratch_copy, snakemake
 
 pytestmark = pytest.mark.workflow
 
 
 @pytest.fixture(scope="module")
-def paper_jobs(tmp_path_factory) -> list:
-    """Every job of a dry run of config/paper.yaml in a scratch copy (made once, read by both tests)."""
+def paper_details(tmp_path_factory) -> list:
+    """Every job of a dry run of config/paper.yaml in a scratch copy, with its inputs (made
+    once, read by the tests of this module)."""
     work = scratch_copy(tmp_path_factory.mktemp("paper"))
-    return dry_run_jobs(work, "--configfile", "config/paper.yaml")
+    return dry_run_details(work, "--configfile", "config/paper.yaml")
+
+
+@pytest.fixture(scope="module")
+def paper_jobs(paper_details) -> list:
+    return [(job.rule, job.wildcards) for job in paper_details]
 
 
 def test_paper_config_builds_the_full_ruler_dag_offline(paper_jobs):
@@ -92,6 +98,37 @@ def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(p
     assert "num" not in paper["datasets"]["alpaca_eval"].get("params", {})
     assert judge_files(paper, "gpt4_mt_bench") == {"judge_prompts": "resources/raw/fastchat_judge_prompts"}
     assert paper["judges"]["gpt4_mt_bench"]["model"] == "gpt-4"
+
+
+def test_cluster_jobs_find_what_they_would_fetch_from_a_hub_made_by_local_rules(paper_details):
+    """Compute nodes may have no internet. Every hub artifact a submitted job reads is an
+    input made by a local rule (run on the submitting host): model checkpoints, raw
+    datasets, the lm-eval tasks' datasets, IFEval's NLTK data and GEM's sentence encoder."""
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    local = local_rules(REPO / "config" / "paper.yaml")
+    assert {"raw_source", "download_base_model", "lm_eval_task_data", "nltk_data", "download_hub_model"} <= local
+    made_by = {path: job.rule for job in paper_details for path in job.outputs}
+    submitted = [job for job in paper_details if job.rule not in local]
+    for job in submitted:
+        needs = set()
+        if job.rule == "train_before_test":
+            task = next(t for t in paper["harmony"]["tasks"] if t["name"] == job.wildcards["task"])
+            needs.add(f"resources/lm_eval_data/{task['task']}")
+        if job.rule == "lm_eval":
+            tasks = paper["lm_eval_suites"][job.wildcards["suite"]]["tasks"]
+            needs |= {f"resources/lm_eval_data/{t['task']}" for t in tasks if not t.get("source")}
+            needs |= {"resources/nltk_data/punkt_tab"} if any(t["task"] == "ifeval" for t in tasks) else set()
+        if job.rule == "score" and job.wildcards["metric"] == "diversity":
+            needs.add("resources/hub_models/sentence-transformers--bert-large-nli-stsb-mean-tokens")
+        assert needs <= set(job.inputs), (job.rule, job.wildcards, needs - set(job.inputs))
+        for path in job.inputs:
+            hub_made = path.startswith(("resources/raw/", "resources/lm_eval_data/", "resources/nltk_data/",
+                                        "resources/hub_models/")) or path.startswith("resources/models/")
+            if hub_made and path in made_by:
+                assert made_by[path] in local, (job.rule, path, made_by[path])
+    kinds = {job.rule for job in submitted}
+    assert {"train_before_test", "lm_eval", "score", "finetune", "generate"} <= kinds
+    assert sum(job.rule == "lm_eval_task_data" for job in paper_details) >= len(paper["harmony"]["tasks"])
 
 
 def test_lint_and_format_are_clean(tmp_path):

@@ -101,7 +101,10 @@ def outside_slurm(env: dict) -> dict:
 
 
 def cluster_env(work: Path, cluster) -> dict:
-    return dict(snakemake_env(work), SLURM_CONF=cluster.env["SLURM_CONF"], PATH=cluster.env["PATH"])
+    """The submitting host's environment, online as far as the hubs are concerned (this
+    machine has no internet either way): cluster jobs must go offline by themselves."""
+    env = {k: v for k, v in snakemake_env(work).items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    return dict(env, SLURM_CONF=cluster.env["SLURM_CONF"], PATH=cluster.env["PATH"])
 
 
 def start(work: Path, env: dict, *args: str, target: str = TARGET) -> subprocess.Popen:
@@ -186,6 +189,8 @@ def test_local_rules_ran_on_the_submitting_host(runs):
     for source in ("openhermes", "longform", "eli5"):
         record = json.loads(provenance_path(cluster_work / "resources" / "raw" / source).read_text())
         assert record["execution"]["slurm_job_id"] is None
+        # Downloads keep the submitting host's hub access.
+        assert record["execution"]["hub_offline"] is False
 
 
 @pytest.mark.parametrize("output", COMPARED)
@@ -212,6 +217,8 @@ def test_provenance_names_the_slurm_job_node_and_granted_gpus(runs, slurm_cluste
     execution = json.loads(provenance_path(cluster_work / output).read_text())["execution"]
     job = next(r for r in records if rule_of(r) == rule)
     assert execution["slurm_job_id"] == job["JobID"]
+    # Submitted from an environment without HF_HUB_OFFLINE, the job ran with the hubs offline.
+    assert execution["hub_offline"] is True
     assert execution["slurm_node"] == slurm_cluster.node
     if rule in GPUS:
         granted = execution["slurm_gpus"].split(",")

@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -77,21 +78,53 @@ def snakemake(work: Path, *args: str, check: bool = True, timeout: int = 1800,
 
 JOB_HEADER = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
+FILES = re.compile(r"^\s+(input|output): (.*)$")
+
+
+class DryRunJob(NamedTuple):
+    rule: str
+    wildcards: dict
+    inputs: list[str]
+    outputs: list[str]
+
+
+def dry_run_details(work: Path, *args: str, env: dict | None = None) -> list[DryRunJob]:
+    """Every job a dry run would execute, with its wildcards, inputs and outputs."""
+    result = snakemake(work, "-n", *args, env=env)
+    jobs: list[DryRunJob] = []
+    for line in (result.stdout + result.stderr).splitlines():
+        header = JOB_HEADER.match(line)
+        if header:
+            jobs.append(DryRunJob(header.group(1), {}, [], []))
+            continue
+        wildcards, files = WILDCARDS.match(line), FILES.match(line)
+        if wildcards and jobs:
+            jobs[-1].wildcards.update(dict(pair.split("=", 1) for pair in wildcards.group(1).split(", ")))
+        elif files and jobs:
+            (jobs[-1].inputs if files.group(1) == "input" else jobs[-1].outputs).extend(files.group(2).split(", "))
+    return jobs
 
 
 def dry_run_jobs(work: Path, *args: str, env: dict | None = None) -> list[tuple[str, dict]]:
     """Every job a dry run would execute: (rule, wildcards)."""
-    result = snakemake(work, "-n", *args, env=env)
-    jobs: list[tuple[str, dict]] = []
-    for line in (result.stdout + result.stderr).splitlines():
-        header = JOB_HEADER.match(line)
-        if header:
-            jobs.append((header.group(1), {}))
-            continue
-        wildcards = WILDCARDS.match(line)
-        if wildcards and jobs:
-            jobs[-1][1].update(dict(pair.split("=", 1) for pair in wildcards.group(1).split(", ")))
-    return jobs
+    return [(job.rule, job.wildcards) for job in dry_run_details(work, *args, env=env)]
+
+
+def local_rules(*configfiles: Path) -> set[str]:
+    """The workflow's local rules (run on the submitting host), from Snakemake's own parse."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+
+    with SnakemakeApi(OutputSettings()) as api:
+        workflow = api.workflow(resource_settings=ResourceSettings(cores=1), storage_settings=StorageSettings(),
+                                config_settings=ConfigSettings(configfiles=list(configfiles)),
+                                snakefile=REPO / "workflow" / "Snakefile", workdir=REPO)
+        workflow.dag()
+        # Workflow.is_local says True for every rule under the local executor; this is what
+        # it says under a cluster executor.
+        parsed = workflow._workflow
+        return {rule.name for rule in parsed.rules
+                if rule.group is None and (rule.name in parsed._localrules or rule.norun)}
 
 
 def job_counts(jobs) -> Counter:

@@ -33,6 +33,20 @@ def raw_dir(source: str) -> str:
     return f"resources/raw/{source}"
 
 
+def lm_eval_data_dir(task: str) -> str:
+    """The record of an lm-eval task's datasets, fetched into the datasets cache."""
+    return f"resources/lm_eval_data/{task}"
+
+
+def nltk_data_dir(package: str) -> str:
+    return f"resources/nltk_data/{package}"
+
+
+def hub_model_dir(repo_id: str) -> str:
+    """A hub model that is not a base model (a sentence encoder): ``org/name`` as ``org--name``."""
+    return f"resources/hub_models/{repo_id.replace('/', '--')}"
+
+
 def base_model_dir(base: str) -> str:
     return f"resources/models/{base}"
 

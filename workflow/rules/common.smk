@@ -28,6 +28,11 @@ from reprolm.studies.harmony import task_spec
 
 # Hub caches live inside the project, never in the user's home.
 os.environ.setdefault("HF_HOME", os.path.abspath("resources/hf_home"))
+# Cluster jobs read the hubs only through what the download rules (local rules, on the
+# submitting host) put in resources/: many compute nodes have no internet, where a library
+# reaching for the hub would wait on timeouts or fail. Local jobs keep the caller's setting.
+if workflow.remote_exec:
+    os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
 
 SCHEMA = os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
 validate(config, schema=SCHEMA)
@@ -55,6 +60,8 @@ wildcard_constraints:
     suite=r"[A-Za-z0-9_]+",
     study=r"[A-Za-z0-9_]+",
     judge=r"[A-Za-z0-9_]+",
+    package=r"[A-Za-z0-9_]+",
+    repo=r"[A-Za-z0-9_.-]+",
 
 
 # The library code each job runs, as a param: editing src/reprolm reruns exactly the jobs
@@ -254,9 +261,12 @@ def stage_threads(stage):
 
 def lm_eval_inputs(wildcards):
     suite = config["lm_eval_suites"][wildcards.suite]
+    tasks = suite["tasks"]
     return {
         "model": model_dir(wildcards),
-        "docs": [raw_dir(t["source"]) for t in suite["tasks"] if t.get("source")],
+        "docs": [raw_dir(t["source"]) for t in tasks if t.get("source")],
+        "hub_data": [lookups.task_data(t) for t in tasks if not t.get("source")],
+        "nltk_data": lookups.nltk_data(suite),
     }
 
 
@@ -270,6 +280,21 @@ def lm_eval_sources(wildcards):
 def harmony_task_docs(wildcards):
     source = task_spec(config, wildcards.task).get("source")
     return [raw_dir(source)] if source else []
+
+
+def harmony_hub_data(wildcards):
+    task = task_spec(config, wildcards.task)
+    return [] if task.get("source") else [lookups.task_data(task)]
+
+
+def metric_inputs(wildcards):
+    """The generations, and a hub sentence encoder the metric's settings name."""
+    settings = config.get("metrics", {}).get(wildcards.metric, {})
+    encoder = lookups.hub_encoder(settings)
+    return {
+        "generations": f"results/generations/{wildcards.base}/{wildcards.recipe}/{wildcards.promptset}.parquet",
+        "encoder": [encoder] if encoder else [],
+    }
 
 
 def judge_spec(wildcards):

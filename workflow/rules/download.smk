@@ -2,6 +2,9 @@
 localrules:
     raw_source,
     download_base_model,
+    lm_eval_task_data,
+    nltk_data,
+    download_hub_model,
 
 
 rule raw_source:
@@ -78,3 +81,47 @@ rule download_base_model:
         hub=lambda wildcards: canonical(config["base_models"][wildcards.base]["hub"]),
     script:
         "../scripts/download_base_model.py"
+
+
+# What cluster jobs would otherwise fetch on their nodes: an lm-eval task's hub datasets
+# (into the datasets cache; jobs read it with the hubs offline), NLTK data, sentence encoders.
+rule lm_eval_task_data:
+    output:
+        directory("resources/lm_eval_data/{task}"),
+    log:
+        "logs/lm_eval_task_data/{task}.log",
+    conda:
+        "../envs/evaluate.yaml"
+    params:
+        code=library_code("lm_eval_task_data.py"),
+    script:
+        "../scripts/lm_eval_task_data.py"
+
+
+rule nltk_data:
+    output:
+        directory("resources/nltk_data/{package}"),
+    log:
+        "logs/nltk_data/{package}.log",
+    conda:
+        "../envs/evaluate.yaml"
+    params:
+        code=library_code("nltk_data.py"),
+    script:
+        "../scripts/nltk_data.py"
+
+
+rule download_hub_model:
+    output:
+        directory("resources/hub_models/{repo}"),
+    log:
+        "logs/download_hub_model/{repo}.log",
+    conda:
+        "../envs/evaluate.yaml"
+    params:
+        code=library_code("download_hub_model.py"),
+        repo=lambda wildcards: lookups.hub_model_repo(
+            config, f"resources/hub_models/{wildcards.repo}"
+        ),
+    script:
+        "../scripts/download_hub_model.py"

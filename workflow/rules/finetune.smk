@@ -42,6 +42,7 @@ rule train_before_test:
     input:
         model=model_dir,
         docs=harmony_task_docs,
+        hub_data=harmony_hub_data,
     output:
         "results/scores/train_before_test/{base}/{recipe}/{task}.json",
     log:

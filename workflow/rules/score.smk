@@ -1,6 +1,6 @@
 rule score:
     input:
-        "results/generations/{base}/{recipe}/{promptset}.parquet",
+        unpack(metric_inputs),
     output:
         "results/scores/{metric}/{base}/{recipe}/{promptset}.json",
     log:

@@ -11,5 +11,6 @@ with tracked_step(snakemake):
         snakemake.input.model, snakemake.params.suite, snakemake.params.sources,
         backend=snakemake.params.backend, precision=snakemake.params.precision,
         seed=snakemake.params.seed, tensor_parallel_size=max(1, snakemake.resources.gpu),
+        nltk_data=list(snakemake.input.nltk_data),
     )
     write_json({"metric": "lm_eval", **result}, snakemake.output[0])

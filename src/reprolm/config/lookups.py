@@ -1,13 +1,15 @@
 """What a stage's jobs need, looked up in the config: where a finetune starts, which tokens a
 recipe adds, how a model is asked for a length, what an extrapolation is pushed away from,
-what a judge reads, and the models the leaderboard ranks."""
+what a judge reads, the models the leaderboard ranks, and the hub data a job would
+otherwise fetch on its node."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from reprolm.config.errors import ConfigError
-from reprolm.paths import PRETRAINED, base_model_dir, generations_file, grade_path, model_dir, raw_dir, split_expo
+from reprolm.paths import (PRETRAINED, base_model_dir, generations_file, grade_path, hub_model_dir, lm_eval_data_dir,
+                           model_dir, nltk_data_dir, raw_dir, split_expo)
 from reprolm.score.judges import LOCAL_JUDGES
 
 
@@ -109,3 +111,40 @@ def leaderboard_grades(config: Mapping) -> list[str]:
     """The leaderboard judge's grades of each finetuned model on the leaderboard prompts."""
     spec = config["leaderboard"]
     return [grade_path(spec["judge"], base, recipe, spec["promptset"]) for base, recipe in leaderboard_models(config)]
+
+
+def task_data(task: Mapping) -> str:
+    """Where an lm-eval task's documents come from: its configured source, or else the hub
+    datasets its own YAML names, fetched by a download rule."""
+    return raw_dir(task["source"]) if task.get("source") else lm_eval_data_dir(task["task"])
+
+
+def nltk_data(suite: Mapping) -> list[str]:
+    """The NLTK data folders a suite's checks read: its ``nltk_data`` packages, by default
+    those its tasks need (IFEval's sentence counts: punkt_tab)."""
+    from reprolm.score.lm_eval_bridge import NLTK_DATA_NEEDED
+
+    packages = suite.get("nltk_data")
+    if packages is None:
+        packages = {resource.rsplit("/", 1)[-1] for task in suite["tasks"]
+                    for resource in NLTK_DATA_NEEDED.get(task["task"], {}).values()}
+    return [nltk_data_dir(package) for package in sorted(packages)]
+
+
+def hub_encoder(settings: Mapping) -> str | None:
+    """A metric's sentence encoder when it is a hub model (``org/name``), fetched by a
+    download rule; None for the packaged one or a local folder."""
+    from pathlib import Path
+
+    name = settings.get("encoder", "packaged")
+    if name == "packaged" or Path(name).exists():
+        return None
+    return hub_model_dir(name)
+
+
+def hub_model_repo(config: Mapping, folder: str) -> str:
+    """The hub id of a ``resources/hub_models/`` folder, from the metrics that name it."""
+    for settings in config.get("metrics", {}).values():
+        if hub_encoder(settings) == folder:
+            return settings["encoder"]
+    raise ConfigError(f"{folder}: no metric names this hub model")

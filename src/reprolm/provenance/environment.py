@@ -79,6 +79,8 @@ def execution_host() -> dict:
         "slurm_node": _first(env, "SLURMD_NODENAME", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
                              "SLURM_NODELIST"),
         "slurm_gpus": _first(env, "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"),
+        # Whether the job could reach the hubs (cluster jobs never may: common.smk).
+        "hub_offline": env.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE"),
     }
 
 

@@ -187,6 +187,16 @@ def task_config(spec: TaskSpec) -> dict[str, Any]:
 NLTK_DATA_NEEDED = {"ifeval": {"length_constraints:number_sentences": "tokenizers/punkt_tab"}}
 
 
+def use_nltk_data(folders) -> None:
+    """Let NLTK find packages in ``folders`` (fetched by the download rules) before its own
+    search path, so a check needing one runs on a node without internet."""
+    import nltk
+
+    for folder in reversed([str(folder) for folder in folders]):
+        if folder not in nltk.data.path:
+            nltk.data.path.insert(0, folder)
+
+
 def unscorable_instructions(task: str) -> dict[str, str]:
     """The instructions of ``task`` whose check cannot run on this machine, with why.
     Documents carrying one are left out of the evaluation (and counted in its summary)

@@ -113,9 +113,13 @@ def diversity(rows, context) -> dict:
     """Diversity of each prompt's samples, averaged over prompts: distinct-1/2/3 (and their
     mean, the study's n-gram distinct ratio), self-BLEU and sentence-embedding diversity.
     Settings: ``compat`` (paper / original) and ``encoder`` (``packaged``: the sentence
-    encoder installed with the project; else a sentence-transformers model name or path)."""
+    encoder installed with the project; else a sentence-transformers model's folder, or its
+    hub name, which the workflow downloads beforehand and hands over as ``encoder_dir``)."""
     compat, encoder_name = context.get("compat", "paper"), context.get("encoder", "packaged")
-    encoder = offline_encoder() if encoder_name == "packaged" else sentence_encoder(encoder_name)
+    if encoder_name == "packaged":
+        encoder = offline_encoder()
+    else:
+        encoder = sentence_encoder(context.get("encoder_dir") or encoder_name)
     texts = samples_by_prompt(rows, lambda row: row["text"])
     prompts = {row["id"]: row["instruction"] for row in rows}
     per_prompt = {name: [] for name in ("distinct_1", "distinct_2", "distinct_3", "self_bleu", "embedding")}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 
 def task_specs(suite: Mapping, sources: Mapping[str, str]):
@@ -19,9 +19,11 @@ def task_specs(suite: Mapping, sources: Mapping[str, str]):
 
 
 def run_suite(model_path: str, suite: Mapping, sources: Mapping[str, str], *, backend: str,
-              precision: str, seed: int, tensor_parallel_size: int = 1) -> dict:
-    from reprolm.score.lm_eval_bridge import evaluate_tasks
+              precision: str, seed: int, tensor_parallel_size: int = 1, nltk_data: Sequence[str] = ()) -> dict:
+    """``nltk_data``: NLTK data folders the download rules fetched (IFEval's punkt_tab)."""
+    from reprolm.score.lm_eval_bridge import evaluate_tasks, use_nltk_data
 
+    use_nltk_data(nltk_data)
     lm_backend = "vllm" if backend == "vllm" else "hf"
     specs = task_specs(suite, sources)
     result = evaluate_tasks(
