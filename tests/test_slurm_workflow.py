@@ -237,8 +237,9 @@ def test_hub_download_runs_on_the_submitting_host(slurm_cluster, tmp_path):
     config = small_config()
     config["base_models"]["hub_llama"] = {"hub": {"path": "example/tiny-llama"}}
     (work / "small.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    out = finish(start(work, cluster_env(work, slurm_cluster), *PROFILE, target="resources/models/hub_llama"),
-                 succeed=False)
+    # Offline here, so that the download fails at once, naming the setting.
+    offline = dict(cluster_env(work, slurm_cluster), HF_HUB_OFFLINE="1")
+    out = finish(start(work, offline, *PROFILE, target="resources/models/hub_llama"), succeed=False)
     assert "localrule download_base_model:" in out and "Error in rule download_base_model" in out, out[-5000:]
     assert "submitted with SLURM jobid" not in out
     assert "LocalEntryNotFoundError" in out and "HF_HUB_OFFLINE" in out
