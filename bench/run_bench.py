@@ -7,7 +7,8 @@
 5. one epoch's train-before-test evaluation (valid + test) with the in-memory model passed to
    lm-eval vs saving the epoch's weights and lm-eval loading them, for the tiny model and a
    270M-parameter one;
-6. peak memory of an ExPO merge of two 270M-parameter checkpoints, relative to one;
+6. peak memory of an ExPO merge of two 270M-parameter checkpoints, relative to one, and of
+   extrapolating one 128k-vocabulary bf16 embedding (blocks of rows vs the whole tensor);
 7. one training step's loss and backward at vocabulary 32k, sequence 1024, batch 4 on the
    CPU: GEM (chunked) vs cross-entropy, time and peak memory;
 8. FLR scoring on the tiny model: follow-ups packed after the shared prefix's cache vs each
@@ -172,6 +173,53 @@ def merge_memory(tokenizer_dir: Path, scratch: Path, hidden_size: int = 1024, nu
         shutil.rmtree(folder)
     return {"checkpoint_mb": checkpoint_bytes / 2**20, "peak_rss_mb": peak / 2**20, "seconds": seconds,
             "peak_over_checkpoint": peak / checkpoint_bytes}
+
+
+TENSOR_MERGE_CHILD = """
+import re, sys
+from pathlib import Path
+import torch
+from safetensors import safe_open
+from reprolm.merge.extrapolate import _extrapolated_tensor
+way, sft, aligned = sys.argv[1:4]
+name = "model.embed_tokens.weight"
+baseline = int(re.search(r"VmRSS:\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024
+if way == "blocks":
+    merged = _extrapolated_tensor(Path(aligned), Path(sft), name, 0.3, 1 << 24)
+else:
+    with safe_open(aligned, framework="pt") as a, safe_open(sft, framework="pt") as s:
+        value, theta_sft = a.get_tensor(name), s.get_tensor(name).to(torch.float32)
+    result = value.to(torch.float32)
+    result += 0.3 * (result - theta_sft)
+    merged = result.to(value.dtype)
+peak = int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024
+print(peak - baseline)
+"""
+
+
+def merge_tensor_memory(scratch: Path, vocab: int = 128256, hidden: int = 4096) -> dict:
+    """Memory above the interpreter's for extrapolating one bf16 embedding of a 128k
+    vocabulary (Llama-3's): in float32 blocks of rows, as the merge does, vs the whole tensor
+    at once in float32, as it did before."""
+    import torch
+    from safetensors.torch import save_file
+
+    files = {}
+    for seed, name in ((1, "sft"), (2, "aligned")):
+        generator = torch.Generator().manual_seed(seed)
+        tensor = (torch.randn(vocab, hidden, generator=generator) * 0.02).to(torch.bfloat16)
+        files[name] = scratch / f"{name}.safetensors"
+        save_file({"model.embed_tokens.weight": tensor}, files[name])
+        del tensor
+    peaks = {}
+    for way in ("blocks", "whole"):
+        child = subprocess.run([sys.executable, "-c", TENSOR_MERGE_CHILD, way, str(files["sft"]), str(files["aligned"])],
+                               capture_output=True, text=True, check=True)
+        peaks[way] = int(child.stdout.strip().splitlines()[-1]) / 2**20
+    tensor_mb = vocab * hidden * 2 / 2**20
+    for path in files.values():
+        path.unlink()
+    return {"tensor_mb": tensor_mb, "blocks_peak_mb": peaks["blocks"], "whole_peak_mb": peaks["whole"]}
 
 
 LOSS_CHILD = """
@@ -384,6 +432,7 @@ def main() -> None:
     figures["epoch_evaluation"] = epoch_evaluation(tiny, docs, work)
     figures["epoch_evaluation_270m"] = epoch_evaluation(tiny, docs, work, hidden_size=1024, num_layers=16)
     figures["merge_memory"] = merge_memory(tiny, work)
+    figures["merge_tensor_memory"] = merge_tensor_memory(work)
     figures["loss_step"] = loss_step()
     figures["flr_scoring"] = flr_scoring(work / "results/models/tiny_llama/vanilla")
     figures["flr_scoring_short"] = flr_scoring(work / "results/models/tiny_llama/vanilla", answer_words=40)
@@ -410,6 +459,9 @@ def main() -> None:
     merge = figures["merge_memory"]
     print(f"ExPO merge, {merge['checkpoint_mb']:.0f} MB checkpoints  peak RSS {merge['peak_rss_mb']:.0f} MB "
           f"= {merge['peak_over_checkpoint']:.2f}x one checkpoint, {merge['seconds']:.1f} s (target <= 1.5x)")
+    tensor = figures["merge_tensor_memory"]
+    print(f"ExPO merge, 128k x 4096 bf16 embedding ({tensor['tensor_mb']:.0f} MB)  peak RSS above the interpreter "
+          f"{tensor['blocks_peak_mb']:.0f} MB in blocks, {tensor['whole_peak_mb']:.0f} MB whole-tensor float32")
     losses = figures["loss_step"]
     for kind in ("linear", "logsigmoid"):
         print(f"GEM-{kind} loss step (32k x 1024 x 4)  {losses[kind]['seconds']:.2f} s, {losses[kind]['peak_mb']:.0f} MB "
