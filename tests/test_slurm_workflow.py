@@ -1,10 +1,12 @@
 """The project's workflow through SLURM: real jobs, the same outputs as a local run.
 
 A small config derived from config/config.yaml (one tiny base model, a few pretraining and
-finetune steps, eight TLG prompts) gives the finetune and generate rules (fake) GPUs.
-One target, the TLG length score of the finetuned model, needs raw sources (local rules),
-a tokenizer, the base model, two datasets, the finetune, the generations and the score. It
-runs in two scratch copies at once: through profiles/slurm on the session's test cluster,
+finetune steps, eight TLG prompts) gives the finetune, generate, train-before-test and
+judge rules (fake) GPUs, routed by the config to a partition and node feature of their own.
+Three targets: the TLG length score of the finetuned model needs raw sources (local rules),
+a tokenizer, the base model, two datasets, the finetune, the generations and the score; a
+one-epoch train-before-test of the base model on boolq; an FLR judge (the finetuned model
+scoring) ranking preference pairs. They run in two scratch copies at once: through profiles/slurm on the session's test cluster,
 and locally. Both give every rule the threads it declares (at most 2, the local --cores;
 on the cluster they become the job's CPUs and OMP_NUM_THREADS), so kernels reduce in the
 same order and even the trained weights must come out bit-identical.
@@ -30,6 +32,12 @@ RUN_TIMEOUT_S = 600
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(2 * RUN_TIMEOUT_S + 120)]
 BASE, RECIPE, PROMPTSET, METRIC = "tiny_llama", "ruler", "tlg", "length_levels"
 TARGET = f"results/scores/{METRIC}/{BASE}/{RECIPE}/{PROMPTSET}.json"
+# GPU work beyond the finetune chain: a train-before-test (LoRA on the base model) and a
+# judge that loads a model (FLR, scoring with the finetuned model) ranking preference pairs.
+TASK, JUDGE, PAIRS = "boolq", "flr_ruler", "prefs"
+TBT_TARGET = f"results/scores/train_before_test/{BASE}/pretrained/{TASK}.json"
+JUDGE_TARGET = f"results/scores/pair_accuracy/{JUDGE}/{PAIRS}/test.json"
+TARGETS = (TARGET, TBT_TARGET, JUDGE_TARGET)
 COMPARED = (
     "resources/tokenizers/tiny_bpe",
     f"resources/models/{BASE}",
@@ -38,23 +46,29 @@ COMPARED = (
     f"results/models/{BASE}/{RECIPE}",
     f"results/generations/{BASE}/{RECIPE}/{PROMPTSET}.parquet",
     TARGET,
+    TBT_TARGET,
+    JUDGE_TARGET,
 )
 # Jobs the target needs, by the rule that makes them.
-CLUSTER_JOBS = {"tokenizer": 1, "build_base_model": 1, "dataset": 2, "finetune": 1, "generate": 1, "score": 1}
+CLUSTER_JOBS = {"tokenizer": 1, "build_base_model": 1, "dataset": 3, "finetune": 1, "generate": 1, "score": 1,
+                "train_before_test": 1, "pair_accuracy": 1}
 # GPUs per rule (and config stage): two for the finetune, so that the GPU indices a
 # provenance record names are told from a GPU count.
-GPUS = {"finetune": 2, "generate": 1}
+GPUS = {"finetune": 2, "generate": 1, "train_before_test": 1, "pair_accuracy": 1}
 GPU_ROUTE = {"slurm_partition": GPU_PARTITION, "constraint": NODE_FEATURE}
 def _raw_sources_needed() -> int:
     config = small_config()
     needed = set(config["tokenizers"]["tiny_bpe"]["corpus"])
     needed |= set(config["base_models"][BASE]["build"]["pretrain"]["corpus"])
-    for dataset in ("tlg", "ruler_train"):
+    for dataset in ("tlg", "ruler_train", PAIRS):
         needed |= set(config["datasets"][dataset]["sources"])
+    needed |= {task["source"] for task in config["harmony"]["tasks"]}
     return len(needed)
 
 
-STAGE_OF_RULE = {"build_base_model": "finetune", "finetune": "finetune", "generate": "generate"}
+# The config stage whose resources each rule takes (a judge's jobs: its model's evaluate).
+STAGE_OF_RULE = {"build_base_model": "finetune", "finetune": "finetune", "generate": "generate",
+                 "train_before_test": "train_before_test", "pair_accuracy": "evaluate"}
 COMMENT = re.compile(r"rule_(\w+?)(?:_wildcards_.*)?")
 PROFILE = ("--workflow-profile", "profiles/slurm", "--profile", str(REPO / "tests" / "slurm_profile_test"))
 
@@ -63,15 +77,18 @@ def small_config() -> dict:
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     # Ruler's chain covers every stage kind; the other studies only lengthen the run.
     config["studies"] = ["ruler"]
-    for section in ("harmony", "expo", "flr", "gem", "judges", "leaderboard"):
+    for section in ("expo", "flr", "gem", "leaderboard"):
         config.pop(section)
-    config["datasets"] = {name: config["datasets"][name] for name in ("tlg", "ruler_train")}
+    config["harmony"]["tasks"] = [task for task in config["harmony"]["tasks"] if task["name"] == TASK]
+    config["harmony"]["train"].update(num_train_epochs=1, max_num_train=16, max_num_valid=8, max_num_test=8)
+    config["judges"] = {JUDGE: {**config["judges"]["flr"], "model": f"{BASE}/{RECIPE}"}}
+    config["datasets"] = {name: config["datasets"][name] for name in ("tlg", "ruler_train", PAIRS)}
     base = config["base_models"][BASE]
     base["build"]["pretrain"]["steps"] = 4
     # One CPU per GPU: the test node has 2 CPUs, fewer than the default cpus_per_gpu (8). The
     # GPU stages are routed by the config (every model's GPU model, this model's partition
     # and node feature); the CPU rules stay on the default partition.
-    base["resources"] = {stage: {"gpus": gpus, "cpus_per_gpu": 1, **GPU_ROUTE} for stage, gpus in GPUS.items()}
+    base["resources"] = {STAGE_OF_RULE[rule]: {"gpus": gpus, "cpus_per_gpu": 1, **GPU_ROUTE} for rule, gpus in GPUS.items()}
     config["resources"] = {"default": {"gpu_model": GPU_TYPE}}
     config["base_models"] = {BASE: base}
     config["recipes"] = {RECIPE: {**config["recipes"][RECIPE], "max_steps": 4}}
@@ -107,9 +124,9 @@ def cluster_env(work: Path, cluster) -> dict:
     return dict(env, SLURM_CONF=cluster.env["SLURM_CONF"], PATH=cluster.env["PATH"])
 
 
-def start(work: Path, env: dict, *args: str, target: str = TARGET) -> subprocess.Popen:
-    # The target before --configfile, which takes every path that follows it.
-    return subprocess.Popen([SNAKEMAKE, *args, target, "--configfile", "small.yaml"], cwd=work,
+def start(work: Path, env: dict, *args: str, targets: tuple[str, ...] = TARGETS) -> subprocess.Popen:
+    # The targets before --configfile, which takes every path that follows it.
+    return subprocess.Popen([SNAKEMAKE, *args, *targets, "--configfile", "small.yaml"], cwd=work,
                             env=outside_slurm(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -211,6 +228,8 @@ def test_cluster_jobs_run_in_their_own_processes_and_local_ones_from_the_fork_se
     ("finetune", f"results/models/{BASE}/{RECIPE}"),
     ("generate", f"results/generations/{BASE}/{RECIPE}/{PROMPTSET}.parquet"),
     ("score", TARGET),
+    ("train_before_test", TBT_TARGET),
+    ("pair_accuracy", JUDGE_TARGET),
 ])
 def test_provenance_names_the_slurm_job_node_and_granted_gpus(runs, slurm_cluster, rule, output):
     cluster_work, local_work, _, records = runs
@@ -239,7 +258,7 @@ def test_hub_download_runs_on_the_submitting_host(slurm_cluster, tmp_path):
     (work / "small.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     # Offline here, so that the download fails at once, naming the setting.
     offline = dict(cluster_env(work, slurm_cluster), HF_HUB_OFFLINE="1")
-    out = finish(start(work, offline, *PROFILE, target="resources/models/hub_llama"), succeed=False)
+    out = finish(start(work, offline, *PROFILE, targets=("resources/models/hub_llama",)), succeed=False)
     assert "localrule download_base_model:" in out and "Error in rule download_base_model" in out, out[-5000:]
     assert "submitted with SLURM jobid" not in out
     assert "LocalEntryNotFoundError" in out and "HF_HUB_OFFLINE" in out
