@@ -3,7 +3,9 @@ reachable from the tests): it grades an answer by its number of words, capped at
 in FastChat's MT-Bench prompt forms), and prefers the longer of two answers. Asked with
 AlpacaEval's classifier prompt (``alpaca_eval_clf``), it answers as GPT-4 Turbo does there:
 one token with its top log-probabilities, P(the longer output's identifier) = 0.8, or 0.5
-for outputs of equal length. It records every request it saw, headers included."""
+for outputs of equal length. It records every request it saw, headers included. Statuses put
+in ``failures`` answer the next requests instead, one each (429 with a Retry-After of 20 ms,
+as rate-limiting APIs send), before it answers again."""
 
 from __future__ import annotations
 
@@ -17,11 +19,17 @@ import pytest
 
 class ChatEndpointStandIn(BaseHTTPRequestHandler):
     seen: list[dict] = []
+    failures: list[int] = []
 
     def do_POST(self):  # noqa: N802 (http.server's naming)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         ChatEndpointStandIn.seen.append({"path": self.path, "authorization": self.headers.get("Authorization"),
                                          "body": body})
+        if ChatEndpointStandIn.failures:
+            status = ChatEndpointStandIn.failures.pop(0)
+            self._reply(status, {"error": {"message": f"stand-in answers {status}", "type": "stand_in", "code": None}},
+                        {"retry-after-ms": "20"} if status == 429 else {})
+            return
         prompt = body["messages"][-1]["content"]
         logprobs = None
         if '"model_identifier": "m"' in prompt:
@@ -45,10 +53,14 @@ class ChatEndpointStandIn(BaseHTTPRequestHandler):
                  "choices": [{"index": 0, "finish_reason": "stop",
                               "message": {"role": "assistant", "content": content}, "logprobs": logprobs}],
                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        self._reply(200, reply)
+
+    def _reply(self, status: int, payload: dict, headers: dict | None = None):
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", "Content-Length": str(len(data)),
+                            **(headers or {})}.items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -71,7 +83,7 @@ def _alpaca_eval_verdict(prompt: str) -> tuple[str, dict]:
 @pytest.fixture()
 def chat_endpoint():
     """The stand-in's base URL, for the length of one test."""
-    ChatEndpointStandIn.seen = []
+    ChatEndpointStandIn.seen, ChatEndpointStandIn.failures = [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), ChatEndpointStandIn)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -146,6 +146,9 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
     # The stand-in rates an answer by its word count (at most 10).
     expected = [[min(10, len(turn["content"].split())) for turn in row["conversation"][1::2]] for row in rows]
     assert grade["grades"] == [[float(g) for g in row] for row in expected]
+    # Each verdict was requested once and kept in the judge's cache for reruns.
+    assert grade["verdicts"] == {"cached": 0, "requested": sum(map(len, expected))}
+    assert len(list((default_run / "resources/judge_cache/standin").rglob("*.json"))) >= sum(map(len, expected))
     answers = pq.read_table(default_run / "results/generations/tiny_llama/dpo/alpaca_eval.parquet").to_pylist()
     # ... and prefers the longer answer, whichever side it was shown on.
     for preference, answer in zip(win["preferences"], answers, strict=True):
@@ -163,7 +166,7 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
     provenance = read_json(default_run, ae2_target + ".provenance.json")
     assert [item["path"] for item in provenance["inputs"]["length_control"]] == ["resources/raw/alpaca_eval_gamed"]
     assert all(seen["authorization"] == f"Bearer {secret}" for seen in ChatEndpointStandIn.seen)
-    for folder in ("logs", "results/scores", "benchmarks", ".snakemake"):
+    for folder in ("logs", "results/scores", "benchmarks", ".snakemake", "resources/judge_cache"):
         for path in (default_run / folder).rglob("*"):
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), path

@@ -21,6 +21,7 @@ from reprolm.provenance import mark_replaced_folders
 from reprolm.data.sources import source_file_paths
 from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
+from reprolm.score.judges import judge_names
 from reprolm.score.metrics import METRICS
 from reprolm.studies import enabled_studies, study
 from reprolm.studies.expo import alpha_search_grades, extrapolated_models
@@ -324,6 +325,36 @@ def judge_routing():
 
 def judge_threads(wildcards):
     return judge_settings(config, wildcards.judge)["threads"]
+
+
+# Each judge stage is a pair of rules told apart by the judges they match: API judges' jobs
+# run on the submitting host (compute nodes often have no internet), model judges' are
+# submitted. Snakemake's localrules are per rule, hence the pair.
+def judge_rule(stage, api):
+    """``{stage}`` for judges that run a model, ``{stage}_api`` for API judges."""
+    return f"{stage}_api" if api else stage
+
+
+def judge_name_pattern(api):
+    """A wildcard regex matching exactly the API judges (``api``) or the model judges, so
+    that every judge output is made by one rule of its stage's pair."""
+    names = [re.escape(name) for name in judge_names(config.get("judges", {}), api)]
+    # An empty alternation would match the empty string; (?!) matches nothing.
+    return "|".join(names) if names else "(?!)"
+
+
+def judge_job_resources(api):
+    """An API judge's job holds one ``api_requests`` (``--resources api_requests=N`` caps
+    how many run at once); a model judge's asks for its model's placement, GPUs, memory
+    and time."""
+    if api:
+        return {"api_requests": 1}
+    return {
+        **judge_routing(),
+        "gpu": judge_resource("gpus"),
+        "mem_mb": judge_resource("mem_mb"),
+        "runtime": judge_resource("runtime"),
+    }
 
 
 def win_rate_inputs(wildcards):

@@ -10,6 +10,13 @@ itself. Compute nodes are offline, so a source of schema ``alpaca_eval_gamed`` (
 download rule) is handed to the package in place of that fetch. Instructions are matched to
 their difficulty by the prompt set's row ids, which are the rows' positions in AlpacaEval's
 805 instructions.
+
+Each pair's verdict is kept in the judge's cache (:mod:`reprolm.score.judge_cache`), keyed
+by what the package builds its request from (annotator, package version, instruction, both
+outputs). The package's own cache (``caching_path``) is not used: its key names neither the
+endpoint nor the judge's settings, it rewrites one JSON file of all annotations in place (a
+job killed while writing loses every verdict, and the next fails reading it), and it keeps
+the missing verdicts of requests that failed as answers.
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from reprolm.score.judge_cache import JudgeCache
+from reprolm.score.judges import DEFAULT_MAX_RETRIES, request_failure
+
 log = logging.getLogger(__name__)
 
 # AlpacaEval 2.0's annotator and length-control GLM.
@@ -29,27 +39,37 @@ DEFAULT_ANNOTATOR = "weighted_alpaca_eval_gpt4_turbo"
 GLM = "length_controlled_v1"
 HUB_DATASET = "tatsu-lab/alpaca_eval"
 GAMED_FILE = "df_gamed.csv"
+# Pairs handed to the package per call, their verdicts stored after each: a job killed
+# halfway keeps all but the last call's. The package sends a call's requests 5 at a time.
+PAIRS_PER_CALL = 32
 
 
 class AlpacaEvalJudge:
     kind = "alpaca_eval"
     scale = "preference for the answer over the reference (0-1)"
 
-    def __init__(self, annotator: str, base_url: str, api_key_env: str, gamed_annotations: str):
+    def __init__(self, annotator: str, base_url: str, api_key_env: str, gamed_annotations: str,
+                 max_retries: int = DEFAULT_MAX_RETRIES, name: str | None = None, cache: JudgeCache | None = None):
+        """``max_retries``: the OpenAI client's retries of a transient failure (no connection,
+        HTTP 408, 409, 429, 5xx; exponential backoff or the server's Retry-After). On top, the
+        package asks again up to 10 times, 2 s apart, after an error whose message mentions a
+        rate limit, and then gives a missing verdict (counted as unparsed, never cached)."""
         import alpaca_eval
 
         from reprolm.data.sources import read_source
 
+        self.name = name or annotator
         key = os.environ.get(api_key_env)
         if not key:
-            raise ValueError(f"AlpacaEval judge {annotator!r} at {base_url}: environment variable "
+            raise ValueError(f"AlpacaEval judge {self.name!r} at {base_url}: environment variable "
                              f"{api_key_env!r} (its API key) is not set")
         configs = Path(alpaca_eval.__file__).parent / "evaluators_configs"
         if not (configs / annotator / "configs.yaml").is_file():
             known = sorted(p.name for p in configs.iterdir() if (p / "configs.yaml").is_file())
             raise ValueError(f"alpaca_eval {alpaca_eval.__version__} has no annotator {annotator!r}; "
                              f"it has {', '.join(known)}")
-        self.annotator, self.base_url, self._key = annotator, base_url, key
+        self.annotator, self.base_url, self._key, self.max_retries = annotator, base_url, key, max_retries
+        self.cache = cache if cache is not None else JudgeCache({})
         self.version = alpaca_eval.__version__
         self.gamed = read_source(gamed_annotations, "alpaca_eval_gamed")
         self.gamed_source = gamed_annotations
@@ -69,20 +89,38 @@ class AlpacaEvalJudge:
 
     def annotate(self, instructions: Sequence[str], answers: Sequence[str], references: Sequence[str]) -> list[float]:
         """AlpacaEval's preference per pair, in its encoding: 1 the reference, 2 the answer
-        (the weighted annotator gives values in between), NaN where it gave none."""
+        (the weighted annotator gives values in between), NaN where it gave none. Pairs
+        judged before are answered from the cache."""
+        pairs = list(zip(instructions, references, answers, strict=True))
+
+        def ask(positions: list[int]) -> list[float]:
+            return self._annotate([pairs[p] for p in positions])
+
+        requests = [({"alpaca_eval": self.version, "annotator": self.annotator, "instruction": instruction,
+                      "output_1": reference, "output_2": answer}, [answer, reference])
+                    for instruction, reference, answer in pairs]
+        return self.cache.fetch_many(requests, ask, per_call=PAIRS_PER_CALL,
+                                     keep=lambda preference: not math.isnan(preference))
+
+    def _annotate(self, pairs: Sequence[tuple[str, str, str]]) -> list[float]:
+        """The package's verdicts on (instruction, reference, answer) triples."""
+        import openai
         from alpaca_eval.annotators import PairwiseAnnotator
 
-        # caching_path=None: the package would otherwise keep its annotations inside its own
-        # install folder and reuse them in later jobs.
+        # caching_path=None: the package's own cache would live inside its install folder.
         annotator = PairwiseAnnotator(annotators_config=self.annotator, caching_path=None)
-        annotations = annotator.annotate_head2head(
-            outputs_1=[{"instruction": i, "output": r} for i, r in zip(instructions, references, strict=True)],
-            outputs_2=[{"instruction": i, "output": a} for i, a in zip(instructions, answers, strict=True)],
-            is_ordered=True,
-            # The client from these arguments, not from a client-config file or the environment.
-            client_config_path="", openai_api_keys=[self._key], openai_api_base=self.base_url,
-            openai_organization_ids=None,
-        )
+        try:
+            annotations = annotator.annotate_head2head(
+                outputs_1=[{"instruction": i, "output": r} for i, r, _ in pairs],
+                outputs_2=[{"instruction": i, "output": a} for i, _, a in pairs],
+                is_ordered=True,
+                # The client from these arguments, not from a client-config file or the environment.
+                client_config_path="", openai_api_keys=[self._key], openai_api_base=self.base_url,
+                openai_organization_ids=None, client_kwargs={"max_retries": self.max_retries},
+            )
+        except (openai.APIStatusError, openai.APIConnectionError) as error:
+            # Not chained: the client's error repeats the endpoint's body unmasked.
+            raise request_failure(self.name, self.base_url, error, self.max_retries, self._key) from None
         return [math.nan if a.get("preference") is None else float(a["preference"]) for a in annotations]
 
     def prefer(self, instructions: Sequence[str], answers: Sequence[str], references: Sequence[str]) -> list[float]:

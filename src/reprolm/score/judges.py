@@ -19,6 +19,10 @@ A judge is configured under ``judges:`` by ``kind``:
   length-controlled win rate; :mod:`reprolm.score.alpaca_eval_judge`). Pairs only.
 
 A judge's answers that cannot be parsed are NaN, counted and left out of means.
+
+The endpoint judges (every kind but :data:`LOCAL_JUDGES`) retry transient failures
+(``max_retries``, default 5) and, in the workflow, keep every verdict in a cache
+(:mod:`reprolm.score.judge_cache`) so that a rerun only sends what it has not sent before.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from reprolm.registry import Registry
+from reprolm.score.judge_cache import CACHE_ROOT, JudgeCache, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +116,26 @@ Answer (b):
 Reply with a single letter: a or b."""
 
 
+# How often a request that failed transiently (no connection, a timeout, HTTP 408, 409, 429
+# or 5xx) is sent again before the job fails.
+DEFAULT_MAX_RETRIES = 5
+
+
+def request_failure(judge: str, base_url: str, error: Exception, max_retries: int, api_key: str) -> RuntimeError:
+    """A failed request as an error naming the judge: transient failures were retried
+    ``max_retries`` times, other refusals (a bad request, a refused key) not at all. The API
+    key is masked in the endpoint's message, which may quote a refused key back."""
+    import openai
+
+    if isinstance(error, openai.APIStatusError):
+        transient = error.status_code in (408, 409, 429) or error.status_code >= 500
+        what = error.message  # "Error code: 400 - {the endpoint's message}"
+    else:  # openai.APIConnectionError, timeouts included
+        transient, what = True, f"{type(error).__name__}: {error}"
+    when = f"after {max_retries} retries" if transient else "(not retried)"
+    return RuntimeError(f"judge {judge!r} at {base_url}: request failed {when}: {what}".replace(api_key, "***"))
+
+
 def _render(conversation: Conversation) -> str:
     return "\n\n".join(f"[{turn['role'].upper()}]\n{turn['content']}" for turn in conversation)
 
@@ -121,26 +146,46 @@ class ChatEndpointJudge:
     # Not AlpacaEval's annotator (kind alpaca_eval) nor FastChat's MT-Bench judge prompts.
     protocol = "chat endpoint with reprolm's grading and pairwise prompts"
 
-    def __init__(self, base_url: str, model: str, api_key_env: str, seed: int = 0, max_tokens: int = 512):
+    def __init__(self, base_url: str, model: str, api_key_env: str, seed: int = 0, max_tokens: int = 512,
+                 max_retries: int = DEFAULT_MAX_RETRIES, name: str | None = None, cache: JudgeCache | None = None):
+        """``name``: the judge's key under ``judges`` (errors name it); ``cache``: where its
+        verdicts are kept (none by default)."""
         from openai import OpenAI
 
+        self.name = name or model
         key = os.environ.get(api_key_env)
         if not key:
-            raise ValueError(f"judge {model!r} at {base_url}: environment variable {api_key_env!r} "
+            raise ValueError(f"judge {self.name!r} at {base_url}: environment variable {api_key_env!r} "
                              "(its API key) is not set")
-        self.client = OpenAI(base_url=base_url, api_key=key)
+        # The client itself retries transient failures with exponential backoff (0.5 s,
+        # doubling, at most 8 s) or after the server's Retry-After, and raises others at once.
+        self.client = OpenAI(base_url=base_url, api_key=key, max_retries=max_retries)
+        self.base_url, self.max_retries = base_url, max_retries
         self.model, self.seed, self.max_tokens = model, seed, max_tokens
+        self.cache = cache if cache is not None else JudgeCache({})
 
-    def _ask(self, prompt: str) -> str:
-        reply = self.client.chat.completions.create(
-            model=self.model, messages=[{"role": "user", "content": prompt}], temperature=0.0,
-            max_tokens=self.max_tokens, seed=self.seed)
+    def _complete(self, messages: list[dict], judged: Sequence[str]) -> str:
+        """The endpoint's reply to ``messages``, which judge the model outputs ``judged``;
+        a request sent before is answered from the cache."""
+        request = {"model": self.model, "messages": messages, "temperature": 0.0, "max_tokens": self.max_tokens,
+                   "seed": self.seed}
+        return self.cache.fetch(request, judged, lambda: self._send(request))
+
+    def _send(self, request: Mapping) -> str:
+        import openai
+
+        try:
+            reply = self.client.chat.completions.create(**request)
+        except (openai.APIStatusError, openai.APIConnectionError) as error:
+            # Not chained: the client's error repeats the endpoint's body unmasked.
+            raise request_failure(self.name, self.base_url, error, self.max_retries, self.client.api_key) from None
         return reply.choices[0].message.content or ""
 
     def score(self, conversations: Sequence[Conversation]) -> list[float]:
         scores = []
         for conversation in conversations:
-            found = RATING.findall(self._ask(GRADING_PROMPT.format(conversation=_render(conversation))))
+            prompt = GRADING_PROMPT.format(conversation=_render(conversation))
+            found = RATING.findall(self._complete([{"role": "user", "content": prompt}], [conversation[-1]["content"]]))
             scores.append(float(found[-1]) if found else math.nan)
         return scores
 
@@ -150,7 +195,8 @@ class ChatEndpointJudge:
         for instruction, answer, reference in zip(instructions, answers, references, strict=True):
             answer_first = order.random() < 0.5
             first, second = (answer, reference) if answer_first else (reference, answer)
-            reply = self._ask(PAIRWISE_PROMPT.format(instruction=instruction, first=first, second=second))
+            prompt = PAIRWISE_PROMPT.format(instruction=instruction, first=first, second=second)
+            reply = self._complete([{"role": "user", "content": prompt}], [answer, reference])
             choice = CHOICE.search(reply.strip().rstrip(".!"))
             if choice is None:
                 preferences.append(math.nan)
@@ -177,17 +223,17 @@ class FastChatMTBenchJudge(ChatEndpointJudge):
                 "reasoning, coding); win rates with reprolm's pairwise prompt")
 
     def __init__(self, base_url: str, model: str, api_key_env: str, judge_prompts: Mapping[str, Mapping],
-                 seed: int = 0, max_tokens: int = 2048):
-        super().__init__(base_url, model, api_key_env, seed=seed, max_tokens=max_tokens)
+                 seed: int = 0, max_tokens: int = 2048, max_retries: int = DEFAULT_MAX_RETRIES,
+                 name: str | None = None, cache: JudgeCache | None = None):
+        super().__init__(base_url, model, api_key_env, seed=seed, max_tokens=max_tokens, max_retries=max_retries,
+                         name=name, cache=cache)
         self.prompts = judge_prompts
 
-    def _rate(self, name: str, values: Mapping[str, str]) -> float:
+    def _rate(self, name: str, values: Mapping[str, str], judged: Sequence[str]) -> float:
         prompt = self.prompts[name]
         messages = [{"role": "system", "content": prompt["system_prompt"]}] if prompt["system_prompt"] else []
         messages.append({"role": "user", "content": prompt["prompt_template"].format(**values)})
-        reply = self.client.chat.completions.create(model=self.model, messages=messages, temperature=0.0,
-                                                    max_tokens=self.max_tokens, seed=self.seed)
-        text = reply.choices[0].message.content or ""
+        text = self._complete(messages, judged)
         found = FASTCHAT_RATING.search(text) or FASTCHAT_RATING_BACKUP.search(text)
         return float(found.group(1)) if found else math.nan
 
@@ -210,13 +256,13 @@ class FastChatMTBenchJudge(ChatEndpointJudge):
             first = {"question": questions[0], "answer": answers[0]}
             if with_reference:
                 first["ref_answer_1"] = references[0]
-            row_grades = [self._rate(kind, first)]
+            row_grades = [self._rate(kind, first, answers[:1])]
             if len(answers) == 2:
                 both = {"question_1": questions[0], "question_2": questions[1],
                         "answer_1": answers[0], "answer_2": answers[1]}
                 if with_reference:
                     both.update(ref_answer_1=references[0], ref_answer_2=references[1])
-                row_grades.append(self._rate(f"{kind}-multi-turn", both))
+                row_grades.append(self._rate(f"{kind}-multi-turn", both, answers))
             grades.append(row_grades)
         return grades
 
@@ -233,12 +279,19 @@ def read_judge_prompts(folder: str) -> dict[str, dict]:
 
 
 JUDGES: Registry[Callable[..., object]] = Registry("judge kind")
-# Kinds that run a model of the workflow's own (its checkpoint is an input of their jobs).
+# Kinds that run a model of the workflow's own (its checkpoint is an input of their jobs);
+# the others only send requests to an API.
 LOCAL_JUDGES = ("reward_model", "flr")
 
 
+def judge_names(judges: Mapping[str, Mapping], api: bool) -> list[str]:
+    """The names of the ``judges`` entries that only send requests to an API (``api``), or
+    of those that run a model."""
+    return [name for name, spec in judges.items() if (spec["kind"] not in LOCAL_JUDGES) == api]
+
+
 @JUDGES.register("flr")
-def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int):
+def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     from reprolm.score.flr import FollowUpScorer, load_followups
 
     if files.get("followups") is None:
@@ -250,46 +303,64 @@ def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int):
 
 
 @JUDGES.register("reward_model")
-def _reward_model_judge(spec: Mapping, files: Mapping[str, str], seed: int):
+def _reward_model_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     return RewardModelJudge(files["judge_model"], batch_size=spec.get("batch_size", 8),
                             max_length=spec.get("max_length", 1024), precision=spec.get("precision", "float32"))
 
 
 @JUDGES.register("chat_endpoint")
-def _chat_endpoint_judge(spec: Mapping, files: Mapping[str, str], seed: int):
+def _chat_endpoint_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
+    requests = {"seed": seed, "max_retries": spec.get("max_retries", DEFAULT_MAX_RETRIES), "name": name,
+                "cache": cache}
     if spec.get("judge_prompts"):
         if files.get("judge_prompts") is None:
-            raise ValueError(f"judge {spec['model']!r} grades with FastChat's prompts: it needs the "
+            raise ValueError(f"judge {name or spec['model']!r} grades with FastChat's prompts: it needs the "
                              f"{spec['judge_prompts']!r} source's folder")
         return FastChatMTBenchJudge(spec["base_url"], spec["model"], spec["api_key_env"],
-                                    read_judge_prompts(files["judge_prompts"]), seed=seed,
-                                    max_tokens=spec.get("max_tokens", 2048))
-    return ChatEndpointJudge(spec["base_url"], spec["model"], spec["api_key_env"], seed=seed,
-                             max_tokens=spec.get("max_tokens", 512))
+                                    read_judge_prompts(files["judge_prompts"]),
+                                    max_tokens=spec.get("max_tokens", 2048), **requests)
+    return ChatEndpointJudge(spec["base_url"], spec["model"], spec["api_key_env"],
+                             max_tokens=spec.get("max_tokens", 512), **requests)
 
 
 @JUDGES.register("alpaca_eval")
-def _alpaca_eval_judge(spec: Mapping, files: Mapping[str, str], seed: int):
+def _alpaca_eval_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR, AlpacaEvalJudge
 
     annotator = spec.get("annotator", DEFAULT_ANNOTATOR)
     if files.get("length_control") is None:
-        raise ValueError(f"the AlpacaEval judge {annotator!r} needs its length-control source's folder "
+        raise ValueError(f"the AlpacaEval judge {name or annotator!r} needs its length-control source's folder "
                          f"({spec['length_control']!r})")
-    return AlpacaEvalJudge(annotator, spec["base_url"], spec["api_key_env"], files["length_control"])
+    return AlpacaEvalJudge(annotator, spec["base_url"], spec["api_key_env"], files["length_control"],
+                           max_retries=spec.get("max_retries", DEFAULT_MAX_RETRIES), name=name, cache=cache)
 
 
-def make_judge(spec: Mapping, files: Mapping[str, str] | None = None, seed: int = 0):
+def make_judge(spec: Mapping, files: Mapping[str, str] | None = None, seed: int = 0, name: str | None = None,
+               cache_folder: str | os.PathLike | None = None):
     """The judge a ``judges.{name}`` spec describes. ``files``: what its jobs read (a
     model's folder as ``judge_model``, FLR's ``followups``, FastChat's ``judge_prompts``
     source folder, AlpacaEval's ``length_control`` source folder; ``reprolm.config.lookups.judge_files``); an endpoint's key comes from
-    the environment."""
+    the environment. ``name``: its key under ``judges``, which errors name; an endpoint judge
+    keeps its verdicts in ``cache_folder`` when one is given."""
     kind = spec["kind"]
     make = JUDGES.get(kind)
     files = dict(files or {})
     if kind in LOCAL_JUDGES and files.get("judge_model") is None:
         raise ValueError(f"a {kind} judge needs its model folder")
-    return make(spec, files, seed)
+    return make(spec, files, seed, name, JudgeCache(spec, cache_folder))
+
+
+def job_judge(smk):
+    """The judge of a workflow job (a judge rule's ``snakemake`` object): an endpoint judge
+    keeps its verdicts under ``resources/judge_cache/{judge}/``, shared by all its jobs."""
+    name = smk.wildcards.judge
+    return make_judge(smk.params.judge, smk.input, smk.params.seed, name=name, cache_folder=cache_dir(CACHE_ROOT, name))
+
+
+def request_counts(judge) -> dict:
+    """A score's record of what its endpoint judge's verdicts cost: how many came from the
+    cache and how many were requested (nothing for a judge that runs a model)."""
+    return {} if judge.kind in LOCAL_JUDGES else {"verdicts": judge.cache.counts()}
 
 
 def _exchange(instruction: str, answer: str) -> Conversation:
