@@ -10,7 +10,7 @@ export HF_HOME := $(CURDIR)/resources/hf_home
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup system-deps run report test test-fast lint format clean bench slurm-profile
+.PHONY: setup setup-gpu system-deps run report test test-fast lint format clean bench slurm-profile
 
 $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/dev.txt requirements/cpu-constraints.txt
 	python3 -m venv $(VENV)
@@ -20,6 +20,25 @@ $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/dev.txt re
 	touch $@
 
 setup: system-deps $(VENV)/.installed
+
+# GPU clusters (Linux x86_64, Python 3.11, a driver for CUDA 13): requirements/gpu-constraints.txt
+# in one resolve, so the torch installed is the one vLLM pins (PyPI's Linux torch is the CUDA
+# build). A venv from `make setup` would keep its CPU torch (same version), so it is refused.
+# FLASH_ATTN=1 adds flash-attn, built against that torch (a prebuilt wheel from its GitHub
+# release when one matches, else compiled with nvcc); reprolm does not ask for it, models whose
+# own code imports flash_attn do.
+FLASH_ATTN ?= 0
+setup-gpu:
+	@$(PY) -c "import sys, torch; sys.exit(3 if torch.version.cuda is None else 0)" 2>/dev/null; \
+	  if [ $$? = 3 ]; then echo "$(VENV) has a CPU build of torch: make setup-gpu VENV=.venv-gpu"; exit 1; fi
+	python3 -m venv $(VENV)
+	$(PIP) install -q -c requirements/gpu-constraints.txt -r requirements/base.txt -r requirements/gpu.txt -r requirements/dev.txt
+	$(PIP) install -q -c requirements/gpu-constraints.txt --no-deps -e .
+ifeq ($(FLASH_ATTN),1)
+	$(PIP) install -q -c requirements/gpu-constraints.txt --no-build-isolation flash-attn
+endif
+	$(PIP) check
+	$(PY) -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
 
 # Debian packages the tests need (a real single-node SLURM for the cluster tests).
 system-deps:

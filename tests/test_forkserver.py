@@ -133,6 +133,18 @@ def test_without_a_server_the_script_runs_in_place(tmp_path):
         assert not seen["torch_preloaded"]
 
 
+def test_a_job_in_another_python_environment_runs_in_place(server, tmp_path):
+    """A rule's conda environment (--software-deployment-method conda) has its own
+    interpreter and packages: forking it from the server would run it in the server's."""
+    address, process = server
+    result = run_script(tmp_path, REPORT, address, env={forkserver.PREFIX_VARIABLE: str(tmp_path / "conda-env")})
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["ppid"] != process.pid and not seen["torch_preloaded"]
+    same = run_script(tmp_path, REPORT, address, env={forkserver.PREFIX_VARIABLE: sys.prefix})
+    assert json.loads(same.stdout)["ppid"] == process.pid
+
+
 def test_exit_status_and_failures_pass_through(server, tmp_path):
     address, _ = server
     assert run_script(tmp_path, "import sys\nsys.exit(3)\n", address).returncode == 3

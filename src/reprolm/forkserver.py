@@ -48,6 +48,9 @@ ADDRESS_VARIABLE = "REPROLM_FORKSERVER"
 OFF = "off"
 # Set in a forked job, so that its own run_in_forkserver() runs the script in place.
 CHILD_VARIABLE = "REPROLM_FORKSERVER_CHILD"
+# The Python environment the server runs in: a job run by another one (a rule's conda env
+# under --software-deployment-method conda) runs in place, in its own environment.
+PREFIX_VARIABLE = "REPROLM_FORKSERVER_PREFIX"
 # Imported once by the server; each library is left out if it is not installed. vLLM is
 # never preloaded: it initialises CUDA, which does not survive a fork.
 PRELOADED = (
@@ -104,6 +107,8 @@ def run_in_forkserver(warm_up: str | None = None) -> None:
     ``warm_up`` names the server's caches (``WARM_UPS``) the job uses."""
     address = os.environ.get(ADDRESS_VARIABLE)
     if not address or address == OFF or os.environ.get(CHILD_VARIABLE):
+        return
+    if os.environ.get(PREFIX_VARIABLE, sys.prefix) != sys.prefix:
         return
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -359,6 +364,7 @@ def start(folder: str | os.PathLike, log_file: str | os.PathLike) -> subprocess.
     address = socket_address(folder)
     server = launch(address, log_file)
     os.environ[ADDRESS_VARIABLE] = address
+    os.environ[PREFIX_VARIABLE] = sys.prefix
     return server
 
 
