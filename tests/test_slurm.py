@@ -23,6 +23,9 @@ RUN_TIMEOUT_S = 240
 FAST_STATUS = ("--slurm-init-seconds-before-status-checks", "1")
 
 SNAKEFILE = """
+from reprolm.config.resources import attempt_size
+
+
 rule all:
     input:
         "cpu.txt",
@@ -61,6 +64,19 @@ rule too_many_gpus:
         gpu=config.get("gpus", 1),
     shell:
         "touch {output}"
+
+
+# Fails on its first attempt; each attempt asks for memory and time as the project's GPU
+# rules do (reprolm.config.resources.attempt_size).
+rule retried:
+    output:
+        "retried.txt",
+    resources:
+        mem_mb=lambda wildcards, attempt: attempt_size(config, "mem_mb", 1000, attempt),
+        runtime=lambda wildcards, attempt: attempt_size(config, "runtime", 10, attempt),
+    shell:
+        "echo job=$SLURM_JOB_ID >> attempts.txt; "
+        "if [ $(wc -l < attempts.txt) -ge 2 ]; then touch {output}; else exit 1; fi"
 
 
 rule unknown_partition:
@@ -119,6 +135,29 @@ def test_cpu_and_gpu_rules_run_as_slurm_jobs(slurm_cluster, workdir):
     assert "gres/gpu" not in tres(cpu, "AllocTRES")
     assert tres(gpu, "ReqTRES")["gres/gpu"] == tres(gpu, "AllocTRES")["gres/gpu"] == "1"
     assert re.fullmatch(r"job=\d+ CUDA_VISIBLE_DEVICES=\d", gpu_line), gpu_line
+
+
+@pytest.mark.parametrize("growth, second_attempt", [
+    (None, {"mem": "1000M", "minutes": 10}),
+    ({"factor": 2, "max_mem_mb": 1500}, {"mem": "1500M", "minutes": 20}),
+])
+def test_a_retry_asks_slurm_for_the_same_size_unless_growth_is_configured(slurm_cluster, workdir, growth,
+                                                                          second_attempt):
+    """A finetune resumes from its checkpoint, so its retry needs no more; a doubled request
+    could exceed every partition's limit and pend forever. retry_growth grows it, capped."""
+    import yaml
+
+    (workdir / "retry.yaml").write_text(yaml.safe_dump({"retry_growth": growth} if growth else {}))
+    result = run_snakemake(slurm_cluster, workdir, "--executor", "slurm", "--jobs", "1", *FAST_STATUS,
+                           "--retries", "1", "--configfile", "retry.yaml", "--", "retried.txt")
+    assert result.returncode == 0, output_of(result)[-5000:]
+    attempts = [job_record(slurm_cluster, line) for line in (workdir / "attempts.txt").read_text().splitlines()]
+    assert [a["State"] for a in attempts] == ["FAILED", "COMPLETED"]
+    assert tres(attempts[0], "ReqTRES")["mem"] == "1000M"
+    assert tres(attempts[1], "ReqTRES")["mem"] == second_attempt["mem"]
+    limits = [slurm_cluster.run("sacct", "-X", "-n", "-P", "-j", a["JobID"], "--format=TimelimitRaw").stdout.strip()
+              for a in attempts]
+    assert limits == ["10", str(second_attempt["minutes"])]
 
 
 def test_failing_rule_fails_the_run(slurm_cluster, workdir):
