@@ -42,9 +42,8 @@ def lineage(path: str | Path, root: str | Path = ".") -> dict:
     and ``"rule": None``. Paths are relative to ``root``, where the workflow ran.
     """
     root = Path(root)
-    start = _key(path)
-    if read_record(root / start) is None:
-        raise FileNotFoundError(f"{start}: no provenance record ({provenance_path(root / start)} is missing)")
+    requested = _key(path)
+    start = recorded_artifact(requested, root)
     artifacts: dict[str, dict] = {}
     pending = [start]
     while pending:
@@ -61,7 +60,23 @@ def lineage(path: str | Path, root: str | Path = ".") -> dict:
         artifacts[current] = {**{name: record.get(name) for name in SHOWN_FIELDS},
                               "sha256": _recorded_output_hash(record, current), "inputs": inputs}
         pending.extend(reversed(inputs))
-    return {"root": start, "artifacts": artifacts}
+    graph = {"root": start, "artifacts": artifacts}
+    if requested != start:
+        graph["requested"] = {"path": requested, "sha256": content_hash(root / requested), "inside": start}
+    return graph
+
+
+def recorded_artifact(path: str, root: Path) -> str:
+    """``path`` if it has a record, else the recorded folder it lies in (a study's tables are
+    one folder with one record, say), else an error naming both misses."""
+    if read_record(root / path) is not None:
+        return path
+    if (root / path).exists():
+        for folder in Path(path).parents:
+            if folder != Path(".") and (root / folder / PROVENANCE_NAME).is_file():
+                return _key(folder)
+    raise FileNotFoundError(f"{path}: no provenance record ({provenance_path(root / path)} is missing), "
+                            "and no recorded folder holds it")
 
 
 def _describe(path: str, entry: dict) -> str:
@@ -82,15 +97,20 @@ def _describe(path: str, entry: dict) -> str:
 
 
 def format_tree(graph: dict, show_params: bool = False) -> str:
-    """The lineage as an indented tree, each artifact expanded once (later mentions say so)."""
+    """The lineage as an indented tree, each artifact described and expanded once: a shared
+    ancestor's later mentions only name it."""
     artifacts, lines, expanded = graph["artifacts"], [], set()
+    requested = graph.get("requested")
+    if requested:
+        lines.append(f"{requested['path']}  sha256 {requested['sha256'][:12]}  (in {requested['inside']}, "
+                     "whose record follows)")
 
     def visit(path: str, prefix: str, connector: str, child_prefix: str) -> None:
         entry = artifacts[path]
-        again = path in expanded and entry["inputs"]
-        lines.append(prefix + connector + _describe(path, entry) + ("  (inputs shown above)" if again else ""))
-        if again:
+        if path in expanded:
+            lines.append(prefix + connector + path + "  (shown above)")
             return
+        lines.append(prefix + connector + _describe(path, entry))
         expanded.add(path)
         if show_params and entry.get("params"):
             lines.append(prefix + child_prefix + "    params: " + json.dumps(entry["params"], sort_keys=True))
@@ -98,7 +118,8 @@ def format_tree(graph: dict, show_params: bool = False) -> str:
             last = index == len(entry["inputs"]) - 1
             visit(child, prefix + child_prefix, "└── " if last else "├── ", "    " if last else "│   ")
 
-    visit(graph["root"], "", "", "")
+    # Under the requested file, its folder's record is the one child.
+    visit(graph["root"], "", "└── " if requested else "", "    " if requested else "")
     return "\n".join(lines)
 
 
