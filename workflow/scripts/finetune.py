@@ -5,6 +5,7 @@ run_in_forkserver()
 from reprolm.provenance import tracked_step
 from reprolm.train.finetune import FinetuneSpec
 from reprolm.train.launch import launch
+from reprolm.train.tracking import report_to
 
 with tracked_step(snakemake) as log:
     spec = FinetuneSpec(
@@ -17,5 +18,7 @@ with tracked_step(snakemake) as log:
         add_tokens=list(snakemake.params.add_tokens),
         deepspeed=snakemake.input.deepspeed[0] if snakemake.input.deepspeed else None,
         precision=snakemake.params.precision,
+        report_to=report_to(snakemake.config.get("tracking", {}),
+                            f"finetune/{snakemake.wildcards.base}/{snakemake.wildcards.recipe}"),
     )
     launch(spec, snakemake.params.launcher, max(1, snakemake.resources.gpu), log_path=snakemake.log[0])

@@ -4,6 +4,7 @@ run_in_forkserver(warm_up="lm_eval")
 
 from reprolm.provenance import tracked_step
 from reprolm.score.lm_eval_bridge import TaskSpec
+from reprolm.train.tracking import report_to
 from reprolm.train.train_before_test import train_before_test
 
 with tracked_step(snakemake) as log:
@@ -17,6 +18,8 @@ with tracked_step(snakemake) as log:
         model_path=snakemake.input.model, spec=spec, recipe=snakemake.params.train,
         seed=snakemake.params.seed, output=snakemake.output[0],
         checkpoint_root=snakemake.params.checkpoint_root,
+        report_to=report_to(snakemake.config.get("tracking", {}), "/".join((
+            "train_before_test", snakemake.wildcards.base, snakemake.wildcards.recipe, snakemake.wildcards.task))),
     )
     log.info("direct %.4f, train-before-test %.4f (epoch %d)",
              result["direct_eval"], result["train_before_test"], result["best_epoch"])

@@ -46,11 +46,13 @@ class FinetuneSpec:
     deepspeed: str | None = None
     precision: str = "float32"  # bfloat16 on GPUs: autocast over float32 weights
     chat_template: str | None = None
+    # Where the loss curves go (reprolm.train.tracking); never part of what is trained.
+    report_to: list[str] = field(default_factory=list)
 
     def key(self) -> str:
         """What determines the trained weights; names the checkpoint folder."""
         material = asdict(self)
-        for volatile in ("output_dir", "checkpoint_root"):
+        for volatile in ("output_dir", "checkpoint_root", "report_to"):
             material.pop(volatile)
         # The starting checkpoint's content, not only its path: a retrained SFT model (the
         # start of a DPO recipe) must never resume checkpoints made from the old one.
@@ -128,7 +130,7 @@ def training_arguments(spec: FinetuneSpec):
         save_strategy="steps" if save_steps else "epoch",
         save_steps=save_steps or 500,
         save_total_limit=2,
-        report_to=[],
+        report_to=spec.report_to,
         # Info on the main process puts DeepSpeed's engine set-up (ZeRO stage, partitioning)
         # in the run's log; replicas stay quiet.
         log_level="info",

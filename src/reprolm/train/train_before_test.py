@@ -223,10 +223,11 @@ class EpochProgress:
 
 
 def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed: int, output: str,
-                      checkpoint_root: str) -> dict:
+                      checkpoint_root: str, report_to: list[str] | None = None) -> dict:
     """Evaluate, train with an evaluation after every epoch, report. Checkpoints (LoRA
     adapters or weights, optimiser, schedule, RNG) are saved every epoch under
-    ``checkpoint_root``; a rerun of a killed run resumes from the latest complete one."""
+    ``checkpoint_root``; a rerun of a killed run resumes from the latest complete one.
+    ``report_to``: the Trainer's loggers (reprolm.train.tracking)."""
     import torch
     from datasets import Dataset
     from peft import LoraConfig
@@ -285,7 +286,7 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
                 save_total_limit=1,
                 eval_strategy="no",
                 logging_strategy="epoch",
-                report_to=[],
+                report_to=report_to or [],
                 disable_tqdm=True,
                 seed=seed,
                 data_seed=seed,
