@@ -21,7 +21,7 @@ from reprolm.provenance import mark_replaced_folders
 from reprolm.data.sources import source_file_paths
 from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
-from reprolm.score.judges import judge_names
+from reprolm.score.judges import judge_name_regex
 from reprolm.score.metrics import METRICS
 from reprolm.studies import enabled_studies, study
 from reprolm.studies.expo import alpha_search_grades, extrapolated_models
@@ -336,11 +336,8 @@ def judge_rule(stage, api):
 
 
 def judge_name_pattern(api):
-    """A wildcard regex matching exactly the API judges (``api``) or the model judges, so
-    that every judge output is made by one rule of its stage's pair."""
-    names = [re.escape(name) for name in judge_names(config.get("judges", {}), api)]
-    # An empty alternation would match the empty string; (?!) matches nothing.
-    return "|".join(names) if names else "(?!)"
+    """The judge wildcard's constraint of a stage's API (``api``) or model-judge rule."""
+    return judge_name_regex(config.get("judges", {}), api)
 
 
 def judge_job_resources(api):

@@ -20,12 +20,10 @@ def require(name, allowed: Mapping | list, where: str) -> None:
     raise ConfigError(f"{where}: {name!r} is not declared; allowed: {sorted(allowed)}{hint}")
 
 
-# Judge kinds that compare two answers and give no single grade.
-PAIRWISE_ONLY_JUDGES = ("alpaca_eval",)
-
-
 def require_grader(name, judges: Mapping, where: str) -> None:
     """``name`` is a declared judge that grades single answers."""
+    from reprolm.score.judges import PAIRWISE_ONLY_JUDGES
+
     require(name, judges, where)
     kind = judges[name]["kind"]
     if kind in PAIRWISE_ONLY_JUDGES:

@@ -11,6 +11,7 @@ encoders).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from reprolm.io import atomic_path
@@ -21,11 +22,11 @@ FOREIGN_WEIGHTS = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot"
                    "rust_model*", "coreml/*"]
 
 
-def cache_lm_eval_task(task: str, output: str | Path) -> dict:
-    """Load ``task`` (a group: every task in it) as lm-eval does, which downloads its datasets
-    into the datasets cache; ``output`` records which datasets and how many documents per
-    split, so the job that reads them depends on this step and its provenance says what
-    was read."""
+def cache_lm_eval_task(task: str | Mapping, output: str | Path) -> dict:
+    """Load ``task`` (a built-in task's name, a group's, or a task config) as lm-eval does,
+    which downloads its datasets into the datasets cache; ``output`` records which datasets
+    and how many documents per split, so the job that reads them depends on this step and its
+    provenance says what was read."""
     from reprolm.score.lm_eval_bridge import task_manager
 
     loaded = task_manager().load([task])["tasks"]
@@ -56,4 +57,7 @@ def download_hub_model(repo_id: str, output: str | Path, revision: str | None = 
     from huggingface_hub import snapshot_download
 
     with atomic_path(output) as tmp:
-        snapshot_download(repo_id=repo_id, revision=revision, local_dir=str(tmp), ignore_patterns=FOREIGN_WEIGHTS)
+        try:
+            snapshot_download(repo_id=repo_id, revision=revision, local_dir=str(tmp), ignore_patterns=FOREIGN_WEIGHTS)
+        except OSError as error:  # the hub's HTTP errors and offline misses alike
+            raise OSError(f"hub model {repo_id!r} could not be downloaded: {error}") from error

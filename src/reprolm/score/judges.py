@@ -284,10 +284,22 @@ JUDGES: Registry[Callable[..., object]] = Registry("judge kind")
 LOCAL_JUDGES = ("reward_model", "flr")
 
 
+# Kinds that compare two answers and give no single grade.
+PAIRWISE_ONLY_JUDGES = ("alpaca_eval",)
+
+
 def judge_names(judges: Mapping[str, Mapping], api: bool) -> list[str]:
     """The names of the ``judges`` entries that only send requests to an API (``api``), or
     of those that run a model."""
     return [name for name, spec in judges.items() if (spec["kind"] not in LOCAL_JUDGES) == api]
+
+
+def judge_name_regex(judges: Mapping[str, Mapping], api: bool) -> str:
+    """A wildcard regex matching exactly the API judges' names (``api``) or the model
+    judges', so that each judge output has one producing rule of its stage's pair."""
+    names = [re.escape(name) for name in judge_names(judges, api)]
+    # An empty alternation would match the empty string; (?!) matches nothing.
+    return "|".join(names) if names else "(?!)"
 
 
 @JUDGES.register("flr")
