@@ -153,3 +153,69 @@ def test_checkpoint_folder_changes_when_the_starting_model_is_rebuilt(tmp_path):
         assert spec().key() == spec().key()
         assert spec().key() != unrecorded
         unrecorded = spec().key()
+
+
+LAUNCH_AND_REPORT_STOP = """
+import sys
+from reprolm.stopping import JobStopped, STOPPED_EXIT_STATUS, watch_for_stop
+from reprolm.train.finetune import FinetuneSpec
+from reprolm.train.launch import launch
+
+watch_for_stop()
+try:
+    launch(FinetuneSpec.load(sys.argv[1]), "torchrun", 1, log_path=sys.argv[2])
+except JobStopped as stop:
+    print(stop)
+    sys.exit(STOPPED_EXIT_STATUS)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_finetune_stopped_by_sigterm_saves_its_step_and_resumes_to_the_same_weights(tmp_path):
+    """SLURM's stop (time limit, preemption) is a SIGTERM to every process of the job: here
+    the launcher's parent, torchrun and its worker, as one process group. The worker saves a
+    checkpoint at the end of the step it is in, torchrun lets it, and the parent reports a
+    stop (not a failure); the rerun resumes from that step and ends on the uninterrupted
+    run's weights, bit for bit."""
+    import torch
+    from safetensors.torch import load_file
+
+    tiny_finetune_inputs(tmp_path)
+    whole, stopped = spec(tmp_path, "whole"), spec(tmp_path, "stopped")
+    reference = start(tmp_path, whole, "whole")
+    stopped.save(tmp_path / "stopped.json")
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false")
+    log_path = tmp_path / "stopped.log"
+
+    def launch_stopped() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", LAUNCH_AND_REPORT_STOP, str(tmp_path / "stopped.json"),
+                                 str(log_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+
+    first = launch_stopped()
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not (log_path.exists() and step_logs(log_path.read_text())):
+        assert first.poll() is None, first.stdout.read()
+        assert time.monotonic() < deadline, "no training step within the time limit"
+        time.sleep(0.01)
+    os.killpg(first.pid, signal.SIGTERM)
+    output = first.communicate(timeout=RUN_TIMEOUT_S)[0]
+    assert first.returncode == 75, output[-3000:]
+    saved = complete_checkpoints(stopped.checkpoint_dir)
+    stopped_step = max(saved)
+    assert f"stopped by SIGTERM after saving its progress (checkpoint at step {stopped_step})" in output
+    assert 0 < stopped_step < TOTAL_STEPS
+    assert not Path(stopped.output_dir).exists()
+    assert not (stopped.checkpoint_dir / "stopped.json").exists()
+
+    log_path.write_text("")
+    rerun = launch_stopped()
+    assert rerun.wait(RUN_TIMEOUT_S) == 0, rerun.stdout.read()[-3000:]
+    assert finish(reference) == 0, (tmp_path / "whole.log").read_text()[-3000:]
+    whole_log = (tmp_path / "whole.log").read_text()
+    assert step_logs(log_path.read_text()) == step_logs(whole_log)[stopped_step:]
+    reference_weights = load_file(Path(whole.output_dir) / "model.safetensors")
+    resumed_weights = load_file(Path(stopped.output_dir) / "model.safetensors")
+    different = [name for name in reference_weights if not torch.equal(reference_weights[name], resumed_weights[name])]
+    assert not different, f"tensors differ after the resume: {different}"

@@ -105,6 +105,58 @@ def test_a_config_without_length_targets_generates_its_chat_prompt_sets(tiny_mod
     assert all(f"Briefly: Write about {r['id']} boats." in r["prompt"] for r in out)
 
 
+def test_a_stopped_generation_resumes_after_its_last_shard_to_the_same_samples(tiny_model_dir, tmp_path,
+                                                                                monkeypatch):
+    """A stop signal during the second of three shards: that shard finishes, the job stops
+    with the first two kept, and the rerun generates only the third; the samples equal, byte
+    for byte, both an uninterrupted sharded run and one unsharded run (the shard size is a
+    multiple of the batch size, and each shard samples with the seed plus its first row)."""
+    import signal
+
+    from reprolm.generate import run as generation
+    from reprolm.stopping import JobStopped, stop_request
+
+    rows = [{"id": i, "instruction": f"Write about {i} boats."} for i in range(6)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "prompts.parquet")
+    promptset = {"prompt": "chat", "sampling": {"max_new_tokens": 6, "temperature": 1.0, "n": 2}}
+
+    def generate(output: str, shard_size: int, progress_root: str | None = None) -> int:
+        return generate_promptset(model_path=tiny_model_dir, dataset_file=str(tmp_path / "prompts.parquet"),
+                                  promptset=promptset, length_prompt="instruction", targets=configured_targets(None),
+                                  backend="transformers", backend_options={"batch_size": 2}, seed=3,
+                                  output=str(tmp_path / output), shard_size=shard_size, progress_root=progress_root)
+
+    generated_shards = []
+    real_generate_rows = generation._generate_rows
+
+    def generate_rows(engine, shard_rows, *args):
+        generated_shards.append([row["id"] for row in shard_rows])
+        if len(generated_shards) == 2:
+            stop_request.handle(signal.SIGTERM)
+        return real_generate_rows(engine, shard_rows, *args)
+
+    monkeypatch.setattr(generation, "_generate_rows", generate_rows)
+    progress = tmp_path / "progress"
+    try:
+        with pytest.raises(JobStopped, match=r"stopped by SIGTERM after saving its progress \(2 of 3 shards of 2 "):
+            generate("stopped.parquet", 2, str(progress))
+    finally:
+        stop_request.clear()
+    assert generated_shards == [[0, 1], [2, 3]]
+    assert not (tmp_path / "stopped.parquet").exists()
+    assert len(list(progress.glob("*/shard-*.jsonl"))) == 2
+
+    assert generate("stopped.parquet", 2, str(progress)) == 12
+    assert generated_shards[2:] == [[4, 5]]
+    assert not any(progress.iterdir())
+    generate("whole.parquet", 2)
+    generate("unsharded.parquet", 512)
+    stopped = (tmp_path / "stopped.parquet").read_bytes()
+    assert stopped == (tmp_path / "whole.parquet").read_bytes() == (tmp_path / "unsharded.parquet").read_bytes()
+    texts = [r["text"] for r in pq.read_table(tmp_path / "stopped.parquet").to_pylist()]
+    assert len(set(texts)) > 6, "sampled shards must not repeat each other's draws"
+
+
 def test_unknown_backend_is_refused():
     with pytest.raises(ValueError, match=r"unknown generation backend 'tgi'; registered: \['transformers', 'vllm'\]"):
         make_backend("tgi", "/x")

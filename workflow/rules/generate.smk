@@ -25,6 +25,8 @@ rule generate:
         length_targets=canonical(config.get("length_targets")),
         backend=config["generation"]["backend"],
         batch_size=config["generation"]["batch_size"],
+        shard_size=config["generation"]["shard_size"],
+        progress_root="results/checkpoints/generate/{base}/{recipe}/{promptset}",
         precision=lambda wildcards: model_settings(config, wildcards.base, "generate")[
             "precision"
         ],

@@ -3,10 +3,13 @@ from reprolm.forkserver import run_in_forkserver
 run_in_forkserver()
 
 from reprolm.provenance import tracked_step
+from reprolm.stopping import watch_for_stop
 from reprolm.train.finetune import FinetuneSpec
 from reprolm.train.launch import launch
 from reprolm.train.tracking import report_to
 
+# A stop signal from SLURM saves progress at the next safe point (reprolm.stopping).
+watch_for_stop()
 with tracked_step(snakemake) as log:
     spec = FinetuneSpec(
         base_model=snakemake.input.base,

@@ -5,7 +5,10 @@ run_in_forkserver()
 from reprolm.generate.run import generate_promptset
 from reprolm.length import configured_targets
 from reprolm.provenance import tracked_step
+from reprolm.stopping import watch_for_stop
 
+# A stop signal from SLURM saves progress at the next safe point (reprolm.stopping).
+watch_for_stop()
 with tracked_step(snakemake) as log:
     params = snakemake.params
     rows = generate_promptset(
@@ -19,5 +22,7 @@ with tracked_step(snakemake) as log:
                          "tensor_parallel_size": max(1, snakemake.resources.gpu)},
         seed=params.seed,
         output=snakemake.output[0],
+        shard_size=params.shard_size,
+        progress_root=params.progress_root,
     )
     log.info("%d samples", rows)

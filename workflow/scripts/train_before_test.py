@@ -3,10 +3,13 @@ from reprolm.forkserver import run_in_forkserver
 run_in_forkserver(warm_up="lm_eval")
 
 from reprolm.provenance import tracked_step
+from reprolm.stopping import watch_for_stop
 from reprolm.score.lm_eval_bridge import TaskSpec
 from reprolm.train.tracking import report_to
 from reprolm.train.train_before_test import train_before_test
 
+# A stop signal from SLURM saves progress at the next safe point (reprolm.stopping).
+watch_for_stop()
 with tracked_step(snakemake) as log:
     task = snakemake.params.task
     spec = TaskSpec(

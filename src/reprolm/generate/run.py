@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import shutil
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -12,31 +16,101 @@ from reprolm.generate.prompts import MULTI_TURN, build_prompts
 from reprolm.generate.request import complete, make_request
 from reprolm.io import atomic_path
 from reprolm.length import TargetSet
+from reprolm.provenance.hashing import content_hash, recorded_hash
+from reprolm.stopping import JobStopped, stop_request
 
 log = logging.getLogger(__name__)
 INSTRUCTION_SLOT = "{instruction}"
+DEFAULT_SHARD_SIZE = 512
 
 
 def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, length_prompt: str,
                        targets: TargetSet | None, backend: str, backend_options: dict, seed: int,
-                       output: str) -> int:
+                       output: str, shard_size: int = DEFAULT_SHARD_SIZE, progress_root: str | None = None) -> int:
+    """Generate the prompt set's samples, ``shard_size`` rows at a time. With
+    ``progress_root`` each finished shard is kept there until the output is written, and a
+    stop signal (reprolm.stopping) ends the job after the shard it is in: a rerun starts
+    with the first unfinished shard. A shard samples with ``seed`` plus its first row's
+    index, which with transformers and a shard size that is a multiple of the batch size is
+    what one unsharded run draws."""
     rows = pq.read_table(dataset_file).to_pylist()
     # Rows the sampling settings cannot place are refused before the model is loaded.
-    groups = sampling_groups(rows, promptset, seed, dataset_file)
-    engine = make_backend(backend, model_path, **backend_options)
+    sampling_groups(rows, promptset, seed, dataset_file)
+    starts = range(0, len(rows), shard_size)
+    progress = None
+    if progress_root is not None:
+        key = progress_key(model_path, dataset_file, promptset, length_prompt, targets, backend,
+                           backend_options, seed, shard_size)
+        progress = ShardProgress(Path(progress_root) / key)
+    engine = None
+    records: list[dict] = []
+    for index, start in enumerate(starts):
+        shard = progress.load(index) if progress else None
+        if shard is None:
+            if stop_request.requested:
+                raise JobStopped(stop_request.signal_name, f"{index} of {len(starts)} shards of {shard_size} prompts saved")
+            engine = engine or make_backend(backend, model_path, **backend_options)
+            shard = _generate_rows(engine, rows[start:start + shard_size], promptset, length_prompt, targets,
+                                   seed + start, dataset_file)
+            if progress:
+                shard = progress.save(index, shard)
+        elif engine is None:
+            log.info("shard %d of %d: kept from an earlier attempt", index + 1, len(starts))
+        records.extend(shard)
+    with atomic_path(output) as tmp:
+        pq.write_table(pa.Table.from_pylist(records), tmp)
+    if progress:
+        progress.remove()
+    return len(records)
+
+
+def _generate_rows(engine, rows: list[dict], promptset: dict, length_prompt: str, targets, seed: int,
+                   source: str) -> list[dict]:
     by_row: list[list[dict]] = [[] for _ in rows]
-    for sampling, indices in groups:
+    for sampling, indices in sampling_groups(rows, promptset, seed, source):
         subset = [rows[i] for i in indices]
         if promptset["prompt"] == MULTI_TURN:
-            produced = [[record] for record in generate_conversations(engine, subset, sampling, dataset_file)]
+            produced = [[record] for record in generate_conversations(engine, subset, sampling, source)]
         else:
             produced = _generate_single_turn(engine, subset, promptset, length_prompt, targets, sampling)
         for i, records in zip(indices, produced, strict=True):
             by_row[i] = records
-    records = [record for row_records in by_row for record in row_records]
-    with atomic_path(output) as tmp:
-        pq.write_table(pa.Table.from_pylist(records), tmp)
-    return len(records)
+    return [record for row_records in by_row for record in row_records]
+
+
+def progress_key(model_path: str, dataset_file: str, *settings) -> str:
+    """What determines a generation's samples; names its folder of finished shards, so a
+    changed model, prompt set or setting never reuses shards of another."""
+    model = recorded_hash(model_path) or json.dumps(
+        sorted((str(p.relative_to(model_path)), p.stat().st_mtime_ns) for p in Path(model_path).rglob("*")))
+    material = json.dumps([model, content_hash(dataset_file), *settings], sort_keys=True, default=repr)
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+class ShardProgress:
+    """Finished shards of one generation, as JSON lines (a shard read back is exactly the
+    records a run that was never stopped gets: both go through the same round trip)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def _path(self, index: int) -> Path:
+        return self.folder / f"shard-{index:05d}.jsonl"
+
+    def load(self, index: int) -> list[dict] | None:
+        path = self._path(index)
+        if not path.exists():
+            return None
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def save(self, index: int, records: list[dict]) -> list[dict]:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self._path(index)) as tmp:
+            tmp.write_text("".join(json.dumps(record, sort_keys=True) + "\n" for record in records))
+        return self.load(index)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def sampling_groups(rows: list[dict], promptset: dict, seed: int, source: str) -> list[tuple[SamplingParams, list[int]]]:

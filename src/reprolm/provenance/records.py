@@ -16,6 +16,7 @@ from reprolm.io import atomic_path
 from reprolm.provenance.environment import code_version, execution_host, job_usage, package_versions
 from reprolm.provenance.hashing import content_hash, folder_manifest, manifest_hash, provenance_path
 from reprolm.provenance.redaction import redact
+from reprolm.stopping import JobStopped, forget_stops, record_stop, stopped_attempts
 
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,13 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
         started = _now()
         step_log = logging.getLogger(f"reprolm.rule.{smk.rule}")
         step_log.info("rule %s wildcards %s", smk.rule, dict(_named(smk.wildcards)))
-        yield step_log
+        outputs = [str(p) for p in smk.output]
+        try:
+            yield step_log
+        except JobStopped as stop:
+            noted = record_stop(smk.rule, outputs, stop, job_usage())
+            step_log.warning("%s; noted in %s", stop, noted)
+            raise
         record = build_record(
             rule=smk.rule,
             wildcards=_named(smk.wildcards),
@@ -118,5 +125,10 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
             started=started,
             finished=_now(),
         )
+        # Attempts that SLURM stopped (time limit, preemption) before this one finished.
+        stops = stopped_attempts(smk.rule, outputs)
+        if stops:
+            record["execution"]["stopped_attempts"] = stops
         for output in smk.output:
             write_record(record, str(output))
+        forget_stops(smk.rule, outputs)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from reprolm.io import atomic_path
 from reprolm.provenance import recorded_hash
+from reprolm.stopping import STOPPED_EXIT_STATUS, JobStopped, watch_for_stop
 from reprolm.train.precision import mixed_precision
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,7 @@ def run(spec: FinetuneSpec) -> None:
     from reprolm.models.loading import load_tokenizer, trusts_remote_code
     from reprolm.train.examples import build_examples
     from reprolm.train.losses import trainer_loss
+    from reprolm.train.stop_on_signal import StopOnSignal
 
     torch.manual_seed(spec.seed)
     # Arguments before the model: with a ZeRO-3 config they register it globally, so
@@ -228,10 +230,13 @@ def run(spec: FinetuneSpec) -> None:
             processing_class=tokenizer,
             compute_loss_func=trainer_loss(spec.recipe),
         )
+    stop = StopOnSignal()
+    trainer.add_callback(stop)
     resume = latest_checkpoint(spec.checkpoint_dir)
     if resume:
         log.info("resuming from %s", resume)
     trainer.train(resume_from_checkpoint=resume)
+    stop.raise_if_stopped()
 
     # Under ZeRO-3 gathering the full weights is a collective, so every rank calls
     # save_model; only the world's rank 0 writes (weights, config, tokenizer). The folder
@@ -252,7 +257,21 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    run(FinetuneSpec.load(argv[0]))
+    spec = FinetuneSpec.load(argv[0])
+    watch_for_stop()
+    try:
+        run(spec)
+    except JobStopped as stop:
+        # The launcher's parent reads why this worker stopped (torchrun reports only a failure).
+        if int(os.environ.get("RANK", "0")) == 0:
+            stop_note_path(spec).write_text(json.dumps({"signal": stop.signal_name, "progress": stop.progress}))
+        log.warning("%s", stop)
+        sys.exit(STOPPED_EXIT_STATUS)
+
+
+def stop_note_path(spec: FinetuneSpec) -> Path:
+    """Where a launched worker that stopped on a signal says so, for the launcher's parent."""
+    return spec.checkpoint_dir / "stopped.json"
 
 
 if __name__ == "__main__":

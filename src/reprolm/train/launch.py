@@ -9,14 +9,17 @@ exercise it; there DeepSpeed compiles its shared-memory communication op on firs
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from reprolm.train.finetune import FinetuneSpec, run
+from reprolm.stopping import JobStopped
+from reprolm.train.finetune import FinetuneSpec, run, stop_note_path
 
 LAUNCHERS = ("none", "torchrun", "deepspeed")
 
@@ -50,10 +53,20 @@ def launch_command(launcher: str, nproc: int, spec_path: str, port: int,
     raise ValueError(f"unknown launcher {launcher!r}; choose from {LAUNCHERS}")
 
 
+def _ignore_stop_signals() -> None:
+    """In the launcher before it starts: a stop signal (SIGTERM from SLURM, which reaches
+    every process of the job) is the workers' to handle, by saving a checkpoint; torchrun
+    would otherwise kill them 30 s after it. The workers set their own handler, and torchrun
+    leaves SIGTERM alone when it is not in TORCHELASTIC_SIGNALS_TO_HANDLE. The deepspeed
+    launcher handles SIGTERM itself, whatever is set here, and kills its workers 30 s later."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def launcher_environment() -> dict[str, str]:
     import torch
 
     env = dict(os.environ)
+    env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = "SIGINT,SIGHUP,SIGQUIT"
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     # The interpreter's bin folder first, so DeepSpeed's op compiler finds the ninja that
     # came with the environment even when the environment is not activated.
@@ -87,12 +100,18 @@ def launch(spec: FinetuneSpec, launcher: str = "none", nproc: int = 1, log_path:
         command = launch_command(launcher, max(1, nproc), spec_path, free_port(),
                                  env.get("CUDA_VISIBLE_DEVICES"))
         log = open(log_path, "a") if log_path else None
+        stop_note = stop_note_path(spec)
+        stop_note.unlink(missing_ok=True)
         try:
             result = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT if log else None,
-                                    check=False)
+                                    check=False, preexec_fn=_ignore_stop_signals)
         finally:
             if log:
                 log.close()
+        if result.returncode != 0 and stop_note.exists():
+            note = json.loads(stop_note.read_text())
+            stop_note.unlink()
+            raise JobStopped(note["signal"], note["progress"])
         if result.returncode != 0:
             where = f"; see {log_path}" if log_path else ""
             raise RuntimeError(f"{launcher} finetune exited with status {result.returncode}{where}")

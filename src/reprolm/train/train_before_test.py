@@ -10,7 +10,8 @@ the chosen documents are handed to it as local parquet files of the evaluated sp
 
 On GPUs the model trains and is evaluated where it was placed (the study's
 ``device_map="auto"``: one process, layers over the granted GPUs), in float32 weights with
-bf16 autocast; every epoch is checkpointed, so a retried job resumes.
+bf16 autocast; every epoch is checkpointed, and so is the step a stop signal arrives in
+(reprolm.stopping), so a retried job resumes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -214,7 +216,8 @@ class EpochProgress:
     def resume_at(self, checkpoint: str | None) -> None:
         """Forget epochs after the checkpoint a run resumes from (they will be trained again)."""
         last = json.loads((Path(checkpoint) / TRAINER_STATE).read_text())["epoch"] if checkpoint else 0
-        self.epochs = [e for e in self.epochs if e["epoch"] <= round(last)]
+        # A checkpoint saved on a stop signal sits inside an epoch (e.g. 1.5): epoch 1 is done.
+        self.epochs = [e for e in self.epochs if e["epoch"] <= math.floor(last + 1e-6)]
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -235,7 +238,9 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
     from trl import SFTConfig, SFTTrainer
 
     from reprolm.models.loading import load_tokenizer, visible_gpus
+    from reprolm.train.stop_on_signal import StopOnSignal
 
+    stop = StopOnSignal()
     torch.manual_seed(seed)
     flags = mixed_precision(recipe.get("precision"), "harmony.train.precision")
     caps = {key: recipe.get(key) for key in ("max_num_train", "max_num_valid", "max_num_test")}
@@ -260,6 +265,8 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
 
         class EvaluateEachEpoch(TrainerCallback):
             def on_epoch_end(self, args, state, control, model=None, **kwargs):
+                if stop.stopped_at is not None:
+                    return  # an epoch cut short by a stop signal; it is finished after the resume
                 scores = evaluate(model, tokenizer)
                 progress.epochs.append({"epoch": round(state.epoch), **scores})
                 progress.save()
@@ -272,7 +279,7 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
             train_dataset=Dataset.from_list(records),
             peft_config=LoraConfig(task_type="CAUSAL_LM", r=lora["r"], lora_alpha=lora["alpha"],
                                    lora_dropout=lora["dropout"]) if lora else None,
-            callbacks=[EvaluateEachEpoch()],
+            callbacks=[stop, EvaluateEachEpoch()],
             args=SFTConfig(
                 output_dir=str(checkpoint_dir),
                 num_train_epochs=recipe["num_train_epochs"],
@@ -296,6 +303,7 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
         if resume:
             log.info("resuming from %s", resume)
         trainer.train(resume_from_checkpoint=resume)
+        stop.raise_if_stopped()
     direct, epochs = progress.direct, progress.epochs
     best = best_epoch(epochs)
     result = {
