@@ -38,6 +38,9 @@ PARTITION = "debug"
 # A second partition on the same node and a node feature: where a job lands shows whether
 # the config's per-model routing (partition, constraint) reached sbatch.
 GPU_PARTITION = "gpu"
+# Its jobs preempt the other partitions' (requeued after GRACE_TIME_S of SIGTERM).
+URGENT_PARTITION = "urgent"
+GRACE_TIME_S = 10
 NODE_FEATURE = "fakegpu"
 CLUSTER_NAME = "reprolm"
 GPU_TYPE = "fake"
@@ -285,6 +288,10 @@ MinJobAge=3600
 SlurmdTimeout=60
 InactiveLimit=0
 KillWait=5
+# A job in the urgent partition preempts what it needs from the others' jobs: they get
+# SIGTERM, GraceTime seconds to save, then are requeued (tests/test_slurm_stops.py).
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort={ports['dbd']}
@@ -299,7 +306,8 @@ AccountingStoreFlags=job_comment
 GresTypes=gpu
 NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname={NODE} {layout} RealMemory={memory} Gres=gpu:{GPU_TYPE}:{GPUS} Features={NODE_FEATURE} State=UNKNOWN
 PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
-PartitionName={GPU_PARTITION} Nodes={NODE} Default=NO MaxTime=INFINITE State=UP
+PartitionName={GPU_PARTITION} Nodes={NODE} Default=NO MaxTime=INFINITE State=UP GraceTime={GRACE_TIME_S}
+PartitionName={URGENT_PARTITION} Nodes={NODE} Default=NO MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 """)
 
 

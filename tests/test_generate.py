@@ -121,8 +121,9 @@ def test_a_stopped_generation_resumes_after_its_last_shard_to_the_same_samples(t
     promptset = {"prompt": "chat", "sampling": {"max_new_tokens": 6, "temperature": 1.0, "n": 2}}
 
     def generate(output: str, shard_size: int, progress_root: str | None = None) -> int:
+        # Targets built afresh for every attempt, as in every job process.
         return generate_promptset(model_path=tiny_model_dir, dataset_file=str(tmp_path / "prompts.parquet"),
-                                  promptset=promptset, length_prompt="instruction", targets=configured_targets(None),
+                                  promptset=promptset, length_prompt="instruction", targets=configured_targets("paper"),
                                   backend="transformers", backend_options={"batch_size": 2}, seed=3,
                                   output=str(tmp_path / output), shard_size=shard_size, progress_root=progress_root)
 

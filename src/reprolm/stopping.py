@@ -6,8 +6,9 @@ SIGKILL after ``KillWait``. A long job (finetune, train-before-test, generation)
 :func:`watch_for_stop` early; the handler only notes the signal, and the job's loop looks at
 :data:`stop_request` at its next safe point (the end of a training step, a finished shard
 of generations), saves its progress there and raises :class:`JobStopped`. The job then
-exits with a failure, so that Snakemake's retry (or SLURM's requeue, for a preempted job)
-starts it again, and it resumes from what it saved.
+exits with a failure, so that Snakemake's retry starts it again, and it resumes from what it
+saved. A preempted job instead waits for SLURM to end it and requeue it (see
+:func:`wait_for_requeue`), so that it runs once, not twice.
 
 :func:`record_stop` notes the stopped attempt (when, which signal, the SLURM job, what it
 had used) in a small log kept beside the checkpoints; when the job at last succeeds,
@@ -21,8 +22,11 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
+import subprocess
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -76,18 +80,42 @@ def watch_for_stop() -> StopRequest:
     return stop_request
 
 
+def being_preempted(job_id: str | None = None) -> bool:
+    """Whether SLURM chose this job for preemption (its ``PreemptTime`` is set): then SLURM
+    requeues it itself once it ends, under the same job id."""
+    job_id = job_id or os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        return False
+    try:
+        shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    match = re.search(r"\bPreemptTime=(\S+)", shown.stdout)
+    return bool(match) and match.group(1) not in ("None", "Unknown")
+
+
+def wait_for_requeue(poll_s: float = 1.0) -> None:
+    """A preempted job that has saved its progress waits for SLURM to end it (GraceTime
+    after the preemption): were it to exit with a failure instead, Snakemake would submit a
+    retry while SLURM requeues the original, and the job would run twice."""
+    log.warning("preempted: progress saved; waiting for SLURM to requeue this job")
+    while True:
+        time.sleep(poll_s)
+
+
 def stop_log_path(rule: str, outputs: Iterable[str]) -> Path:
     """One log per job, named by its rule and outputs (what a retry of it shares)."""
     key = hashlib.sha256("\n".join(sorted(str(o) for o in outputs)).encode()).hexdigest()[:16]
     return STOPS_ROOT / rule / f"{key}.jsonl"
 
 
-def record_stop(rule: str, outputs: Iterable[str], stop: JobStopped, usage: dict) -> Path:
+def record_stop(rule: str, outputs: Iterable[str], stop: JobStopped, usage: dict, preempted: bool) -> Path:
     """Note a stopped attempt of the job; returns the log's path."""
     path = stop_log_path(rule, outputs)
     path.parent.mkdir(parents=True, exist_ok=True)
     entry = {
         "signal": stop.signal_name,
+        "cause": "preemption" if preempted else "time limit or cancel",
         "progress": stop.progress,
         "stopped": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),

@@ -15,6 +15,7 @@ from reprolm.config.resources import (
     model_settings,
     routed_keys,
     routing,
+    stop_signal,
 )
 from reprolm.data.builders import BUILDERS
 from reprolm.provenance import mark_replaced_folders
@@ -251,6 +252,15 @@ def stage_routing(stage):
     return routing_lookups(
         stage, lambda wildcards: model_settings(config, wildcards.base, stage)
     )
+
+
+def stage_stop_signal(stage):
+    """SIGTERM ahead of the time limit for the stages that save progress on it."""
+
+    def lookup(wildcards):
+        return stop_signal(model_settings(config, wildcards.base, stage))
+
+    return lookup
 
 
 def stage_threads(stage):

@@ -20,6 +20,7 @@ rule finetune:
         gpu=stage_resource("finetune", "gpus"),
         mem_mb=stage_resource("finetune", "mem_mb"),
         runtime=stage_resource("finetune", "runtime"),
+        slurm_extra=stage_stop_signal("finetune"),
     params:
         code=library_code("finetune.py"),
         recipe=lambda wildcards: canonical(config["recipes"][wildcards.recipe]),
@@ -57,6 +58,7 @@ rule train_before_test:
         gpu=stage_resource("train_before_test", "gpus"),
         mem_mb=stage_resource("train_before_test", "mem_mb"),
         runtime=stage_resource("train_before_test", "runtime"),
+        slurm_extra=stage_stop_signal("train_before_test"),
     params:
         code=train_before_test_code,
         task=lambda wildcards: canonical(task_spec(config, wildcards.task)),

@@ -16,6 +16,7 @@ rule generate:
         gpu=stage_resource("generate", "gpus"),
         mem_mb=stage_resource("generate", "mem_mb"),
         runtime=stage_resource("generate", "runtime"),
+        slurm_extra=stage_stop_signal("generate"),
     params:
         code=library_code("generate.py"),
         promptset=lambda wildcards: canonical(config["promptsets"][wildcards.promptset]),

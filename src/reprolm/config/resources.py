@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from reprolm.score.judges import LOCAL_JUDGES
 
 STAGE_DEFAULTS = {"gpus": 0, "threads": 1, "mem_mb": 4000, "runtime": 60, "launcher": "none",
-                  "precision": "float32", "tensor_parallel": False, "cpus_per_gpu": 8}
+                  "precision": "float32", "tensor_parallel": False, "cpus_per_gpu": 8, "stop_warning_s": 300}
 # Passed to snakemake-executor-plugin-slurm as they are; unset ones are left to the profile.
 ROUTING_KEYS = ("slurm_partition", "slurm_account", "qos", "constraint", "gpu_model")
 # Sizes a retry may grow (config ``retry_growth``); the rest of a job's request never changes.
@@ -47,6 +47,14 @@ def routing(settings: Mapping) -> dict:
     if not settings.get("gpus"):
         placement["gpu_model"] = None
     return placement
+
+
+def stop_signal(settings: Mapping) -> str | None:
+    """The sbatch option that has SLURM send SIGTERM ``stop_warning_s`` seconds before the
+    job's time limit, so a job that saves its progress on it (reprolm.stopping) has that
+    long to do so; without it SLURM's SIGTERM at the limit leaves only ``KillWait``."""
+    lead = settings["stop_warning_s"]
+    return f"--signal=TERM@{lead}" if lead else None
 
 
 def routed_keys(config: Mapping, stage: str) -> list[str]:

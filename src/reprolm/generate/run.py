@@ -39,7 +39,8 @@ def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, l
     starts = range(0, len(rows), shard_size)
     progress = None
     if progress_root is not None:
-        key = progress_key(model_path, dataset_file, promptset, length_prompt, targets, backend,
+        key = progress_key(model_path, dataset_file, promptset, length_prompt,
+                           [repr(target) for target in targets.targets] if targets else None, backend,
                            backend_options, seed, shard_size)
         progress = ShardProgress(Path(progress_root) / key)
     engine = None
@@ -83,7 +84,7 @@ def progress_key(model_path: str, dataset_file: str, *settings) -> str:
     changed model, prompt set or setting never reuses shards of another."""
     model = recorded_hash(model_path) or json.dumps(
         sorted((str(p.relative_to(model_path)), p.stat().st_mtime_ns) for p in Path(model_path).rglob("*")))
-    material = json.dumps([model, content_hash(dataset_file), *settings], sort_keys=True, default=repr)
+    material = json.dumps([model, content_hash(dataset_file), *settings], sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 

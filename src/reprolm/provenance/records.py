@@ -16,7 +16,7 @@ from reprolm.io import atomic_path
 from reprolm.provenance.environment import code_version, execution_host, job_usage, package_versions
 from reprolm.provenance.hashing import content_hash, folder_manifest, manifest_hash, provenance_path
 from reprolm.provenance.redaction import redact
-from reprolm.stopping import JobStopped, forget_stops, record_stop, stopped_attempts
+from reprolm.stopping import JobStopped, being_preempted, forget_stops, record_stop, stopped_attempts, wait_for_requeue
 
 
 log = logging.getLogger(__name__)
@@ -112,8 +112,11 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
         try:
             yield step_log
         except JobStopped as stop:
-            noted = record_stop(smk.rule, outputs, stop, job_usage())
+            preempted = being_preempted()
+            noted = record_stop(smk.rule, outputs, stop, job_usage(), preempted)
             step_log.warning("%s; noted in %s", stop, noted)
+            if preempted:
+                wait_for_requeue()
             raise
         record = build_record(
             rule=smk.rule,

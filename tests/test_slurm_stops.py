@@ -1,0 +1,152 @@
+"""Jobs that SLURM stops, on the session's test cluster: a finetune that runs past its time
+limit, and a generation preempted by an urgent job.
+
+One run of the small config of ``test_slurm_workflow`` through profiles/slurm, beside the
+same run locally (the uninterrupted reference), with two changes: the finetune trains on the
+CPU partition for longer than its one-minute time limit, with no early warning
+(``stop_warning_s: 0``), so SLURM's own SIGTERM at the limit stops it; and the generation of
+the base model (on the GPU partition, two prompts per shard) is preempted as soon as its
+first shard is saved, by a job in the ``urgent`` partition that needs both GPUs. The finetune
+must save a checkpoint on the SIGTERM, fail as TIMEOUT, and be retried by Snakemake from
+that checkpoint; the generation must save its shard, wait out the grace time, be requeued by
+SLURM under the same job id (the executor waits for it: one job, not two), and resume after
+the saved shard. Both must end byte-identical to the local run, and their provenance records
+name the stopped attempt.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reprolm.provenance import content_hash, provenance_path
+from slurm_cluster import GPU_PARTITION, GPU_TYPE, URGENT_PARTITION
+from test_slurm_workflow import (
+    BASE, PROFILE, PROMPTSET, RECIPE, cluster_env, finish, prepared, rule_of, run_id, small_config, start,
+)
+from workflow_helpers import snakemake_env
+
+RUN_TIMEOUT_S = 600
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(RUN_TIMEOUT_S + 120)]
+MODEL = f"results/models/{BASE}/{RECIPE}"
+GENERATION = f"results/generations/{BASE}/pretrained/{PROMPTSET}.parquet"
+SHARDS = f"results/checkpoints/generate/{BASE}/pretrained/{PROMPTSET}"
+# Optimizer steps of the finetune: on one CPU of this machine, well over the 60-90 s after
+# which SLURM ends a one-minute job (it looks at time limits every 30 s).
+FINETUNE_STEPS = 1800
+# Enough shards (about 0.15 s each) that the run is still generating when the urgent job lands.
+PROMPTS, SHARD_SIZE = 160, 2
+
+
+def stops_config() -> dict:
+    config = small_config()
+    base = config["base_models"][BASE]
+    base["resources"] = {
+        "finetune": {"gpus": 0, "threads": 1, "runtime": 1, "stop_warning_s": 0},
+        "generate": {"gpus": 1, "cpus_per_gpu": 1, "slurm_partition": GPU_PARTITION, "gpu_model": GPU_TYPE},
+    }
+    config["resources"] = {}
+    # Checkpoints only where a stop asks for one.
+    config["recipes"][RECIPE].update(max_steps=FINETUNE_STEPS, save_steps=100_000, logging_steps=100)
+    config["datasets"]["tlg"]["params"]["num"] = PROMPTS
+    config["promptsets"][PROMPTSET]["sampling"]["max_new_tokens"] = 200
+    config["generation"] = {"backend": "transformers", "batch_size": SHARD_SIZE, "shard_size": SHARD_SIZE}
+    return config
+
+
+def prepared_for_stops(work: Path) -> Path:
+    prepared(work)
+    (work / "small.yaml").write_text(yaml.safe_dump(stops_config(), sort_keys=False))
+    return work
+
+
+def preempt_after_first_shard(cluster, work: Path, run: "subprocess.Popen") -> float:
+    """Submit the urgent job once the generation has saved a shard; returns when."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not list((work / SHARDS).glob("*/shard-00000.jsonl")):
+        assert run.poll() is None, "the run ended before the generation saved a shard"
+        assert time.monotonic() < deadline, "no generation shard within the time limit"
+        time.sleep(0.2)
+    cluster.run("sbatch", "--parsable", "--partition", URGENT_PARTITION, f"--gres=gpu:{GPU_TYPE}:2",
+                "--cpus-per-task", "1", "--mem", "100", "--job-name", "urgent", "--output", "/dev/null", "--wrap", "sleep 1")
+    return time.monotonic()
+
+
+@pytest.fixture(scope="module")
+def stopped_runs(slurm_cluster, tmp_path_factory):
+    """(SLURM work dir, local work dir, SLURM run's output, sacct records with requeues)."""
+    cluster_work = prepared_for_stops(tmp_path_factory.mktemp("slurm_stops"))
+    local_work = prepared_for_stops(tmp_path_factory.mktemp("local_stops"))
+    since = dt.datetime.now().replace(microsecond=0) - dt.timedelta(seconds=1)
+    targets = (MODEL, GENERATION)
+    on_cluster = start(cluster_work, cluster_env(cluster_work, slurm_cluster), *PROFILE, targets=targets)
+    local = start(local_work, snakemake_env(local_work), "--cores", "2", targets=targets)
+    try:
+        preempt_after_first_shard(slurm_cluster, cluster_work, on_cluster)
+        cluster_out = finish(on_cluster)
+    except BaseException:
+        for process in (on_cluster, local):
+            process.kill()
+            process.communicate()
+        raise
+    finish(local)
+    records = [r for r in slurm_cluster.sacct("--duplicates", "--name", run_id(cluster_out),
+                                              "--starttime", since.isoformat())
+               if "." not in r["JobID"]]
+    return cluster_work, local_work, cluster_out, records
+
+
+def jobs_of(records: list[dict], rule: str) -> list[dict]:
+    return [r for r in records if rule_of(r) == rule]
+
+
+def stopped_attempts(work: Path, output: str) -> list[dict]:
+    return json.loads(provenance_path(work / output).read_text())["execution"].get("stopped_attempts", [])
+
+
+@pytest.mark.parametrize("output", [MODEL, GENERATION])
+def test_stopped_jobs_end_as_the_uninterrupted_run(stopped_runs, output):
+    cluster_work, local_work, _, _ = stopped_runs
+    assert content_hash(cluster_work / output) == content_hash(local_work / output)
+    assert not stopped_attempts(local_work, output)
+
+
+def test_a_finetune_past_its_time_limit_is_retried_from_its_checkpoint(stopped_runs):
+    cluster_work, _, cluster_out, records = stopped_runs
+    finetunes = jobs_of(records, "finetune")
+    # Stopped at least once (more where a busy machine slowed the retry down too), then done.
+    states = [job["State"] for job in finetunes]
+    assert states[-1] == "COMPLETED" and set(states[:-1]) == {"TIMEOUT"}, finetunes
+    first, retry = finetunes[0], finetunes[-1]
+    log = (cluster_work / "logs" / "finetune" / BASE / f"{RECIPE}.log").read_text()
+    resumed = int(log.split("resuming from ")[-1].split("checkpoint-")[1].split()[0])
+    assert 0 < resumed < FINETUNE_STEPS
+    assert "Trying to restart job" in cluster_out
+    stops = stopped_attempts(cluster_work, MODEL)
+    assert [stop["slurm_job_id"] for stop in stops] == [job["JobID"] for job in finetunes[:-1]]
+    assert all((stop["signal"], stop["cause"]) == ("SIGTERM", "time limit or cancel") for stop in stops)
+    assert stops[-1]["progress"] == f"checkpoint at step {resumed}"
+    execution = json.loads(provenance_path(cluster_work / MODEL).read_text())["execution"]
+    assert execution["slurm_job_id"] == retry["JobID"]
+    assert not list((cluster_work / "results" / "checkpoints" / "stopped_attempts").glob("*/*.jsonl"))
+
+
+def test_a_preempted_generation_is_requeued_once_and_resumes_after_its_saved_shards(stopped_runs):
+    cluster_work, _, cluster_out, records = stopped_runs
+    generations = jobs_of(records, "generate")
+    # One job id: SLURM requeued it; Snakemake neither failed it nor submitted another.
+    assert len({job["JobID"] for job in generations}) == 1, generations
+    assert [job["State"] for job in generations] == ["PREEMPTED", "COMPLETED"], generations
+    assert cluster_out.count("rule generate:") == 1
+    [stop] = stopped_attempts(cluster_work, GENERATION)
+    assert (stop["signal"], stop["cause"], stop["slurm_job_id"]) == ("SIGTERM", "preemption", generations[0]["JobID"])
+    saved = int(stop["progress"].split(" of ")[0])
+    assert 1 <= saved < PROMPTS // SHARD_SIZE
+    log = (cluster_work / "logs" / "generate" / BASE / "pretrained" / f"{PROMPTSET}.log").read_text()
+    assert log.count("kept from an earlier attempt") == saved
+    assert not list((cluster_work / SHARDS).glob("*/shard-*.jsonl"))
