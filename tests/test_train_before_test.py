@@ -80,6 +80,24 @@ def test_best_epoch_is_highest_validation_then_earliest():
     assert tbt.best_epoch(epochs)["epoch"] == 2
 
 
+def test_a_resume_from_a_stop_inside_an_epoch_keeps_only_the_finished_epochs(tmp_path):
+    """A stop signal checkpoints the step it arrives in (epoch 2.6 here): epochs 1 and 2 were
+    evaluated, epoch 3 was not (its evaluation, saved before a kill, is dropped)."""
+    from reprolm.train.train_before_test import EpochProgress
+
+    progress = EpochProgress(tmp_path)
+    progress.direct = {"valid": 0.1, "test": 0.1}
+    progress.epochs = [{"epoch": e, "valid": e / 10, "test": e / 10} for e in (1, 2, 3)]
+    progress.save()
+    checkpoint = tmp_path / "checkpoint-26"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"epoch": 2.6, "global_step": 26}))
+    resumed = EpochProgress(tmp_path)
+    resumed.resume_at(str(checkpoint))
+    assert [e["epoch"] for e in resumed.epochs] == [1, 2]
+    assert resumed.direct == {"valid": 0.1, "test": 0.1}
+
+
 def test_tasks_without_training_split_are_refused(tmp_path):
     cache = tmp_path / "tasks.json"
     facts = task_facts(["arc_easy", "truthfulqa_mc2"], cache)
