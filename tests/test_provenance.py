@@ -65,7 +65,7 @@ def test_a_folder_replaced_in_place_is_told_from_one_merely_touched_or_copied(tm
     os.chdir(tmp_path)
     try:
         record = build_record(rule="study_tables", wildcards={"study": "gem"}, params={}, inputs={},
-                              outputs=outputs, seed=0, started="", finished="")
+                              outputs=outputs, seed=0, started="", finished="", usage={})
         for output in outputs:
             write_record(record, output)
             (tmp_path / output / SNAKEMAKE_MARKER).touch()

@@ -89,8 +89,8 @@ def test_changing_the_voting_ks_rescores_only_the_sampled_gsm8k_answers(default_
     configfile = tmp_path / "ks.yaml"
     configfile.write_text(yaml.safe_dump(changed))
     jobs = dry_run_jobs(default_run, "--configfile", str(configfile))
-    assert job_counts(jobs) == {"score": len(GEM["recipes"]), "study_tables": 1, "paper_comparison": 1, "provenance_index": 1,
-                                "all": 1}
+    assert job_counts(jobs) == {"score": len(GEM["recipes"]), "study_tables": 1, "study_cost": 1, "paper_comparison": 1,
+                                "provenance_index": 1, "all": 1}
     assert {(w["metric"], w["promptset"]) for rule, w in jobs if rule == "score"} == {("answer_voting", "gsm8k_samples")}
     assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"gem"}
 
@@ -126,8 +126,8 @@ def test_library_edits_rerun_exactly_the_jobs_whose_code_changed(default_run, tm
                               '    rows.append(_score_row("All", list(counts.values())))')
     jobs = dry_run_jobs(default_run, env=scoring)
     assert {w["metric"] for rule, w in jobs if rule == "score"} == {"length_levels"}
-    assert job_counts(jobs) == {"score": len(MODELS), "study_tables": 1, "paper_comparison": 1, "provenance_index": 1,
-                                "all": 1}
+    assert job_counts(jobs) == {"score": len(MODELS), "study_tables": 1, "study_cost": 1, "paper_comparison": 1,
+                                "provenance_index": 1, "all": 1}
     assert [w["study"] for rule, w in jobs if rule == "study_tables"] == ["ruler"]
     # One dataset builder: that dataset and what descends from it (GEM's SFT chats).
     builder = _edited_library(tmp_path, "reprolm/data/builders.py",
@@ -150,7 +150,7 @@ def test_a_checkpoint_replaced_in_place_reruns_what_was_made_from_it(default_run
     config.write_text(json.dumps({**json.loads(config.read_text()), "temperature": 0.5}))
     jobs = dry_run_jobs(work)
     assert {(w["base"], w["recipe"]) for _, w in jobs if "recipe" in w} == {("tiny_llama", "ce")}
-    assert {rule for rule, _ in jobs} == {"generate", "score", "grade", "lm_eval", "study_tables", "paper_comparison",
-                                          "leaderboard", "provenance_index", "all"}
+    assert {rule for rule, _ in jobs} == {"generate", "score", "grade", "lm_eval", "study_tables", "study_cost",
+                                          "paper_comparison", "leaderboard", "provenance_index", "all"}
     assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"gem"}
 

@@ -246,6 +246,12 @@ def test_provenance_names_the_slurm_job_node_and_granted_gpus(runs, slurm_cluste
         assert execution["cuda_visible_devices"] == execution["slurm_gpus"], execution
     else:
         assert execution["slurm_gpus"] is None and execution["cuda_visible_devices"] is None, execution
+    # Usage as the allocation granted it: GPU-seconds are the granted GPUs x the job's wall time.
+    usage = execution["usage"]
+    gpus = GPUS.get(rule, 0)
+    assert (usage["source"], usage["gpus"], usage["cpus"]) == ("slurm", gpus, expected_threads(rule)), usage
+    assert usage["gpu_model"] == (slurm_cluster.gpu_type if gpus else None), usage
+    assert usage["wall_seconds"] > 0 and usage["gpu_seconds"] == pytest.approx(gpus * usage["wall_seconds"], abs=0.01)
     local = json.loads(provenance_path(local_work / output).read_text())["execution"]
     assert local["slurm_job_id"] is None and local["slurm_node"] is None and local["slurm_gpus"] is None
 

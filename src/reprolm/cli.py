@@ -2,6 +2,7 @@
 
     reprolm lineage PATH [--json] [--params]   what is behind a result
     reprolm verify [PATH ...]                  which recorded artifacts are no longer as recorded
+    reprolm cost PATH [PATH ...] [--json]      GPU-, CPU- and wall hours behind results, by stage
 
 Run it in the workflow's folder (the records' paths are relative to it), or give ``--root``.
 """
@@ -12,6 +13,7 @@ import argparse
 import json
 import sys
 
+from reprolm.provenance.cost import cost_table, lineage_jobs, summary
 from reprolm.provenance.query import format_tree, lineage, verify
 
 DEFAULT_VERIFIED = ("results", "resources")
@@ -28,7 +30,23 @@ def main(argv: list[str] | None = None) -> int:
     verify_parser = commands.add_parser("verify", help="re-hash recorded artifacts; exit 1 if any changed")
     verify_parser.add_argument("paths", nargs="*", default=list(DEFAULT_VERIFIED),
                                help="artifacts or folders to check (default: results resources)")
+    cost_parser = commands.add_parser("cost", help="GPU-hours behind results (each shared job once), by stage")
+    cost_parser.add_argument("paths", nargs="+", help="results: tables, plots, models, scores")
+    cost_parser.add_argument("--json", action="store_true", help="print the table as JSON records")
     args = parser.parse_args(argv)
+
+    if args.command == "cost":
+        try:
+            table = cost_table(lineage_jobs(args.paths, root=args.root))
+        except FileNotFoundError as error:
+            print(f"reprolm cost: {error}", file=sys.stderr)
+            return 2
+        if args.json:
+            print(table.to_json(orient="records", indent=2))
+        else:
+            print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+            print(summary(table, " + ".join(args.paths)))
+        return 0
 
     if args.command == "lineage":
         try:

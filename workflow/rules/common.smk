@@ -149,6 +149,7 @@ def all_targets():
     return (
         report_inputs()
         + ["results/report/provenance.csv"]
+        + [f"results/report/cost/{s.name}.csv" for s in STUDIES]
         + extrapolated_models(config)
         + [target for s in STUDIES for target in s.targets(config)]
     )

@@ -107,3 +107,24 @@ rule provenance_index:
         code=library_code("provenance_index.py"),
     script:
         "../scripts/provenance_index.py"
+
+
+rule study_cost:
+    input:
+        tables=lambda wildcards: paths.tables_dir(wildcards.study),
+        plots=lambda wildcards: paths.plots_dir(wildcards.study),
+    output:
+        report(
+            "results/report/cost/{study}.csv",
+            caption="../report/cost.rst",
+            category="{study}",
+            subcategory="cost",
+        ),
+    log:
+        "logs/study_cost/{study}.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("study_cost.py"),
+    script:
+        "../scripts/study_cost.py"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import resource
 import subprocess
 import sys
@@ -84,9 +85,55 @@ def execution_host() -> dict:
     }
 
 
-def job_usage() -> dict:
-    """This job's CPU seconds (its own and its finished subprocesses', e.g. torchrun ranks)
-    and its peak resident memory, as the kernel counted them."""
+def granted_gpus(env: Mapping | None = None) -> int:
+    """GPUs this job holds: SLURM's grant for the step when there is one (its indices, else
+    its count), else the CUDA devices this process may see (none without CUDA)."""
+    env = os.environ if env is None else env
+    indices = _first(env, "SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
+    if indices:
+        return len([i for i in indices.split(",") if i.strip()])
+    if env.get("SLURM_GPUS_ON_NODE", "").isdigit():
+        return int(env["SLURM_GPUS_ON_NODE"])
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda.device_count()
+    return 0
+
+
+def slurm_gpu_type(job_id: str) -> str | None:
+    """The GRES type of the job's GPUs as SLURM allocated them (``gres/gpu:h100=2`` gives
+    h100), or None when the job asked for untyped GPUs or SLURM cannot be asked."""
+    try:
+        shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    allocated = re.search(r"\bAllocTRES=(\S+)", shown.stdout) or re.search(r"\bTRES=(\S+)", shown.stdout)
+    types = re.findall(r"gres/gpu:([^=,]+)=", allocated.group(1)) if allocated else []
+    return types[0] if types else None
+
+
+def job_usage(wall_seconds: float, cpus: int) -> dict:
+    """What this job (attempt) used: wall seconds, GPUs granted and GPU-seconds (GPUs x wall),
+    the GPU model, the CPUs it was given, and the CPU seconds (its own and its finished
+    subprocesses', e.g. torchrun ranks) and peak resident memory the kernel counted. Under
+    SLURM GPUs, their type and the CPUs come from the allocation (``source: slurm``)."""
+    env = os.environ
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    return {"cpu_seconds": round(cpu, 2), "max_rss_mb": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1)}
+    gpus = granted_gpus(env)
+    on_slurm = bool(env.get("SLURM_JOB_ID"))
+    gpu_model = None
+    if gpus:
+        gpu_model = _gpu_model() or (slurm_gpu_type(env["SLURM_JOB_ID"]) if on_slurm else None)
+    if on_slurm and _first(env, "SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"):
+        cpus = int(_first(env, "SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"))
+    return {
+        "source": "slurm" if on_slurm else "local",
+        "wall_seconds": round(wall_seconds, 2),
+        "gpus": gpus,
+        "gpu_model": gpu_model,
+        "gpu_seconds": round(gpus * wall_seconds, 2),
+        "cpus": cpus,
+        "cpu_seconds": round(cpu, 2),
+        "max_rss_mb": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1),
+    }

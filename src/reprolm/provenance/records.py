@@ -9,6 +9,7 @@ import datetime as _dt
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -36,7 +37,7 @@ def _named(items) -> dict:
 
 def build_record(
     *, rule: str, wildcards: Mapping, params: Mapping, inputs: Mapping[str, list[str]],
-    outputs: list[str], seed, started: str, finished: str,
+    outputs: list[str], seed, started: str, finished: str, usage: dict,
 ) -> dict:
     return {
         "rule": rule,
@@ -49,7 +50,7 @@ def build_record(
         "outputs": [_output_entry(p) for p in outputs],
         "code": code_version(),
         "packages": package_versions(),
-        "execution": {**execution_host(), "usage": job_usage()},
+        "execution": {**execution_host(), "usage": usage},
         "seed": seed,
         "started": started,
         "finished": finished,
@@ -105,7 +106,7 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
             root.addHandler(handler)
             root.setLevel(logging.INFO)
             stack.callback(root.removeHandler, handler)
-        started = _now()
+        started, clock = _now(), time.monotonic()
         step_log = logging.getLogger(f"reprolm.rule.{smk.rule}")
         step_log.info("rule %s wildcards %s", smk.rule, dict(_named(smk.wildcards)))
         outputs = [str(p) for p in smk.output]
@@ -113,7 +114,8 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
             yield step_log
         except JobStopped as stop:
             preempted = being_preempted()
-            noted = record_stop(smk.rule, outputs, stop, job_usage(), preempted)
+            noted = record_stop(smk.rule, outputs, stop, job_usage(time.monotonic() - clock, smk.threads),
+                                preempted)
             step_log.warning("%s; noted in %s", stop, noted)
             if preempted:
                 wait_for_requeue()
@@ -127,6 +129,7 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
             seed=seed,
             started=started,
             finished=_now(),
+            usage=job_usage(time.monotonic() - clock, smk.threads),
         )
         # Attempts that SLURM stopped (time limit, preemption) before this one finished.
         stops = stopped_attempts(smk.rule, outputs)
