@@ -221,6 +221,28 @@ def test_call_limit_applies_where_a_spec_sets_none(tiny_model, fixture_dirs):
     assert result["tasks"]["boolq"]["stderr"] is None
 
 
+def test_per_sample_log_audits_the_score_document_by_document(tiny_model, fixture_dirs, tmp_path):
+    """Every evaluated document is in the sample log once, and its per-document values
+    average to the reported score exactly."""
+    import gzip
+
+    _, model, tokenizer = tiny_model
+    specs = [TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq", limit=6),
+             TaskSpec("arc_easy", "arc_easy", 0, "acc_norm,none", fixture_dirs / "arc", limit=5)]
+    samples_path = tmp_path / "suite.samples.jsonl.gz"
+    result = evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0, samples_output=str(samples_path))
+    with gzip.open(samples_path, "rt") as stream:
+        samples = [json.loads(line) for line in stream]
+    for spec, count in ((specs[0], 6), (specs[1], 5)):
+        mine = [s for s in samples if s["spec"] == spec.name]
+        assert sorted(s["doc_id"] for s in mine) == list(range(count))
+        metric = spec.metric.split(",")[0]
+        mean = sum(s["values"][metric] for s in mine) / count
+        assert mean == result["tasks"][spec.name]["value"]
+        assert all(s["filtered_resps"] and s["arguments"] and s["target"] is not None for s in mine)
+    assert evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0)["tasks"] == result["tasks"]
+
+
 def test_environment_report_is_collected_once_per_process_and_scores_do_not_change(tiny_model, fixture_dirs,
                                                                                     monkeypatch):
     import lm_eval.evaluator as evaluator

@@ -21,7 +21,9 @@ rule lm_eval:
     input:
         unpack(lm_eval_inputs),
     output:
-        "results/scores/lm_eval/{base}/{recipe}/{suite}.json",
+        score="results/scores/lm_eval/{base}/{recipe}/{suite}.json",
+        # lm-eval's per-sample log: every document's metric values, target and responses.
+        samples="results/scores/lm_eval/{base}/{recipe}/{suite}.samples.jsonl.gz",
     log:
         "logs/lm_eval/{base}/{recipe}/{suite}.log",
     benchmark:

@@ -12,5 +12,6 @@ with tracked_step(snakemake):
         backend=snakemake.params.backend, precision=snakemake.params.precision,
         seed=snakemake.params.seed, tensor_parallel_size=max(1, snakemake.resources.gpu),
         nltk_data=list(snakemake.input.nltk_data),
+        samples_output=snakemake.output.samples,
     )
-    write_json({"metric": "lm_eval", **result}, snakemake.output[0])
+    write_json({"metric": "lm_eval", **result}, snakemake.output.score)

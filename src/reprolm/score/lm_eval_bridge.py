@@ -11,6 +11,9 @@ data comes from the hub, so real runs and offline fixture runs share one code pa
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from reprolm.data.schemas import DataError
+from reprolm.io import atomic_path
 from reprolm.data.upstream import schema_for_task
 
 if TYPE_CHECKING:
@@ -318,6 +322,17 @@ def _summarise(spec: TaskSpec, config: dict[str, Any], output: dict) -> dict[str
     }
 
 
+def sample_records(spec: TaskSpec, logged: list[dict]) -> list[dict]:
+    """lm-eval's per-sample log of one task as reprolm keeps it: per document, the spec and
+    task, ``doc_id``, ``values`` (each metric's per-document value, whose mean over documents
+    is the reported score), the ``target``, the request ``arguments`` and the model's
+    ``filtered_resps``, and lm-eval's hashes of the document and prompt."""
+    kept = ("doc_id", "target", "arguments", "filtered_resps", "filter", "doc_hash", "prompt_hash", "target_hash")
+    return [{"spec": spec.name, "task": spec.task, **{key: sample.get(key) for key in kept},
+             "values": {metric: sample[metric] for metric in sample.get("metrics", []) if metric in sample}}
+            for sample in logged]
+
+
 @cache
 def environment_report() -> dict[str, Any]:
     """lm-eval's report of the environment (``add_env_info``: ``torch.utils.collect_env``,
@@ -350,8 +365,11 @@ def environment_report_once() -> Iterator[None]:
 
 def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int | str = 8, dtype: str = "auto", limit: int | None = None, backend: str = "hf", tensor_parallel_size: int = 1,
                    seed: int = LM_EVAL_DEFAULT_SEED, bootstrap_iters: int = 100_000,
-                   apply_chat_template: bool = False) -> dict[str, Any]:
+                   apply_chat_template: bool = False, samples_output: str | None = None) -> dict[str, Any]:
     """Evaluate one model on every task through ``lm_eval.simple_evaluate``.
+
+    ``samples_output``: a gzipped JSON-lines file of lm-eval's per-sample log (see
+    :func:`sample_records`), so that every score can be audited document by document.
 
     ``apply_chat_template`` renders each prompt through the tokenizer's chat template, for
     models trained on chat-formatted task text.
@@ -376,15 +394,21 @@ def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int |
 
     lm = language_model(model, tokenizer, backend=backend, batch_size=batch_size, dtype=dtype,
                         tensor_parallel_size=tensor_parallel_size, seed=seed)
-    summaries = {}
+    summaries, samples = {}, []
     with environment_report_once():
         for spec in tasks:
             output = lm_eval.simple_evaluate(
                 model=lm, tasks=[configs[spec.name]], task_manager=task_manager(),
                 limit=spec.limit if spec.limit is not None else limit, bootstrap_iters=bootstrap_iters,
-                log_samples=False, random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed,
+                log_samples=samples_output is not None, random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed,
                 fewshot_random_seed=seed, apply_chat_template=apply_chat_template,
             )
             summaries[spec.name] = _summarise(spec, configs[spec.name], output)
+            if samples_output is not None:
+                samples.extend(sample_records(spec, output["samples"][spec.task]))
+    if samples_output is not None:
+        with atomic_path(samples_output) as tmp, gzip.open(tmp, "wt") as stream:
+            for record in samples:
+                stream.write(json.dumps(record, sort_keys=True, default=str) + "\n")
     return {"lm_eval_version": version("lm_eval"), "backend": backend, "seed": seed,
             "apply_chat_template": apply_chat_template, "tasks": summaries}

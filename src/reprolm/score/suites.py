@@ -19,8 +19,10 @@ def task_specs(suite: Mapping, sources: Mapping[str, str]):
 
 
 def run_suite(model_path: str, suite: Mapping, sources: Mapping[str, str], *, backend: str,
-              precision: str, seed: int, tensor_parallel_size: int = 1, nltk_data: Sequence[str] = ()) -> dict:
-    """``nltk_data``: NLTK data folders the download rules fetched (IFEval's punkt_tab)."""
+              precision: str, seed: int, tensor_parallel_size: int = 1, nltk_data: Sequence[str] = (),
+              samples_output: str | None = None) -> dict:
+    """``nltk_data``: NLTK data folders the download rules fetched (IFEval's punkt_tab);
+    ``samples_output``: where lm-eval's per-sample log goes (lm_eval_bridge.evaluate_tasks)."""
     from reprolm.score.lm_eval_bridge import evaluate_tasks, use_nltk_data
 
     use_nltk_data(nltk_data)
@@ -29,7 +31,7 @@ def run_suite(model_path: str, suite: Mapping, sources: Mapping[str, str], *, ba
     result = evaluate_tasks(
         model_path, None, specs, batch_size=suite.get("batch_size", 8),
         backend=lm_backend, dtype=precision, tensor_parallel_size=tensor_parallel_size, seed=seed,
-        apply_chat_template=suite.get("apply_chat_template", False),
+        apply_chat_template=suite.get("apply_chat_template", False), samples_output=samples_output,
     )
     # Score files are written with sorted keys; tables follow the suite's own order.
     return {**result, "task_order": [spec.name for spec in specs]}
