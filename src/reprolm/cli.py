@@ -3,6 +3,7 @@
     reprolm lineage PATH [--json] [--params]   what is behind a result
     reprolm verify [PATH ...]                  which recorded artifacts are no longer as recorded
     reprolm cost PATH [PATH ...] [--json]      GPU-, CPU- and wall hours behind results, by stage
+    reprolm plan [--configfile F] [--width N]  what a run will cost, before it starts
 
 Run it in the workflow's folder (the records' paths are relative to it), or give ``--root``.
 """
@@ -13,6 +14,7 @@ import argparse
 import json
 import sys
 
+from reprolm.plan import DEVICES, plan
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
 from reprolm.provenance.query import format_tree, lineage, verify
 
@@ -33,7 +35,23 @@ def main(argv: list[str] | None = None) -> int:
     cost_parser = commands.add_parser("cost", help="GPU-hours behind results (each shared job once), by stage")
     cost_parser.add_argument("paths", nargs="+", help="results: tables, plots, models, scores")
     cost_parser.add_argument("--json", action="store_true", help="print the table as JSON records")
+    plan_parser = commands.add_parser("plan", help="estimated GPU-hours, wall time, memory and disk of a run")
+    plan_parser.add_argument("--configfile", help="the run's config (default: the embedded config/config.yaml)")
+    plan_parser.add_argument("--width", type=int, default=8, help="GPUs the run may use at once (default 8)")
+    plan_parser.add_argument("--device", default="h100", choices=sorted(DEVICES), help="what the GPU jobs run on")
+    plan_parser.add_argument("--json", action="store_true", help="print the per-job estimates as JSON")
     args = parser.parse_args(argv)
+
+    if args.command == "plan":
+        estimate = plan(args.root, args.configfile, width=args.width, device=args.device)
+        if args.json:
+            print(json.dumps([{"rule": j.rule, "wildcards": j.wildcards, "stage": j.stage, "gpus": j.gpus,
+                               "seconds": j.seconds, "basis": j.basis, "peak_gpu_gb": j.peak_gpu_gb,
+                               "checkpoint_gb": j.checkpoint_gb} for j in estimate.jobs], indent=2))
+        else:
+            print(estimate.table().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+            print(estimate.summary())
+        return 0
 
     if args.command == "cost":
         try:

@@ -1,0 +1,347 @@
+"""What a run will cost before it starts: ``reprolm plan``.
+
+The jobs come from Snakemake's own dry run of the config (``--forceall``: the whole DAG, as
+from scratch; the ExPO alpha search adds its evaluations only once it has run). Each job is
+estimated by a cost model of its stage:
+
+- finetune: ``6 x N x T`` FLOPs for ``N`` parameters and ``T`` trained tokens, ``T`` =
+  optimizer steps x batch x accumulation x GPUs x ``max_length`` when the recipe sets
+  ``max_steps``, else epochs x dataset rows x ``max_length`` (every example counted at the
+  recipe's full length: an upper bound that calibration corrects);
+- train_before_test: ``6 x N x`` (training documents x epochs x ``max_length``) plus
+  ``2 x N x`` (validation and test documents x (epochs + 1) x ``max_length``);
+- generate: ``2 x N x`` prompts x samples x (``PROMPT_TOKENS`` + ``max_new_tokens``);
+- pretrain (a built tiny model): ``6 x N x`` steps x batch x block size.
+
+Time is FLOPs / (the device's peak x its utilisation, ``DEVICES``); a GPU job's GPU-seconds
+are its time x its GPUs. Jobs the model does not cover (lm-eval suites, judges, scores) are
+bounded by what they ask the scheduler for (GPUs x ``runtime``), marked ``requested``; CPU
+jobs get ``CPU_JOB_SECONDS``. ``N`` is read from the checkpoint's safetensors headers when it
+is on disk, else from the config (a base model's ``parameters``, or a built model's shape),
+else from a size tag in the hub name (``Qwen2.5-1.5B``: 1.5e9); a model none of these give is
+``unknown`` and its jobs fall back to the requested bound.
+
+Calibration: where earlier runs left provenance records of a planned job's outputs
+(``execution.usage.wall_seconds``), each rule's estimates are scaled by the ratio of the
+recorded wall time to the estimate over the recorded jobs of that rule.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import re
+import struct
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from reprolm.provenance.cost import stage_of
+from reprolm.provenance.hashing import provenance_path
+
+# Dense bf16 peak FLOP/s and the share of it a job reaches (training, generation). The CPU
+# figure is per core of a current server CPU in float32.
+DEVICES = {
+    "h100": {"peak": 989e12, "train": 0.35, "generate": 0.10},
+    "h200": {"peak": 989e12, "train": 0.40, "generate": 0.12},
+    "a100": {"peak": 312e12, "train": 0.40, "generate": 0.10},
+    "cpu": {"peak": 50e9, "train": 0.20, "generate": 0.05},
+}
+PROMPT_TOKENS = 256
+CPU_JOB_SECONDS = 30.0
+# Bytes per parameter held on the GPUs: a finetune keeps float32 weights, gradients and two
+# Adam moments (ZeRO shards them over the job's GPUs); inference holds bf16 weights.
+TRAINING_BYTES, INFERENCE_BYTES = 16, 2
+# A finetune keeps two checkpoints (weights and optimizer, 12 bytes/param) and the final
+# float32 weights.
+CHECKPOINT_BYTES = 2 * 12 + 4
+SIZE_TAG = re.compile(r"[-_](\d+(?:\.\d+)?)([mMbB])(?![a-zA-Z0-9])")
+JOB_HEADER = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
+FIELD = re.compile(r"^\s+(input|output|wildcards|resources): (.*)$")
+
+
+@dataclass
+class PlannedJob:
+    rule: str
+    wildcards: dict
+    inputs: list[str]
+    outputs: list[str]
+    gpus: int = 0
+    runtime_min: float = 0.0
+    stage: str = ""
+    seconds: float = 0.0
+    basis: str = ""
+    peak_gpu_gb: float = 0.0
+    checkpoint_gb: float = 0.0
+    after: list[int] = field(default_factory=list)
+
+    @property
+    def gpu_seconds(self) -> float:
+        return self.seconds * self.gpus
+
+
+def parse_dry_run(text: str) -> list[PlannedJob]:
+    """The jobs of ``snakemake -n`` output, with their wildcards, files and resources."""
+    jobs: list[PlannedJob] = []
+    for line in text.splitlines():
+        header = JOB_HEADER.match(line)
+        if header:
+            jobs.append(PlannedJob(header.group(1), {}, [], []))
+            continue
+        found = FIELD.match(line)
+        if not (found and jobs):
+            continue
+        kind, value = found.groups()
+        job = jobs[-1]
+        if kind == "wildcards":
+            job.wildcards = dict(pair.split("=", 1) for pair in value.split(", "))
+        elif kind == "resources":
+            resources = dict(pair.split("=", 1) for pair in value.split(", ") if "=" in pair)
+            job.gpus = int(resources.get("gpu", 0) or 0)
+            job.runtime_min = float(resources.get("runtime", 0) or 0)
+        else:
+            (job.inputs if kind == "input" else job.outputs).extend(value.split(", "))
+    jobs = [job for job in jobs if job.rule != "all"]
+    made_by = {output: index for index, job in enumerate(jobs) for output in job.outputs}
+    for job in jobs:
+        job.stage = stage_of(job.rule)
+        job.after = sorted({made_by[path] for path in job.inputs if path in made_by})
+    return jobs
+
+
+def dry_run(root: Path, configfile: str | None) -> str:
+    command = [sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "1"]
+    if configfile:
+        command += ["--configfile", configfile]
+    result = subprocess.run(command, cwd=root, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"the dry run failed:\n{(result.stdout + result.stderr)[-3000:]}")
+    return result.stdout + result.stderr
+
+
+def safetensors_parameters(folder: Path) -> int | None:
+    """Parameters of a checkpoint on disk, from its safetensors headers (no tensor is read)."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for file in files:
+        with file.open("rb") as stream:
+            header = json.loads(stream.read(struct.unpack("<Q", stream.read(8))[0]))
+        total += sum(math.prod(entry["shape"]) for name, entry in header.items() if name != "__metadata__")
+    return total
+
+
+def built_parameters(build: Mapping, vocab: int) -> int:
+    """A built decoder's parameters: untied embeddings and head, and per layer attention
+    (4 h^2) and a gated MLP (3 h i)."""
+    hidden, layers, inner = build["hidden_size"], build["num_layers"], build["intermediate_size"]
+    return 2 * vocab * hidden + layers * (4 * hidden * hidden + 3 * hidden * inner)
+
+
+def model_parameters(config: Mapping, base: str, root: Path) -> tuple[int | None, str]:
+    """(parameters, where the figure came from) of a base model."""
+    on_disk = safetensors_parameters(root / "resources" / "models" / base)
+    if on_disk:
+        return on_disk, "checkpoint"
+    spec = config["base_models"][base]
+    if spec.get("parameters"):
+        return int(float(spec["parameters"])), "config"
+    if "build" in spec:
+        vocab = config.get("tokenizers", {}).get(spec["build"].get("tokenizer"), {}).get("vocab_size", 32000)
+        return built_parameters(spec["build"], vocab), "build"
+    tag = SIZE_TAG.search(spec.get("hub", {}).get("path", ""))
+    if tag:
+        return int(float(tag.group(1)) * (1e9 if tag.group(2).lower() == "b" else 1e6)), "name"
+    return None, "unknown"
+
+
+def dataset_rows(config: Mapping, dataset: str, root: Path) -> int | None:
+    """Rows of a dataset: the built file when present, else the config's count."""
+    built = sorted((root / "results" / "datasets" / dataset).glob("*.parquet"))
+    if built:
+        import pyarrow.parquet as pq
+
+        return max(pq.ParquetFile(path).metadata.num_rows for path in built)
+    spec = config.get("datasets", {}).get(dataset, {})
+    params = spec.get("params", {})
+    for key in ("rows", "num"):
+        if key in spec or key in params:
+            return int(spec.get(key, params.get(key)))
+    return None
+
+
+def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | None, root: Path) -> None:
+    """Fill the job's seconds, basis, peak GPU memory and checkpoint disk."""
+    requested = job.runtime_min * 60
+    flops, kind = None, "train"
+    wildcards = job.wildcards
+    if size and job.rule == "finetune":
+        recipe = config["recipes"][wildcards["recipe"]]
+        if recipe.get("max_steps"):
+            examples = recipe["max_steps"] * recipe.get("per_device_train_batch_size", 1) * \
+                recipe.get("gradient_accumulation_steps", 1) * max(1, job.gpus)
+        else:
+            rows = dataset_rows(config, recipe["dataset"], root)
+            examples = rows * recipe.get("num_train_epochs", 1) if rows else None
+        if examples:
+            flops = 6 * size * examples * recipe["max_length"]
+        job.checkpoint_gb = size * CHECKPOINT_BYTES / 1e9
+    elif size and job.rule == "build_base_model":
+        pretrain = config["base_models"][wildcards["base"]]["build"]["pretrain"]
+        flops = 6 * size * pretrain["steps"] * pretrain["batch_size"] * pretrain["block_size"]
+    elif size and job.rule == "generate":
+        promptset = config["promptsets"][wildcards["promptset"]]
+        prompts = dataset_rows(config, promptset["dataset"], root)
+        sampling = promptset.get("sampling", {})
+        if prompts:
+            flops = 2 * size * prompts * sampling.get("n", 1) * (PROMPT_TOKENS + sampling["max_new_tokens"])
+            kind = "generate"
+    elif size and job.rule == "train_before_test":
+        train = config.get("harmony", {}).get("train", {})
+        epochs, length = train.get("num_train_epochs", 1), train.get("max_length", 1024)
+        documents = [train.get(key) for key in ("max_num_train", "max_num_valid", "max_num_test")]
+        if all(documents):
+            flops = (6 * size * documents[0] * epochs * length
+                     + 2 * size * (documents[1] + documents[2]) * (epochs + 1) * length)
+    if size:
+        training = job.rule in ("finetune", "build_base_model", "train_before_test")
+        held = size * (TRAINING_BYTES if training else INFERENCE_BYTES)
+        job.peak_gpu_gb = held / max(1, job.gpus if training else 1) / 1e9 if job.gpus else 0.0
+    if flops is not None:
+        job.seconds = flops / (device["peak"] * device[kind] * max(1, job.gpus if job.gpus else 1))
+        job.basis = "tokens x parameters"
+    elif job.gpus:
+        job.seconds, job.basis = requested, "requested"
+    else:
+        job.seconds, job.basis = CPU_JOB_SECONDS, "per-job figure"
+
+
+def calibrate(jobs: list[PlannedJob], root: Path) -> dict[str, tuple[float, int]]:
+    """Per rule: (recorded / estimated wall time, records used), from the planned jobs'
+    outputs that earlier runs recorded; the rule's estimates are scaled by it."""
+    recorded: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for job in jobs:
+        if not job.outputs or job.seconds <= 0:
+            continue
+        record_path = provenance_path(root / job.outputs[0])
+        if not record_path.is_file():
+            continue
+        usage = (json.loads(record_path.read_text()).get("execution") or {}).get("usage") or {}
+        if usage.get("wall_seconds"):
+            recorded[job.rule].append((usage["wall_seconds"], job.seconds))
+    ratios = {rule: (sum(a for a, _ in pairs) / sum(e for _, e in pairs), len(pairs))
+              for rule, pairs in recorded.items()}
+    for job in jobs:
+        if job.rule in ratios:
+            job.seconds *= ratios[job.rule][0]
+            job.basis += ", calibrated"
+    return ratios
+
+
+def makespan(jobs: list[PlannedJob], width: int) -> float:
+    """Seconds to run the jobs on ``width`` GPUs: a job starts once the jobs it needs have
+    finished and its GPUs are free (CPU jobs never wait for GPUs; a job asking for more
+    than ``width`` takes all of them), in plan order among the ready ones."""
+    finish: dict[int, float] = {}
+    running: list[tuple[float, int]] = []  # (end, GPUs held)
+    waiting = list(range(len(jobs)))
+    clock, free = 0.0, width
+    while waiting or running:
+        for index in list(waiting):
+            job = jobs[index]
+            need = min(job.gpus, width)
+            if need <= free and all(d in finish and finish[d] <= clock for d in job.after):
+                finish[index] = clock + job.seconds
+                heapq.heappush(running, (finish[index], need))
+                free -= need
+                waiting.remove(index)
+        if not running:
+            raise ValueError("some jobs wait on jobs that are not in the plan")
+        clock, held = heapq.heappop(running)
+        free += held
+    return max(finish.values(), default=0.0)
+
+
+def study_jobs(jobs: list[PlannedJob]) -> dict[str, set[int]]:
+    """Each study's jobs: its tables' job and everything before it (shared jobs in each)."""
+    studies = {}
+    for index, job in enumerate(jobs):
+        if job.rule == "study_tables":
+            seen, stack = set(), [index]
+            while stack:
+                current = stack.pop()
+                if current not in seen:
+                    seen.add(current)
+                    stack.extend(jobs[current].after)
+            studies[job.wildcards["study"]] = seen
+    return studies
+
+
+@dataclass
+class Plan:
+    jobs: list[PlannedJob]
+    sizes: dict[str, tuple[int | None, str]]
+    calibration: dict[str, tuple[float, int]]
+    width: int
+    device: str
+
+    def table(self) -> pd.DataFrame:
+        """Per study (its tables and everything behind them) and stage, then the whole run."""
+        rows = []
+        for study, members in sorted(study_jobs(self.jobs).items()):
+            by_stage: dict[str, list[PlannedJob]] = defaultdict(list)
+            for index in members:
+                by_stage[self.jobs[index].stage].append(self.jobs[index])
+            rows += [self._row(study, stage, by_stage[stage]) for stage in sorted(by_stage)]
+        by_stage = defaultdict(list)
+        for job in self.jobs:
+            by_stage[job.stage].append(job)
+        rows += [self._row("all", stage, by_stage[stage]) for stage in sorted(by_stage)]
+        rows.append(self._row("all", "total", self.jobs))
+        return pd.DataFrame(rows)
+
+    @staticmethod
+    def _row(study: str, stage: str, members: list[PlannedJob]) -> dict:
+        return {
+            "study": study, "stage": stage, "jobs": len(members),
+            "GPU hours": sum(j.gpu_seconds for j in members) / 3600,
+            "CPU hours": sum(j.seconds for j in members if not j.gpus) / 3600,
+            "largest job GPU GB": max((j.peak_gpu_gb for j in members), default=0.0),
+            "checkpoint GB": sum(j.checkpoint_gb for j in members),
+            "jobs bounded by their request": sum(j.basis.startswith("requested") for j in members),
+        }
+
+    def summary(self) -> str:
+        total = self.table().iloc[-1]
+        unknown = sorted(base for base, (size, _) in self.sizes.items() if size is None)
+        text = (f"{int(total['jobs'])} jobs: {total['GPU hours']:.4g} GPU-hours on {self.device}, "
+                f"{total['CPU hours']:.4g} CPU-hours; about {makespan(self.jobs, self.width) / 3600:.3g} h "
+                f"of wall time on {self.width} GPUs")
+        if self.calibration:
+            text += f"; calibrated on {sum(n for _, n in self.calibration.values())} recorded jobs"
+        if unknown:
+            text += f"; models of unknown size (their jobs bounded by their request): {', '.join(unknown)}"
+        return text + "."
+
+
+def plan(root: str | Path = ".", configfile: str | None = None, width: int = 8, device: str = "h100",
+         dry_run_text: str | None = None, calibrated: bool = True) -> Plan:
+    root = Path(root)
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; known: {sorted(DEVICES)}")
+    config_path = root / (configfile or "config/config.yaml")
+    config = yaml.safe_load(config_path.read_text())
+    jobs = parse_dry_run(dry_run_text if dry_run_text is not None else dry_run(root, configfile))
+    sizes = {base: model_parameters(config, base, root) for base in config.get("base_models", {})}
+    for job in jobs:
+        base = job.wildcards.get("base")
+        _estimate(job, config, DEVICES[device], sizes.get(base, (None, ""))[0] if base else None, root)
+    return Plan(jobs, sizes, calibrate(jobs, root) if calibrated else {}, width, device)

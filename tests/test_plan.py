@@ -1,0 +1,108 @@
+"""``reprolm plan``: the cost model's figures by hand, the schedule on a hand-made DAG,
+calibration from recorded usage, and a plan of the default config against its dry run."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from reprolm.cli import main
+from reprolm.plan import (CHECKPOINT_BYTES, CPU_JOB_SECONDS, DEVICES, PlannedJob, _estimate, calibrate, makespan,
+                          model_parameters, parse_dry_run, plan)
+from reprolm.provenance.cost import stage_of
+from reprolm.provenance.hashing import provenance_path
+from workflow_helpers import REPO, dry_run_jobs
+
+CONFIG = {
+    "base_models": {"big": {"hub": {"path": "org/Big-7B"}}, "odd": {"hub": {"path": "org/mystery"}},
+                    "gpt": {"hub": {"path": "org/gpt"}, "parameters": 124_000_000}},
+    "recipes": {"sft": {"dataset": "d", "max_length": 1024, "max_steps": 100, "per_device_train_batch_size": 4,
+                        "gradient_accumulation_steps": 2}},
+    "datasets": {"prompts": {"builder": "instructions", "sources": ["s"], "params": {"num": 500}}},
+    "promptsets": {"ask": {"dataset": "prompts", "sampling": {"max_new_tokens": 768, "n": 2}}},
+}
+DRY_RUN = """
+rule finetune:
+    input: resources/models/big, results/datasets/d/train.parquet
+    output: results/models/big/sft
+    wildcards: base=big, recipe=sft
+    resources: tmpdir=/tmp, gpu=4, runtime=600, mem_mb=4000
+rule generate:
+    input: results/models/big/sft, results/datasets/prompts/test.parquet
+    output: results/generations/big/sft/ask.parquet
+    wildcards: base=big, recipe=sft, promptset=ask
+    resources: tmpdir=/tmp, gpu=1, runtime=120
+rule generate:
+    input: resources/models/odd, results/datasets/prompts/test.parquet
+    output: results/generations/odd/pretrained/ask.parquet
+    wildcards: base=odd, recipe=pretrained, promptset=ask
+    resources: tmpdir=/tmp, gpu=1, runtime=120
+rule score:
+    input: results/generations/big/sft/ask.parquet
+    output: results/scores/x/big/sft/ask.json
+    wildcards: base=big, recipe=sft, promptset=ask, metric=x
+    resources: tmpdir=/tmp, gpu=0, runtime=60
+"""
+
+
+def test_parameters_from_config_name_or_unknown(tmp_path):
+    assert model_parameters(CONFIG, "big", tmp_path) == (7_000_000_000, "name")
+    assert model_parameters(CONFIG, "gpt", tmp_path) == (124_000_000, "config")
+    assert model_parameters(CONFIG, "odd", tmp_path) == (None, "unknown")
+
+
+def test_finetune_and_generation_estimates_by_hand(tmp_path):
+    finetune, generate, unknown, score = parse_dry_run(DRY_RUN)
+    assert [job.after for job in (finetune, generate, unknown, score)] == [[], [0], [], [1]]
+    h100, size = DEVICES["h100"], 7e9
+    _estimate(finetune, CONFIG, h100, size, tmp_path)
+    tokens = 100 * 4 * 2 * 4 * 1024  # steps x batch x accumulation x GPUs x max_length
+    assert finetune.seconds == pytest.approx(6 * size * tokens / (989e12 * 0.35 * 4))
+    assert finetune.gpu_seconds == pytest.approx(4 * finetune.seconds)
+    assert finetune.peak_gpu_gb == pytest.approx(16 * size / 4 / 1e9)  # fp32 weights, grads, Adam over 4 GPUs
+    assert finetune.checkpoint_gb == pytest.approx(CHECKPOINT_BYTES * size / 1e9)
+    _estimate(generate, CONFIG, h100, size, tmp_path)
+    assert generate.seconds == pytest.approx(2 * size * 500 * 2 * (256 + 768) / (989e12 * 0.10))
+    assert generate.basis == "tokens x parameters" and generate.peak_gpu_gb == pytest.approx(14.0)
+    _estimate(unknown, CONFIG, h100, None, tmp_path)
+    assert (unknown.seconds, unknown.basis) == (120 * 60, "requested")
+    _estimate(score, CONFIG, h100, size, tmp_path)
+    assert (score.seconds, score.gpus) == (CPU_JOB_SECONDS, 0)
+
+
+def test_schedule_on_two_gpus():
+    jobs = [PlannedJob("a", {}, [], [], gpus=2, seconds=10), PlannedJob("b", {}, [], [], gpus=1, seconds=4),
+            PlannedJob("c", {}, [], [], gpus=1, seconds=5, after=[1]), PlannedJob("d", {}, [], [], gpus=0, seconds=30)]
+    # a holds both GPUs for 10 s; then b (4 s) and c after b (5 s); d runs on a CPU from 0 to 30.
+    assert makespan(jobs, 2) == 30
+    jobs[3].seconds = 1
+    assert makespan(jobs, 2) == 19
+    assert makespan(jobs, 4) == 10  # a, b and then c beside a: max(10, 4 + 5)
+
+
+def test_calibration_scales_a_rule_by_its_recorded_wall_time(tmp_path):
+    jobs = parse_dry_run(DRY_RUN)
+    for job in jobs:
+        job.seconds = 100.0
+    output = tmp_path / "results/generations/big/sft/ask.parquet"
+    output.parent.mkdir(parents=True)
+    output.write_text("x")
+    provenance_path(output).write_text(json.dumps({"execution": {"usage": {"wall_seconds": 250.0}}}))
+    assert calibrate(jobs, tmp_path) == {"generate": (2.5, 1)}
+    assert [job.seconds for job in jobs] == [100.0, 250.0, 250.0, 100.0]
+    assert jobs[2].basis.endswith("calibrated")
+
+
+def test_plan_of_the_default_config_has_the_dry_runs_jobs_per_stage(capsys):
+    estimate = plan(REPO, None, width=2, device="cpu")
+    expected = Counter(stage_of(rule) for rule, _ in dry_run_jobs(REPO, "--forceall") if rule != "all")
+    assert Counter(job.stage for job in estimate.jobs) == expected
+    table = estimate.table()
+    total = table[(table["study"] == "all") & (table["stage"] == "total")].iloc[0]
+    assert total["jobs"] == sum(expected.values())
+    assert set(table["study"]) == {"all", "ruler", "harmony", "expo", "flr", "gem"}
+    assert estimate.summary().startswith(f"{sum(expected.values())} jobs: 0 GPU-hours on cpu")
+    assert main(["--root", str(REPO), "plan", "--device", "cpu", "--width", "2"]) == 0
+    assert "of wall time on 2 GPUs" in capsys.readouterr().out
