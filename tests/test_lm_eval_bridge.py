@@ -243,6 +243,27 @@ def test_per_sample_log_audits_the_score_document_by_document(tiny_model, fixtur
     assert evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0)["tasks"] == result["tasks"]
 
 
+def test_a_stopped_evaluation_resumes_with_only_its_unanswered_requests(tiny_model, fixture_dirs, tmp_path, caplog):
+    """lm-eval's response cache keeps each request as it is answered; an evaluation stopped
+    after three of six documents (here: one that was only asked three) asks the model for
+    the other three on the rerun, and scores as one that was never stopped."""
+    import logging
+
+    _, model, tokenizer = tiny_model
+
+    def boolq(limit):
+        return [TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq", limit=limit)]
+
+    cache = tmp_path / "cache"
+    evaluate_tasks(model, tokenizer, boolq(3), bootstrap_iters=0, response_cache=cache)
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        resumed = evaluate_tasks(model, tokenizer, boolq(6), bootstrap_iters=0, response_cache=cache)
+    # boolq asks two loglikelihoods per document (yes, no).
+    assert "Cached requests: 6, Requests remaining: 6" in caplog.text
+    assert resumed["tasks"] == evaluate_tasks(model, tokenizer, boolq(6), bootstrap_iters=0)["tasks"]
+
+
 def test_environment_report_is_collected_once_per_process_and_scores_do_not_change(tiny_model, fixture_dirs,
                                                                                     monkeypatch):
     import lm_eval.evaluator as evaluator

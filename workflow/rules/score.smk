@@ -45,5 +45,7 @@ rule lm_eval:
             "precision"
         ],
         seed=config["seed"],
+        # Answered requests, kept until the score is written: a stopped job resumes.
+        cache_root="results/checkpoints/lm_eval/{base}/{recipe}/{suite}",
     script:
         "../scripts/lm_eval.py"

@@ -13,5 +13,6 @@ with tracked_step(snakemake):
         seed=snakemake.params.seed, tensor_parallel_size=max(1, snakemake.resources.gpu),
         nltk_data=list(snakemake.input.nltk_data),
         samples_output=snakemake.output.samples,
+        cache_root=snakemake.params.cache_root,
     )
     write_json({"metric": "lm_eval", **result}, snakemake.output.score)

@@ -365,8 +365,14 @@ def environment_report_once() -> Iterator[None]:
 
 def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int | str = 8, dtype: str = "auto", limit: int | None = None, backend: str = "hf", tensor_parallel_size: int = 1,
                    seed: int = LM_EVAL_DEFAULT_SEED, bootstrap_iters: int = 100_000,
-                   apply_chat_template: bool = False, samples_output: str | None = None) -> dict[str, Any]:
+                   apply_chat_template: bool = False, samples_output: str | None = None,
+                   response_cache: str | Path | None = None) -> dict[str, Any]:
     """Evaluate one model on every task through ``lm_eval.simple_evaluate``.
+
+    ``response_cache``: a folder for lm-eval's response cache (``use_cache``, one SQLite file
+    per task spec), which keeps every answered request as it is answered: an evaluation that
+    was stopped resumes with only the requests it had not answered. lm-eval keys the cache by
+    the requests alone, so the folder must be the model's own (see ``run_suite``).
 
     ``samples_output``: a gzipped JSON-lines file of lm-eval's per-sample log (see
     :func:`sample_records`), so that every score can be audited document by document.
@@ -400,7 +406,8 @@ def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int |
             output = lm_eval.simple_evaluate(
                 model=lm, tasks=[configs[spec.name]], task_manager=task_manager(),
                 limit=spec.limit if spec.limit is not None else limit, bootstrap_iters=bootstrap_iters,
-                log_samples=samples_output is not None, random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed,
+                log_samples=samples_output is not None, random_seed=seed,
+                use_cache=None if response_cache is None else str(Path(response_cache) / spec.name), numpy_random_seed=seed, torch_random_seed=seed,
                 fewshot_random_seed=seed, apply_chat_template=apply_chat_template,
             )
             summaries[spec.name] = _summarise(spec, configs[spec.name], output)
