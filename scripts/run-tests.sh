@@ -10,9 +10,9 @@ PYTHON=${PYTHON:-.venv/bin/python}
 slurm=""
 slurm_report=$(mktemp)
 trap 'kill "$slurm" 2>/dev/null; rm -f "$slurm_report"' EXIT
-"$PYTHON" -m pytest -q -m slurm "$@" >"$slurm_report" 2>&1 &
+"$PYTHON" -m pytest -q -m "slurm or beside_slurm" "$@" >"$slurm_report" 2>&1 &
 slurm=$!
-"$PYTHON" -m pytest -q -m "not slurm" "$@"
+"$PYTHON" -m pytest -q -m "not slurm and not beside_slurm" "$@"
 rest=$?
 wait "$slurm"
 slurm_status=$?

@@ -7,7 +7,7 @@ import yaml
 
 from workflow_helpers import dry_run_jobs, scratch_copy, snakemake
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, pytest.mark.beside_slurm]
 
 
 def test_task_without_training_split_is_refused_before_any_job(tmp_path):

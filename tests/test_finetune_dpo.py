@@ -16,6 +16,9 @@ from reprolm.data.upstream import make_fixture
 from reprolm.models.loading import load_tokenizer
 from reprolm.train.finetune import FinetuneSpec, run
 
+# Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
+pytestmark = pytest.mark.beside_slurm
+
 RECIPE = {"objective": "dpo", "beta": 0.1, "max_length": 128, "learning_rate": 5e-3, "num_train_epochs": 2,
           "per_device_train_batch_size": 8, "logging_steps": 1}
 

@@ -15,6 +15,9 @@ from finetune_helpers import MLT_TOKENS, tiny_finetune_inputs
 from reprolm.train.finetune import FinetuneSpec
 from reprolm.train.launch import launch, launch_command
 
+# Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
+pytestmark = pytest.mark.beside_slurm
+
 REPO = Path(__file__).resolve().parents[1]
 ZERO3 = str(REPO / "config" / "deepspeed" / "zero3.json")
 RECIPE = {

@@ -240,7 +240,11 @@ def test_per_sample_log_audits_the_score_document_by_document(tiny_model, fixtur
         mean = sum(s["values"][metric] for s in mine) / count
         assert mean == result["tasks"][spec.name]["value"]
         assert all(s["filtered_resps"] and s["arguments"] and s["target"] is not None for s in mine)
-    assert evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0)["tasks"] == result["tasks"]
+    # Logging samples changes no score, and the same samples give the same bytes.
+    again = tmp_path / "again.samples.jsonl.gz"
+    assert evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0, samples_output=str(again))["tasks"] == \
+        result["tasks"]
+    assert again.read_bytes() == samples_path.read_bytes()
 
 
 def test_a_stopped_evaluation_resumes_with_only_its_unanswered_requests(tiny_model, fixture_dirs, tmp_path, caplog):

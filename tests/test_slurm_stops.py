@@ -38,7 +38,7 @@ GENERATION = f"results/generations/{BASE}/pretrained/{PROMPTSET}.parquet"
 SHARDS = f"results/checkpoints/generate/{BASE}/pretrained/{PROMPTSET}"
 # Optimizer steps of the finetune: on one CPU of this machine, well over the 60-90 s after
 # which SLURM ends a one-minute job (it looks at time limits every 30 s).
-FINETUNE_STEPS = 1800
+FINETUNE_STEPS = 1500
 # Enough shards (about 0.15 s each) that the run is still generating when the urgent job lands.
 PROMPTS, SHARD_SIZE = 160, 2
 

@@ -414,8 +414,10 @@ def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int |
             if samples_output is not None:
                 samples.extend(sample_records(spec, output["samples"][spec.task]))
     if samples_output is not None:
-        with atomic_path(samples_output) as tmp, gzip.open(tmp, "wt") as stream:
-            for record in samples:
-                stream.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+        lines = "".join(json.dumps(record, sort_keys=True, default=str) + "\n" for record in samples)
+        with atomic_path(samples_output) as tmp, tmp.open("wb") as raw:
+            # No time or file name in the gzip header: the same samples give the same bytes.
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as stream:
+                stream.write(lines.encode())
     return {"lm_eval_version": version("lm_eval"), "backend": backend, "seed": seed,
             "apply_chat_template": apply_chat_template, "tasks": summaries}
