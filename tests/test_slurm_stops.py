@@ -40,7 +40,7 @@ SHARDS = f"results/checkpoints/generate/{BASE}/pretrained/{PROMPTSET}"
 # which SLURM ends a one-minute job (it looks at time limits every 30 s).
 FINETUNE_STEPS = 1500
 # Enough shards (about 0.15 s each) that the run is still generating when the urgent job lands.
-PROMPTS, SHARD_SIZE = 160, 2
+PROMPTS, SHARD_SIZE = 96, 2
 
 
 def stops_config() -> dict:
