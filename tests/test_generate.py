@@ -21,9 +21,6 @@ from reprolm.models.loading import load_tokenizer
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
 
-# Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
-pytestmark = pytest.mark.beside_slurm
-
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory):

@@ -31,9 +31,6 @@ from reprolm.models.chat import end_of_turn_ids, expects_bos, prompt_token_ids
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
 
-# Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
-pytestmark = pytest.mark.beside_slurm
-
 END = "<|end|>"
 # A template that ends assistant turns with its own special token, not EOS (as Llama-3's
 # <|eot_id|>, ChatML's <|im_end|>, Gemma's <end_of_turn>).

@@ -25,9 +25,6 @@ from reprolm.score.lm_eval_bridge import (
     task_doc_counts,
 )
 
-# Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
-pytestmark = pytest.mark.beside_slurm
-
 DOCS_PER_SPLIT = 30
 # The schemas of lm-eval task documents.
 TASK_DOC_SCHEMAS = [name for name in UPSTREAM_SCHEMAS if UPSTREAM_SCHEMAS[name].lm_eval_tasks]
