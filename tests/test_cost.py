@@ -13,6 +13,8 @@ from reprolm.cli import main
 from reprolm.provenance import content_hash, provenance_path
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
 from reprolm.provenance.environment import job_usage
+from default_config import DEFAULT
+from workflow_helpers import REPO, dry_run_details
 
 
 def usage(wall: float, gpus: int = 0, cpu: float = 0.0, model: str | None = None) -> dict:
@@ -91,3 +93,14 @@ def test_job_usage_takes_gpus_and_cpus_from_the_slurm_allocation(monkeypatch):
     on_slurm = job_usage(10.0, cpus=2)
     assert (on_slurm["source"], on_slurm["gpus"], on_slurm["gpu_seconds"], on_slurm["cpus"]) == ("slurm", 2, 20.0, 16)
     assert on_slurm["cpu_seconds"] > 0
+
+
+def test_the_default_dag_costs_each_studys_tables_and_plots():
+    jobs = dry_run_details(REPO, "--forceall")
+    costs = {job.wildcards["study"]: job for job in jobs if job.rule == "study_cost"}
+    assert sorted(costs) == sorted(DEFAULT["studies"])
+    for study, job in costs.items():
+        assert job.outputs == [f"results/report/cost/{study}.csv"]
+        assert sorted(job.inputs) == [f"results/plots/{study}", f"results/tables/{study}"]
+    everything = next(job for job in jobs if job.rule == "all")
+    assert {f"results/report/cost/{study}.csv" for study in costs} <= set(everything.inputs)
