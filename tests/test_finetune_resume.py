@@ -11,7 +11,9 @@ order.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 import re
 import shutil
@@ -24,6 +26,8 @@ from pathlib import Path
 import pytest
 
 from finetune_helpers import MLT_TOKENS, TRAIN_ROWS, tiny_finetune_inputs
+from reprolm.provenance import content_hash
+from reprolm.train import finetune
 from reprolm.train.finetune import FinetuneSpec
 
 # Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
@@ -97,7 +101,7 @@ def step_logs(log: str) -> list[str]:
 
 
 @pytest.mark.timeout(300)
-def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
+def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(tmp_path, caplog):
     import torch
     from safetensors.torch import load_file
 
@@ -137,6 +141,26 @@ def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(tmp_pat
     assert reference_weights.keys() == resumed_weights.keys()
     different = [name for name in reference_weights if not torch.equal(reference_weights[name], resumed_weights[name])]
     assert not different, f"tensors differ after the resume: {different}"
+    # Of the checkpoints, only hard links to the finished model are left, for a retry of a job
+    # killed as it exited (at its time limit, say), after the model was in place.
+    kept = killed.checkpoint_dir / finetune.FINISHED
+    assert sorted(p.name for p in killed.checkpoint_dir.iterdir()) == sorted([kept.name, finetune.FINISHED_MARK])
+    output = Path(killed.output_dir)
+    model_files = sorted(p.name for p in output.iterdir())
+    assert sorted(p.name for p in kept.iterdir()) == model_files
+    assert all((kept / name).samefile(output / name) for name in model_files)
+    # Snakemake deletes the output of a job SLURM timed out; the retry puts the model back
+    # without training.
+    before = content_hash(output)
+    shutil.rmtree(output)
+    with caplog.at_level(logging.INFO, logger=finetune.__name__):
+        finetune.run(killed)
+    assert content_hash(output) == before
+    assert "kept the model an earlier attempt finished" in caplog.text
+    # A finetune of the same base and recipe under other settings clears the links.
+    other = dataclasses.replace(killed, recipe={**killed.recipe, "learning_rate": 5e-4}, output_dir=str(tmp_path / "other"))
+    assert other.key() != killed.key()
+    assert not finetune.restore_finished(other)
     assert not killed.checkpoint_dir.exists()
 
 
@@ -161,6 +185,8 @@ def test_checkpoint_folder_changes_when_the_starting_model_is_rebuilt(tmp_path):
 LAUNCH_AND_REPORT_STOP = """
 import sys
 from reprolm.stopping import JobStopped, STOPPED_EXIT_STATUS, watch_for_stop
+from reprolm.provenance import content_hash
+from reprolm.train import finetune
 from reprolm.train.finetune import FinetuneSpec
 from reprolm.train.launch import launch
 

@@ -1,21 +1,25 @@
 """Jobs that SLURM stops, on the session's test cluster: a finetune that runs past its time
 limit, and a generation preempted by an urgent job.
 
-One run of the small config of ``test_slurm_workflow`` through profiles/slurm, beside the
-same run locally (the uninterrupted reference), with two changes: the finetune trains on the
-CPU partition for longer than its one-minute time limit, with no early warning
-(``stop_warning_s: 0``), so SLURM's own SIGTERM at the limit stops it; and the generation of
-the base model (on the GPU partition, two prompts per shard) is preempted as soon as its
-first shard is saved, by a job in the ``urgent`` partition that needs both GPUs. The finetune
-must save a checkpoint on the SIGTERM, fail as TIMEOUT, and be retried by Snakemake from
-that checkpoint; the generation must save its shard, wait out the grace time, be requeued by
-SLURM under the same job id (the executor waits for it: one job, not two), and resume after
-the saved shard. Both must end byte-identical to the local run, and their provenance records
-name the stopped attempt.
+One run of the small config of ``test_slurm_workflow`` through profiles/slurm, with two
+changes: the finetune trains on the CPU partition for longer than its one-minute time limit,
+with no early warning (``stop_warning_s: 0``), so SLURM's own SIGTERM at the limit stops it;
+and the generation of the base model (on the GPU partition, two prompts per shard) is
+preempted as soon as its first shard is saved, by a job in the ``urgent`` partition that needs
+both GPUs. The finetune must save a checkpoint on the SIGTERM, fail as TIMEOUT, and be retried
+by Snakemake from that checkpoint; the generation must save its shard, wait out the grace
+time, be requeued by SLURM under the same job id (the executor waits for it: one job, not
+two), and resume after the saved shard. Their provenance records name the stopped attempt.
+
+Both must end byte-identical to the same run made locally, uninterrupted.
+
+The test raises the retried finetune's time limit, as a cluster's admin would, so that how far
+a busy machine gets in one minute does not decide how many retries it takes.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as dt
 import json
 import time
@@ -65,16 +69,26 @@ def prepared_for_stops(work: Path) -> Path:
     return work
 
 
-def preempt_after_first_shard(cluster, work: Path, run: "subprocess.Popen") -> float:
-    """Submit the urgent job once the generation has saved a shard; returns when."""
+def steer(cluster, work: Path, run_output: concurrent.futures.Future) -> None:
+    """Until the run ends: once the generation has saved a shard, submit the urgent job that
+    preempts it; give every retry of the finetune ten minutes."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while not list((work / SHARDS).glob("*/shard-00000.jsonl")):
-        assert run.poll() is None, "the run ended before the generation saved a shard"
-        assert time.monotonic() < deadline, "no generation shard within the time limit"
-        time.sleep(0.2)
-    cluster.run("sbatch", "--parsable", "--partition", URGENT_PARTITION, f"--gres=gpu:{GPU_TYPE}:2",
-                "--cpus-per-task", "1", "--mem", "100", "--job-name", "urgent", "--output", "/dev/null", "--wrap", "sleep 1")
-    return time.monotonic()
+    preempted, finetunes = False, []
+    while not run_output.done():
+        assert time.monotonic() < deadline, "the run did not end within the time limit"
+        if not preempted and list((work / SHARDS).glob("*/shard-00000.jsonl")):
+            cluster.run("sbatch", "--parsable", "--partition", URGENT_PARTITION, f"--gres=gpu:{GPU_TYPE}:2",
+                        "--cpus-per-task", "1", "--mem", "100", "--job-name", "urgent", "--output", "/dev/null",
+                        "--wrap", "sleep 1")
+            preempted = True
+        queue = cluster.run("squeue", "--noheader", "--format=%i|%k").stdout.split()
+        for job_id in (job.split("|")[0] for job in queue if job.split("|")[1].startswith("rule_finetune")):
+            if job_id not in finetunes:
+                finetunes.append(job_id)
+                if len(finetunes) > 1:
+                    cluster.run("scontrol", "update", f"JobId={job_id}", "TimeLimit=10")
+        time.sleep(0.5)
+    assert preempted, "the run ended before the generation saved a shard"
 
 
 @pytest.fixture(scope="module")
@@ -83,17 +97,19 @@ def stopped_runs(slurm_cluster, tmp_path_factory):
     cluster_work = prepared_for_stops(tmp_path_factory.mktemp("slurm_stops"))
     local_work = prepared_for_stops(tmp_path_factory.mktemp("local_stops"))
     since = dt.datetime.now().replace(microsecond=0) - dt.timedelta(seconds=1)
-    targets = (MODEL, GENERATION)
-    on_cluster = start(cluster_work, cluster_env(cluster_work, slurm_cluster), *PROFILE, targets=targets)
-    local = start(local_work, snakemake_env(local_work), "--cores", "2", targets=targets)
-    try:
-        preempt_after_first_shard(slurm_cluster, cluster_work, on_cluster)
-        cluster_out = finish(on_cluster)
-    except BaseException:
-        for process in (on_cluster, local):
-            process.kill()
-            process.communicate()
-        raise
+    on_cluster = start(cluster_work, cluster_env(cluster_work, slurm_cluster), *PROFILE, targets=(MODEL, GENERATION))
+    local = start(local_work, snakemake_env(local_work), "--cores", "2", targets=(MODEL, GENERATION))
+    with concurrent.futures.ThreadPoolExecutor(1) as reader:
+        # Read the run's output in a thread, so that it never waits on a full pipe meanwhile.
+        cluster_output = reader.submit(finish, on_cluster)
+        try:
+            steer(slurm_cluster, cluster_work, cluster_output)
+        except BaseException:
+            for process in (on_cluster, local):
+                process.kill()
+            local.communicate()
+            raise
+        cluster_out = cluster_output.result()
     finish(local)
     records = [r for r in slurm_cluster.sacct("--duplicates", "--name", run_id(cluster_out),
                                               "--starttime", since.isoformat())
@@ -119,18 +135,17 @@ def test_stopped_jobs_end_as_the_uninterrupted_run(stopped_runs, output):
 def test_a_finetune_past_its_time_limit_is_retried_from_its_checkpoint(stopped_runs):
     cluster_work, _, cluster_out, records = stopped_runs
     finetunes = jobs_of(records, "finetune")
-    # Stopped at least once (more where a busy machine slowed the retry down too), then done.
-    states = [job["State"] for job in finetunes]
-    assert states[-1] == "COMPLETED" and set(states[:-1]) == {"TIMEOUT"}, finetunes
-    first, retry = finetunes[0], finetunes[-1]
+    assert [job["State"] for job in finetunes] == ["TIMEOUT", "COMPLETED"], finetunes
+    first, retry = finetunes
+    # The retry's log (each attempt rewrites it): it trained on from the saved step.
     log = (cluster_work / "logs" / "finetune" / BASE / f"{RECIPE}.log").read_text()
     resumed = int(log.split("resuming from ")[-1].split("checkpoint-")[1].split()[0])
     assert 0 < resumed < FINETUNE_STEPS
+    assert f"global step {resumed}" in log and f"Total optimization steps = {FINETUNE_STEPS:,}" in log
     assert "Trying to restart job" in cluster_out
     stops = stopped_attempts(cluster_work, MODEL)
-    assert [stop["slurm_job_id"] for stop in stops] == [job["JobID"] for job in finetunes[:-1]]
-    assert all((stop["signal"], stop["cause"]) == ("SIGTERM", "time limit or cancel") for stop in stops)
-    assert stops[-1]["progress"] == f"checkpoint at step {resumed}"
+    assert [(stop["slurm_job_id"], stop["signal"], stop["cause"], stop["progress"]) for stop in stops] == [
+        (first["JobID"], "SIGTERM", "time limit or cancel", f"checkpoint at step {resumed}")]
     execution = json.loads(provenance_path(cluster_work / MODEL).read_text())["execution"]
     assert execution["slurm_job_id"] == retry["JobID"]
     assert not list((cluster_work / "results" / "checkpoints" / "stopped_attempts").glob("*/*.jsonl"))

@@ -118,6 +118,8 @@ def job_usage(wall_seconds: float, cpus: int) -> dict:
     subprocesses', e.g. torchrun ranks) and peak resident memory the kernel counted. Under
     SLURM GPUs, their type and the CPUs come from the allocation (``source: slurm``)."""
     env = os.environ
+    # GPU-seconds from the rounded wall time, so that the record's figures agree exactly.
+    wall = round(wall_seconds, 2)
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
     gpus = granted_gpus(env)
@@ -129,10 +131,10 @@ def job_usage(wall_seconds: float, cpus: int) -> dict:
         cpus = int(_first(env, "SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"))
     return {
         "source": "slurm" if on_slurm else "local",
-        "wall_seconds": round(wall_seconds, 2),
+        "wall_seconds": wall,
         "gpus": gpus,
         "gpu_model": gpu_model,
-        "gpu_seconds": round(gpus * wall_seconds, 2),
+        "gpu_seconds": round(gpus * wall, 2),
         "cpus": cpus,
         "cpu_seconds": round(cpu, 2),
         "max_rss_mb": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1),

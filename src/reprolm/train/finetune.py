@@ -26,6 +26,8 @@ from reprolm.stopping import STOPPED_EXIT_STATUS, JobStopped, watch_for_stop
 from reprolm.train.precision import mixed_precision
 
 log = logging.getLogger(__name__)
+# The finished model's hard links in the checkpoint folder, and the mark written after them.
+FINISHED, FINISHED_MARK = "finished", "finished.key"
 
 TRAINING_KEYS = (
     "learning_rate", "num_train_epochs", "per_device_train_batch_size",
@@ -175,6 +177,8 @@ def preference_trainer(model, tokenizer, args, records: list[dict], source: str,
 
 
 def run(spec: FinetuneSpec) -> None:
+    if restore_finished(spec):
+        return
     import pyarrow.parquet as pq
     import torch
     from datasets import Dataset
@@ -249,7 +253,45 @@ def run(spec: FinetuneSpec) -> None:
     if trainer.is_world_process_zero():
         with atomic_path(spec.output_dir) as tmp:
             shutil.move(staging, tmp)
-        shutil.rmtree(spec.checkpoint_dir, ignore_errors=True)
+        keep_finished(spec)
+
+
+def keep_finished(spec: FinetuneSpec) -> None:
+    """Replace the run's checkpoints with hard links to the finished model.
+
+    A job that finishes in the seconds before its time limit can still be killed while it
+    exits; SLURM then reports a timeout and Snakemake deletes the model and retries. The
+    retry finds the links (``restore_finished``) instead of training again. They cost no
+    disk while the model exists, and the next finetune of the same base and recipe, under
+    any settings, clears them.
+    """
+    finished = spec.checkpoint_dir / FINISHED
+    shutil.rmtree(finished, ignore_errors=True)
+    shutil.copytree(spec.output_dir, finished, copy_function=os.link)
+    # Written last: links without it are an interrupted copy, never restored.
+    (spec.checkpoint_dir / FINISHED_MARK).write_text(spec.key() + "\n")
+    for entry in spec.checkpoint_dir.iterdir():
+        if entry.is_dir() and entry.name != FINISHED:
+            shutil.rmtree(entry)
+        elif entry.is_file() and entry.name != FINISHED_MARK:
+            entry.unlink()
+
+
+def restore_finished(spec: FinetuneSpec) -> bool:
+    """Put back the model an earlier attempt of this very spec finished (``keep_finished``);
+    otherwise clear what other settings left under the same base and recipe."""
+    root = Path(spec.checkpoint_root)
+    if root.is_dir():
+        for stale in root.iterdir():
+            if stale.name != spec.key() and (stale / FINISHED_MARK).exists():
+                shutil.rmtree(stale, ignore_errors=True)
+    if not (spec.checkpoint_dir / FINISHED_MARK).exists():
+        return False
+    if int(os.environ.get("RANK", "0")) == 0:
+        with atomic_path(spec.output_dir) as tmp:
+            shutil.copytree(spec.checkpoint_dir / FINISHED, tmp, copy_function=os.link)
+    log.info("kept the model an earlier attempt finished (%s)", spec.checkpoint_dir / FINISHED)
+    return True
 
 
 def main(argv: list[str] | None = None) -> None:
