@@ -2,18 +2,18 @@
 
 Each tests/configs/config-{study}.yaml is a subset of config/config.yaml with the same params
 for everything it keeps (tests/test_small_configs.py checks that), trimmed to few bases and
-recipes. Run in a scratch folder that holds nothing from the default run, it must make the
-same bytes, at the same paths, as the session's default run: raw sources, the tokenizer, base
-models (pretrained on the CPU with fixed seeds), datasets, every finetune's weights and
-Trainer arguments, extrapolated models, greedy and sampled generations, scores, grades,
-lm-eval results.
+recipes. Run in a scratch folder that holds nothing from the default run but the upstream of
+its base models (raw sources, the tokenizer and the pretrained bases: ``small_runs``), it must
+make the same bytes, at the same paths, as the session's default run: datasets, every
+finetune's weights and Trainer arguments, extrapolated models, greedy and sampled
+generations, scores, grades, lm-eval results.
 
 The five configs share one such folder (``small_runs``), so that the upstream they have in
-common (raw sources, the tokenizer, tiny_llama's pretraining, the vanilla SFT model, the
-reward model) is made once, not five times: the first config to run starts from nothing, a
-later one finds what the earlier ones made there (made from scratch in this session too, with
-identical params, so Snakemake keeps it). Whichever configs run, in any order, each test
-checks every file in the folder: the outcome does not depend on which ran first.
+common (the vanilla SFT model, the reward model) is made once, not five times: the first
+config to run makes it, a later one finds what the earlier ones made there (made from
+scratch in this session too, with identical params, so Snakemake keeps it). Whichever
+configs run, in any order, each test checks every file in the folder: the outcome does not
+depend on which ran first.
 
 Compared: every file under results/ and resources/ of the small run, which must all exist in
 the default run, except what differs by design:
@@ -37,6 +37,7 @@ from __future__ import annotations
 import csv
 import io
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,8 @@ STUDIES = ("ruler", "harmony", "expo", "flr", "gem")
 VOLATILE_NAMES = ("provenance.json", ".snakemake_timestamp")
 VOLATILE_PATHS = ("resources/lm_eval_tasks.json",)
 VOLATILE_FOLDERS = ("results/report/",)
+# What a small run starts from (the ``small_runs`` fixture): the upstream of every base model.
+SEEDED = ("resources/raw", "resources/tokenizers", "resources/models", ".snakemake/metadata")
 # Tables whose rows are computed over every model of the study (rankings, consistency across
 # models): a trimmed study section changes every row. Left out of the row comparison.
 WHOLE_STUDY_TABLES: dict[str, tuple[str, ...]] = {
@@ -63,16 +66,14 @@ WHOLE_STUDY_TABLES: dict[str, tuple[str, ...]] = {
     "gem": (),
 }
 # What each small run must have made and compared byte for byte: its models, generations,
-# scores (and, for every study, the upstream tokenizer, base model and datasets).
+# scores (and, for every study, the upstream datasets).
 KEY_ARTIFACTS = {
-    "ruler": ["resources/tokenizers/tiny_bpe/tokenizer.json", "resources/models/tiny_llama/model.safetensors",
-              "results/datasets/ruler_train/train.parquet", "results/models/tiny_llama/ruler/model.safetensors",
+    "ruler": ["results/datasets/ruler_train/train.parquet", "results/models/tiny_llama/ruler/model.safetensors",
               "results/models/tiny_llama/vanilla/training_args.bin",
               "results/generations/tiny_llama/ruler/tlg.parquet", "results/generations/tiny_llama/ruler/self_mlt.parquet",
               "results/scores/length_levels/tiny_llama/ruler/tlg.json",
               "results/scores/lm_eval/tiny_llama/vanilla/general.json"],
-    "harmony": ["resources/models/tiny_llama_small/model.safetensors",
-                "results/scores/train_before_test/tiny_llama_small/pretrained/boolq.json",
+    "harmony": ["results/scores/train_before_test/tiny_llama_small/pretrained/boolq.json",
                 "results/scores/train_before_test/tiny_llama_small/pretrained/cola.json",
                 "results/scores/train_before_test/tiny_llama_small/pretrained/gsm8k.json"],
     "expo": ["results/models/tiny_llama/dpo/model.safetensors", "results/models/tiny_llama/reward/model.safetensors",
@@ -161,9 +162,18 @@ def compare(small_run: Path, default_run: Path) -> tuple[list[str], list[str], l
 
 
 @pytest.fixture(scope="module")
-def small_runs(tmp_path_factory) -> Path:
-    """A scratch copy of the workflow with no outputs, where the small configs run."""
-    return scratch_copy(tmp_path_factory.mktemp("small_runs"))
+def small_runs(default_run, tmp_path_factory) -> Path:
+    """A scratch copy of the workflow, where the small configs run, holding only the default
+    run's raw sources, tokenizer and pretrained base models (with Snakemake's records of them,
+    so that they count as made). Pretraining a base is the slowest job of a small run, and
+    its determinism is checked where it runs twice from nothing: tests/test_slurm_workflow.py
+    builds the tokenizer and base model on the cluster and locally and compares their bytes."""
+    work = scratch_copy(tmp_path_factory.mktemp("small_runs"))
+    for relative in SEEDED:
+        target = work / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-a", str(default_run / relative), str(target)], check=True)
+    return work
 
 
 @pytest.mark.parametrize("study", STUDIES)

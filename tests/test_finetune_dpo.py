@@ -14,7 +14,7 @@ from finetune_helpers import tiny_preference_inputs
 from reprolm.data.builders import BUILDERS, BuildContext
 from reprolm.data.upstream import make_fixture
 from reprolm.models.loading import load_tokenizer
-from reprolm.train.finetune import FinetuneSpec, run
+from reprolm.train.finetune import FINISHED, FINISHED_MARK, FinetuneSpec, run
 
 # Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
 pytestmark = pytest.mark.beside_slurm
@@ -76,7 +76,7 @@ def test_preference_training_widens_the_margin_on_held_out_pairs(pairs, base_mar
     run(spec)
     before, after = base_margin, mean_margin(root / objective, built["test"])
     assert after > before + widening, (before, after)
-    assert not (root / "checkpoints").joinpath(spec.key()).exists()
+    assert sorted(p.name for p in spec.checkpoint_dir.iterdir()) == [FINISHED, FINISHED_MARK]
 
 
 def test_dpo_on_rows_without_pairs_names_the_file_row_and_field(pairs, tmp_path):

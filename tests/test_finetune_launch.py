@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from finetune_helpers import MLT_TOKENS, tiny_finetune_inputs
-from reprolm.train.finetune import FinetuneSpec
+from reprolm.train.finetune import FINISHED, FINISHED_MARK, FinetuneSpec
 from reprolm.train.launch import launch, launch_command
 
 # Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
@@ -84,7 +84,8 @@ def assert_finetuned_checkpoint(spec: FinetuneSpec) -> None:
         assert trained[name].shape == weight.shape, name
         assert not torch.equal(trained[name], weight), f"{name} unchanged by training"
 
-    assert not spec.checkpoint_dir.exists()
+    # Only the finished model's hard links stay, for a retry killed as it exits.
+    assert sorted(p.name for p in spec.checkpoint_dir.iterdir()) == [FINISHED, FINISHED_MARK]
     assert not list(Path(spec.output_dir).parent.glob(f".{Path(spec.output_dir).name}.tmp-*"))
 
 

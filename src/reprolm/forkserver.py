@@ -91,14 +91,11 @@ def _receive_message(connection: socket.socket, max_fds: int = 0) -> tuple[dict,
     return json.loads(data[_HEADER.size:_HEADER.size + length]), fds
 
 
-def _read_line(connection: socket.socket) -> str | None:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = connection.recv(64)
-        if not chunk:
-            return None
-        data += chunk
-    return data.decode().strip()
+def _read_line(replies) -> str | None:
+    """One line from the server's replies (a buffered reader: the pid and the exit status
+    of a quick job can arrive in one packet)."""
+    line = replies.readline()
+    return line.decode().strip() if line.endswith(b"\n") else None
 
 
 def run_in_forkserver(warm_up: str | None = None) -> None:
@@ -115,7 +112,8 @@ def run_in_forkserver(warm_up: str | None = None) -> None:
         connection.connect(address)
         _send_message(connection, {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
                                    "env": dict(os.environ), "path": sys.path, "warm_up": warm_up}, [0, 1, 2])
-        pid_line = _read_line(connection)
+        replies = connection.makefile("rb")
+        pid_line = _read_line(replies)
     except OSError:
         pid_line = None
     if pid_line is None:
@@ -132,7 +130,7 @@ def run_in_forkserver(warm_up: str | None = None) -> None:
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
-    status = _read_line(connection)
+    status = _read_line(replies)
     # No status: the job died without reporting one (killed, out of memory).
     sys.exit(int(status) if status is not None else 1)
 
