@@ -43,9 +43,16 @@ def write_json(result: Mapping, output: str | os.PathLike) -> None:
 def write_table(frame, folder: str | os.PathLike, name: str, decimals: int | None = 2, markdown: bool = True) -> Path:
     """A pandas frame as ``{name}.csv``. ``decimals=None`` keeps full precision (p-values).
     ``markdown``: also a ``.md`` rendering beside the CSV, which only a rule whose output is
-    the whole folder may write."""
+    the whole folder may write. A cell holding an :class:`reprolm.aggregate.uncertainty.Estimate`
+    becomes its figure, with ``{column} lo`` and ``{column} hi`` columns for its interval
+    (and ``{column} seeds`` / ``{column} seed sd`` where it pools replicate seeds); the
+    bootstrap replicates go to ``{name}.replicates.parquet``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    frame, replicates = split_estimates(frame)
+    if replicates is not None:
+        with atomic_path(folder / f"{name}.replicates.parquet") as tmp:
+            replicates.to_parquet(tmp, index=False)
     rounded = frame if decimals is None else frame.round(decimals)
     csv_path = folder / f"{name}.csv"
     with atomic_path(csv_path) as tmp:
@@ -54,3 +61,33 @@ def write_table(frame, folder: str | os.PathLike, name: str, decimals: int | Non
         with atomic_path(folder / f"{name}.md") as tmp:
             tmp.write_text(rounded.to_markdown(index=False) + "\n")
     return csv_path
+
+
+def split_estimates(frame):
+    """``frame`` with each column that holds estimates spread into figure and interval
+    columns, and the replicates behind them as a long frame (row, column, replicates), or
+    None where no cell is an estimate."""
+    import pandas as pd
+
+    from reprolm.aggregate.uncertainty import Estimate
+
+    columns = [c for c in frame.columns if frame[c].map(lambda v: isinstance(v, Estimate)).any()]
+    if not columns:
+        return frame, None
+    out = frame.copy()
+    kept = []
+    for column in columns:
+        cells = frame[column]
+        pooled = cells.map(lambda v: isinstance(v, Estimate) and v.seeds > 1).any()
+        out[column] = [v.value if isinstance(v, Estimate) else v for v in cells]
+        extra = {f"{column} lo": [v.low if isinstance(v, Estimate) else None for v in cells],
+                 f"{column} hi": [v.high if isinstance(v, Estimate) else None for v in cells]}
+        if pooled:
+            extra[f"{column} seeds"] = [v.seeds if isinstance(v, Estimate) else None for v in cells]
+            extra[f"{column} seed sd"] = [v.seed_sd if isinstance(v, Estimate) else None for v in cells]
+        at = list(out.columns).index(column) + 1
+        for offset, (key, values) in enumerate(extra.items()):
+            out.insert(at + offset, key, pd.array(values, dtype="Float64" if "seeds" not in key else "Int64"))
+        kept += [{"row": row, "column": column, "replicates": [float(x) for x in v.replicates]}
+                 for row, v in enumerate(cells) if isinstance(v, Estimate) and v.replicates.size]
+    return out, pd.DataFrame(kept, columns=["row", "column", "replicates"])
