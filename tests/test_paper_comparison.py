@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from reprolm.aggregate.paper_comparison import (HeadlineError, direction_table, headline_table, load_headlines,
                                                 study_headlines, write_paper_comparison)
+from reprolm.aggregate.uncertainty import mean_of
+from reprolm.io import write_table
 from reprolm.studies import Study
 
 
@@ -41,8 +44,69 @@ def test_directions_compare_two_rows_or_a_row_and_a_number(tables):
          "higher": {"model": "CE"}, "lower": 50},
     ]}
     frame = direction_table([("headlines.yaml", spec)], tables, ["gem"])
-    assert frame["shown"].tolist() == [True, False]
+    # Plain figures without replicates: the difference, but no interval, so nothing is shown.
     assert frame["expected lower"].tolist() == [40.0, 50.0]
+    assert frame["difference"].tolist() == [4.0, -10.0]
+    assert frame["verdict"].tolist() == ["no interval", "no interval"]
+    assert frame["shown"].tolist() == [False, False]
+
+
+def _accuracy_table(folder, correct_by_model: dict[str, list[float]]) -> None:
+    """A table of accuracies over the same prompts, written as the study writers write it."""
+    ids = [f"prompt{i}" for i in range(len(next(iter(correct_by_model.values()))))]
+    frame = pd.DataFrame([{"model": model, "accuracy": mean_of(correct, ids, scale=100)}
+                          for model, correct in correct_by_model.items()])
+    write_table(frame, folder, "accuracy")
+
+
+def test_effect_claims_carry_a_paired_interval_and_holm_adjusted_p(tmp_path):
+    rng = np.random.default_rng(0)
+    weak = rng.integers(0, 2, size=80).astype(float)
+    strong = np.maximum(weak, rng.integers(0, 2, size=80))  # right wherever weak is, and more
+    _accuracy_table(tmp_path / "s", {"weak": weak, "strong": strong, "twin": weak.copy()})
+    spec = {"directions": [
+        {"study": "s", "claim": "strong above weak", "table": "accuracy", "column": "accuracy",
+         "higher": {"model": "strong"}, "lower": {"model": "weak"}},
+        {"study": "s", "claim": "twin above weak", "table": "accuracy", "column": "accuracy",
+         "higher": {"model": "twin"}, "lower": {"model": "weak"}},
+        {"study": "s", "claim": "weak above chance", "table": "accuracy", "column": "accuracy",
+         "higher": {"model": "weak"}, "lower": 50},
+        {"study": "s", "claim": "weak above strong", "table": "accuracy", "column": "accuracy",
+         "higher": {"model": "weak"}, "lower": {"model": "strong"}},
+    ]}
+    frame = direction_table([("h.yaml", spec)], tmp_path, ["s"]).set_index("claim")
+    gain = 100 * (strong.mean() - weak.mean())
+    row = frame.loc["strong above weak"]
+    assert row["difference"] == pytest.approx(gain)
+    assert 0 < row["difference lo"] < gain < row["difference hi"]
+    assert row["paired"] and row["verdict"] == "shown" and row["p"] < 0.01
+    # Two identical models: a difference of exactly zero in every replicate, never an effect.
+    twin = frame.loc["twin above weak"]
+    assert (twin["difference"], twin["difference lo"], twin["difference hi"], twin["p"]) == (0, 0, 0, 1.0)
+    assert twin["verdict"] == "not significant" and not twin["shown"]
+    chance = frame.loc["weak above chance"]
+    assert not chance["paired"] and chance["verdict"] == "not significant"
+    assert chance["difference lo"] < 0 < chance["difference hi"]
+    assert frame.loc["weak above strong", "verdict"] == "reversed"
+    # Holm over the four tested claims, by hand.
+    p = frame["p"].tolist()
+    order = sorted(range(4), key=lambda i: p[i])
+    running, expected = 0.0, [0.0] * 4
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (4 - rank) * p[i]))
+        expected[i] = running
+    assert frame["p (Holm)"].tolist() == pytest.approx(expected)
+    assert row["shown after Holm"] == (row["p (Holm)"] < 0.05)
+
+
+def test_headlines_carry_the_runs_interval(tmp_path):
+    _accuracy_table(tmp_path / "s", {"m": [1.0, 0.0] * 20})
+    spec = {"headlines": [{"study": "s", "figure": "accuracy", "model": "m", "paper": 55.0, "table": "accuracy",
+                           "where": {"model": "m"}, "column": "accuracy"}]}
+    row = headline_table([("h.yaml", spec)], tmp_path, ["s"]).iloc[0]
+    table = pd.read_csv(tmp_path / "s" / "accuracy.csv").iloc[0]
+    assert (row["this run"], row["this run lo"], row["this run hi"]) == (50.0, table["accuracy lo"], table["accuracy hi"])
+    assert row["this run lo"] < 50.0 < row["this run hi"]
 
 
 def test_a_misplaced_figure_names_its_entry_and_the_table(tables):
@@ -134,8 +198,8 @@ def test_the_comparison_merges_the_files_entries_with_each_studys_own(tables, tm
         ["gem", "IFEval", "b CE", 44.7, 40.0], ["mine", "IFEval", "b GEM", 45.0, 43.5]]
     assert headline["difference"].tolist() == pytest.approx([40.0 - 44.7, 43.5 - 45.0])
     direction = pd.read_csv(outputs[1])
-    assert direction.values.tolist() == [["gem", "GEM above CE", 44.0, 40.0, True],
-                                         ["mine", "GEM above 42", 43.5, 42.0, True]]
+    assert direction[["study", "claim", "expected higher", "expected lower", "difference", "verdict"]].values.tolist() == [
+        ["gem", "GEM above CE", 44.0, 40.0, 4.0, "no interval"], ["mine", "GEM above 42", 43.5, 42.0, 1.5, "no interval"]]
     # Only enabled studies' entries are compared, the file's and the studies' own alike.
     write_paper_comparison(str(headlines), study_headlines([_declaring()]), tables, ["mine"], *map(str, outputs))
     assert pd.read_csv(outputs[0])["study"].tolist() == ["mine"]

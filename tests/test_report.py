@@ -25,7 +25,11 @@ def test_paper_comparison_sets_headlines_beside_this_run_and_checks_directions_a
     poems = pd.read_csv(default_run / "results/tables/gem/diversity_poems.csv").set_index("model")
     assert gem["expected higher"] == pytest.approx(poems.loc["GEM-Linear", "N-gram Distinct Ratio"], abs=1e-3)
     assert gem["expected lower"] == pytest.approx(poems.loc["CE", "N-gram Distinct Ratio"], abs=1e-3)
-    assert gem["shown"] == (gem["expected higher"] > gem["expected lower"])
+    # Shown only when the paired interval of the difference lies above zero.
+    assert gem["difference"] == pytest.approx(gem["expected higher"] - gem["expected lower"], abs=2e-3)
+    assert gem["difference lo"] <= gem["difference"] <= gem["difference hi"] and gem["paired"]
+    assert gem["shown"] == (gem["difference lo"] > 0)
+    assert set(directions["verdict"]) <= {"shown", "not significant", "reversed", "no interval"}
     harmony = directions[directions["study"] == "harmony"].iloc[0]
     summary = pd.read_csv(default_run / "results/tables/harmony/consistency_summary.csv").set_index("evaluation")
     assert harmony["expected higher"] == pytest.approx(summary.loc["train_before_test", "mean_kendall_tau"], abs=1e-3)
