@@ -9,7 +9,10 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -40,6 +43,35 @@ def write_json(result: Mapping, output: str | os.PathLike) -> None:
         tmp.write_text(json.dumps(result, indent=2, sort_keys=True, allow_nan=True) + "\n")
 
 
+@dataclass(frozen=True)
+class CollectedTable:
+    """A table :func:`write_table` was asked to write while :func:`collected_tables` held it back."""
+
+    folder: Path
+    name: str
+    frame: Any
+    decimals: int | None
+    markdown: bool
+
+    def write(self) -> Path:
+        return write_table(self.frame, self.folder, self.name, self.decimals, self.markdown)
+
+
+_COLLECTING: ContextVar[list[CollectedTable] | None] = ContextVar("collected tables", default=None)
+
+
+@contextlib.contextmanager
+def collected_tables() -> Iterator[list[CollectedTable]]:
+    """Within the block, :func:`write_table` keeps each table in the yielded list instead of
+    writing it (a study's tables over replicate seeds are pooled before they are written)."""
+    collected: list[CollectedTable] = []
+    token = _COLLECTING.set(collected)
+    try:
+        yield collected
+    finally:
+        _COLLECTING.reset(token)
+
+
 def write_table(frame, folder: str | os.PathLike, name: str, decimals: int | None = 2, markdown: bool = True) -> Path:
     """A pandas frame as ``{name}.csv``. ``decimals=None`` keeps full precision (p-values).
     ``markdown``: also a ``.md`` rendering beside the CSV, which only a rule whose output is
@@ -48,6 +80,10 @@ def write_table(frame, folder: str | os.PathLike, name: str, decimals: int | Non
     (and ``{column} seeds`` / ``{column} seed sd`` where it pools replicate seeds); the
     bootstrap replicates go to ``{name}.replicates.parquet``."""
     folder = Path(folder)
+    collecting = _COLLECTING.get()
+    if collecting is not None:
+        collecting.append(CollectedTable(folder, name, frame, decimals, markdown))
+        return folder / f"{name}.csv"
     folder.mkdir(parents=True, exist_ok=True)
     frame, replicates = split_estimates(frame)
     if replicates is not None:

@@ -1,5 +1,5 @@
 """Every artifact path the workflow makes, built and parsed in one place, and the model names
-they carry (``pretrained``, ``{recipe}+expo{alpha}``).
+they carry (``pretrained``, ``{recipe}+expo{alpha}``, ``{recipe}-seed{seed}``).
 
 Scores follow one convention: ``results/scores/{metric}/{base}/{recipe}/{name}.json``, where a
 judge-graded metric is ``{kind}_{judge}`` (``grade_tiny_rm``, ``win_rate_flr``) and ``name``
@@ -27,6 +27,21 @@ def split_expo(recipe: str) -> tuple[str, float | None]:
 def expo_name(recipe: str, alpha: float) -> str:
     """The model name of ``recipe`` extrapolated by ``alpha`` (``0.30`` and ``0.3`` name one model)."""
     return f"{recipe}+expo{alpha:g}"
+
+
+SEED_SUFFIX = re.compile(r"^(?P<recipe>[A-Za-z0-9_]+)-seed(?P<seed>[0-9]+)$")
+
+
+def split_seed(recipe: str) -> tuple[str, int | None]:
+    """``"gem_linear-seed7"`` -> ``("gem_linear", 7)``: a replicate of a recipe trained with
+    another seed names the recipe and the seed; a plain name gives ``(recipe, None)``."""
+    match = SEED_SUFFIX.match(recipe)
+    return (match["recipe"], int(match["seed"])) if match else (recipe, None)
+
+
+def seed_name(recipe: str, seed: int) -> str:
+    """The model name of ``recipe`` trained with ``seed`` (a replicate besides the default seed's)."""
+    return f"{recipe}-seed{seed}"
 
 
 def raw_dir(source: str) -> str:

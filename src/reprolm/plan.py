@@ -43,6 +43,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from reprolm.config.lookups import recipe_spec
 from reprolm.provenance.cost import stage_of
 from reprolm.provenance.hashing import provenance_path
 
@@ -184,7 +185,7 @@ def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | Non
     flops, kind = None, "train"
     wildcards = job.wildcards
     if size and job.rule == "finetune":
-        recipe = config["recipes"][wildcards["recipe"]]
+        recipe = recipe_spec(config, wildcards["recipe"])
         if recipe.get("max_steps"):
             examples = recipe["max_steps"] * recipe.get("per_device_train_batch_size", 1) * \
                 recipe.get("gradient_accumulation_steps", 1) * max(1, job.gpus)

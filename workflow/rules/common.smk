@@ -219,11 +219,12 @@ def finetune_start(wildcards):
 
 
 def recipe_train_file(wildcards):
-    return f"results/datasets/{config['recipes'][wildcards.recipe]['dataset']}/train.parquet"
+    dataset = lookups.recipe_spec(config, wildcards.recipe)["dataset"]
+    return f"results/datasets/{dataset}/train.parquet"
 
 
 def deepspeed_config(wildcards):
-    path = config["recipes"][wildcards.recipe].get("deepspeed")
+    path = lookups.recipe_spec(config, wildcards.recipe).get("deepspeed")
     return [path] if path else []
 
 
@@ -397,6 +398,8 @@ def study_table_inputs(wildcards):
     """The study's score files, and the file it was loaded from if it is not the package's."""
     tables_of = study(config, wildcards.study)
     return {
-        "scores": tables_of.table_inputs(config, checkpoint_output),
+        "scores": lookups.replicate_score_paths(
+            config, tables_of.table_inputs(config, checkpoint_output)
+        ),
         "study_module": [tables_of.loaded_from] if tables_of.loaded_from else [],
     }

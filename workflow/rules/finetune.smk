@@ -23,7 +23,7 @@ rule finetune:
         slurm_extra=stage_stop_signal("finetune"),
     params:
         code=library_code("finetune.py"),
-        recipe=lambda wildcards: canonical(config["recipes"][wildcards.recipe]),
+        recipe=lambda wildcards: canonical(lookups.recipe_spec(config, wildcards.recipe)),
         add_tokens=lambda wildcards: canonical(
             lookups.finetune_tokens(config, wildcards.recipe)
         ),
@@ -34,7 +34,7 @@ rule finetune:
             "precision"
         ],
         checkpoint_root="results/checkpoints/{base}/{recipe}",
-        seed=config["seed"],
+        seed=lambda wildcards: lookups.recipe_seed(config, wildcards.recipe),
     script:
         "../scripts/finetune.py"
 

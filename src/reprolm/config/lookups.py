@@ -9,22 +9,64 @@ from collections.abc import Mapping
 
 from reprolm.config.errors import ConfigError
 from reprolm.paths import (PRETRAINED, base_model_dir, generations_file, grade_path, hub_model_dir, lm_eval_data_dir,
-                           model_dir, nltk_data_dir, raw_dir, split_expo)
+                           model_dir, nltk_data_dir, parse_score_path, raw_dir, score_path, seed_name, split_expo,
+                           split_seed)
 from reprolm.score.judges import LOCAL_JUDGES
+
+
+def recipe_spec(config: Mapping, name: str) -> Mapping:
+    """The recipe a model name was trained by (a replicate ``{recipe}-seed{n}`` is its recipe's)."""
+    return config["recipes"][split_seed(name)[0]]
+
+
+def recipe_seed(config: Mapping, name: str) -> int:
+    """The seed a finetune of ``name`` trains with: a replicate's own, else the config's ``seed``."""
+    seed = split_seed(name)[1]
+    return config["seed"] if seed is None else seed
+
+
+def replicate_names(config: Mapping, recipe: str) -> list[str]:
+    """The model names of a recipe's replicates, one per seed in its ``seeds``: the config's
+    ``seed`` keeps the plain name (so a single seed's paths never change), others are
+    ``{recipe}-seed{n}``. A recipe without ``seeds`` (or ``pretrained``) is one model."""
+    seeds = config.get("recipes", {}).get(recipe, {}).get("seeds")
+    if not seeds:
+        return [recipe]
+    return [recipe if seed == config["seed"] else seed_name(recipe, seed) for seed in seeds]
+
+
+def replicate_score_paths(config: Mapping, paths: list[str]) -> list[str]:
+    """Each score path of a model whose recipe has replicate seeds, as one path per replicate
+    (a study's tables pool them); other paths as they are."""
+    expanded = []
+    for path in paths:
+        parsed = parse_score_path(path)
+        if parsed.base not in config.get("base_models", {}):
+            expanded.append(path)  # a judge's score on a dataset: no model in it
+            continue
+        expanded += [path if name == parsed.recipe else score_path(parsed.metric, parsed.base, name, parsed.name)
+                     for name in replicate_names(config, parsed.recipe)]
+    return list(dict.fromkeys(expanded))
 
 
 def finetune_start(config: Mapping, base: str, recipe: str) -> str:
     """The checkpoint a recipe's finetune starts from: the base model, or the model of the
-    recipe named in ``init`` (e.g. DPO from an SFT model)."""
-    init = config["recipes"][recipe].get("init")
-    return model_dir(base, init) if init else base_model_dir(base)
+    recipe named in ``init`` (e.g. DPO from an SFT model). A replicate starts from the init
+    recipe's replicate of the same seed where that recipe has one, else from its default."""
+    init = recipe_spec(config, recipe).get("init")
+    if not init:
+        return base_model_dir(base)
+    seed = split_seed(recipe)[1]
+    if seed is not None and seed_name(init, seed) in replicate_names(config, init):
+        return model_dir(base, seed_name(init, seed))
+    return model_dir(base, init)
 
 
 def finetune_tokens(config: Mapping, recipe: str) -> list[str]:
     """Tokens a recipe adds to the tokenizer (``mlt``: one per length target)."""
     from reprolm.length import TargetSet
 
-    if config["recipes"][recipe].get("add_tokens") == "mlt":
+    if recipe_spec(config, recipe).get("add_tokens") == "mlt":
         return TargetSet.from_config(config["length_targets"]).mlt_tokens
     return []
 
@@ -34,7 +76,7 @@ def length_prompt(config: Mapping, recipe: str) -> str:
     plain = split_expo(recipe)[0]
     if plain == PRETRAINED:
         return "instruction"
-    return config["recipes"][plain].get("length_prompt", "instruction")
+    return recipe_spec(config, plain).get("length_prompt", "instruction")
 
 
 def expo_reference(config: Mapping, recipe: str) -> str:

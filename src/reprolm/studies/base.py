@@ -129,16 +129,32 @@ class Study:
         return {"tables": inspect.cleandoc(self.caption), "plots": inspect.cleandoc(self.plots_caption)}
 
     def write_tables(self, score_paths, study_config: Mapping, settings: Mapping, tables: str, plots: str) -> None:
-        """The writer's tables and plots, each folder written whole or not at all."""
+        """The writer's tables and plots, each folder written whole or not at all. Where
+        recipes have replicate seeds, the writer runs once per replicate set and its tables
+        are pooled over the sets (:mod:`reprolm.aggregate.replicates`); the plots are the
+        default seed's."""
+        import tempfile
+
+        from reprolm.aggregate.replicates import pool_tables, replicate_sets
         from reprolm.aggregate.tables import load_scores
-        from reprolm.io import atomic_path
+        from reprolm.io import atomic_path, collected_tables
 
         writer = self.table_writer()
-        scores = load_scores(score_paths)
+        sets = replicate_sets(load_scores(score_paths))
         with atomic_path(tables) as tables_tmp, atomic_path(plots) as plots_tmp:
             tables_tmp.mkdir()
             plots_tmp.mkdir()
-            writer(scores, study_config, settings, tables_tmp, plots_tmp)
+            if len(sets) == 1:
+                writer(sets[0], study_config, settings, tables_tmp, plots_tmp)
+                return
+            runs = []
+            with tempfile.TemporaryDirectory() as unused_plots:
+                for index, scores in enumerate(sets):
+                    with collected_tables() as collected:
+                        writer(scores, study_config, settings, tables_tmp, plots_tmp if index == 0 else Path(unused_plots))
+                    runs.append(collected)
+            for table in pool_tables(runs):
+                table.write()
 
     def table_writer(self) -> Callable:
         """``writer(scores, study_config, settings, tables, plots)``: the study's tables
