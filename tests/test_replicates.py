@@ -31,7 +31,7 @@ def test_the_default_seed_keeps_the_plain_name_and_others_are_named_by_seed():
     assert split_seed("sft-seed7") == ("sft", 7) and split_seed("sft") == ("sft", None)
     assert split_seed("dpo+expo0.5") == ("dpo+expo0.5", None)
     assert [lookups.recipe_seed(CONFIG, name) for name in ("sft", "sft-seed7", "plain")] == [42, 7, 42]
-    assert lookups.recipe_spec(CONFIG, "sft-seed9") is CONFIG["recipes"]["sft"]
+    assert lookups.recipe_spec(CONFIG, "sft-seed9") == {"dataset": "d"}
 
 
 def test_a_replicate_starts_from_its_inits_replicate_of_the_same_seed_where_there_is_one():
@@ -39,6 +39,24 @@ def test_a_replicate_starts_from_its_inits_replicate_of_the_same_seed_where_ther
     assert lookups.finetune_start(CONFIG, "tiny", "dpo") == "results/models/tiny/sft"
     assert lookups.finetune_start(CONFIG, "tiny", "kto-seed5") == "results/models/tiny/sft"  # sft has no seed 5
     assert lookups.finetune_start(CONFIG, "tiny", "sft-seed7") == "resources/models/tiny"
+
+
+def test_a_prompt_sets_sampling_replicates_have_their_own_seed_and_share_its_settings():
+    config = {**CONFIG, "promptsets": {"poems": {"dataset": "d", "seeds": [42, 3], "sampling": {"n": 4}}}}
+    assert lookups.replicate_promptsets(config, "poems") == ["poems", "poems-seed3"]
+    assert lookups.replicate_promptsets(config, "ifeval_suite") == ["ifeval_suite"]
+    assert [lookups.sampling_seed(config, name) for name in ("poems", "poems-seed3")] == [42, 3]
+    # Listing seeds is no setting of a replicate: the plain prompt set's param stays as it was.
+    assert lookups.promptset_spec(config, "poems-seed3") == {"dataset": "d", "sampling": {"n": 4}}
+    assert lookups.recipe_spec(CONFIG, "sft") == {"dataset": "d"}
+    paths = lookups.replicate_score_paths(config, [score_path("diversity", "tiny", "dpo", "poems")])
+    assert paths == [score_path("diversity", "tiny", recipe, name)
+                     for recipe in ("dpo", "dpo-seed7") for name in ("poems", "poems-seed3")]
+    sets = replicate_sets([Score("diversity", "tiny", recipe, name, {"at": (recipe, name)}) for recipe, name in
+                           [("dpo-seed7", "poems"), ("dpo", "poems-seed3"), ("dpo", "poems"), ("dpo-seed7", "poems-seed3")]])
+    assert [(s.recipe, s.name, s.data["at"]) for [s] in sets] == [
+        ("dpo", "poems", ("dpo", "poems")), ("dpo", "poems", ("dpo", "poems-seed3")),
+        ("dpo", "poems", ("dpo-seed7", "poems")), ("dpo", "poems", ("dpo-seed7", "poems-seed3"))]
 
 
 def test_score_paths_expand_to_one_per_replicate():

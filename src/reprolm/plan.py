@@ -43,7 +43,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from reprolm.config.lookups import recipe_spec
+from reprolm.config.lookups import promptset_spec, recipe_spec
 from reprolm.provenance.cost import stage_of
 from reprolm.provenance.hashing import provenance_path
 
@@ -199,7 +199,7 @@ def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | Non
         pretrain = config["base_models"][wildcards["base"]]["build"]["pretrain"]
         flops = 6 * size * pretrain["steps"] * pretrain["batch_size"] * pretrain["block_size"]
     elif size and job.rule == "generate":
-        promptset = config["promptsets"][wildcards["promptset"]]
+        promptset = promptset_spec(config, wildcards["promptset"])
         prompts = dataset_rows(config, promptset["dataset"], root)
         sampling = promptset.get("sampling", {})
         if prompts:

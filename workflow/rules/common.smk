@@ -56,7 +56,7 @@ wildcard_constraints:
     recipe=r"[A-Za-z0-9_.+-]+",
     dataset=r"[A-Za-z0-9_]+",
     split=r"[A-Za-z0-9_]+",
-    promptset=r"[A-Za-z0-9_]+",
+    promptset=r"[A-Za-z0-9_]+(?:-seed[0-9]+)?",
     metric="|".join(METRICS),
     task=r"[A-Za-z0-9_]+",
     suite=r"[A-Za-z0-9_]+",
@@ -229,7 +229,7 @@ def deepspeed_config(wildcards):
 
 
 def promptset_file(wildcards):
-    spec = config["promptsets"][wildcards.promptset]
+    spec = lookups.promptset_spec(config, wildcards.promptset)
     return f"results/datasets/{spec['dataset']}/{spec['split']}.parquet"
 
 

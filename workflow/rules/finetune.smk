@@ -23,7 +23,9 @@ rule finetune:
         slurm_extra=stage_stop_signal("finetune"),
     params:
         code=library_code("finetune.py"),
-        recipe=lambda wildcards: canonical(lookups.recipe_spec(config, wildcards.recipe)),
+        recipe=lambda wildcards: canonical(
+            lookups.recipe_spec(config, wildcards.recipe)
+        ),
         add_tokens=lambda wildcards: canonical(
             lookups.finetune_tokens(config, wildcards.recipe)
         ),

@@ -19,7 +19,9 @@ rule generate:
         slurm_extra=stage_stop_signal("generate"),
     params:
         code=library_code("generate.py"),
-        promptset=lambda wildcards: canonical(config["promptsets"][wildcards.promptset]),
+        promptset=lambda wildcards: canonical(
+            lookups.promptset_spec(config, wildcards.promptset)
+        ),
         length_prompt=lambda wildcards: canonical(
             lookups.length_prompt(config, wildcards.recipe)
         ),
@@ -31,6 +33,6 @@ rule generate:
         precision=lambda wildcards: model_settings(config, wildcards.base, "generate")[
             "precision"
         ],
-        seed=config["seed"],
+        seed=lambda wildcards: lookups.sampling_seed(config, wildcards.promptset),
     script:
         "../scripts/generate.py"

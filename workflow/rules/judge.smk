@@ -59,9 +59,9 @@ for api in (False, True):
         params:
             code=library_code("win_rate.py"),
             judge=judge_spec,
-            reference=lambda wildcards: config["promptsets"][wildcards.promptset].get(
-                "reference", "dataset"
-            ),
+            reference=lambda wildcards: lookups.promptset_spec(
+                config, wildcards.promptset
+            ).get("reference", "dataset"),
             seed=config["seed"],
         script:
             "../scripts/win_rate.py"

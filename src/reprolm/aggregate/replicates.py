@@ -1,7 +1,8 @@
 """Study tables over replicate seeds.
 
 A recipe with ``seeds`` is finetuned once per seed (``{recipe}-seed{n}``, the default seed
-keeping the plain name). A study's writer knows nothing of that: it runs once per replicate
+keeping the plain name); a prompt set with ``seeds`` is sampled once per seed
+(``{promptset}-seed{n}``). A study's writer knows nothing of that: it runs once per replicate
 set, each set naming its replicates by the plain recipe, with its tables collected instead
 of written, and the sets' tables are then pooled cell by cell (:func:`pool_tables`).
 """
@@ -21,17 +22,22 @@ from reprolm.io import CollectedTable
 from reprolm.paths import split_seed
 
 
+def _order(seed: int | None) -> tuple[bool, int]:
+    return seed is not None, seed or 0
+
+
 def replicate_sets(scores: Sequence[Score]) -> list[list[Score]]:
-    """The scores as one list per replicate: set ``r`` holds each model's ``r``-th seed (the
-    default seed's first, then by seed), renamed to the plain recipe; a model with fewer
-    replicates than the most has its default seed's scores in the further sets, where
-    pooling counts them once."""
-    groups: dict[tuple, list[tuple[bool, int, Score]]] = {}
+    """The scores as one list per replicate: set ``r`` holds each model's ``r``-th replicate
+    (a recipe seed with a sampling seed; the default seeds' first, then by seed), renamed to
+    the plain recipe and prompt set; a score with fewer replicates than the most has its
+    default seeds' in the further sets, where pooling counts it once."""
+    groups: dict[tuple, list[tuple[tuple, Score]]] = {}
     for score in scores:
-        plain, seed = split_seed(score.recipe)
-        groups.setdefault((score.metric, score.base, plain, score.name), []).append(
-            (seed is not None, seed or 0, dataclasses.replace(score, recipe=plain)))
-    ordered = [[entry[2] for entry in sorted(group, key=lambda entry: entry[:2])] for group in groups.values()]
+        recipe, recipe_seed = split_seed(score.recipe)
+        name, sampling_seed = split_seed(score.name)
+        groups.setdefault((score.metric, score.base, recipe, name), []).append(
+            ((*_order(recipe_seed), *_order(sampling_seed)), dataclasses.replace(score, recipe=recipe, name=name)))
+    ordered = [[entry[1] for entry in sorted(group, key=lambda entry: entry[0])] for group in groups.values()]
     count = max((len(members) for members in ordered), default=1)
     return [[members[r] if r < len(members) else members[0] for members in ordered] for r in range(count)]
 

@@ -14,38 +14,72 @@ from reprolm.paths import (PRETRAINED, base_model_dir, generations_file, grade_p
 from reprolm.score.judges import LOCAL_JUDGES
 
 
-def recipe_spec(config: Mapping, name: str) -> Mapping:
-    """The recipe a model name was trained by (a replicate ``{recipe}-seed{n}`` is its recipe's)."""
-    return config["recipes"][split_seed(name)[0]]
+def _without_seeds(spec: Mapping) -> dict:
+    # Which replicates exist is no setting of any one of them: adding a seed reruns nothing.
+    return {key: value for key, value in spec.items() if key != "seeds"}
+
+
+def recipe_spec(config: Mapping, name: str) -> dict:
+    """The recipe a model name was trained by (a replicate ``{recipe}-seed{n}`` is its
+    recipe's), less its ``seeds``."""
+    return _without_seeds(config["recipes"][split_seed(name)[0]])
+
+
+def promptset_spec(config: Mapping, name: str) -> dict:
+    """The prompt set a generation's name samples (``{promptset}-seed{n}`` is its prompt
+    set's), less its ``seeds``."""
+    return _without_seeds(config["promptsets"][split_seed(name)[0]])
+
+
+def _seed_of(config: Mapping, name: str) -> int:
+    seed = split_seed(name)[1]
+    return config["seed"] if seed is None else seed
 
 
 def recipe_seed(config: Mapping, name: str) -> int:
     """The seed a finetune of ``name`` trains with: a replicate's own, else the config's ``seed``."""
-    seed = split_seed(name)[1]
-    return config["seed"] if seed is None else seed
+    return _seed_of(config, name)
+
+
+def sampling_seed(config: Mapping, name: str) -> int:
+    """The seed a generation on prompt set ``name`` samples with: a replicate's own, else the
+    config's ``seed``."""
+    return _seed_of(config, name)
+
+
+def _replicates(config: Mapping, section: str, name: str) -> list[str]:
+    seeds = config.get(section, {}).get(name, {}).get("seeds")
+    if not seeds:
+        return [name]
+    return [name if seed == config["seed"] else seed_name(name, seed) for seed in seeds]
 
 
 def replicate_names(config: Mapping, recipe: str) -> list[str]:
     """The model names of a recipe's replicates, one per seed in its ``seeds``: the config's
     ``seed`` keeps the plain name (so a single seed's paths never change), others are
     ``{recipe}-seed{n}``. A recipe without ``seeds`` (or ``pretrained``) is one model."""
-    seeds = config.get("recipes", {}).get(recipe, {}).get("seeds")
-    if not seeds:
-        return [recipe]
-    return [recipe if seed == config["seed"] else seed_name(recipe, seed) for seed in seeds]
+    return _replicates(config, "recipes", recipe)
+
+
+def replicate_promptsets(config: Mapping, promptset: str) -> list[str]:
+    """The names of a prompt set's sampling replicates, named as :func:`replicate_names` names
+    a recipe's; anything that is not a prompt set with ``seeds`` (an lm-eval suite) as it is."""
+    return _replicates(config, "promptsets", promptset)
 
 
 def replicate_score_paths(config: Mapping, paths: list[str]) -> list[str]:
-    """Each score path of a model whose recipe has replicate seeds, as one path per replicate
-    (a study's tables pool them); other paths as they are."""
+    """Each score path of a model whose recipe, or of a prompt set whose sampling, has
+    replicate seeds, as one path per replicate (every recipe seed with every sampling seed; a
+    study's tables pool them); other paths as they are."""
     expanded = []
     for path in paths:
         parsed = parse_score_path(path)
         if parsed.base not in config.get("base_models", {}):
             expanded.append(path)  # a judge's score on a dataset: no model in it
             continue
-        expanded += [path if name == parsed.recipe else score_path(parsed.metric, parsed.base, name, parsed.name)
-                     for name in replicate_names(config, parsed.recipe)]
+        expanded += [score_path(parsed.metric, parsed.base, recipe, name)
+                     for recipe in replicate_names(config, parsed.recipe)
+                     for name in replicate_promptsets(config, parsed.name)]
     return list(dict.fromkeys(expanded))
 
 
@@ -129,7 +163,7 @@ def reference_generations(config: Mapping, promptset: str, base: str) -> str | N
     """The reference answers' generations for win rates on ``promptset``: a model
     ``{base}/{recipe}``, or a bare recipe on the evaluated model's own base (an aligned
     policy against the policy it started from); None for the benchmark's own answers."""
-    reference = config["promptsets"][promptset].get("reference", "dataset")
+    reference = promptset_spec(config, promptset).get("reference", "dataset")
     if reference == "dataset":
         return None
     model = reference if "/" in reference else f"{base}/{reference}"
