@@ -126,10 +126,25 @@ def table(path: Path) -> tuple[list[str], list[tuple[str, ...]]]:
     return lines[0], [tuple(row) for row in lines[1:]]
 
 
+def same_replicates(small: Path, default: Path) -> bool:
+    """Every cell's bootstrap replicates kept beside a small run's table (``write_table``) are
+    those of a cell of the same column beside the default's (rows are numbered per table)."""
+    import pandas as pd
+
+    def cells(path: Path) -> set[tuple]:
+        kept = pd.read_parquet(path)
+        return {(column, tuple(values)) for column, values in zip(kept["column"], kept["replicates"], strict=True)}
+
+    found = cells(small)
+    return bool(found) and found <= cells(default)
+
+
 def same_rows(small: Path, default: Path) -> bool:
     """Every column of the small run's table is one of the default's, and every row, read in
     those columns, is a row of the default's (which has more rows, or more columns, where the
     small config keeps fewer models or judges)."""
+    if small.name.endswith(".replicates.parquet"):
+        return same_replicates(small, default)
     columns, rows = table(small)
     default_columns, default_rows = table(default)
     if not rows or not set(columns) <= set(default_columns):
