@@ -164,7 +164,8 @@ def compare(small_run: Path, default_run: Path) -> tuple[list[str], list[str], l
         if parts[:2] == ["results", "plots"]:
             continue
         if parts[:2] == ["results", "tables"]:
-            if parts[-1] in WHOLE_STUDY_TABLES[parts[2]]:
+            table_csv = parts[-1].removesuffix(".replicates.parquet") + ".csv"
+            if parts[-1] in WHOLE_STUDY_TABLES[parts[2]] or table_csv in WHOLE_STUDY_TABLES[parts[2]]:
                 continue
             by_rows.append(relative)
             if not same_rows(path, default[relative]):
