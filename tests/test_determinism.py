@@ -58,9 +58,13 @@ SEEDED = ("resources/raw", "resources/tokenizers", "resources/models", ".snakema
 # models): a trimmed study section changes every row. Left out of the row comparison.
 WHOLE_STUDY_TABLES: dict[str, tuple[str, ...]] = {
     "ruler": (),
-    # Kendall tau between the models' rankings, and the leaderboards' ranks and PC1 scores.
+    # Kendall tau between the models' rankings (with its bootstrap over models), and the
+    # leaderboards' ranks and PC1 scores; the comparison with the paper's scores has no row
+    # in a tiny run (no tiny model is in the paper), so no row to compare.
     "harmony": tuple(f"{name}.{ext}" for name in ("consistency_per_task", "consistency_summary", "leaderboard_direct",
-                                                  "leaderboard_train_before_test") for ext in ("csv", "md")),
+                                                  "leaderboard_train_before_test", "reference_comparison")
+                     for ext in ("csv", "md"))
+    + ("consistency_per_task.replicates.parquet", "consistency_summary.replicates.parquet"),
     "expo": (),
     "flr": (),
     "gem": (),

@@ -6,14 +6,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import kendalltau
 
 from reprolm.aggregate.harmony import (
+    PAPER_METRICS,
     PAPER_TASKS,
     TASK_LABELS,
+    binary_standard_error,
     complete_models,
+    consistency_estimates,
+    drawn_kendall_taus,
     leaderboard,
     load_harmony_results,
     pc1_scores,
+    pc1_share_estimate,
     plot_consistency,
     plot_tau_heatmap,
     ranking_consistency,
@@ -22,6 +28,7 @@ from reprolm.aggregate.harmony import (
 from reprolm.aggregate.harmony_tables import write_harmony_tables
 from reprolm.aggregate.paper_comparison import write_paper_comparison
 from reprolm.aggregate.tables import Score
+from reprolm.aggregate.uncertainty import RESAMPLES, difference, unit_draws
 
 DATA = Path(__file__).parent / "data" / "harmony"
 HEADLINES = Path(__file__).resolve().parents[1] / "config" / "paper_headlines.yaml"
@@ -252,10 +259,19 @@ def test_plots_write_pngs(tmp_path, consistency):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+TEST_DOCUMENTS = 100
+
+
+def _score(base: str, task: str, direct: float, trained: float, recipe: str = "pretrained") -> Score:
+    """A train-before-test score file's content, as train_before_test writes it."""
+    return Score("train_before_test", base, recipe, task,
+                 {"direct_eval": direct, "train_before_test": trained, "metric": PAPER_METRICS[task],
+                  "sizes": {"train": 80, "valid": 20, "test": TEST_DOCUMENTS}})
+
+
 def _scores(models: list[str]) -> list[Score]:
     """Scores of ``models`` on three tasks, each model above the one before on every task."""
-    return [Score("train_before_test", base, "pretrained", task,
-                  {"direct_eval": 0.1 * (rank + 1) + 0.01 * step, "train_before_test": 0.2 * (rank + 1) + 0.02 * step})
+    return [_score(base, task, 0.1 * (rank + 1) + 0.01 * step, 0.2 * (rank + 1) + 0.02 * step)
             for rank, base in enumerate(models) for step, task in enumerate(["arc_easy", "boolq", "cola"])]
 
 
@@ -290,3 +306,165 @@ def test_two_models_fill_pc1(tmp_path):
     # Two models that every task ranks alike: one component explains everything.
     assert summary["pc1_explained_variance"].tolist() == [1.0, 1.0]
     assert summary["mean_kendall_tau"].tolist() == [1.0, 1.0]
+    # The intervals: each row's bootstrap over the two models, drawn alike for both kinds.
+    assert summary["mean_kendall_tau lo"].tolist() == summary["mean_kendall_tau hi"].tolist() == [1.0, 1.0]
+    replicates = pd.read_parquet(tmp_path / "tables" / "consistency_summary.replicates.parquet")
+    assert sorted(set(replicates["column"])) == ["mean_kendall_tau", "pc1_explained_variance"]
+    assert all(len(draws) == RESAMPLES for draws in replicates["replicates"])
+
+
+# --- intervals ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def estimates(results):
+    return {name: consistency_estimates(results[name]) for name in ("direct_eval", "train_before_test")}
+
+
+@pytest.mark.parametrize(("name", "paper"), [("direct_eval", 0.517), ("train_before_test", 0.755)])
+def test_mean_tau_interval_over_models_holds_the_paper_figure(consistency, estimates, name, paper):
+    estimate = estimates[name].mean
+    assert estimate.value == consistency[name].mean  # the figure is SciPy's, untouched
+    assert estimate.replicates.shape == (RESAMPLES,) and np.isfinite(estimate.replicates).all()
+    assert estimate.low < paper < estimate.high
+    # 61 models make the mean tau uncertain by about +-0.05-0.06 (measured: direct
+    # 0.452..0.574, train-before-test 0.699..0.798).
+    assert 0.08 < estimate.high - estimate.low < 0.15
+    per_task = estimates[name].per_task
+    assert list(per_task) == list(PAPER_TASKS)
+    assert all(per_task[task].value == consistency[name].per_task[task] for task in PAPER_TASKS)
+    assert all(per_task[task].low <= per_task[task].value <= per_task[task].high for task in PAPER_TASKS)
+
+
+def test_train_before_test_raises_the_mean_tau_beyond_the_paired_interval(estimates):
+    gain = difference(estimates["train_before_test"].mean, estimates["direct_eval"].mean)
+    assert gain.paired and gain.value == pytest.approx(0.755 - 0.517, abs=1e-3)
+    # Paired draws: the gain's interval (measured 0.198..0.284) is narrower than either
+    # figure's own, and far from zero.
+    assert 0.15 < gain.low < gain.value < gain.high < 0.35 and gain.p == 0.0
+    assert gain.high - gain.low < estimates["direct_eval"].mean.high - estimates["direct_eval"].mean.low
+
+
+@pytest.mark.parametrize(("name", "paper"), [("direct_eval", 0.696), ("train_before_test", 0.864)])
+def test_pc1_share_interval_over_models_holds_the_paper_figure(results, name, paper):
+    estimate = pc1_share_estimate(results[name])
+    assert estimate.value == pc1_scores(results[name]).explained_variance_ratio[0]
+    assert estimate.low < paper < estimate.high
+    other = pc1_share_estimate(results["direct_eval" if name == "train_before_test" else "train_before_test"])
+    # The same models drawn for both kinds: the replicates pair.
+    assert difference(estimate, other).paired
+
+
+def test_drawn_taus_are_scipys_tau_b_on_the_drawn_models():
+    nan = float("nan")
+    matrix = pd.DataFrame(
+        {"a": [1, 2, 2, 3, 4, 5, 6], "b": [1, 3, 2, 5, 4, 6, nan], "c": [2, 2, 2, 1, 1, nan, 3]},
+        index=[f"m{i}" for i in range(7)], dtype=float,
+    )
+    draws = unit_draws(list(matrix.index), 40)
+    taus = drawn_kendall_taus(matrix, draws, min_models=3)
+    checked = 0
+    for draw, rows in zip(taus, draws):
+        drawn = matrix.iloc[rows]
+        for first, second in [("a", "b"), ("a", "c"), ("b", "c")]:
+            both = drawn[[first, second]].dropna()
+            i, j = list(matrix.columns).index(first), list(matrix.columns).index(second)
+            if both.index.nunique() < 3:
+                assert np.isnan(draw[i, j])
+                continue
+            expected = kendalltau(both[first], both[second], variant="b").statistic
+            np.testing.assert_equal(draw[i, j], draw[j, i])
+            assert draw[i, j] == pytest.approx(expected, abs=1e-12, nan_ok=True)
+            checked += bool(np.isfinite(expected))
+        assert np.isnan(np.diagonal(draw)).all()
+    # Drawn multisets repeat models: at least one checked pair had a model twice.
+    assert checked > 60 and any(len(set(rows)) < len(rows) for rows in draws)
+
+
+def test_binary_standard_error_is_the_papers():
+    reference = load_harmony_results(DATA / "all_results.json")
+    # Test documents per task (lm-eval's splits), e.g. MNLI's matched validation set.
+    documents = {"mnli": 9815, "boolq": 3270, "arc_easy": 2376, "gsm8k": 1319, "nq_open": 3610, "hellaswag": 10000}
+    for kind in ("direct_eval", "train_before_test"):
+        for task, n in documents.items():
+            metric = PAPER_METRICS[task]
+            ours = reference[kind][task].map(lambda score, n=n, metric=metric: binary_standard_error(score, n, metric))
+            np.testing.assert_allclose(ours, reference[f"{kind}_stderr"][task].reindex(ours.index), rtol=1e-9)
+    assert math.isnan(binary_standard_error(0.3, 1000, "mcc,none"))
+    assert math.isnan(binary_standard_error(0.3, 1, "acc,none"))
+
+
+def test_score_tables_carry_a_normal_interval_from_the_standard_error(tmp_path):
+    study = {"tasks": [{"name": task} for task in ("arc_easy", "boolq", "cola")], "min_models": 2}
+    (tmp_path / "plots").mkdir()
+    write_harmony_tables(_scores(["a", "b"]), study, {}, tmp_path / "tables", tmp_path / "plots")
+    table = pd.read_csv(tmp_path / "tables" / "direct_scores.csv").set_index("model")
+    assert list(table.columns) == ["arc_easy", "arc_easy lo", "arc_easy hi", "boolq", "boolq lo", "boolq hi",
+                                   "cola", "cola lo", "cola hi"]
+    # Model a on arc_easy: 10% of 100 documents, standard error sqrt(0.1 x 0.9 / 99) = 3.015 points.
+    half = 1.959964 * 100 * math.sqrt(0.1 * 0.9 / 99)
+    assert table.loc["a/pretrained", "arc_easy"] == 10.0
+    assert table.loc["a/pretrained", "arc_easy lo"] == round(10 - half, 2) == 4.09
+    assert table.loc["a/pretrained", "arc_easy hi"] == round(10 + half, 2)
+    # CoLA's MCC has no standard error in the score file: no interval.
+    assert table[["cola lo", "cola hi"]].isna().all(axis=None)
+
+
+# --- the paper's published scores -----------------------------------------------------------------
+
+HUB_IDS = {"gpt2": "openai-community/gpt2", "llama_3_2_1b": "meta-llama/Llama-3.2-1B", "tiny_llama": None}
+
+
+def test_reference_comparison_within_and_beyond_the_papers_standard_errors(tmp_path):
+    reference = load_harmony_results(DATA / "all_results.json")
+    paper, paper_error = reference["direct_eval"], reference["direct_eval_stderr"]
+    gpt2_boolq = paper.loc["openai-community/gpt2", "boolq"]
+    llama = "meta-llama/Llama-3.2-1B"
+    llama_cola, llama_cola_error = paper.loc[llama, "cola"], paper_error.loc[llama, "cola"]
+    scores = [
+        _score("gpt2", "boolq", direct=gpt2_boolq, trained=0.9),  # the paper's score exactly
+        # MCC: no standard error of its own, so 3 of the paper's away is 3 of the difference's.
+        _score("llama_3_2_1b", "cola", direct=llama_cola + 3 * llama_cola_error, trained=0.3),
+        _score("gpt2", "boolq", direct=gpt2_boolq, trained=0.9, recipe="some_recipe"),  # not a hub checkpoint
+        _score("tiny_llama", "boolq", direct=0.5, trained=0.6),  # not in the paper
+    ]
+    study = {"tasks": [{"name": "boolq", "task": "boolq"}, {"name": "cola", "task": "cola"}], "min_models": 2}
+    settings = {"reference_results": str(DATA / "all_results.json"),
+                "hub_ids": {base: hub for base, hub in HUB_IDS.items() if hub}}
+    (tmp_path / "plots").mkdir()
+    write_harmony_tables(scores, study, settings, tmp_path / "tables", tmp_path / "plots")
+    table = pd.read_csv(tmp_path / "tables" / "reference_comparison.csv")
+    assert sorted(set(table["model"])) == ["gpt2/pretrained", "llama_3_2_1b/pretrained"]
+    assert len(table) == 4  # two models x direct and train-before-test
+    rows = table.set_index(["model", "evaluation"])
+    same = rows.loc[("gpt2/pretrained", "direct_eval")]
+    assert same["hub id"] == "openai-community/gpt2" and same["metric"] == "acc,none"
+    assert same["difference"] == 0.0 and same["within 1 stderr"] and same["within 2 stderr"]
+    # The run's own standard error (100 documents) and the paper's, in quadrature.
+    ours = math.sqrt(gpt2_boolq * (1 - gpt2_boolq) / (TEST_DOCUMENTS - 1))
+    assert same["this run stderr"] == round(100 * ours, 2)
+    theirs = paper_error.loc["openai-community/gpt2", "boolq"]
+    assert same["stderr of difference"] == round(100 * math.hypot(ours, theirs), 2)
+    away = rows.loc[("llama_3_2_1b/pretrained", "direct_eval")]
+    assert math.isnan(away["this run stderr"])
+    assert away["stderr of difference"] == away["paper stderr"] == round(100 * llama_cola_error, 2)
+    assert away["difference"] == round(300 * llama_cola_error, 2)
+    assert not away["within 1 stderr"] and not away["within 2 stderr"]
+    trained = rows.loc[("llama_3_2_1b/pretrained", "train_before_test")]
+    # 0.3 against the paper's 0.332 +- 0.032: within one standard error.
+    assert trained["paper"] == round(100 * reference["train_before_test"].loc["meta-llama/Llama-3.2-1B", "cola"], 2)
+    assert trained["within 1 stderr"]
+
+
+def test_reference_comparison_without_a_paper_model_has_columns_and_no_rows(tmp_path):
+    study = {"tasks": [{"name": task, "task": task} for task in ("arc_easy", "boolq", "cola")], "min_models": 2}
+    (tmp_path / "plots").mkdir()
+    settings = {"reference_results": str(DATA / "all_results.json"), "hub_ids": {}}
+    write_harmony_tables(_scores(["tiny_llama", "tiny_qwen2"]), study, settings, tmp_path / "tables", tmp_path / "plots")
+    table = pd.read_csv(tmp_path / "tables" / "reference_comparison.csv")
+    assert table.empty and list(table.columns) == [
+        "model", "hub id", "task", "metric", "evaluation", "this run", "this run stderr", "paper", "paper stderr",
+        "difference", "stderr of difference", "within 1 stderr", "within 2 stderr"]
+    # Without a configured reference file there is no comparison table.
+    write_harmony_tables(_scores(["a", "b"]), study, {}, tmp_path / "other", tmp_path / "plots")
+    assert not (tmp_path / "other" / "reference_comparison.csv").exists()

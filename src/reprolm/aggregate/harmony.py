@@ -9,12 +9,18 @@ Conventions were pinned against the authors' published numbers (tests/test_harmo
   the paper analyses separately, so they are not part of ``PAPER_TASKS``.
 * PCA runs on the models with a score on every task; Kendall tau runs on the models common to
   each pair of tasks.
+
+Intervals (issue 19): the consistency figures are bootstrapped over models (the units of a
+ranking); a per-model task score's interval comes from its standard error over the task's
+test documents; :func:`reference_comparison` sets a run's scores beside the paper's and their
+standard errors.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +29,26 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
+from reprolm.aggregate.uncertainty import LEVEL, RESAMPLES, Estimate, unit_draws, within_standard_error
+
 # The paper's 24 tasks, in the order of its analysis notebook and of the README leaderboard.
 PAPER_TASKS: tuple[str, ...] = (
     "mnli", "qqp", "medmcqa", "qnli", "nq_open", "sst2", "winogrande", "hellaswag",
     "social_iqa", "mathqa", "anli_r1", "piqa", "sciq", "commonsense_qa", "boolq", "cola",
     "gsm8k", "wic", "openbookqa", "mrpc", "headqa_en", "rte", "arc_easy", "arc_challenge",
 )  # fmt: skip
+
+# lm-eval task -> the metric the paper reports for it (STUDIES.md section 3), as lm-eval's
+# "{metric},{filter}" result key; a run's score is set beside the paper's only in this metric.
+PAPER_METRICS: dict[str, str] = {
+    "cola": "mcc,none",
+    **{task: "acc,none" for task in ("mnli", "qnli", "rte", "mrpc", "qqp", "sst2", "boolq", "wic", "anli_r1",
+                                     "commonsense_qa", "social_iqa", "winogrande")},
+    **{task: "acc_norm,none" for task in ("openbookqa", "hellaswag", "arc_easy", "arc_challenge", "headqa_en",
+                                          "mathqa", "medmcqa", "piqa", "sciq")},
+    "nq_open": "exact_match,remove_whitespace",
+    "gsm8k": "exact_match,flexible-extract",
+}
 
 # lm-eval task name -> column header of the README leaderboard.
 TASK_LABELS: dict[str, str] = {
@@ -164,6 +184,177 @@ def ranking_consistency(matrix: pd.DataFrame, min_models: int = 5) -> Consistenc
     off_diagonal = tau.to_numpy()[~np.eye(len(tasks), dtype=bool)]
     mean = float(np.nanmean(off_diagonal)) if np.isfinite(off_diagonal).any() else float("nan")
     return Consistency(tau=tau, mean=mean, per_task=tau.mean(axis=1, skipna=True).rename("mean_tau"))
+
+
+def drawn_kendall_taus(matrix: pd.DataFrame, draws: np.ndarray, min_models: int = 5) -> np.ndarray:
+    """Kendall tau-b between every pair of tasks on each draw of models, as
+    :func:`ranking_consistency` computes it on the drawn rows: ``draws`` is a (resamples, k)
+    matrix of row indices into ``matrix`` (repeats allowed); the result is
+    (resamples, tasks, tasks), NaN on the diagonal, where a pair has fewer than ``min_models``
+    distinct drawn models in common, and where tau is undefined.
+
+    SciPy's tau-b on the drawn multiset of rows, vectorised (a loop of SciPy calls takes about
+    a minute for the paper's 61 models x 24 tasks x 1000 draws): with c_i the times model i
+    was drawn and s_t(i, j) the sign of model i's score minus model j's on task t (0 where
+    either has none), the concordant minus discordant pairs of tasks a and b are
+    1/2 sum_ij c_i c_j s_a(i, j) s_b(i, j), and a's untied pairs among the models scored on
+    both are 1/2 sum_ij c_i c_j s_a(i, j)^2 [i and j scored on b]. A model drawn twice ties
+    with itself on every task; tau-b leaves a pair tied on both tasks out of its numerator
+    and both denominators, so the copy weighs the model's pairs with the other models twice
+    and adds nothing else.
+    """
+    values = matrix.to_numpy(dtype=float).T  # tasks x models
+    tasks, models = values.shape
+    scored = np.isfinite(values)
+    both_scored = scored[:, :, None] & scored[:, None, :]
+    signs = np.where(both_scored, np.sign(values[:, :, None] - values[:, None, :]), 0.0).reshape(tasks, -1)
+    concordance = (signs[:, None, :] * signs[None, :, :]).reshape(tasks * tasks, -1)
+    # [a, b]: the pairs a tells apart among the models scored on b.
+    untied = (signs[:, None, :] ** 2 * both_scored.reshape(tasks, -1)[None, :, :]).reshape(tasks * tasks, -1)
+    common = (scored[:, None, :] & scored[None, :, :]).reshape(tasks * tasks, models).astype(float)
+    taus = np.empty((len(draws), tasks, tasks))
+    block = max(1, 2_000_000 // (models * models))  # bounds the (draws, models^2) weights
+    for start in range(0, len(draws), block):
+        rows = np.asarray(draws[start:start + block])
+        counts = np.zeros((len(rows), models))
+        np.add.at(counts, (np.arange(len(rows))[:, None], rows), 1.0)
+        weights = (counts[:, :, None] * counts[:, None, :]).reshape(len(rows), -1)
+        numerator = (weights @ concordance.T).reshape(-1, tasks, tasks)
+        told_apart = (weights @ untied.T).reshape(-1, tasks, tasks)
+        denominator = np.sqrt(told_apart * told_apart.transpose(0, 2, 1))
+        distinct_common = ((counts > 0) @ common.T).reshape(-1, tasks, tasks)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tau = numerator / denominator
+        tau[(denominator == 0) | (distinct_common < min_models)] = np.nan
+        taus[start:start + block] = tau
+    taus[:, np.arange(tasks), np.arange(tasks)] = np.nan
+    return taus
+
+
+def _mean_of_finite(values: np.ndarray) -> np.ndarray:
+    """The mean over the last axis of the finite entries (NaN where there is none)."""
+    finite = np.isfinite(values)
+    count = finite.sum(axis=-1)
+    total = np.where(finite, values, 0.0).sum(axis=-1)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+@dataclass(frozen=True)
+class ConsistencyEstimates:
+    consistency: Consistency  # the figures themselves
+    mean: Estimate
+    per_task: dict[str, Estimate]
+
+
+def consistency_estimates(matrix: pd.DataFrame, min_models: int = 5, resamples: int = RESAMPLES) -> ConsistencyEstimates:
+    """:func:`ranking_consistency`'s figures with a bootstrap over models, the units a ranking
+    is made of: each replicate draws the models with replacement and recomputes every tau on
+    the drawn multiset (:func:`drawn_kendall_taus`). The draws are seeded by the model names,
+    so matrices over the same models (direct and train-before-test) are drawn alike and their
+    difference is paired. Drawing with replacement rather than a jackknife or a subsample
+    keeps the percentile intervals and the pairing of every other table; a model drawn twice
+    ties with itself, which tau-b leaves out of the pair's counts (see
+    :func:`drawn_kendall_taus`)."""
+    point = ranking_consistency(matrix, min_models=min_models)
+    taus = drawn_kendall_taus(matrix, unit_draws(list(matrix.index), resamples), min_models=min_models)
+    over_pairs = _mean_of_finite(taus.reshape(len(taus), -1))
+    per_task = _mean_of_finite(taus)
+    return ConsistencyEstimates(
+        consistency=point,
+        mean=Estimate(point.mean, over_pairs),
+        per_task={task: Estimate(float(point.per_task[task]), per_task[:, k]) for k, task in enumerate(matrix.columns)},
+    )
+
+
+def informative_tasks(matrix: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """PCA cannot standardise a task on which every model scores the same; such tasks are
+    left out of PC1 (and listed), as tiny models often all score 0 on generative tasks."""
+    complete = matrix.dropna(axis=0, how="any")
+    constant = [task for task in complete.columns if complete[task].nunique() <= 1]
+    return complete.drop(columns=constant), constant
+
+
+def pc1_share(matrix: pd.DataFrame) -> float:
+    """The share of variance PC1 explains over the informative tasks; NaN without two
+    models and a task."""
+    usable, _ = informative_tasks(matrix)
+    if len(usable.columns) < 1 or len(usable) < 2:
+        return math.nan
+    return float(pc1_scores(usable).explained_variance_ratio[0])
+
+
+def _drawn_pc1_share(values: np.ndarray) -> float:
+    """:func:`pc1_share` of a models x tasks array (the NumPy steps of :func:`pc1_scores`,
+    without pandas, which would make a bootstrap some ten times slower)."""
+    complete = values[np.isfinite(values).all(axis=1)]
+    varying = complete[:, np.ptp(complete, axis=0) > 0] if len(complete) else complete
+    if varying.shape[1] < 1 or len(varying) < 2:
+        return math.nan
+    standardised = (varying - varying.mean(axis=0)) / varying.std(axis=0, ddof=0)
+    variance = np.linalg.svd(standardised, compute_uv=False) ** 2
+    return float(variance[0] / variance.sum())
+
+
+def pc1_share_estimate(matrix: pd.DataFrame, resamples: int = RESAMPLES) -> Estimate:
+    """:func:`pc1_share` bootstrapped over models, drawn as in :func:`consistency_estimates`
+    (the same draws for the same models): each replicate reruns the procedure on the drawn
+    models, tasks they all score alike left out."""
+    values = matrix.to_numpy(dtype=float)
+    draws = unit_draws(list(matrix.index), resamples)
+    return Estimate(pc1_share(matrix), np.array([_drawn_pc1_share(values[rows]) for rows in draws]))
+
+
+def normal_interval(value: float, standard_error: float, level: float = LEVEL) -> tuple[float, float]:
+    """value -/+ z x standard error, z the normal quantile of the two-sided ``level``."""
+    from scipy.stats import norm
+
+    half = norm.ppf(0.5 + level / 2) * standard_error
+    return value - half, value + half
+
+
+# lm-eval metrics whose per-document values are 0 or 1, so that a score's standard error
+# follows from the score and the number of documents.
+BINARY_METRICS = ("acc", "acc_norm", "exact_match")
+
+
+def binary_standard_error(score: float, documents: int, metric: str) -> float:
+    """lm-eval's standard error of a mean of 0/1 values (the sample standard deviation over
+    sqrt(n), i.e. sqrt(p (1 - p) / (n - 1))), the paper's ``*_stderr`` for every metric but
+    CoLA's MCC; NaN for other metrics (MCC's needs the per-document predictions, which the
+    score files do not keep) and for fewer than two documents."""
+    if metric.partition(",")[0] not in BINARY_METRICS or documents < 2 or not math.isfinite(score):
+        return math.nan
+    return math.sqrt(score * (1 - score) / (documents - 1))
+
+
+COMPARISON_COLUMNS = ["model", "hub id", "task", "metric", "evaluation", "this run", "this run stderr", "paper",
+                      "paper stderr", "difference", "stderr of difference", "within 1 stderr", "within 2 stderr"]
+
+
+def reference_comparison(run: pd.DataFrame, reference: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """A run's scores beside the paper's. ``run`` has one row per model, task and evaluation:
+    ``model``, ``hub id``, ``task`` (lm-eval's name), ``metric``, ``evaluation`` (``direct_eval``
+    or ``train_before_test``), ``this run`` and ``this run stderr`` (fractions, NaN where
+    unknown); ``reference`` is :func:`load_harmony_results`' tables. Rows whose model, task or
+    metric the paper does not report are left out. Scores are x100. The difference's standard
+    error combines both sides' in quadrature (the paper's alone where the run has none), and
+    ``within k stderr`` says whether the run's score lies within k of them of the paper's."""
+    rows = []
+    for entry in run.to_dict("records"):
+        scores, errors = reference[entry["evaluation"]], reference[f"{entry['evaluation']}_stderr"]
+        if (PAPER_METRICS.get(entry["task"]) != entry["metric"] or entry["task"] not in scores.columns
+                or entry["hub id"] not in scores.index or not math.isfinite(scores.loc[entry["hub id"], entry["task"]])):
+            continue
+        paper, paper_error = scores.loc[entry["hub id"], entry["task"]], errors.loc[entry["hub id"], entry["task"]]
+        ours, our_error = entry["this run"], entry["this run stderr"]
+        combined = math.hypot(paper_error, our_error) if math.isfinite(our_error) else paper_error
+        rows.append({**{key: entry[key] for key in ("model", "hub id", "task", "metric", "evaluation")},
+                     "this run": 100 * ours, "this run stderr": 100 * our_error, "paper": 100 * paper,
+                     "paper stderr": 100 * paper_error, "difference": 100 * (ours - paper),
+                     "stderr of difference": 100 * combined,
+                     "within 1 stderr": within_standard_error(ours, paper, combined, 1),
+                     "within 2 stderr": within_standard_error(ours, paper, combined, 2)})
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
 def _figure(width: float, height: float):

@@ -8,56 +8,110 @@ from pathlib import Path
 
 import pandas as pd
 
-from reprolm.aggregate.harmony import leaderboard, pc1_scores, plot_consistency, plot_tau_heatmap, ranking_consistency
+from reprolm.aggregate.harmony import (
+    binary_standard_error,
+    consistency_estimates,
+    informative_tasks,
+    leaderboard,
+    load_harmony_results,
+    normal_interval,
+    pc1_share_estimate,
+    plot_consistency,
+    plot_tau_heatmap,
+    reference_comparison,
+)
 from reprolm.aggregate.tables import Score
 from reprolm.io import write_table
+from reprolm.paths import PRETRAINED
 
 KINDS = {"direct": "direct_eval", "train_before_test": "train_before_test"}
 
 
+def _harmony_scores(scores: list[Score]) -> list[Score]:
+    return [s for s in scores if s.metric == "train_before_test"]
+
+
 def score_matrices(scores: list[Score], task_order: list[str]) -> dict[str, pd.DataFrame]:
     """Models x tasks, one matrix per evaluation kind, tasks in the configured order."""
-    rows = [s for s in scores if s.metric == "train_before_test"]
+    return _matrices(scores, task_order, lambda s, key: s.data[key])
+
+
+def standard_error_matrices(scores: list[Score], task_order: list[str]) -> dict[str, pd.DataFrame]:
+    """Each score's standard error over its test documents (:func:`binary_standard_error`),
+    laid out as :func:`score_matrices`."""
+    return _matrices(scores, task_order,
+                     lambda s, key: binary_standard_error(s.data[key], s.data["sizes"]["test"], s.data["metric"]))
+
+
+def _matrices(scores: list[Score], task_order: list[str], cell) -> dict[str, pd.DataFrame]:
+    rows = _harmony_scores(scores)
     matrices = {}
     for kind, key in KINDS.items():
-        frame = pd.DataFrame([{"model": s.model, "task": s.name, "score": s.data[key]} for s in rows])
-        matrix = frame.pivot(index="model", columns="task", values="score")
+        frame = pd.DataFrame([{"model": s.model, "task": s.name, "value": cell(s, key)} for s in rows])
+        matrix = frame.pivot(index="model", columns="task", values="value")
         matrices[kind] = matrix[[t for t in task_order if t in matrix.columns]]
     return matrices
 
 
-def informative_tasks(matrix: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """PCA cannot standardise a task on which every model scores the same; such tasks are
-    left out of PC1 (and listed), as tiny models often all score 0 on generative tasks."""
-    complete = matrix.dropna(axis=0, how="any")
-    constant = [task for task in complete.columns if complete[task].nunique() <= 1]
-    return complete.drop(columns=constant), constant
+def scores_with_intervals(matrix: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
+    """Scores x100, each task followed by ``{task} lo`` and ``{task} hi``: the normal interval
+    from the score's standard error (empty where it has none), laid out as write_table lays
+    out a bootstrap estimate's."""
+    table = pd.DataFrame(index=matrix.index)
+    for task in matrix.columns:
+        bounds = [normal_interval(value, error) for value, error in zip(matrix[task], errors[task])]
+        table[task] = 100 * matrix[task]
+        table[f"{task} lo"] = [100 * low for low, _ in bounds]
+        table[f"{task} hi"] = [100 * high for _, high in bounds]
+    return table.reset_index()
 
 
-def write_harmony_tables(scores: list[Score], study: Mapping, config: Mapping, tables: Path, plots: Path) -> None:
+def run_scores(scores: list[Score], study: Mapping, hub_ids: Mapping[str, str]) -> pd.DataFrame:
+    """The run's scores of the base models as they are (the paper evaluates hub checkpoints),
+    one row per model, task and evaluation, named as :func:`reference_comparison` reads them."""
+    tasks = {task["name"]: task["task"] for task in study["tasks"]}
+    rows = []
+    for score in _harmony_scores(scores):
+        if score.recipe != PRETRAINED or score.base not in hub_ids:
+            continue
+        for key in KINDS.values():
+            rows.append({"model": score.model, "hub id": hub_ids[score.base], "task": tasks[score.name],
+                         "metric": score.data["metric"], "evaluation": key, "this run": score.data[key],
+                         "this run stderr": binary_standard_error(score.data[key], score.data["sizes"]["test"],
+                                                                  score.data["metric"])})
+    return pd.DataFrame(rows, columns=["model", "hub id", "task", "metric", "evaluation", "this run", "this run stderr"])
+
+
+def write_harmony_tables(scores: list[Score], study: Mapping, settings: Mapping, tables: Path, plots: Path) -> None:
     task_order = [task["name"] for task in study["tasks"]]
     min_models = study.get("min_models", 5)
     matrices = score_matrices(scores, task_order)
-    summary, per_task = [], {}
+    errors = standard_error_matrices(scores, task_order)
+    summary, per_task, per_task_values = [], {}, {}
     for kind, matrix in matrices.items():
-        write_table((100 * matrix).reset_index(), tables, f"{kind}_scores")
+        write_table(scores_with_intervals(matrix, errors[kind]), tables, f"{kind}_scores")
         usable, constant = informative_tasks(matrix)
-        consistency = ranking_consistency(matrix, min_models=min_models)
-        per_task[kind] = consistency.per_task
+        estimates = consistency_estimates(matrix, min_models=min_models)
+        per_task[kind] = pd.Series(estimates.per_task)
+        per_task_values[kind] = estimates.consistency.per_task
         # Fewer than two models (or no task that tells them apart) have no PC1. Its column is
         # written anyway, empty, as the tau is with too few models: the table's columns do not
         # depend on the run's size, and the paper comparison (which refuses an absent column as
         # a misnamed figure) leaves the figure empty.
-        row = {"evaluation": kind, "mean_kendall_tau": consistency.mean, "models": len(matrix),
+        row = {"evaluation": kind, "mean_kendall_tau": estimates.mean, "models": len(matrix),
                "pc1_tasks": len(usable.columns), "excluded_from_pc1": " ".join(constant),
                "pc1_explained_variance": math.nan}
         if len(usable.columns) >= 1 and len(usable) >= 2:
-            pc1 = pc1_scores(usable)
-            row["pc1_explained_variance"] = float(pc1.explained_variance_ratio[0])
+            row["pc1_explained_variance"] = pc1_share_estimate(matrix)
             board = leaderboard(matrix.loc[usable.index], pc1_tasks=list(usable.columns))
             write_table(board.reset_index(), tables, f"leaderboard_{kind}")
         summary.append(row)
-        plot_tau_heatmap(consistency.tau, plots / f"tau_{kind}.png", title=f"Kendall tau-b, {kind.replace('_', ' ')}")
+        plot_tau_heatmap(estimates.consistency.tau, plots / f"tau_{kind}.png",
+                         title=f"Kendall tau-b, {kind.replace('_', ' ')}")
     write_table(pd.DataFrame(summary), tables, "consistency_summary", decimals=3)
     write_table(pd.DataFrame(per_task).rename_axis("task").reset_index(), tables, "consistency_per_task", decimals=3)
-    plot_consistency(per_task["direct"], per_task["train_before_test"], plots / "consistency.png")
+    plot_consistency(per_task_values["direct"], per_task_values["train_before_test"], plots / "consistency.png")
+    if settings.get("reference_results"):
+        reference = load_harmony_results(settings["reference_results"])
+        comparison = reference_comparison(run_scores(scores, study, settings.get("hub_ids", {})), reference)
+        write_table(comparison, tables, "reference_comparison")

@@ -16,9 +16,25 @@ class Harmony(Study):
     caption = """\
         Scores x100 of every model on every task, evaluated directly and after fine-tuning on the
         task's training split (train-before-test: the test score at the epoch with the best
-        validation score). Leaderboards rank by the first principal component of the task scores;
-        ``consistency_summary`` gives the mean pairwise Kendall tau-b between the tasks' model
-        rankings and the variance the first component explains, direct against train-before-test.
+        validation score). ``{task} lo`` / ``{task} hi`` bound a 95% normal interval, score
+        -/+ 1.96 standard errors over the task's test documents (lm-eval's standard error of a
+        0/1 metric, sqrt(p (1 - p) / (n - 1)), which is also the paper's); CoLA's MCC has no
+        interval, since the score files keep no per-document predictions. The interval is the
+        test set's sampling error alone: the choice of epoch and the fine-tuning seed add
+        more. Leaderboards rank by the first principal component of the task scores (no
+        interval). ``consistency_summary`` gives the mean pairwise Kendall tau-b between the
+        tasks' model rankings and the variance the first component explains, direct against
+        train-before-test, and ``consistency_per_task`` each task's mean tau with the others;
+        their ``lo`` / ``hi`` are a 95% percentile bootstrap over models (1000 draws of the
+        models with replacement, every tau recomputed on the drawn models with tau-b, which
+        leaves out the pair a model drawn twice makes with itself; tasks on which all drawn
+        models score alike are left out of that draw's PC1). Direct and train-before-test
+        draw the same models, so their difference is paired. ``reference_comparison``, where
+        the paper's published results are configured, sets each hub model's scores (as it is,
+        not fine-tuned by a recipe) beside the paper's on the tasks and metrics the paper
+        reports, x100, with the paper's standard error, the difference, its standard error
+        (the paper's and this run's combined in quadrature; the paper's alone for MCC), and
+        whether this run's score lies within 1 and within 2 of them of the paper's.
     """
     pretrained_recipes = True
 
@@ -36,6 +52,14 @@ class Harmony(Study):
             refuse_metrics_not_reported({f"harmony.tasks[{i}]": task for i, task in enumerate(tasks)}, task_cache)
         except ValueError as error:
             raise ConfigError(str(error)) from None
+
+    def settings(self, config: Mapping) -> dict:
+        # The paper's published scores (all_results.json), and the hub checkpoint each base
+        # is, to find a base's scores in them.
+        bases = config["harmony"]["bases"]
+        return {"reference_results": config["harmony"].get("reference_results"),
+                "hub_ids": {base: config["base_models"][base]["hub"]["path"]
+                            for base in bases if "hub" in config["base_models"][base]}}
 
     def score_paths(self, config: Mapping) -> list[str]:
         tasks = [task["name"] for task in config["harmony"].get("tasks", [])]
