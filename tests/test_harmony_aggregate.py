@@ -31,6 +31,8 @@ from reprolm.aggregate.tables import Score
 from reprolm.aggregate.uncertainty import RESAMPLES, difference, unit_draws
 
 DATA = Path(__file__).parent / "data" / "harmony"
+# The paper's published results, shipped with the config that compares a run against them.
+REFERENCE = Path(__file__).resolve().parents[1] / "config" / "reference" / "lm-harmony"
 HEADLINES = Path(__file__).resolve().parents[1] / "config" / "paper_headlines.yaml"
 
 # The seed prints every task score rounded to 0.01 (percent) and PC1 to 0.01. Perturbing the
@@ -52,7 +54,7 @@ def seed_scores(seed):
 
 @pytest.fixture(scope="module")
 def results():
-    return load_harmony_results(DATA / "all_results.json")
+    return load_harmony_results(REFERENCE / "all_results.json")
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +118,7 @@ def test_reference_matrices(results):
         assert results[name].shape == (61, 24)
         assert not results[name].isna().any().any()
     # The full file: three bits-per-byte tasks without the 8 Gemma models, "N/A" stderrs.
-    full = load_harmony_results(DATA / "all_results.json", tasks=None)
+    full = load_harmony_results(REFERENCE / "all_results.json", tasks=None)
     assert full["direct_eval"].shape == (61, 27)
     assert complete_models(full["direct_eval"]).shape == (53, 27)
     assert full["direct_eval_stderr"].isna().sum().sum() == 183
@@ -382,7 +384,7 @@ def test_drawn_taus_are_scipys_tau_b_on_the_drawn_models():
 
 
 def test_binary_standard_error_is_the_papers():
-    reference = load_harmony_results(DATA / "all_results.json")
+    reference = load_harmony_results(REFERENCE / "all_results.json")
     # Test documents per task (lm-eval's splits), e.g. MNLI's matched validation set.
     documents = {"mnli": 9815, "boolq": 3270, "arc_easy": 2376, "gsm8k": 1319, "nq_open": 3610, "hellaswag": 10000}
     for kind in ("direct_eval", "train_before_test"):
@@ -416,7 +418,7 @@ HUB_IDS = {"gpt2": "openai-community/gpt2", "llama_3_2_1b": "meta-llama/Llama-3.
 
 
 def test_reference_comparison_within_and_beyond_the_papers_standard_errors(tmp_path):
-    reference = load_harmony_results(DATA / "all_results.json")
+    reference = load_harmony_results(REFERENCE / "all_results.json")
     paper, paper_error = reference["direct_eval"], reference["direct_eval_stderr"]
     gpt2_boolq = paper.loc["openai-community/gpt2", "boolq"]
     llama = "meta-llama/Llama-3.2-1B"
@@ -429,7 +431,7 @@ def test_reference_comparison_within_and_beyond_the_papers_standard_errors(tmp_p
         _score("tiny_llama", "boolq", direct=0.5, trained=0.6),  # not in the paper
     ]
     study = {"tasks": [{"name": "boolq", "task": "boolq"}, {"name": "cola", "task": "cola"}], "min_models": 2}
-    settings = {"reference_results": str(DATA / "all_results.json"),
+    settings = {"reference_results": str(REFERENCE / "all_results.json"),
                 "hub_ids": {base: hub for base, hub in HUB_IDS.items() if hub}}
     (tmp_path / "plots").mkdir()
     write_harmony_tables(scores, study, settings, tmp_path / "tables", tmp_path / "plots")
@@ -459,7 +461,7 @@ def test_reference_comparison_within_and_beyond_the_papers_standard_errors(tmp_p
 def test_reference_comparison_without_a_paper_model_has_columns_and_no_rows(tmp_path):
     study = {"tasks": [{"name": task, "task": task} for task in ("arc_easy", "boolq", "cola")], "min_models": 2}
     (tmp_path / "plots").mkdir()
-    settings = {"reference_results": str(DATA / "all_results.json"), "hub_ids": {}}
+    settings = {"reference_results": str(REFERENCE / "all_results.json"), "hub_ids": {}}
     write_harmony_tables(_scores(["tiny_llama", "tiny_qwen2"]), study, settings, tmp_path / "tables", tmp_path / "plots")
     table = pd.read_csv(tmp_path / "tables" / "reference_comparison.csv")
     assert table.empty and list(table.columns) == [

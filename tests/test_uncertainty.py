@@ -131,3 +131,10 @@ def test_table_cells_holding_estimates_are_written_with_bounds_and_replicates(tm
     assert replicates[["row", "column"]].values.tolist() == [[0, "accuracy"], [1, "accuracy"]]
     assert len(replicates["replicates"][0]) == u.RESAMPLES
     assert "[" not in (tmp_path / "t.md").read_text().splitlines()[0]
+
+
+def test_a_figure_with_only_a_standard_error_has_the_normal_interval():
+    estimate = u.Estimate(0.6, standard_error=0.05)
+    assert estimate.interval == pytest.approx((0.6 - 1.959964 * 0.05, 0.6 + 1.959964 * 0.05))
+    assert estimate.scaled(100).interval == pytest.approx((60 - 1.959964 * 5, 60 + 1.959964 * 5))
+    assert math.isnan(u.Estimate(0.6).low)  # neither replicates nor a standard error

@@ -395,11 +395,13 @@ def checkpoint_output(rule, **wildcards):
 
 
 def study_table_inputs(wildcards):
-    """The study's score files, and the file it was loaded from if it is not the package's."""
+    """The study's score files, other files its tables read, and the file it was loaded from
+    if it is not the package's."""
     tables_of = study(config, wildcards.study)
     return {
         "scores": lookups.replicate_score_paths(
             config, tables_of.table_inputs(config, checkpoint_output)
         ),
+        "files": tables_of.table_files(config),
         "study_module": [tables_of.loaded_from] if tables_of.loaded_from else [],
     }

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
-from reprolm.aggregate.uncertainty import LEVEL, RESAMPLES, Estimate, unit_draws, within_standard_error
+from reprolm.aggregate.uncertainty import RESAMPLES, Estimate, unit_draws, within_standard_error
 
 # The paper's 24 tasks, in the order of its analysis notebook and of the README leaderboard.
 PAPER_TASKS: tuple[str, ...] = (
@@ -302,14 +302,6 @@ def pc1_share_estimate(matrix: pd.DataFrame, resamples: int = RESAMPLES) -> Esti
     values = matrix.to_numpy(dtype=float)
     draws = unit_draws(list(matrix.index), resamples)
     return Estimate(pc1_share(matrix), np.array([_drawn_pc1_share(values[rows]) for rows in draws]))
-
-
-def normal_interval(value: float, standard_error: float, level: float = LEVEL) -> tuple[float, float]:
-    """value -/+ z x standard error, z the normal quantile of the two-sided ``level``."""
-    from scipy.stats import norm
-
-    half = norm.ppf(0.5 + level / 2) * standard_error
-    return value - half, value + half
 
 
 # lm-eval metrics whose per-document values are 0 or 1, so that a score's standard error

@@ -14,13 +14,13 @@ from reprolm.aggregate.harmony import (
     informative_tasks,
     leaderboard,
     load_harmony_results,
-    normal_interval,
     pc1_share_estimate,
     plot_consistency,
     plot_tau_heatmap,
     reference_comparison,
 )
 from reprolm.aggregate.tables import Score
+from reprolm.aggregate.uncertainty import Estimate
 from reprolm.io import write_table
 from reprolm.paths import PRETRAINED
 
@@ -54,15 +54,12 @@ def _matrices(scores: list[Score], task_order: list[str], cell) -> dict[str, pd.
 
 
 def scores_with_intervals(matrix: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
-    """Scores x100, each task followed by ``{task} lo`` and ``{task} hi``: the normal interval
-    from the score's standard error (empty where it has none), laid out as write_table lays
-    out a bootstrap estimate's."""
+    """Scores x100 as estimates with the normal interval of the score's standard error
+    (write_table gives each task its ``{task} lo`` and ``{task} hi``; empty where a score has
+    no standard error)."""
     table = pd.DataFrame(index=matrix.index)
     for task in matrix.columns:
-        bounds = [normal_interval(value, error) for value, error in zip(matrix[task], errors[task])]
-        table[task] = 100 * matrix[task]
-        table[f"{task} lo"] = [100 * low for low, _ in bounds]
-        table[f"{task} hi"] = [100 * high for _, high in bounds]
+        table[task] = [Estimate(100 * value, standard_error=100 * error) for value, error in zip(matrix[task], errors[task])]
     return table.reset_index()
 
 

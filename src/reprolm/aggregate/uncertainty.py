@@ -20,6 +20,7 @@ import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 
@@ -30,16 +31,22 @@ LEVEL = 0.95
 @dataclass(frozen=True, eq=False)
 class Estimate:
     """A figure, its two-sided :data:`LEVEL` percentile interval and the bootstrap replicates
-    the interval comes from (empty when the figure has no units to resample)."""
+    the interval comes from. A figure whose units are not at hand (a score file that keeps
+    only lm-eval's standard error) has no replicates but a ``standard_error``: its interval
+    is the normal one, value +- z x SE, and it pairs with nothing."""
 
     value: float
     replicates: np.ndarray = field(default_factory=lambda: np.empty(0))
     seeds: int = 1
     # Standard deviation of the figure across replicate seeds (nan for one seed).
     seed_sd: float = math.nan
+    standard_error: float = math.nan
 
     @property
     def interval(self) -> tuple[float, float]:
+        if self.replicates.size == 0 and math.isfinite(self.standard_error):
+            z = NormalDist().inv_cdf(0.5 + LEVEL / 2)
+            return self.value - z * self.standard_error, self.value + z * self.standard_error
         return percentile_interval(self.replicates)
 
     @property
@@ -51,7 +58,8 @@ class Estimate:
         return self.interval[1]
 
     def scaled(self, factor: float) -> Estimate:
-        return Estimate(self.value * factor, self.replicates * factor, self.seeds, self.seed_sd * abs(factor))
+        return Estimate(self.value * factor, self.replicates * factor, self.seeds, self.seed_sd * abs(factor),
+                        self.standard_error * abs(factor))
 
 
 def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[float, float]:

@@ -112,6 +112,11 @@ class Study:
         (ExPO's chosen alpha) asks ``checkpoint_output`` for it."""
         return self.score_paths(config)
 
+    def table_files(self, config: Mapping) -> list[str]:
+        """Files besides score files that the table writer reads (a paper's published
+        results): inputs of the table job, so that editing one reruns the tables."""
+        return []
+
     def targets(self, config: Mapping) -> list[str]:
         """Outputs asked for besides the tables and plots (named up front so that Snakemake
         schedules them at once)."""

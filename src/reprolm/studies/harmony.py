@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from reprolm.config.errors import ConfigError, require
 from reprolm.paths import score_path
@@ -42,6 +43,14 @@ class Harmony(Study):
         for index, task in enumerate(config["harmony"].get("tasks", [])):
             if task.get("source"):
                 require(task["source"], config["sources"], f"harmony.tasks[{index}].source")
+        reference = config["harmony"].get("reference_results")
+        if reference and not Path(reference).is_file():
+            raise ConfigError(f"harmony.reference_results: {reference} does not exist (the paper's all_results.json; "
+                              "config/reference/lm-harmony/all_results.json ships with the project)")
+
+    def table_files(self, config: Mapping) -> list[str]:
+        reference = config["harmony"].get("reference_results")
+        return [reference] if reference else []
 
     def preflight(self, config: Mapping, task_cache: str) -> None:
         from reprolm.score.task_facts import refuse_metrics_not_reported, refuse_tasks_without_training_split
