@@ -167,6 +167,10 @@ def test_answer_metrics_score_generation_rows_against_their_gsm8k_answer():
     # @2: prompt 0 votes 4/3 tie -> 4 (earliest), prompt 1 -> 7; pass@2: prompt 0 has 3
     assert voting["maj"] == [0.0, 0.0, 50.0] and voting["pass"] == [0.0, 50.0, 100.0]
     assert compute("answer_voting", rows, {"ks": [4]})["maj"] == [50.0]
+    # Per k, per prompt: the outcomes the percentages are the means of.
+    assert voting["ids"] == [0, 1]
+    assert voting["maj_correct"] == [[False, False], [False, False], [True, False]]
+    assert voting["pass_correct"] == [[False, False], [True, False], [True, True]]
     with pytest.raises(KeyError, match="row 0 .*no reference 'answer'"):
         compute("answer_accuracy", [{**rows[0], "answer": None}], {})
 
@@ -199,6 +203,10 @@ def test_diversity_metric_averages_each_prompts_scores_and_honours_compat(punkt_
     assert paper["self_bleu"] == pytest.approx((self_bleu_diversity(SAMPLES) + 0.0) / 2)
     original = compute("diversity", rows, {"compat": "original"})
     assert original["distinct_1"] < paper["distinct_1"] and original["compat"] == "original"
+    # Each prompt's scores are kept, in prompt order, for the tables' bootstrap.
+    assert paper["ids"] == [0, 1]
+    assert paper["per_prompt"]["distinct_1"] == pytest.approx([100 * 6 / 9, 100 * 3 / 6])
+    assert sum(paper["per_prompt"]["embedding"]) / 2 == pytest.approx(paper["embedding"])
 
 
 # ---- GEM's data: SFT chats, GSM8K prompts, writing prompts ----
@@ -281,3 +289,158 @@ def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings(
     with pytest.raises(ConfigError, match=r"gem.evaluations\[2\]: diversity compares a prompt's samples, "
                                           "but promptset 'poems' samples n=1"):
         check_config(default, schema_file)
+
+
+# ---- GEM's tables: every figure with its bootstrap over prompts ----
+
+GEM_STUDY = {"labels": {"ce": "CE", "gem": "GEM"}, "lm_eval_suite": "ifeval",
+             "evaluations": [{"promptset": "greedy", "metric": "answer_accuracy"},
+                             {"promptset": "samples", "metric": "answer_voting"},
+                             {"promptset": "poems", "metric": "diversity"}],
+             "best_of_n": {"promptset": "chat", "judge": "rm", "ns": [1, 2]}}
+GEM_MODELS = [("tiny", "ce"), ("tiny", "gem")]
+
+
+def _gem_scores():
+    from reprolm.aggregate.tables import Score
+
+    answers = {"ce": {0: ["3", "3", "4", "4"], 1: ["7", "1", "7", "7"], 2: ["5", "6", "2", "2"], 3: ["9", "9", "9", "9"]},
+               "gem": {0: ["4", "3", "3", "3"], 1: ["1", "7", "1", "1"], 2: ["6", "6", "2", "2"], 3: ["8", "9", "9", "9"]}}
+    references = {0: "3", 1: "7", 2: "2", 3: "9"}
+    scores = []
+    for recipe, by_prompt in answers.items():
+        rows = _generations(by_prompt, references)
+        scores.append(Score("answer_accuracy", "tiny", recipe, "greedy", compute("answer_accuracy", rows, {})))
+        scores.append(Score("answer_voting", "tiny", recipe, "samples", compute("answer_voting", rows, {})))
+    rewards = {"ce": {0: [1.0, 3.0], 1: [2.0, 0.5], 2: [-1.0, 0.0]}, "gem": {0: [2.0, 2.5], 1: [0.0, 4.0], 2: [1.0, 1.5]}}
+    for recipe, by_prompt in rewards.items():
+        ids = [p for p, grades in by_prompt.items() for _ in grades]
+        scores.append(Score("grade_rm", "tiny", recipe, "chat", {
+            "ids": ids, "samples": [i for grades in by_prompt.values() for i in range(len(grades))],
+            "grades": [[grade] for grades in by_prompt.values() for grade in grades]}))
+    diversity = {"ce": {"distinct_1": [50.0, 70.0, 60.0], "distinct_2": [80.0, 90.0, 70.0],
+                        "distinct_3": [90.0, 95.0, 85.0], "self_bleu": [40.0, 60.0, 50.0], "embedding": [20.0, 30.0, 10.0]},
+                 "gem": {"distinct_1": [60.0, 80.0, 65.0], "distinct_2": [85.0, 95.0, 75.0],
+                         "distinct_3": [92.0, 97.0, 90.0], "self_bleu": [45.0, 65.0, 55.0], "embedding": [25.0, 35.0, 15.0]}}
+    for recipe, per_prompt in diversity.items():
+        means = {name: sum(values) / 3 for name, values in per_prompt.items()}
+        scores.append(Score("diversity", "tiny", recipe, "poems", {
+            **means, "distinct": (means["distinct_1"] + means["distinct_2"] + means["distinct_3"]) / 3,
+            "ids": [10, 11, 12], "per_prompt": per_prompt, "encoder": "packaged", "compat": "paper"}))
+    return scores
+
+
+def test_gsm8k_figures_are_the_scores_with_a_paired_bootstrap_over_prompts():
+    import numpy as np
+
+    from reprolm.aggregate import uncertainty as u
+    from reprolm.aggregate.gem_tables import gsm8k_tables
+
+    scores = _gem_scores()
+    headline, by_k = gsm8k_tables(scores, GEM_STUDY, GEM_MODELS)
+    ce, gem = headline.iloc[0], headline.iloc[1]
+    greedy = {s.recipe: s.data for s in scores if s.metric == "answer_accuracy"}
+    voting = {s.recipe: s.data for s in scores if s.metric == "answer_voting"}
+    assert ce["Greedy Decoding"].value == greedy["ce"]["accuracy"] == 75.0
+    assert gem["Greedy Decoding"].value == greedy["gem"]["accuracy"] == 0.0
+    assert ce["Majority Voting (@4)"].value == voting["ce"]["maj"][-1]
+    assert gem["Best-of-N (@4)"].value == voting["gem"]["pass"][-1] == 100.0
+    # Prompts 0-3, CE right on 0, 1 and 3 greedily: each replicate is the share right among
+    # the drawn prompts.
+    draws = u.unit_draws([0, 1, 2, 3])
+    assert np.allclose(ce["Greedy Decoding"].replicates, [100 * np.mean([p != 2 for p in d]) for d in draws])
+    # Both models are drawn on the same prompts: the difference is paired, and CE's greedy
+    # lead of 75 points is significant even over four prompts.
+    lead = u.difference(ce["Greedy Decoding"], gem["Greedy Decoding"])
+    assert lead.paired and lead.value == 75.0 and lead.low > 0
+    assert list(by_k["k"]) == [1, 2, 4, 1, 2, 4]
+    for (_, row), maj, passed in zip(by_k.iterrows(), voting["ce"]["maj"] + voting["gem"]["maj"],
+                                     voting["ce"]["pass"] + voting["gem"]["pass"], strict=True):
+        assert row["maj@k"].value == maj and row["pass@k"].value == passed
+        assert row["maj@k"].low <= maj <= row["maj@k"].high
+
+
+def test_chat_best_and_mean_of_n_by_prompt():
+    import numpy as np
+
+    from reprolm.aggregate import uncertainty as u
+    from reprolm.aggregate.gem_tables import chat_tables
+
+    best, by_n = chat_tables(_gem_scores(), GEM_STUDY, GEM_MODELS)
+    old = best_and_mean_of_n([[1.0, 3.0], [2.0, 0.5], [-1.0, 0.0]], [1, 2])
+    ce = by_n[by_n["model"] == "CE"].set_index("n")
+    assert ce.loc[2, "best-of-n"].value == old[2]["best"] == (3.0 + 2.0 + 0.0) / 3
+    assert ce.loc[2, "mean-of-n"].value == old[2]["mean"] and ce.loc[1, "best-of-n"].value == old[1]["best"]
+    assert best.iloc[0]["Reward (Best-of-N @2)"].value == old[2]["best"]
+    draws = u.unit_draws([0, 1, 2])
+    per_prompt = np.array([3.0, 2.0, 0.0])
+    assert np.allclose(ce.loc[2, "best-of-n"].replicates, per_prompt[draws].mean(axis=1))
+
+
+def test_diversity_table_means_over_prompts_and_the_distinct_ratio_averages_distinct_1_to_3(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    from reprolm.aggregate.gem_tables import diversity_table
+    from reprolm.io import write_table
+
+    scores = _gem_scores()
+    frame = diversity_table(scores, GEM_STUDY, GEM_MODELS, "poems")
+    ce = frame.iloc[0]
+    data = next(s.data for s in scores if s.metric == "diversity" and s.recipe == "ce")
+    assert ce["Self-BLEU Diversity Score"].value == data["self_bleu"] == 50.0
+    assert ce["N-gram Distinct Ratio"].value == pytest.approx(data["distinct"])
+    assert np.allclose(ce["N-gram Distinct Ratio"].replicates,
+                       np.mean([ce[f"distinct-{n}"].replicates for n in (1, 2, 3)], axis=0))
+    write_table(frame, tmp_path, "diversity_poems")
+    written = pd.read_csv(tmp_path / "diversity_poems.csv")
+    for column in ("N-gram Distinct Ratio", "Self-BLEU Diversity Score", "Sentence-Embedding Diversity Score",
+                   "distinct-1"):
+        assert (written[f"{column} lo"] <= written[column]).all() and (written[column] <= written[f"{column} hi"]).all()
+    assert list(written.columns[:5]) == ["base", "model", "N-gram Distinct Ratio", "N-gram Distinct Ratio lo",
+                                         "N-gram Distinct Ratio hi"]
+
+
+def test_gem_tables_from_scores_and_lm_eval_log_carry_intervals_and_plot_them(tmp_path):
+    import gzip
+    import json
+
+    import pandas as pd
+
+    from reprolm.aggregate.gem_tables import write_gem_tables
+    from reprolm.aggregate.tables import load_scores
+    from reprolm.io import write_json
+    from reprolm.paths import score_path
+
+    # IFEval over three prompts, as lm-eval reports it and logs it.
+    prompt = {"strict": [True, False, True], "loose": [True, True, True]}
+    instructions = {"strict": [[True, True], [False], [True, False]], "loose": [[True, True], [True], [True, False]]}
+    metrics = {f"prompt_level_{kind}_acc,none": sum(values) / 3 for kind, values in prompt.items()}
+    metrics.update({f"inst_level_{kind}_acc,none": sum(map(sum, checks)) / 5 for kind, checks in instructions.items()})
+    path = tmp_path / score_path("lm_eval", "tiny", "ce", "ifeval")
+    write_json({"metric": "lm_eval", "task_order": ["ifeval"], "tasks": {"ifeval": {
+        "task": "ifeval", "metric": "prompt_level_strict_acc,none", "value": metrics["prompt_level_strict_acc,none"],
+        "metrics": metrics, "n_docs": 3, "unscored": None}}}, path)
+    with gzip.open(path.with_name("ifeval.samples.jsonl.gz"), "wt") as stream:
+        for doc in range(3):
+            values = {f"prompt_level_{kind}_acc": prompt[kind][doc] for kind in prompt}
+            values.update({f"inst_level_{kind}_acc": instructions[kind][doc] for kind in instructions})
+            stream.write(json.dumps({"spec": "ifeval", "task": "ifeval", "doc_id": doc, "filter": "none",
+                                     "values": values}) + "\n")
+    scores = _gem_scores() + load_scores([path])
+    write_gem_tables(scores, GEM_STUDY, {"models": GEM_MODELS}, tmp_path / "tables", tmp_path / "plots")
+    ifeval = pd.read_csv(tmp_path / "tables" / "ifeval.csv")
+    columns = ["Prompt-Strict", "Instruction-Strict", "Prompt-Level", "Instruction-Level", "Avg"]
+    assert list(ifeval.columns) == ["base", "model", *[f"{c}{suffix}" for c in columns for suffix in ("", " lo", " hi")],
+                                    "prompts scored", "not scored"]
+    row = ifeval.iloc[0]
+    assert row["Prompt-Strict"] == round(100 * 2 / 3, 2) and row["Instruction-Strict"] == 60.0
+    assert row["Avg"] == round((100 * 2 / 3 + 60 + 100 + 80) / 4, 2)
+    for column in columns:
+        assert row[f"{column} lo"] <= row[column] <= row[f"{column} hi"]
+    gsm8k = pd.read_csv(tmp_path / "tables" / "gsm8k.csv")
+    assert list(gsm8k.columns) == ["base", "model", *[f"{c}{suffix}" for c in (
+        "Greedy Decoding", "Majority Voting (@4)", "Best-of-N (@4)") for suffix in ("", " lo", " hi")]]
+    assert {"best-of-n lo", "mean-of-n hi"} <= set(pd.read_csv(tmp_path / "tables" / "chat_best_of_n.csv").columns)
+    for plot in ("gsm8k_scaling.png", "diversity.png"):
+        assert (tmp_path / "plots" / plot).stat().st_size > 0

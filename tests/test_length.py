@@ -128,3 +128,156 @@ def test_config_targets_and_unknown_name():
 def test_a_config_without_length_targets_has_none():
     assert configured_targets(None) is None
     assert configured_targets("paper").names == ["10", "30", "50", "80", "150", "300", "500", "700", ">800"]
+
+
+# ---- the Ruler tables: every figure with its bootstrap over prompts ----
+
+def _ruler_scores():
+    """length_levels over 12 prompts (one target each), multi-MLT over 3 prompts asked at three
+    targets, self-MLT over 4 prompts, as the metrics write them."""
+    from reprolm.aggregate.tables import Score
+    from reprolm.score.metrics import compute
+
+    context = {"length_targets": "paper"}
+    tlg = [{"id": i, "TargetLength": name, "text": " w" * words} for i, (name, words) in enumerate(
+        [("10", 5), ("10", 25), ("30", 30), ("30", 39), ("50", 45), ("80", 95), ("80", 80), ("150", 160),
+         ("300", 250), ("500", 500), ("700", 700), (">800", 900)])]
+    multi = [{"id": prompt, "TargetLength": name, "text": " w" * words}
+             for prompt, lengths in enumerate([(9, 30, 100), (12, 50, 45), (30, 25, 48)])
+             for name, words in zip(["10", "30", "50"], lengths, strict=True)]
+    self_mlt = [{"id": i, "text": text} for i, text in enumerate(
+        ["[MLT:10]" + " w" * 8, "[MLT:30]" + " w" * 50, "no MLT" + " w" * 3, "[MLT:50]" + " w" * 55])]
+    return [Score("length_levels", "b", "r", "tlg", compute("length_levels", tlg, context)),
+            Score("length_multi_mlt", "b", "r", "multi_mlt", compute("length_multi_mlt", multi, context)),
+            Score("length_self_mlt", "b", "r", "self_mlt", compute("length_self_mlt", self_mlt, context))]
+
+
+def test_level_and_target_figures_are_the_pooled_ones_with_a_bootstrap_over_prompts():
+    import numpy as np
+
+    from reprolm.aggregate import length_tables as tables
+    from reprolm.aggregate.uncertainty import ratio_of_sums, unit_draws
+
+    scores = _ruler_scores()
+    levels = tables.tlg_levels(scores, PAPER).set_index("level")
+    reported = {row["level"]: row for row in scores[0].data["levels"]}
+    for label, row in levels.iterrows():
+        assert row["PM"].value == reported[label]["PM"] and row["FM"].value == reported[label]["FM"]
+        assert row["PM_in"] == reported[label]["PM_in"]
+    # Level 0: targets 10, 30, 50, 80 (prompts 0-6); PM inside: 5, 30, 39, 45, 80 words -> 5 of 7.
+    level0 = levels.loc["Level:0", "PM"]
+    assert level0.value == pytest.approx(100 * 5 / 7)
+    inside = [1, 0, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0]
+    counted = [1] * 7 + [0] * 5
+    assert np.array_equal(level0.replicates, ratio_of_sums(inside, counted, range(12), 100.0).replicates)
+    # ... which is, per draw of the 12 prompts, the drawn level-0 prompts' share inside.
+    row = unit_draws(range(12))[0]
+    assert level0.replicates[0] == pytest.approx(100 * sum(inside[i] for i in row) / sum(counted[i] for i in row))
+    assert level0.low <= level0.value <= level0.high
+    per_target = tables.tlg_targets(scores, PAPER).set_index("target")
+    # Target 80: 95 and 80 words, both in the FM window (60, 100], only 80 in PM's (70, 90].
+    assert per_target.loc["80", "FM"].value == 100.0 and per_target.loc["80", "PM"].value == 50.0
+    assert per_target.loc[">800", "FM"].value == 100.0
+
+
+def test_length_errors_rmse_is_the_root_of_the_pooled_squared_error_per_draw():
+    import numpy as np
+
+    from reprolm.aggregate import length_tables as tables
+    from reprolm.aggregate.uncertainty import unit_draws
+
+    scores = _ruler_scores()
+    data = scores[0].data
+    row = tables.length_error_table(scores, PAPER).iloc[0]
+    assert row["exact_match"].value == data["errors"]["exact_match"] == 100 * 4 / 11
+    assert row["rmse"].value == data["errors"]["rmse"] and row["n"] == 11
+    errors = [(words - PAPER[name].value) ** 2 if PAPER[name].value is not None else None
+              for words, name in zip(data["word_counts"], data["target_names"], strict=True)]
+    draws = unit_draws(data["ids"])
+    by_hand = [math.sqrt(np.mean([errors[i] for i in draw if errors[i] is not None])) for draw in draws[:10]]
+    assert row["rmse"].replicates[:10] == pytest.approx(by_hand)
+
+
+def test_multi_mlt_draws_a_prompts_outputs_at_every_target_together():
+    import numpy as np
+
+    from reprolm.aggregate import length_tables as tables
+    from reprolm.aggregate.uncertainty import unit_draws
+
+    scores = _ruler_scores()
+    row = tables.multi_mlt_table(scores, PAPER).iloc[0]
+    # FM inside, prompts 0-2: target 10: 9, 12 in, 30 out; target 30: 30 in, 50 out, 25 in;
+    # target 50: 100 out, 45 and 48 in.
+    assert [row[name].value for name in ("10", "30", "50")] == [100 * 2 / 3] * 3
+    assert row["80"] is None
+    assert row["Avg FM"].value == scores[1].data["avg_FM"]
+    draws = unit_draws([0, 1, 2])
+    inside = {"10": [1, 1, 0], "30": [1, 0, 1], "50": [0, 1, 1]}
+    for name, hits in inside.items():
+        assert np.allclose(row[name].replicates, [100 * np.mean([hits[p] for p in draw]) for draw in draws])
+    assert np.allclose(row["Avg FM"].replicates,
+                       np.mean([row[name].replicates for name in ("10", "30", "50")], axis=0))
+    assert row["Avg FM"].low <= row["Avg FM"].value <= row["Avg FM"].high
+
+
+def test_self_mlt_keeps_counts_and_resamples_fm_and_mean_words(tmp_path):
+    import pandas as pd
+
+    from reprolm.aggregate import length_tables as tables
+    from reprolm.io import write_table
+
+    scores = _ruler_scores()
+    assert scores[2].data["mlt_names"] == ["10", "30", None, "50"]
+    assert scores[2].data["word_counts"] == [8, 50, 5, 55] and scores[2].data["ids"] == [0, 1, 2, 3]
+    frame = tables.self_mlt_table(scores, PAPER)
+    row = frame.iloc[0]
+    # Inside its own window: 8 (MLT 10) and 55 (MLT 50); 50 is outside MLT 30's (20, 40].
+    assert row["FM"].value == scores[2].data["FM"] == 50.0
+    assert row["Avg"].value == scores[2].data["avg_words"] == (8 + 50 + 5 + 55) / 4
+    assert row["no MLT"] == 1 and row["10"] == 1
+    write_table(frame, tmp_path, "self_mlt")
+    written = pd.read_csv(tmp_path / "self_mlt.csv")
+    assert list(written.columns) == ["model", *PAPER.names, "no MLT", "FM", "FM lo", "FM hi", "Avg", "Avg lo", "Avg hi"]
+    assert written["10"].dtype == "int64"
+    assert (written["FM lo"] <= written["FM"]).all() and (written["FM"] <= written["FM hi"]).all()
+
+
+def test_ruler_tables_refuse_a_score_the_configured_targets_do_not_reproduce():
+    from reprolm.aggregate import length_tables as tables
+
+    from dataclasses import replace
+
+    from reprolm.length import Window
+
+    narrower = TargetSet([replace(t, fm=Window(60, 90)) if t.name == "80" else t for t in PAPER])
+    with pytest.raises(ValueError, match="length_levels score of b/r on tlg: FM of 80 is 100.0 in the score file"):
+        tables.tlg_targets(_ruler_scores(), narrower)
+
+
+def test_ruler_tables_and_plot_carry_the_intervals(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    from reprolm.aggregate import length_tables as tables
+    from reprolm.io import split_estimates
+
+    tables.write_ruler_tables(_ruler_scores(), {"recipes": ["r"]}, {"length_targets": "paper"},
+                              tmp_path / "tables", tmp_path / "plots")
+    levels = pd.read_csv(tmp_path / "tables" / "tlg_levels.csv")
+    assert list(levels.columns) == ["model", "level", "PM_in", "PM_out", "PM", "PM lo", "PM hi",
+                                    "FM_in", "FM_out", "FM", "FM lo", "FM hi"]
+    assert levels["PM_in"].dtype == "int64"
+    errors = pd.read_csv(tmp_path / "tables" / "length_errors.csv")
+    assert list(errors.columns) == ["model", "exact_match", "exact_match lo", "exact_match hi",
+                                    "rmse", "rmse lo", "rmse hi", "n"]
+    replicates = pd.read_parquet(tmp_path / "tables" / "tlg_levels.replicates.parquet")
+    assert set(replicates["column"]) == {"PM", "FM"}
+    assert (tmp_path / "plots" / "tlg_targets.png").stat().st_size > 0
+    per_target = tables.tlg_targets(_ruler_scores(), PAPER)
+    spread = split_estimates(per_target)[0]
+    bars = tables._error_bars(spread, "FM")
+    assert bars.shape == (2, 9)
+    row = per_target.index[per_target["target"] == "80"][0]
+    assert bars[:, row] == pytest.approx([per_target.loc[row, "FM"].value - per_target.loc[row, "FM"].low,
+                                          per_target.loc[row, "FM"].high - per_target.loc[row, "FM"].value])
+    assert np.all(bars >= 0)

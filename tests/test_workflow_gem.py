@@ -36,8 +36,9 @@ def test_gem_gsm8k_tables_recompute_from_the_generations(default_run):
     headline, scaling = pd.read_csv(tables / "gsm8k.csv"), pd.read_csv(tables / "gsm8k_scaling.csv")
     ks = DEFAULT["metrics"]["answer_voting"]["ks"]
     assert _gem_rows(headline) == GEM_LABELS
-    assert headline.columns.tolist() == ["base", "model", "Greedy Decoding", f"Majority Voting (@{ks[-1]})",
-                                         f"Best-of-N (@{ks[-1]})"]
+    assert headline.columns.tolist() == ["base", "model", *[f"{figure}{bound}" for figure in (
+        "Greedy Decoding", f"Majority Voting (@{ks[-1]})", f"Best-of-N (@{ks[-1]})") for bound in ("", " lo", " hi")]]
+    assert ((scaling["maj@k lo"] <= scaling["maj@k"]) & (scaling["maj@k"] <= scaling["maj@k hi"])).all()
     for recipe, label in zip(GEM["recipes"], GEM_LABELS, strict=True):
         greedy = pq.read_table(default_run / f"results/generations/tiny_llama/{recipe}/gsm8k_greedy.parquet").to_pylist()
         assert len(greedy) == DEFAULT["datasets"]["gsm8k_problems"]["params"]["num"]

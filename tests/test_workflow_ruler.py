@@ -17,7 +17,9 @@ pytestmark = pytest.mark.workflow
 
 def test_tlg_levels_table_matches_generations(default_run):
     table = pd.read_csv(default_run / "results/tables/ruler/tlg_levels.csv")
-    assert list(table.columns) == ["model", "level", "PM_in", "PM_out", "PM", "FM_in", "FM_out", "FM"]
+    assert list(table.columns) == ["model", "level", "PM_in", "PM_out", "PM", "PM lo", "PM hi",
+                                   "FM_in", "FM_out", "FM", "FM lo", "FM hi"]
+    assert ((table["PM lo"] <= table["PM"]) & (table["PM"] <= table["PM hi"])).all()
     assert sorted(set(table["model"])) == sorted(MODELS)
     levels = [f"Level:{level}" for level in TARGETS.levels] + ["All"]
     for model in MODELS:
@@ -45,7 +47,8 @@ def test_ruler_prompts_end_with_the_mlt_and_baselines_ask_in_words(default_run):
 def test_other_ruler_tables(default_run):
     tables = default_run / "results/tables/ruler"
     multi = pd.read_csv(tables / "multi_mlt.csv")
-    assert list(multi.columns) == ["model", *TARGETS.names, "Avg FM"]
+    assert list(multi.columns) == ["model", *[f"{name}{bound}" for name in [*TARGETS.names, "Avg FM"]
+                                              for bound in ("", " lo", " hi")]]
     for _, row in multi.iterrows():
         assert row["Avg FM"] == pytest.approx(row[TARGETS.names].mean(), abs=0.01)
     self_mlt = pd.read_csv(tables / "self_mlt.csv")
@@ -59,7 +62,9 @@ def test_other_ruler_tables(default_run):
     general = pd.read_csv(tables / "general.csv")
     tasks = [t["name"] for t in DEFAULT["lm_eval_suites"]["general"]["tasks"]]
     assert sorted(general["model"]) == sorted(MODELS)
-    assert list(general.columns) == ["model", *tasks]
+    assert list(general.columns) == ["model", *[f"{task}{bound}" for task in tasks for bound in ("", " lo", " hi")]]
+    assert all((general[f"{task} lo"] <= general[task]).all() and (general[task] <= general[f"{task} hi"]).all()
+               for task in tasks)
     assert general[tasks].apply(lambda col: col.between(0, 100)).all().all()
     png = default_run / "results/plots/ruler/tlg_targets.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -57,13 +57,19 @@ def single_grade_table(scores: list[Score], promptset: str) -> pd.DataFrame:
 
 
 def lm_eval_table(scores: list[Score]) -> pd.DataFrame:
+    """Each lm-eval task's reported metric x 100 before and after extrapolation, each with its
+    bootstrap over documents (the same documents: the two are resampled alike, paired)."""
+    from reprolm.aggregate.lm_eval_estimates import lm_eval_estimates
+
     rows = []
     for (base, recipe), pair in _pairs(scores, "lm_eval").items():
-        original, expo = pair["original"].data, pair["expo"].data
-        for task in original["task_order"]:
-            rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(pair["expo"].recipe)[1], "task": task,
-                         "Original": 100.0 * original["tasks"][task]["value"],
-                         "+ ExPO": 100.0 * expo["tasks"][task]["value"]})
+        original, expo = pair["original"], pair["expo"]
+        before, after = lm_eval_estimates(original), lm_eval_estimates(expo)
+        for task in original.data["task_order"]:
+            metric = original.data["tasks"][task]["metric"]
+            rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(expo.recipe)[1], "task": task,
+                         "Original": before[task][metric].scaled(100.0),
+                         "+ ExPO": after[task][metric].scaled(100.0)})
     return pd.DataFrame(rows)
 
 

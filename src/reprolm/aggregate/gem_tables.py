@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from reprolm.aggregate.tables import Score
-from reprolm.io import write_table
-from reprolm.io import atomic_path
-from reprolm.score.sampling import best_and_mean_of_n
+from reprolm.aggregate.lm_eval_estimates import lm_eval_estimates
+from reprolm.aggregate.tables import Score, mean_of_estimates
+from reprolm.aggregate.uncertainty import mean_of
+from reprolm.io import atomic_path, split_estimates, write_table
+from reprolm.score.sampling import best_and_mean_per_prompt
 
 # lm-eval's IFEval metrics under the seed's column names ("-Level" columns are the loose ones).
 IFEVAL_COLUMNS = {
@@ -38,17 +40,19 @@ def _find(scores: list[Score], metric: str, base: str, recipe: str, name: str) -
 
 
 def ifeval_table(scores: list[Score], study: Mapping, models: list) -> pd.DataFrame:
-    """Per model: the four IFEval accuracies x 100 and their mean; how many prompts were
-    scored, and which instructions could not be checked here and why."""
+    """Per model: the four IFEval accuracies x 100 and their mean, each with its bootstrap
+    over prompts (documents); how many prompts were scored, and which instructions could not
+    be checked here and why."""
     rows = []
     for base, recipe in models:
         score = _find(scores, "lm_eval", base, recipe, study["lm_eval_suite"])
-        for summary in score.data["tasks"].values() if score else []:
+        for spec, summary in score.data["tasks"].items() if score else []:
             if summary["task"] != "ifeval":
                 continue
             row = _row(study, base, recipe)
-            row.update({column: 100 * summary["metrics"][key] for column, key in IFEVAL_COLUMNS.items()})
-            row["Avg"] = sum(row[column] for column in IFEVAL_COLUMNS) / len(IFEVAL_COLUMNS)
+            estimates = lm_eval_estimates(score, {spec: list(IFEVAL_COLUMNS.values())})[spec]
+            row.update({column: estimates[key].scaled(100) for column, key in IFEVAL_COLUMNS.items()})
+            row["Avg"] = mean_of_estimates([row[column] for column in IFEVAL_COLUMNS])
             row["prompts scored"] = summary["n_docs"]
             unscored = summary.get("unscored")
             row["not scored"] = "" if not unscored else (
@@ -64,7 +68,8 @@ def _evaluation_promptsets(study: Mapping, metric: str) -> list[str]:
 
 def gsm8k_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The seed's table (greedy accuracy, majority voting and best-of-N, i.e. pass@k, at the
-    largest k) and the long table of maj@k and pass@k at every k."""
+    largest k) and the long table of maj@k and pass@k at every k; each with its bootstrap over
+    prompts."""
     headline, by_k = [], []
     greedy_sets = _evaluation_promptsets(study, "answer_accuracy")
     voting_sets = _evaluation_promptsets(study, "answer_voting")
@@ -73,16 +78,19 @@ def gsm8k_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.
         for promptset in greedy_sets:
             greedy = _find(scores, "answer_accuracy", base, recipe, promptset)
             if greedy:
-                row["Greedy Decoding"] = greedy.data["accuracy"]
+                row["Greedy Decoding"] = mean_of(greedy.data["correct"], greedy.data["ids"], scale=100.0)
         for promptset in voting_sets:
             voting = _find(scores, "answer_voting", base, recipe, promptset)
             if not voting:
                 continue
-            k = voting.data["ks"][-1]
-            row[f"Majority Voting (@{k})"] = voting.data["maj"][-1]
-            row[f"Best-of-N (@{k})"] = voting.data["pass"][-1]
-            by_k += [{**_row(study, base, recipe), "k": k_, "maj@k": maj, "pass@k": passed}
-                     for k_, maj, passed in zip(voting.data["ks"], voting.data["maj"], voting.data["pass"], strict=True)]
+            data = voting.data
+            maj = [mean_of(correct, data["ids"], scale=100.0) for correct in data["maj_correct"]]
+            passed = [mean_of(correct, data["ids"], scale=100.0) for correct in data["pass_correct"]]
+            k = data["ks"][-1]
+            row[f"Majority Voting (@{k})"] = maj[-1]
+            row[f"Best-of-N (@{k})"] = passed[-1]
+            by_k += [{**_row(study, base, recipe), "k": k_, "maj@k": maj_k, "pass@k": pass_k}
+                     for k_, maj_k, pass_k in zip(data["ks"], maj, passed, strict=True)]
         if len(row) > 2:
             headline.append(row)
     return pd.DataFrame(headline), pd.DataFrame(by_k)
@@ -90,7 +98,7 @@ def gsm8k_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.
 
 def chat_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Reward of the best of n samples per prompt (the seed reports the largest n), and the
-    best-of-n and mean-of-n reward at every n."""
+    best-of-n and mean-of-n reward at every n; each with its bootstrap over prompts."""
     spec = study["best_of_n"]
     headline, by_n = [], []
     for base, recipe in models:
@@ -102,7 +110,9 @@ def chat_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.D
                                                     strict=True)):
             rewards.setdefault(prompt_id, []).append(grades[-1])
         ns = spec["ns"]
-        result = best_and_mean_of_n(list(rewards.values()), ns)
+        prompts = list(rewards)
+        result = {n: {name: mean_of(values, prompts)
+                      for name, values in best_and_mean_per_prompt(list(rewards.values()), n).items()} for n in ns}
         headline.append({**_row(study, base, recipe), f"Reward (Best-of-N @{ns[-1]})": result[ns[-1]]["best"]})
         by_n += [{**_row(study, base, recipe), "n": n, "best-of-n": result[n]["best"], "mean-of-n": result[n]["mean"]}
                  for n in ns]
@@ -110,14 +120,18 @@ def chat_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.D
 
 
 def diversity_table(scores: list[Score], study: Mapping, models: list, promptset: str) -> pd.DataFrame:
+    """Per model: each diversity score's mean over prompts (the n-gram distinct ratio is the
+    mean of distinct-1, 2 and 3), with its bootstrap over prompts."""
     rows = []
     for base, recipe in models:
         score = _find(scores, "diversity", base, recipe, promptset)
         if score is None:
             continue
         data = score.data
-        rows.append({**_row(study, base, recipe), **{column: data[key] for column, key in DIVERSITY_COLUMNS.items()},
-                     **{f"distinct-{n}": data[f"distinct_{n}"] for n in (1, 2, 3)},
+        figures = {name: mean_of(values, data["ids"]) for name, values in data["per_prompt"].items()}
+        figures["distinct"] = mean_of_estimates([figures[f"distinct_{n}"] for n in (1, 2, 3)])
+        rows.append({**_row(study, base, recipe), **{column: figures[key] for column, key in DIVERSITY_COLUMNS.items()},
+                     **{f"distinct-{n}": figures[f"distinct_{n}"] for n in (1, 2, 3)},
                      "encoder": data["encoder"], "compat": data["compat"]})
     return pd.DataFrame(rows)
 
@@ -146,15 +160,25 @@ def _save(figure, path: Path) -> None:
     _pyplot().close(figure)
 
 
+def _bounds(rows: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """The interval columns ``write_table`` gives an estimate column, as float arrays."""
+    return (rows[f"{column} lo"].to_numpy(dtype=float, na_value=np.nan),
+            rows[f"{column} hi"].to_numpy(dtype=float, na_value=np.nan))
+
+
 def plot_scaling(by_k: pd.DataFrame, path: Path) -> None:
+    """maj@k and pass@k against k per model, each with its interval as a shaded band."""
     plt = _pyplot()
+    by_k, _ = split_estimates(by_k)
     bases = list(dict.fromkeys(by_k["base"]))
     figure, axes = plt.subplots(1, len(bases), figsize=(5 * len(bases), 3.6), squeeze=False)
     for axis, base in zip(axes[0], bases, strict=True):
         for index, (model, rows) in enumerate(by_k[by_k["base"] == base].groupby("model", sort=False)):
             colour = f"C{index}"
-            axis.plot(rows["k"], rows["maj@k"], marker="o", color=colour, label=f"{model} maj@k")
-            axis.plot(rows["k"], rows["pass@k"], marker="s", linestyle="--", color=colour, label=f"{model} pass@k")
+            for column, marker, linestyle in (("maj@k", "o", "-"), ("pass@k", "s", "--")):
+                axis.plot(rows["k"], rows[column], marker=marker, linestyle=linestyle, color=colour,
+                          label=f"{model} {column}")
+                axis.fill_between(rows["k"], *_bounds(rows, column), color=colour, alpha=0.15, linewidth=0)
         axis.set_xscale("log", base=2)
         axis.set_xlabel("k (samples)")
         axis.set_ylabel("GSM8K accuracy (%)")
@@ -164,13 +188,18 @@ def plot_scaling(by_k: pd.DataFrame, path: Path) -> None:
 
 
 def plot_diversity(tables: dict[str, pd.DataFrame], path: Path) -> None:
+    """The diversity scores per model and prompt set, with error bars from their intervals."""
     plt = _pyplot()
     figure, axes = plt.subplots(1, len(tables), figsize=(5 * len(tables), 3.6), squeeze=False)
     for axis, (promptset, frame) in zip(axes[0], tables.items(), strict=True):
+        frame, _ = split_estimates(frame)
         labels = [f"{row.base}\n{row.model}" for row in frame.itertuples()]
         width = 0.8 / len(DIVERSITY_COLUMNS)
         for index, column in enumerate(DIVERSITY_COLUMNS):
-            axis.bar([i + index * width for i in range(len(frame))], frame[column], width=width, label=column)
+            value = frame[column].to_numpy(dtype=float)
+            low, high = _bounds(frame, column)
+            axis.bar([i + index * width for i in range(len(frame))], value, width=width, label=column,
+                     yerr=np.nan_to_num(np.stack([value - low, high - value])), capsize=2)
         axis.set_xticks([i + width for i in range(len(frame))], labels, fontsize=7)
         axis.set_ylabel("diversity (x 100)")
         axis.set_title(promptset)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from reprolm.aggregate.tables import Score
-from reprolm.io import write_table
+from reprolm.aggregate.lm_eval_estimates import lm_eval_estimates
+from reprolm.aggregate.tables import Score, mean_of_estimates
+from reprolm.aggregate.uncertainty import Estimate, ratio_of_sums
+from reprolm.io import split_estimates, write_table
 from reprolm.length import TargetSet
-from reprolm.score.length import length_ttest
+from reprolm.score.length import length_ttest, self_mlt_inside
 
 LEVEL_COLUMNS = ["model", "level", "PM_in", "PM_out", "PM", "FM_in", "FM_out", "FM"]
 
@@ -19,36 +23,111 @@ def _by_metric(scores: list[Score], metric: str) -> list[Score]:
     return [s for s in scores if s.metric == metric]
 
 
-def tlg_levels(scores: list[Score]) -> pd.DataFrame:
-    rows = [{"model": s.model, **row} for s in _by_metric(scores, "length_levels") for row in s.data["levels"]]
+def pooled_by_prompt(ids: Sequence, inside: Sequence[float], counted: Sequence[float], scale: float = 100.0) -> Estimate:
+    """sum(inside) / sum(counted) x ``scale`` over the outputs, with prompts as the bootstrap
+    units: a prompt's outputs (one per target, or several samples) are drawn together."""
+    units = list(dict.fromkeys(ids))
+    index = {unit: i for i, unit in enumerate(units)}
+    position = [index[i] for i in ids]
+    top, bottom = np.zeros(len(units)), np.zeros(len(units))
+    np.add.at(top, position, np.asarray(inside, dtype=float))
+    np.add.at(bottom, position, np.asarray(counted, dtype=float))
+    return ratio_of_sums(top, bottom, units, scale)
+
+
+def _check_figure(score: Score, what: str, estimate: Estimate, reported: float) -> Estimate:
+    """The score file's figure must be the one its per-output data give (they differ when the
+    length targets changed after scoring)."""
+    same = (math.isnan(reported) and math.isnan(estimate.value)) or math.isclose(estimate.value, reported)
+    if not same:
+        raise ValueError(f"{score.metric} score of {score.model} on {score.name}: {what} is {reported} in the "
+                         f"score file, but its per-output word counts give {estimate.value} with the configured "
+                         "length targets (rescore it)")
+    return estimate
+
+
+def _window_estimates(score: Score, targets: TargetSet, row: Mapping, members: set[str]) -> dict[str, Estimate]:
+    """PM and FM of a level or target ``row`` of the score, pooled over the outputs whose
+    target is one of ``members``."""
+    data = score.data
+    counted = [name in members for name in data["target_names"]]
+    label = row.get("target", row["level"])
+    estimates = {}
+    for kind in ("PM", "FM"):
+        inside = [member and getattr(targets[name], kind.lower()).contains(words)
+                  for words, name, member in zip(data["word_counts"], data["target_names"], counted, strict=True)]
+        estimates[kind] = _check_figure(score, f"{kind} of {label}", pooled_by_prompt(data["ids"], inside, counted),
+                                        row[kind])
+    return estimates
+
+
+def tlg_levels(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
+    """Per model and level (and ``All``): the pooled in/out counts, and PM and FM with their
+    bootstrap over prompts."""
+    rows = []
+    for s in _by_metric(scores, "length_levels"):
+        for row in s.data["levels"]:
+            members = set(targets.names) if row["level"] == "All" else \
+                {t.name for t in targets if f"Level:{t.level}" == row["level"]}
+            rows.append({"model": s.model, **row, **_window_estimates(s, targets, row, members)})
     return pd.DataFrame(rows, columns=LEVEL_COLUMNS)
 
 
-def tlg_targets(scores: list[Score]) -> pd.DataFrame:
-    rows = [{"model": s.model, **row} for s in _by_metric(scores, "length_levels") for row in s.data["targets"]]
+def tlg_targets(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
+    rows = [{"model": s.model, **row, **_window_estimates(s, targets, row, {row["target"]})}
+            for s in _by_metric(scores, "length_levels") for row in s.data["targets"]]
     return pd.DataFrame(rows, columns=["model", "level", "target", *LEVEL_COLUMNS[2:]])
 
 
-def length_error_table(scores: list[Score]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [{"model": s.model, "exact_match": s.data["errors"]["exact_match"],
-          "rmse": s.data["errors"]["rmse"], "n": s.data["errors"]["n"]}
-         for s in _by_metric(scores, "length_levels")],
-        columns=["model", "exact_match", "rmse", "n"],
-    )
+def length_error_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
+    """Exact-length rate and RMSE over outputs with a numeric target, by prompt."""
+    rows = []
+    for s in _by_metric(scores, "length_levels"):
+        data = s.data
+        values = [targets[name].value for name in data["target_names"]]
+        numeric = [value is not None for value in values]
+        exact = pooled_by_prompt(data["ids"], [value is not None and words == value
+                                               for words, value in zip(data["word_counts"], values, strict=True)],
+                                 numeric)
+        squared = pooled_by_prompt(data["ids"], [0 if value is None else (words - value) ** 2
+                                                 for words, value in zip(data["word_counts"], values, strict=True)],
+                                   numeric, scale=1.0)
+        rmse = Estimate(math.sqrt(squared.value), np.sqrt(squared.replicates))
+        rows.append({"model": s.model,
+                     "exact_match": _check_figure(s, "exact_match", exact, data["errors"]["exact_match"]),
+                     "rmse": _check_figure(s, "rmse", rmse, data["errors"]["rmse"]), "n": data["errors"]["n"]})
+    return pd.DataFrame(rows, columns=["model", "exact_match", "rmse", "n"])
 
 
 def multi_mlt_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
+    """FM per target over the prompts (each asked at every target) and their plain mean."""
     rows = []
     for s in _by_metric(scores, "length_multi_mlt"):
-        rows.append({"model": s.model, **{n: s.data["per_target_FM"].get(n) for n in targets.names},
-                     "Avg FM": s.data["avg_FM"]})
+        data = s.data
+        per_target = {}
+        for name, reported in data["per_target_FM"].items():
+            asked = [target == name for target in data["target_names"]]
+            inside = [member and targets[name].fm.contains(words)
+                      for words, member in zip(data["word_counts"], asked, strict=True)]
+            per_target[name] = _check_figure(s, f"FM of {name}", pooled_by_prompt(data["ids"], inside, asked), reported)
+        rows.append({"model": s.model, **{n: per_target.get(n) for n in targets.names},
+                     "Avg FM": _check_figure(s, "Avg FM", mean_of_estimates(list(per_target.values())),
+                                             data["avg_FM"])})
     return pd.DataFrame(rows, columns=["model", *targets.names, "Avg FM"])
 
 
 def self_mlt_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
-    rows = [{"model": s.model, **s.data["emitted"], "no MLT": s.data["no_mlt"], "FM": s.data["FM"],
-             "Avg": round(s.data["avg_words"])} for s in _by_metric(scores, "length_self_mlt")]
+    """How often each MLT was chosen (counts), FM against the chosen MLT's window and the
+    mean word count, by prompt."""
+    rows = []
+    for s in _by_metric(scores, "length_self_mlt"):
+        data = s.data
+        every = [1] * len(data["ids"])
+        inside = self_mlt_inside(data["word_counts"], data["mlt_names"], targets)
+        rows.append({"model": s.model, **data["emitted"], "no MLT": data["no_mlt"],
+                     "FM": _check_figure(s, "FM", pooled_by_prompt(data["ids"], inside, every), data["FM"]),
+                     "Avg": _check_figure(s, "Avg", pooled_by_prompt(data["ids"], data["word_counts"], every, 1.0),
+                                          data["avg_words"])})
     return pd.DataFrame(rows, columns=["model", *targets.names, "no MLT", "FM", "Avg"])
 
 
@@ -68,10 +147,13 @@ def ttest_table(scores: list[Score], mlt_recipe: str, plain_recipe: str, compat:
 
 
 def general_table(scores: list[Score]) -> pd.DataFrame:
+    """Each lm-eval task's reported metric x 100, with its bootstrap over documents."""
     rows = []
     for s in _by_metric(scores, "lm_eval"):
+        estimates = lm_eval_estimates(s)
         row = {"model": s.model}
-        row.update({task: 100.0 * s.data["tasks"][task]["value"] for task in s.data["task_order"]})
+        row.update({task: estimates[task][s.data["tasks"][task]["metric"]].scaled(100.0)
+                    for task in s.data["task_order"]})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -82,13 +164,15 @@ def plot_targets(frame: pd.DataFrame, output: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    frame, _ = split_estimates(frame)
     models = list(dict.fromkeys(frame["model"]))
     fig, axes = plt.subplots(len(models), 1, figsize=(8, 2.6 * len(models)), squeeze=False, sharey=True)
     for axis, model in zip(axes[:, 0], models):
         rows = frame[frame["model"] == model]
         positions = range(len(rows))
-        axis.bar([p - 0.2 for p in positions], rows["PM"], width=0.4, label="PM")
-        axis.bar([p + 0.2 for p in positions], rows["FM"], width=0.4, label="FM")
+        for kind, offset in (("PM", -0.2), ("FM", 0.2)):
+            axis.bar([p + offset for p in positions], rows[kind], width=0.4, label=kind,
+                     yerr=_error_bars(rows, kind), capsize=2, error_kw={"elinewidth": 0.8})
         axis.set_xticks(list(positions), rows["target"])
         axis.set_ylim(0, 100)
         axis.set_title(model)
@@ -100,12 +184,21 @@ def plot_targets(frame: pd.DataFrame, output: Path) -> None:
     plt.close(fig)
 
 
+def _error_bars(rows: pd.DataFrame, column: str) -> np.ndarray:
+    """matplotlib's (2, n) distances below and above each bar, from the interval columns
+    (none where a target had no outputs)."""
+    value = rows[column].to_numpy(dtype=float, na_value=np.nan)
+    low = rows[f"{column} lo"].to_numpy(dtype=float, na_value=np.nan)
+    high = rows[f"{column} hi"].to_numpy(dtype=float, na_value=np.nan)
+    return np.nan_to_num(np.stack([value - low, high - value]))
+
+
 def write_ruler_tables(scores: list[Score], study: Mapping, config: Mapping, tables: Path, plots: Path) -> None:
     targets = TargetSet.from_config(config["length_targets"])
-    write_table(tlg_levels(scores), tables, "tlg_levels")
-    per_target = tlg_targets(scores)
+    write_table(tlg_levels(scores, targets), tables, "tlg_levels")
+    per_target = tlg_targets(scores, targets)
     write_table(per_target, tables, "tlg_targets")
-    write_table(length_error_table(scores), tables, "length_errors")
+    write_table(length_error_table(scores, targets), tables, "length_errors")
     write_table(multi_mlt_table(scores, targets), tables, "multi_mlt")
     write_table(self_mlt_table(scores, targets), tables, "self_mlt")
     recipes = study["recipes"]

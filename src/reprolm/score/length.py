@@ -83,17 +83,20 @@ def multi_mlt_scores(
 
 
 def self_generated_scores(texts: Sequence[str], targets: TargetSet) -> dict:
-    """Counts per emitted MLT, FM against each output's own MLT window, mean words.
+    """Counts per emitted MLT, FM against each output's own MLT window, mean words; and per
+    output its word count and leading MLT (None where it starts with none), which the
+    tables resample.
 
     An output that starts with no known MLT counts as outside its window.
     """
     emitted = {t.name: 0 for t in targets}
     inside = 0
-    words = []
+    words, leading = [], []
     for text in texts:
         name = leading_mlt(text)
         n = count_words(strip_mlt(text))
         words.append(n)
+        leading.append(name)
         if name in emitted:
             emitted[name] += 1
             inside += targets[name].fm.contains(n)
@@ -104,7 +107,17 @@ def self_generated_scores(texts: Sequence[str], targets: TargetSet) -> dict:
         "FM": 100.0 * inside / len(texts),
         "avg_words": sum(words) / len(words),
         "n": len(texts),
+        "word_counts": words,
+        "mlt_names": leading,
     }
+
+
+def self_mlt_inside(word_counts: Sequence[int], mlt_names: Sequence[str | None], targets: TargetSet) -> list[bool]:
+    """Per output: whether its word count is in the FM window of the MLT it emitted (False
+    for an output with no known MLT)."""
+    known = set(targets.names)
+    return [name in known and targets[name].fm.contains(words)
+            for words, name in zip(word_counts, mlt_names, strict=True)]
 
 
 def length_errors(

@@ -18,10 +18,11 @@ from reprolm.score.diversity import (
 )
 from reprolm.score.sampling import (
     extract_answer,
-    majority_and_pass_at_k,
     normalise_number,
     original_answer,
     samples_by_prompt,
+    voting_outcomes,
+    voting_percentages,
 )
 
 MetricFunction = Callable[[list[Mapping], Mapping], dict]
@@ -53,15 +54,22 @@ def length_levels(rows, context) -> dict:
 @METRICS.register("length_multi_mlt")
 @reads_length_targets
 def length_multi_mlt(rows, context) -> dict:
+    """FM per target and their mean; per output its word count, target and prompt id (each
+    prompt is asked at every target), which the tables resample by prompt."""
     targets = _targets(context)
     words = [count_words(r["text"]) for r in rows]
-    return length.multi_mlt_scores(words, [str(r["TargetLength"]) for r in rows], targets)
+    names = [str(r["TargetLength"]) for r in rows]
+    return {**length.multi_mlt_scores(words, names, targets),
+            "word_counts": words, "target_names": names, "ids": [r["id"] for r in rows]}
 
 
 @METRICS.register("length_self_mlt")
 @reads_length_targets
 def length_self_mlt(rows, context) -> dict:
-    return length.self_generated_scores([r["text"] for r in rows], _targets(context))
+    """The MLTs a model chose, FM against their windows and mean words; per output its word
+    count, leading MLT and prompt id."""
+    return {**length.self_generated_scores([r["text"] for r in rows], _targets(context)),
+            "ids": [r["id"] for r in rows]}
 
 
 def _references(rows, compat: str) -> dict:
@@ -102,10 +110,13 @@ def answer_voting(rows, context) -> dict:
     ids = sorted(answers)
     samples = min(len(a) for a in answers.values())
     ks = context.get("ks") or [2 ** p for p in range(samples.bit_length()) if 2 ** p <= samples]
-    scores = majority_and_pass_at_k([answers[i] for i in ids], [references[i] for i in ids], ks, compat)
+    outcomes = voting_outcomes([answers[i] for i in ids], [references[i] for i in ids], ks, compat)
+    scores = voting_percentages(outcomes)
     return {"ks": list(ks), "maj": [scores[k]["maj"] for k in ks], "pass": [scores[k]["pass"] for k in ks],
             "samples_per_prompt": samples, "unparsed": sum(a is None for i in ids for a in answers[i]),
-            "compat": compat}
+            "compat": compat, "ids": ids,
+            # Per k, per prompt (in ``ids`` order): voting right, reference among the first k.
+            "maj_correct": [outcomes[k]["maj"] for k in ks], "pass_correct": [outcomes[k]["pass"] for k in ks]}
 
 
 @METRICS.register("diversity")
@@ -132,7 +143,9 @@ def diversity(rows, context) -> dict:
     means = {name: float(np.mean(values)) for name, values in per_prompt.items()}
     means["distinct"] = float(np.mean([means[f"distinct_{n}"] for n in (1, 2, 3)]))
     return {**means, "compat": compat, "encoder": encoder_name, "prompts": len(texts),
-            "samples_per_prompt": min(map(len, texts.values()))}
+            "samples_per_prompt": min(map(len, texts.values())),
+            # Each prompt's scores, in ``ids`` order, which the tables resample.
+            "ids": list(texts), "per_prompt": per_prompt}
 
 
 def compute(name: str, rows: list[Mapping], context: Mapping) -> dict:

@@ -77,15 +77,16 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def majority_and_pass_at_k(answers: Sequence[Sequence[str | None]], references: Sequence[str],
-                           ks: Sequence[int], compat: str = "paper") -> dict:
-    """Per k, over prompts: maj@k (the most common answer among the first k samples, ties to
-    the earliest, is the reference) and pass@k (the reference is among the first k), x 100.
-    An unparsed answer (None) casts no vote; with ``compat: original`` it is a vote like any
-    other, as in the original code (``[None, None, 7, None, 5]`` elects None)."""
+def voting_outcomes(answers: Sequence[Sequence[str | None]], references: Sequence[str],
+                    ks: Sequence[int], compat: str = "paper") -> dict[int, dict[str, list[bool]]]:
+    """Per k, per prompt: whether majority voting among the first k samples is right
+    (``maj``: the most common answer, ties to the earliest, is the reference) and whether
+    the reference is among them (``pass``). An unparsed answer (None) casts no vote; with
+    ``compat: original`` it is a vote like any other, as in the original code
+    (``[None, None, 7, None, 5]`` elects None)."""
     if compat not in ANSWER_COMPATS:
         raise ValueError(f"answer compat {compat!r}: choose from {ANSWER_COMPATS}")
-    scores = {}
+    outcomes = {}
     for k in ks:
         majority, passed = [], []
         for candidates, reference in zip(answers, references, strict=True):
@@ -97,19 +98,33 @@ def majority_and_pass_at_k(answers: Sequence[Sequence[str | None]], references: 
             vote = next((a for a in first if counts[a] == top), None)
             majority.append(vote is not None and vote == reference)
             passed.append(reference in first)
-        scores[k] = {"maj": 100.0 * float(np.mean(majority)), "pass": 100.0 * float(np.mean(passed))}
-    return scores
+        outcomes[k] = {"maj": majority, "pass": passed}
+    return outcomes
+
+
+def majority_and_pass_at_k(answers: Sequence[Sequence[str | None]], references: Sequence[str],
+                           ks: Sequence[int], compat: str = "paper") -> dict:
+    """Per k, over prompts: maj@k and pass@k x 100 (see :func:`voting_outcomes`)."""
+    return voting_percentages(voting_outcomes(answers, references, ks, compat))
+
+
+def voting_percentages(outcomes: Mapping[int, Mapping[str, Sequence[bool]]]) -> dict:
+    """Per k: the percentage of prompts voting right (``maj``) and passing (``pass``)."""
+    return {k: {name: 100.0 * sum(hits) / len(hits) for name, hits in outcome.items()}
+            for k, outcome in outcomes.items()}
+
+
+def best_and_mean_per_prompt(rewards: Sequence[Sequence[float]], n: int) -> dict[str, list[float]]:
+    """Per prompt: the best and the mean reward of its first n samples."""
+    if any(len(r) < n for r in rewards):
+        raise ValueError(f"best-of-{n} needs {n} samples per prompt")
+    return {"best": [max(r[:n]) for r in rewards], "mean": [float(np.mean(r[:n])) for r in rewards]}
 
 
 def best_and_mean_of_n(rewards: Sequence[Sequence[float]], ns: Sequence[int]) -> dict:
     """Per n, over prompts: the mean of the best and the mean of the first n samples' rewards."""
-    scores = {}
-    for n in ns:
-        if any(len(r) < n for r in rewards):
-            raise ValueError(f"best-of-{n} needs {n} samples per prompt")
-        scores[n] = {"best": float(np.mean([max(r[:n]) for r in rewards])),
-                     "mean": float(np.mean([np.mean(r[:n]) for r in rewards]))}
-    return scores
+    return {n: {name: float(np.mean(values)) for name, values in best_and_mean_per_prompt(rewards, n).items()}
+            for n in ns}
 
 
 def samples_by_prompt(rows: Sequence[Mapping], value) -> dict:

@@ -22,7 +22,10 @@ class Gem(Study):
         samples per prompt; ``chat_best_of_n`` best-of-n and mean-of-n for every n. ``diversity_*``:
         the n-gram distinct ratio (unique / all n-grams across a prompt's samples, mean over n = 1, 2,
         3, x100), self-BLEU diversity (100 - mean BLEU of each sample against the others) and
-        sentence-embedding diversity ((1 - mean pairwise cosine) x 100).
+        sentence-embedding diversity ((1 - mean pairwise cosine) x 100), each the mean over prompts.
+        Every figure has ``lo`` / ``hi`` columns: its 95% percentile bootstrap interval over prompts
+        (over documents for lm-eval's IFEval), paired across models on the same prompts; the plots
+        show these intervals as bands and error bars.
     """
 
     def check_section(self, config: Mapping) -> None:

@@ -19,9 +19,13 @@ class Ruler(Study):
         mean; ``self_mlt`` counts the MLT each Ruler model chose for itself, FM against that MLT's
         window and the mean word count; ``length_errors`` the exact-length rate and RMSE (open-ended
         targets excluded); ``ttest`` compares the lengths of Ruler and vanilla outputs (Welch's test by
-        default, Student's with ``compat: original``); ``general`` the lm-eval suite (x100).
+        default, Student's with ``compat: original``); ``general`` the lm-eval suite (x100). Every
+        figure (not the in/out and MLT counts, nor the t-test) has ``lo`` / ``hi`` columns: its 95%
+        percentile bootstrap interval over prompts (over documents for lm-eval; a multi-MLT prompt's
+        outputs at every target are drawn together), paired across models on the same prompts.
     """
-    plots_caption = "PM and FM per target length, one panel per model (see the tables for the windows)."
+    plots_caption = ("PM and FM per target length, one panel per model, with their 95% bootstrap intervals "
+                     "(see the tables for the windows).")
 
     def check_section(self, config: Mapping) -> None:
         # The windows themselves are checked with the rest of the config.
