@@ -67,6 +67,12 @@ def _write_score(root, data: dict, records: list[dict] | None, name: str = "suit
     return load_scores([path])[0]
 
 
+
+def _ids(task: str, n: int) -> list[str]:
+    """The bootstrap units of a task's documents: each document is its task's (a group's
+    member tasks number theirs each from 0)."""
+    return [f"{task}/{i}" for i in range(n)]
+
 def test_each_metric_is_aggregated_as_lm_eval_aggregates_it(tmp_path):
     score = _write_score(tmp_path, _score_data(), _records())
     wanted = {"boolq": ["acc,none"], "ifeval": ["prompt_level_strict_acc,none", "inst_level_strict_acc,none"],
@@ -79,15 +85,15 @@ def test_each_metric_is_aggregated_as_lm_eval_aggregates_it(tmp_path):
             assert estimates[spec][key].low <= estimates[spec][key].value <= estimates[spec][key].high
 
     # A mean metric: the mean of the drawn documents' values, drawn by document id.
-    assert np.array_equal(estimates["boolq"]["acc,none"].replicates, u.mean_of(BOOLQ, range(6)).replicates)
+    assert np.array_equal(estimates["boolq"]["acc,none"].replicates, u.mean_of(BOOLQ, _ids("boolq", 6)).replicates)
     # Instruction level pools the drawn documents' instructions: 5 of 8 overall, not the
     # mean of per-document rates (0.5 + 2/3 + 0 + 1) / 4.
-    draws = u.unit_draws(range(4))
+    draws = u.unit_draws(_ids("ifeval", 4))
     pooled = [sum(sum(IFEVAL_INSTRUCTIONS[d]) for d in row) / sum(len(IFEVAL_INSTRUCTIONS[d]) for d in row)
               for row in draws]
     assert np.allclose(estimates["ifeval"]["inst_level_strict_acc,none"].replicates, pooled)
     # mcc is recomputed on each draw's (gold, prediction) pairs.
-    draws = u.unit_draws(range(8))
+    draws = u.unit_draws(_ids("cola", 8))
     cola = np.array(COLA)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # draws of one class only
@@ -95,7 +101,7 @@ def test_each_metric_is_aggregated_as_lm_eval_aggregates_it(tmp_path):
     assert np.allclose(estimates["cola"]["mcc,none"].replicates[:20], by_hand)
     # Each filter is its own set of documents.
     assert np.array_equal(estimates["gsm8k"]["exact_match,strict-match"].replicates,
-                          u.mean_of(GSM8K["strict-match"], range(3)).replicates)
+                          u.mean_of(GSM8K["strict-match"], _ids("gsm8k", 3)).replicates)
     # By default each spec's reported metric, scaled as the tables scale it.
     default = lm_eval_estimates(score)
     assert sorted(default) == sorted(wanted) and list(default["gsm8k"]) == ["exact_match,flexible-extract"]

@@ -83,6 +83,15 @@ def score_path(metric: str, base: str, recipe: str, name: str) -> str:
     return f"results/scores/{metric}/{base}/{recipe}/{name}.json"
 
 
+LM_EVAL_SAMPLES_SUFFIX = ".samples.jsonl.gz"
+
+
+def lm_eval_samples_path(score: str | Path) -> str:
+    """lm-eval's per-document log, written beside its score file by the same job."""
+    score = Path(score)
+    return str(score.with_name(score.stem + LM_EVAL_SAMPLES_SUFFIX))
+
+
 def judged_metric(kind: str, judge: str) -> str:
     """The metric name of a judge's scores: ``grade_{judge}``, ``win_rate_{judge}``."""
     return f"{kind}_{judge}"

@@ -398,10 +398,12 @@ def study_table_inputs(wildcards):
     """The study's score files, other files its tables read, and the file it was loaded from
     if it is not the package's."""
     tables_of = study(config, wildcards.study)
+    scores = lookups.replicate_score_paths(
+        config, tables_of.table_inputs(config, checkpoint_output)
+    )
     return {
-        "scores": lookups.replicate_score_paths(
-            config, tables_of.table_inputs(config, checkpoint_output)
-        ),
+        "scores": scores,
+        "samples": lookups.lm_eval_samples_logs(scores),
         "files": tables_of.table_files(config),
         "study_module": [tables_of.loaded_from] if tables_of.loaded_from else [],
     }

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from reprolm.aggregate.lm_eval_estimates import lm_eval_estimates
-from reprolm.aggregate.tables import Score, mean_of_estimates
-from reprolm.aggregate.uncertainty import mean_of
+from reprolm.aggregate.tables import Score
+from reprolm.aggregate.uncertainty import mean_of, mean_of_estimates
 from reprolm.io import atomic_path, split_estimates, write_table
 from reprolm.score.sampling import best_and_mean_per_prompt
 

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from reprolm.aggregate.lm_eval_estimates import lm_eval_estimates
-from reprolm.aggregate.tables import Score, mean_of_estimates
-from reprolm.aggregate.uncertainty import Estimate, ratio_of_sums
+from reprolm.aggregate.tables import Score
+from reprolm.aggregate.uncertainty import Estimate, mean_of_estimates, ratio_of_sums
 from reprolm.io import split_estimates, write_table
 from reprolm.length import TargetSet
 from reprolm.score.length import length_ttest, self_mlt_inside

@@ -23,8 +23,8 @@ import numpy as np
 
 from reprolm.aggregate.tables import Score
 from reprolm.aggregate.uncertainty import Estimate, each_draw, mean_of, ratio_of_sums
+from reprolm.paths import LM_EVAL_SAMPLES_SUFFIX, lm_eval_samples_path
 
-SAMPLES_SUFFIX = ".samples.jsonl.gz"
 # Metrics lm-eval computes over the whole corpus from per-document (gold, prediction) pairs.
 CORPUS_METRICS = {"mcc": "matthews_corrcoef", "f1": "f1_score"}
 
@@ -38,13 +38,13 @@ def samples_file(score: Score) -> Path:
     if score.path is None:
         raise ValueError(f"lm-eval score {score.model}/{score.name} was not read from a file "
                          "(load it with reprolm.aggregate.tables.load_scores), so its per-document log cannot be found")
-    return score.path.with_name(score.path.stem + SAMPLES_SUFFIX)
+    return Path(lm_eval_samples_path(score.path))
 
 
 def read_samples(path: Path) -> list[dict]:
     if not path.is_file():
         raise SampleLogError(f"{path}: lm-eval's per-document log is missing; the lm_eval rule writes it beside "
-                             f"the score {path.name.removesuffix(SAMPLES_SUFFIX)}.json (rerun that job)")
+                             f"the score {path.name.removesuffix(LM_EVAL_SAMPLES_SUFFIX)}.json (rerun that job)")
     with gzip.open(path, "rt") as stream:
         return [json.loads(line) for line in stream]
 
@@ -69,7 +69,8 @@ def _metric_estimate(path: Path, spec: str, key: str, summary: Mapping, records:
     metric, _, filter_name = key.partition(",")
     documents = [record for record in records if record.get("filter") == filter_name and metric in record["values"]]
     where = f"{path}: spec {spec!r}, metric {key!r}"
-    ids = [record["doc_id"] for record in documents]
+    # A group's member tasks number their documents each from 0: a document is its task's.
+    ids = [f"{record.get('task')}/{record['doc_id']}" for record in documents]
     if len(set(ids)) != len(ids):
         raise SampleLogError(f"{where}: document ids repeat, so documents cannot be told apart for the bootstrap")
     if len(ids) != summary["n_docs"]:

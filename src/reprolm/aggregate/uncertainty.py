@@ -127,6 +127,13 @@ def ratio_of_sums(numerators: Sequence[float], denominators: Sequence[float], un
     return bootstrap(units, statistic)
 
 
+def mean_of_estimates(estimates: Sequence[Estimate]) -> Estimate:
+    """The plain mean of figures over the same units (an average of columns): their draws
+    are the same, so each replicate is the mean of the figures' replicates of that draw."""
+    return Estimate(sum(e.value for e in estimates) / len(estimates),
+                    np.stack([e.replicates for e in estimates]).mean(axis=0))
+
+
 def each_draw(units: Sequence, figure: Callable[[np.ndarray], float], resamples: int = RESAMPLES) -> Estimate:
     """For figures with no batched form (a regression refitted on each draw): ``figure``
     takes one index array into ``units``."""

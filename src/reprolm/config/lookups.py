@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 from reprolm.config.errors import ConfigError
 from reprolm.paths import (PRETRAINED, base_model_dir, generations_file, grade_path, hub_model_dir, lm_eval_data_dir,
-                           model_dir, nltk_data_dir, parse_score_path, raw_dir, score_path, seed_name, split_expo,
-                           split_seed)
+                           lm_eval_samples_path, model_dir, nltk_data_dir, parse_score_path, raw_dir, score_path,
+                           seed_name, split_expo, split_seed)
 from reprolm.score.judges import LOCAL_JUDGES
 
 
@@ -81,6 +81,12 @@ def replicate_score_paths(config: Mapping, paths: list[str]) -> list[str]:
                      for recipe in replicate_names(config, parsed.recipe)
                      for name in replicate_promptsets(config, parsed.name)]
     return list(dict.fromkeys(expanded))
+
+
+def lm_eval_samples_logs(paths: list[str]) -> list[str]:
+    """The per-document logs beside the lm-eval scores among ``paths`` (the tables draw
+    their intervals from them)."""
+    return [lm_eval_samples_path(path) for path in paths if parse_score_path(path).metric == "lm_eval"]
 
 
 def finetune_start(config: Mapping, base: str, recipe: str) -> str:

@@ -322,13 +322,13 @@ def _summarise(spec: TaskSpec, config: dict[str, Any], output: dict) -> dict[str
     }
 
 
-def sample_records(spec: TaskSpec, logged: list[dict]) -> list[dict]:
+def sample_records(spec: TaskSpec, logged: list[dict], task: str | None = None) -> list[dict]:
     """lm-eval's per-sample log of one task as reprolm keeps it: per document, the spec and
-    task, ``doc_id``, ``values`` (each metric's per-document value, whose mean over documents
+    task (a group's member task, for a group), ``doc_id``, ``values`` (each metric's per-document value, whose mean over documents
     is the reported score), the ``target``, the request ``arguments`` and the model's
     ``filtered_resps``, and lm-eval's hashes of the document and prompt."""
     kept = ("doc_id", "target", "arguments", "filtered_resps", "filter", "doc_hash", "prompt_hash", "target_hash")
-    return [{"spec": spec.name, "task": spec.task, **{key: sample.get(key) for key in kept},
+    return [{"spec": spec.name, "task": task or spec.task, **{key: sample.get(key) for key in kept},
              "values": {metric: sample[metric] for metric in sample.get("metrics", []) if metric in sample}}
             for sample in logged]
 
@@ -412,7 +412,9 @@ def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int |
             )
             summaries[spec.name] = _summarise(spec, configs[spec.name], output)
             if samples_output is not None:
-                samples.extend(sample_records(spec, output["samples"][spec.task]))
+                # A group (MMLU) logs its documents under each of its tasks.
+                for task_name, logged in output["samples"].items():
+                    samples.extend(sample_records(spec, logged, task_name))
     if samples_output is not None:
         lines = "".join(json.dumps(record, sort_keys=True, default=str) + "\n" for record in samples)
         with atomic_path(samples_output) as tmp, tmp.open("wb") as raw:
