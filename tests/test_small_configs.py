@@ -24,11 +24,11 @@ WHOLE = ("seed", "length_targets", "generation", "metrics")
 # The keys of each study's section a small config may trim (a list to a sublist, a mapping
 # to fewer entries or sublists, or the key left out); every other key is the default's.
 TRIMMED = {
-    "ruler": {"bases"},
+    "ruler": {"bases", "lm_eval_suite"},
     "expo": {"recipes", "lm_eval_suite"},
     "flr": {"judges", "alignment"},
     "gem": {"recipes", "labels"},
-    "harmony": {"bases"},
+    "harmony": {"bases", "tasks"},
 }
 
 
