@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from chat_endpoint_standin import ChatEndpointStandIn, chat_endpoint  # noqa: F401 (a fixture)
+from reprolm.aggregate.judged import win_rate_estimates
+from reprolm.aggregate.uncertainty import unit_draws
 from reprolm.data.sources import write_source
+from reprolm.score import alpaca_eval_judge
 from reprolm.score.judges import make_judge
 from reprolm.score.judging import win_rates
 
@@ -70,7 +73,9 @@ def _instruction(request) -> str:
     return request["body"]["messages"][-1]["content"].split('"instruction": """', 1)[1].split('"""', 1)[0]
 
 
-def test_win_rates_are_the_package_metrics_with_its_length_control(chat_endpoint, key, tmp_path):
+def test_win_rates_are_the_package_metrics_with_its_length_control(chat_endpoint, key, tmp_path, monkeypatch):
+    # A few bootstrap draws (each refits the package's GLM): the next test checks them.
+    monkeypatch.setattr(alpaca_eval_judge, "RESAMPLES", 20)
     judge = _judge(chat_endpoint, _gamed_source(tmp_path / "gamed", 40))
     ids = list(range(40))
     instructions = [f"Explain topic {i}." for i in ids]
@@ -89,6 +94,30 @@ def test_win_rates_are_the_package_metrics_with_its_length_control(chat_endpoint
     assert "instruction difficulty" in result["lc_method"]
     assert result["lc_win_rate"] != pytest.approx(ours["lc_win_rate"], abs=0.5)
     assert judge.protocol.startswith("AlpacaEval 2.0 (alpaca_eval 0.6.6, annotator weighted_alpaca_eval_gpt4_turbo)")
+    # Per pair, what the tables' intervals resample, and the GLM's figure on each draw.
+    assert (result["answer_lengths"], result["reference_lengths"]) == ([len(a) for a in answers], [90] * 40)
+    assert len(result["lc_win_rate_replicates"]) == 20
+    estimates = win_rate_estimates({"ids": ids, **result}, "ae2.json")
+    assert estimates["win_rate"].value == result["win_rate"] and estimates["lc_win_rate"].value == result["lc_win_rate"]
+    assert estimates["lc_win_rate"].replicates.tolist() == result["lc_win_rate_replicates"]
+
+
+def test_the_packages_length_control_is_refitted_on_each_draw_of_the_prompts(key, tmp_path, monkeypatch):
+    monkeypatch.setattr(alpaca_eval_judge, "RESAMPLES", 40)  # 0.1 s a draw
+    judge = _judge("http://127.0.0.1:9", _gamed_source(tmp_path / "gamed", 30))
+    ids = list(range(30))
+    answers = ["x" * (40 + 13 * (i % 7)) for i in ids]
+    references = ["x" * 70] * 30
+    preferences = [1.8 if len(a) > 70 else 1.3 for a in answers]
+    preferences[5] = math.nan  # no verdict: in the prediction, not in the fit, as the package does
+    estimate = judge.length_controlled_estimate(ids, preferences, answers, references)
+    assert estimate.value == judge.metrics(ids, preferences, answers, references)["lc_win_rate"]
+    draws = unit_draws(ids, 40)
+    for draw, replicate in list(zip(draws, estimate.replicates))[:3]:
+        drawn = judge.metrics([ids[i] for i in draw], [preferences[i] for i in draw], [answers[i] for i in draw],
+                              [references[i] for i in draw])
+        assert replicate == pytest.approx(drawn["lc_win_rate"], rel=1e-12)
+    assert estimate.low < estimate.value < estimate.high and estimate.high - estimate.low > 1
 
 
 def test_instruction_difficulty_is_read_by_prompt_id(key, tmp_path):

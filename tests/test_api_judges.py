@@ -167,7 +167,9 @@ def _alpaca_eval(base_url: str, tmp_path: Path, cache: Path):
                       {"length_control": str(gamed)}, name="ae2", cache_folder=cache)
 
 
-def test_alpaca_eval_verdicts_are_cached_per_pair_and_its_refusals_name_the_judge(chat_endpoint, key, tmp_path):
+def test_alpaca_eval_verdicts_are_cached_per_pair_and_its_refusals_name_the_judge(chat_endpoint, key, tmp_path,
+                                                                                   monkeypatch):
+    monkeypatch.setattr("reprolm.score.alpaca_eval_judge.RESAMPLES", 5)  # the GLM refitted per draw: a few
     cache = tmp_path / "judge_cache" / "ae2"
     instructions = [f"Explain topic {i}." for i in range(6)]
     answers = ["word " * (2 + 3 * i) for i in range(6)]

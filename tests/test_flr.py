@@ -129,9 +129,9 @@ def test_correlations_and_model_ranking(scoring_lm, tmp_path):
     with pytest.raises(ValueError, match="at least 3 items"):
         correlations([1, 2], [1, 2])
     scorer = FollowUpScorer(scoring_lm, load_followups(FOLLOWUPS, ["relevance"]))
-    rows = [{"model": model, "conversation": conversation}
-            for model, conversation in [("a", CONVERSATIONS[0]), ("a", CONVERSATIONS[1]), ("b", CONVERSATIONS[1]),
-                                        ("c", CONVERSATIONS[0]), ("unrated", CONVERSATIONS[0])]]
+    rows = [{"id": 10 + k, "model": model, "conversation": conversation}
+            for k, (model, conversation) in enumerate([("a", CONVERSATIONS[0]), ("a", CONVERSATIONS[1]), ("b", CONVERSATIONS[1]),
+                                        ("c", CONVERSATIONS[0]), ("unrated", CONVERSATIONS[0])])]
     scores = scorer.score([r["conversation"] for r in rows])
     elo = {"a": 1200.0, "b": 1100.0, "c": 1000.0}
     ranking = model_ranking(scorer, rows, elo)
@@ -139,8 +139,13 @@ def test_correlations_and_model_ranking(scoring_lm, tmp_path):
     assert ranking["unrated_models"] == ["unrated"] and ranking["models"] == 3
     expected = stats.kendalltau([ranking["mean_score"][m] for m in "abc"], [1200, 1100, 1000]).statistic
     assert ranking["kendall"] == pytest.approx(expected)
-    rated = rating_agreement(scorer, [{"conversation": r["conversation"], "score": float(k)} for k, r in enumerate(rows)])
+    # Per answer, what the table's intervals of the means resample.
+    assert (ranking["ids"], ranking["answer_models"]) == ([10, 11, 12, 13, 14], ["a", "a", "b", "c", "unrated"])
+    assert ranking["scores"] == pytest.approx(scores)
+    rated = rating_agreement(scorer, [{"id": r["id"], "conversation": r["conversation"], "score": float(k)}
+                                      for k, r in enumerate(rows)])
     assert rated["pearson"] == pytest.approx(stats.pearsonr(scores, range(5)).statistic)
+    assert (rated["ids"], rated["ratings"]) == ([10, 11, 12, 13, 14], [0.0, 1.0, 2.0, 3.0, 4.0])
     (tmp_path / "elo.yaml").write_text("elo: {a: 1.0, b: x}\n")
     with pytest.raises(ValueError, match="elo.yaml: expected 'elo' mapping"):
         load_elo(tmp_path / "elo.yaml")

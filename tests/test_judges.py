@@ -39,9 +39,9 @@ def reward_model(tmp_path_factory):
 def test_reward_model_trained_by_the_finetune_stage_ranks_held_out_pairs(reward_model):
     folder, test_pairs = reward_model
     judge = make_judge({"kind": "reward_model", "model": "unused/reward"}, {"judge_model": str(folder)})
-    result = pair_accuracy(judge, test_pairs, seed=0)
+    result = pair_accuracy(judge, test_pairs)
     assert result["n"] == len(test_pairs) == 320
-    assert result["accuracy"] >= 85
+    assert result["accuracy"] >= 85 and result["accuracy"] == 100 * sum(result["correct"]) / 320
     assert result["ci_low"] <= result["accuracy"] <= result["ci_high"]
     assert result["ci_high"] - result["ci_low"] < 20
     # The score is the head's output at the conversation's end, the same in any batch.
@@ -127,13 +127,18 @@ def test_reference_answers_come_from_the_dataset_or_a_model_by_prompt_id():
         reference_answers([{"id": 0}], "answers.parquet", None, None)
 
 
+def _graded(mean: float) -> dict:
+    return {"mean": mean, "ids": [0, 1], "grades": [[mean], [mean]]}
+
+
 def test_alpha_choice_is_the_best_extrapolation_not_the_original():
-    grades = {0.0: {"mean": 5.0}, 0.1: {"mean": 1.0}, 0.3: {"mean": 3.0}, 0.5: {"mean": math.nan}}
+    grades = {0.0: _graded(5.0), 0.1: _graded(1.0), 0.3: _graded(3.0), 0.5: _graded(math.nan)}
     chosen = choose_alpha(grades)
     assert chosen["best_alpha"] == 0.3
     assert [p["alpha"] for p in chosen["curve"]] == [0.0, 0.1, 0.3, 0.5]
+    assert chosen["curve"][2] == {"alpha": 0.3, "mean_grade": 3.0, "ids": [0, 1], "grades": [[3.0], [3.0]]}
     with pytest.raises(ValueError, match="no alpha above 0"):
-        choose_alpha({0.0: {"mean": 1.0}, 0.5: {"mean": math.nan}})
+        choose_alpha({0.0: _graded(1.0), 0.5: _graded(math.nan)})
 
 
 def test_chat_endpoint_judge_grades_and_compares_with_the_key_from_the_environment(chat_endpoint, monkeypatch):

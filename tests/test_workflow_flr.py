@@ -20,11 +20,15 @@ def test_flr_tables_put_every_judge_side_by_side(default_run):
     for judge in FLR["judges"]:
         pairs = read_json(default_run, f"results/scores/pair_accuracy/{judge}/prefs/test.json")
         assert reward_models.loc[judge, "prefs accuracy"] == pytest.approx(pairs["accuracy"], abs=0.0005)
+        assert reward_models.loc[judge, "prefs accuracy lo"] == pytest.approx(pairs["ci_low"], abs=0.0005)
+        assert reward_models.loc[judge, "prefs accuracy hi"] == pytest.approx(pairs["ci_high"], abs=0.0005)
         for dataset in FLR["ratings"]:
             rated = read_json(default_run, f"results/scores/rating_agreement/{judge}/{dataset}/test.json")
             assert rated["n"] == DEFAULT["sources"][dataset]["fixture"]["n"]
             for name in ("pearson", "spearman", "kendall"):
                 assert reward_models.loc[judge, f"{dataset} {name}"] == pytest.approx(rated[name], abs=0.0005)
+                figure, low, high = (reward_models.loc[judge, f"{dataset} {name}{end}"] for end in ("", " lo", " hi"))
+                assert low - 0.0005 <= figure <= high + 0.0005
     # The trained reward model tells fluent answers from scrambled ones on every benchmark.
     assert reward_models.loc["tiny_rm", "prefs accuracy"] >= 90
     assert reward_models.loc["tiny_rm", "helpsteer spearman"] > 0.5
@@ -33,6 +37,8 @@ def test_flr_tables_put_every_judge_side_by_side(default_run):
     elo = yaml.safe_load((REPO / "config/lmsys_elo.yaml").read_text())["elo"]
     assert dict(zip(ranking["model"], ranking["elo"])) == {m: elo[m] for m in ranking["model"]}
     assert len(ranking) == 8 and (default_run / "results/plots/flr/model_ranking.png").exists()
+    for judge in FLR["judges"]:
+        assert ((ranking[f"{judge} lo"] <= ranking[judge] + 0.0005) & (ranking[judge] <= ranking[f"{judge} hi"] + 0.0005)).all()
 
 
 def test_flr_online_pairs_are_the_policys_own_samples_best_against_worst(default_run):
@@ -59,4 +65,6 @@ def test_flr_online_pairs_are_the_policys_own_samples_best_against_worst(default
         win = read_json(default_run, f"results/scores/win_rate_tiny_rm/tiny_llama/{recipe}/flr_eval.json")
         assert win["reference"] == "vanilla"
         assert alignment.loc[f"tiny_llama/{recipe}", "win rate vs start"] == pytest.approx(win["win_rate"], abs=0.0005)
+        low, high = alignment.loc[f"tiny_llama/{recipe}", ["win rate vs start lo", "win rate vs start hi"]]
+        assert low - 0.0005 <= win["win_rate"] <= high + 0.0005
 

@@ -11,7 +11,7 @@ from reprolm.score.judging import pair_accuracy
 
 with tracked_step(snakemake) as log:
     judge = job_judge(snakemake)
-    result = pair_accuracy(judge, pq.read_table(snakemake.input.pairs).to_pylist(), seed=snakemake.params.seed)
+    result = pair_accuracy(judge, pq.read_table(snakemake.input.pairs).to_pylist())
     log.info("pair accuracy %.1f%% [%.1f, %.1f] on %d pairs", result["accuracy"], result["ci_low"],
              result["ci_high"], result["n"])
     write_json({"metric": "pair_accuracy", "judge": snakemake.wildcards.judge,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reprolm.aggregate.judged import grade_estimate, pair_accuracy_estimate, source_of, win_rate_estimates
 from reprolm.aggregate.tables import Score
 from reprolm.io import write_table
 from reprolm.paths import split_expo
@@ -26,31 +27,43 @@ def _pairs(scores: list[Score], prefix: str) -> dict[tuple[str, str], dict[str, 
 
 
 def alpha_table(scores: list[Score]) -> pd.DataFrame:
+    """Each alpha's mean grade on the search prompts, with its interval over them (every alpha
+    of a model graded on the same prompts: paired)."""
     rows = []
     for search in _by_prefix(scores, "alpha_search"):
         for point in search.data["curve"]:
-            rows.append({"model": search.model, "alpha": point["alpha"], "mean_grade": point["mean_grade"],
+            mean_grade = grade_estimate(point["ids"], point["grades"], point["mean_grade"],
+                                        f"{source_of(search)} alpha {point['alpha']:g}")
+            rows.append({"model": search.model, "alpha": point["alpha"], "mean_grade": mean_grade,
                          "chosen": point["alpha"] == search.data["best_alpha"]})
     return pd.DataFrame(rows)
 
 
 def win_rate_table(scores: list[Score]) -> pd.DataFrame:
+    """Win rates, length-controlled win rates and mean answer lengths of each model and its
+    extrapolation, with intervals over the prompts (the same prompts: paired)."""
     rows = []
     for (base, recipe), pair in _pairs(scores, "win_rate").items():
-        original, expo = pair["original"].data, pair["expo"].data
+        original = win_rate_estimates(pair["original"].data, source_of(pair["original"]))
+        expo = win_rate_estimates(pair["expo"].data, source_of(pair["expo"]))
+        data = pair["original"].data
         rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(pair["expo"].recipe)[1],
                      "Win Rate (Ori)": original["win_rate"], "LC Win Rate (Ori)": original["lc_win_rate"],
                      "Win Rate (+ ExPO)": expo["win_rate"], "LC Win Rate (+ ExPO)": expo["lc_win_rate"],
                      "Length (Ori)": original["mean_length"], "Length (+ ExPO)": expo["mean_length"],
-                     "judge": original["judge"], "protocol": original["protocol"], "LC method": original["lc_method"]})
+                     "judge": data["judge"], "protocol": data["protocol"], "LC method": data["lc_method"]})
     return pd.DataFrame(rows)
 
 
 def single_grade_table(scores: list[Score], promptset: str) -> pd.DataFrame:
+    """The mean single-answer grade of each model and its extrapolation, with intervals over
+    the prompts (a prompt's turns drawn together; the same prompts: paired)."""
     rows = []
     for (base, recipe), pair in _pairs([s for s in scores if s.name == promptset], "grade").items():
+        original, expo = (grade_estimate(s.data["ids"], s.data["grades"], s.data["mean"], source_of(s))
+                          for s in (pair["original"], pair["expo"]))
         rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(pair["expo"].recipe)[1],
-                     "Original": pair["original"].data["mean"], "+ ExPO": pair["expo"].data["mean"],
+                     "Original": original, "+ ExPO": expo,
                      "scale": pair["original"].data["judge_scale"], "judge": pair["original"].data["judge"],
                      "protocol": pair["original"].data["protocol"]})
     return pd.DataFrame(rows)
@@ -74,9 +87,10 @@ def lm_eval_table(scores: list[Score]) -> pd.DataFrame:
 
 
 def judge_table(scores: list[Score]) -> pd.DataFrame:
+    """The judge's accuracy on held-out preference pairs, with its interval over the pairs."""
     return pd.DataFrame([
         {"judge": s.data["judge"], "dataset": s.data["dataset"], "split": s.data["split"], "pairs": s.data["n"],
-         "accuracy": s.data["accuracy"], "ci_low": s.data["ci_low"], "ci_high": s.data["ci_high"]}
+         "accuracy": pair_accuracy_estimate(s.data, source_of(s))}
         for s in _by_prefix(scores, "pair_accuracy")
     ])
 
@@ -89,11 +103,15 @@ def plot_alpha_curves(frame: pd.DataFrame, output: Path) -> None:
 
     figure, axes = plt.subplots(figsize=(5, 3.5))
     for model, curve in frame.groupby("model"):
-        axes.plot(curve["alpha"], curve["mean_grade"], marker="o", label=model)
-        chosen = curve[curve["chosen"]]
-        axes.scatter(chosen["alpha"], chosen["mean_grade"], s=120, facecolors="none", edgecolors="black")
+        grades = curve["mean_grade"]
+        means = grades.map(lambda e: e.value)
+        # Error bars: each point's 95% interval over the search prompts.
+        spread = [means - grades.map(lambda e: e.low), grades.map(lambda e: e.high) - means]
+        axes.errorbar(curve["alpha"], means, yerr=spread, marker="o", capsize=3, label=model)
+        chosen = curve["chosen"]
+        axes.scatter(curve["alpha"][chosen], means[chosen], s=120, facecolors="none", edgecolors="black")
     axes.set_xlabel("alpha")
-    axes.set_ylabel("mean judge grade (search prompts)")
+    axes.set_ylabel("mean judge grade (search prompts, 95% CI)")
     axes.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(output, dpi=120)

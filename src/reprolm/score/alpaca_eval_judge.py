@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from reprolm.aggregate.uncertainty import RESAMPLES, Estimate, each_draw
 from reprolm.score.judge_cache import JudgeCache
 from reprolm.score.judges import DEFAULT_MAX_RETRIES, request_failure
 
@@ -128,31 +129,27 @@ class AlpacaEvalJudge:
 
     def win_rates(self, ids: Sequence[int], instructions: Sequence[str], answers: Sequence[str],
                   references: Sequence[str], answers_file: str = "answers") -> dict:
-        """The package's leaderboard metrics for the answers against the references."""
+        """The package's leaderboard metrics for the answers against the references, the
+        replicates of its length-controlled win rate (:meth:`length_controlled_estimate`) and,
+        per pair, the verdict and both lengths (the tables resample the rest from these)."""
         self._check_ids(ids, answers_file)
         preferences = self.annotate(instructions, answers, references)
+        length_controlled = self.length_controlled_estimate(ids, preferences, answers, references)
         return {**self.metrics(ids, preferences, answers, references, answers_file),
-                "preferences": [p - 1.0 for p in preferences]}
+                "lc_win_rate_replicates": length_controlled.replicates.tolist(),
+                "preferences": [p - 1.0 for p in preferences],
+                "answer_lengths": [len(a) for a in answers],
+                "reference_lengths": [len(r) for r in references]}
 
     def metrics(self, ids: Sequence[int], preferences: Sequence[float], answers: Sequence[str],
                 references: Sequence[str], answers_file: str = "answers") -> dict:
         """``get_length_controlled_winrate`` on verdicts in AlpacaEval's encoding."""
-        import pandas as pd
-        from alpaca_eval.metrics.glm_winrate import get_length_controlled_winrate
-
         kept = [i for i, p in enumerate(preferences) if not math.isnan(p)]
         if not kept:
             raise ValueError(f"{answers_file}: the AlpacaEval judge gave no usable verdict on any of "
                              f"{len(preferences)} pairs")
-
-        # The package reads the instruction's position from the frame's index.
-        frame = pd.DataFrame({"output_1": list(references), "output_2": list(answers),
-                              "preference": list(preferences), "generator_1": "reference",
-                              "generator_2": "answers", "annotator": self.annotator},
-                             index=pd.Index(list(ids)))
-        with self._gamed_file() as gamed_file, _hub_file(gamed_file):
-            metrics = get_length_controlled_winrate(frame, glm_name=GLM, save_weights_dir=None,
-                                                    is_add_glm_preference_inplace=False)
+        with self._length_control_data():
+            metrics = _package_metrics(self._annotations(ids, preferences, answers, references), warn=True)
         return {
             "win_rate": float(metrics["win_rate"]),
             "standard_error": float(metrics["standard_error"]),
@@ -168,6 +165,29 @@ class AlpacaEvalJudge:
             "mean_reference_length": float(sum(len(references[i]) for i in kept) / len(kept)),
         }
 
+    def length_controlled_estimate(self, ids: Sequence[int], preferences: Sequence[float], answers: Sequence[str],
+                                   references: Sequence[str]) -> Estimate:
+        """The package's length-controlled win rate with its GLM refitted on each bootstrap
+        draw of the prompts (by their ids, so the draws are those of every other figure over
+        these prompts). Its ``lc_standard_error`` is no such interval: it is the spread of the
+        GLM's predictions over the instructions, which their difficulty term alone makes.
+        The GLM is fitted on the scoring node: the table job has no length-control data."""
+        annotations = self._annotations(ids, preferences, answers, references)
+        with self._length_control_data():
+            return each_draw(list(ids), lambda rows: float(_package_metrics(annotations.iloc[rows], warn=False)
+                                                           ["length_controlled_winrate"]), RESAMPLES)
+
+    def _annotations(self, ids: Sequence[int], preferences: Sequence[float], answers: Sequence[str],
+                     references: Sequence[str]):
+        """The frame the package's metrics read, indexed by the instructions' positions (how
+        it finds their difficulty)."""
+        import pandas as pd
+
+        return pd.DataFrame({"output_1": list(references), "output_2": list(answers),
+                             "preference": list(preferences), "generator_1": "reference",
+                             "generator_2": "answers", "annotator": self.annotator},
+                            index=pd.Index(list(ids)))
+
     def _check_ids(self, ids: Sequence[int], answers_file: str) -> None:
         if len(set(ids)) != len(ids):
             raise ValueError(f"{answers_file}: AlpacaEval takes one answer per instruction; prompt ids repeat "
@@ -179,6 +199,12 @@ class AlpacaEvalJudge:
                            "set from the whole alpaca_eval split, in order")
 
     @contextmanager
+    def _length_control_data(self):
+        """While active, the package's GLM reads this judge's gamed annotations."""
+        with self._gamed_file() as gamed_file, _hub_file(gamed_file):
+            yield
+
+    @contextmanager
     def _gamed_file(self):
         import pandas as pd
 
@@ -186,6 +212,16 @@ class AlpacaEvalJudge:
             path = Path(folder) / GAMED_FILE
             pd.DataFrame(self.gamed).to_csv(path, index=False)
             yield path
+
+
+def _package_metrics(annotations, warn: bool) -> dict:
+    """The package's metrics of one frame of annotations, under :meth:`AlpacaEvalJudge._length_control_data`.
+    ``warn``: its warning that the length-controlled figure is far from the raw one (not
+    wanted on every bootstrap draw)."""
+    from alpaca_eval.metrics.glm_winrate import get_length_controlled_winrate
+
+    return get_length_controlled_winrate(annotations, glm_name=GLM, save_weights_dir=None,
+                                         is_add_glm_preference_inplace=False, is_warn_extreme_changes=warn)
 
 
 @contextmanager

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from reprolm.aggregate.uncertainty import LEVEL, mean_of
 from reprolm.score.judges import conversation_of
 
 
@@ -105,28 +106,32 @@ def win_rates(preferences: Sequence[float], answer_lengths: Sequence[int], refer
         "unparsed": len(preferences) - len(kept),
         "mean_length": float(np.mean(kept_answer_lengths)),
         "mean_reference_length": float(np.mean(kept_reference_lengths)),
+        # Per pair, unparsed ones included: the tables refit all of the above on bootstrap draws.
         "preferences": list(map(float, preferences)),
+        "answer_lengths": [int(n) for n in answer_lengths],
+        "reference_lengths": [int(n) for n in reference_lengths],
     }
 
 
-def pair_accuracy(judge, pairs: Sequence[Mapping], seed: int = 0, confidence: float = 0.95) -> dict:
-    """Share of pairs whose chosen answer scores strictly higher than the rejected one, with
-    a percentile bootstrap confidence interval. ``pairs`` hold TRL's conversational
-    ``prompt``/``chosen``/``rejected`` turns."""
+def pair_accuracy(judge, pairs: Sequence[Mapping]) -> dict:
+    """Share of pairs whose chosen answer scores strictly higher than the rejected one (%),
+    with its percentile bootstrap interval over the pairs (:mod:`reprolm.aggregate.uncertainty`).
+    ``pairs`` hold TRL's conversational ``prompt``/``chosen``/``rejected`` turns; a pair's id
+    is its position (preference pairs carry no id of their own)."""
     chosen = judge.score([list(pair["prompt"]) + list(pair["chosen"]) for pair in pairs])
     rejected = judge.score([list(pair["prompt"]) + list(pair["rejected"]) for pair in pairs])
-    correct = np.array([c > r for c, r in zip(chosen, rejected, strict=True)], dtype=float)
-    from scipy import stats
-
-    interval = stats.bootstrap((correct,), np.mean, confidence_level=confidence, n_resamples=2000,
-                               method="percentile", random_state=seed).confidence_interval
+    correct = [float(c > r) for c, r in zip(chosen, rejected, strict=True)]
+    pair_ids = list(range(len(pairs)))
+    accuracy = mean_of(correct, pair_ids, scale=100)
     return {
-        "accuracy": float(100 * correct.mean()),
-        "ci_low": float(100 * interval.low),
-        "ci_high": float(100 * interval.high),
-        "confidence": confidence,
+        "accuracy": accuracy.value,
+        "ci_low": accuracy.low,
+        "ci_high": accuracy.high,
+        "confidence": LEVEL,
         "n": len(pairs),
         "margins": [c - r for c, r in zip(chosen, rejected)],
+        "correct": correct,
+        "ids": pair_ids,
     }
 
 
@@ -158,8 +163,10 @@ def judge_win_rate(judge, answers_file: str, reference_file: str | None = None) 
     references = reference_answers(rows, answers_file, reference_rows, reference_file)
     answers = [row["text"] for row in rows]
     instructions = [row["instruction"] for row in rows]
+    ids = [row["id"] for row in rows]
     if hasattr(judge, "win_rates"):  # a protocol with metrics of its own (AlpacaEval's package)
-        return {"protocol": judge.protocol,
-                **judge.win_rates([row["id"] for row in rows], instructions, answers, references, answers_file)}
+        return {"protocol": judge.protocol, "ids": ids,
+                **judge.win_rates(ids, instructions, answers, references, answers_file)}
     preferences = judge.prefer(instructions, answers, references)
-    return {"protocol": judge.protocol, **win_rates(preferences, [len(a) for a in answers], [len(r) for r in references])}
+    return {"protocol": judge.protocol, "ids": ids,
+            **win_rates(preferences, [len(a) for a in answers], [len(r) for r in references])}

@@ -13,22 +13,27 @@ import yaml
 from scipy import stats
 
 
+CORRELATIONS = {"pearson": stats.pearsonr, "spearman": stats.spearmanr, "kendall": stats.kendalltau}
+
+
 def correlations(predicted: Sequence[float], truth: Sequence[float]) -> dict:
     """Pearson, Spearman and Kendall (tau-b) correlations with their p-values."""
     if len(predicted) < 3:
         raise ValueError(f"correlations need at least 3 items, got {len(predicted)}")
     result = {}
-    for name, function in (("pearson", stats.pearsonr), ("spearman", stats.spearmanr), ("kendall", stats.kendalltau)):
+    for name, function in CORRELATIONS.items():
         statistic, p_value = function(predicted, truth)
         result[name], result[f"{name}_p"] = float(statistic), float(p_value)
     return result
 
 
 def rating_agreement(judge, rows: Sequence[Mapping]) -> dict:
-    """How well the judge's scores of rated responses follow the ground-truth ``score``."""
+    """How well the judge's scores of rated responses follow the ground-truth ``score``. Each
+    item's id, score and rating are kept: the tables refit the correlations on bootstrap draws."""
     scores = judge.score([list(row["conversation"]) for row in rows])
     truth = [float(row["score"]) for row in rows]
-    return {**correlations(scores, truth), "n": len(rows), "scores": scores}
+    return {**correlations(scores, truth), "n": len(rows), "scores": scores, "ratings": truth,
+            "ids": [row["id"] for row in rows]}
 
 
 def load_elo(path: str | Path) -> dict[str, float]:
@@ -41,7 +46,8 @@ def load_elo(path: str | Path) -> dict[str, float]:
 
 def model_ranking(judge, rows: Sequence[Mapping], elo: Mapping[str, float]) -> dict:
     """Mean judge score per model over its answers, correlated with the ELO ratings of the
-    models that have one (models without a rating are reported but not correlated)."""
+    models that have one (models without a rating are reported but not correlated). Each
+    answer's id, model and score are kept for the tables' intervals of the means."""
     scores = judge.score([list(row["conversation"]) for row in rows])
     by_model: dict[str, list[float]] = defaultdict(list)
     for row, score in zip(rows, scores, strict=True):
@@ -55,4 +61,7 @@ def model_ranking(judge, rows: Sequence[Mapping], elo: Mapping[str, float]) -> d
         "unrated_models": sorted(set(means) - set(rated)),
         "mean_score": means,
         "elo": {m: elo[m] for m in rated},
+        "ids": [row["id"] for row in rows],
+        "answer_models": [row["model"] for row in rows],
+        "scores": scores,
     }

@@ -27,8 +27,13 @@ class Expo(Study):
         AlpacaEval 2.0's own GLM with instruction difficulty; any other judge's: the project's
         regression on the length difference alone), original and + ExPO, with mean answer lengths
         in characters, the judge, its protocol and the LC method. ``mt_bench``: the mean single-answer grade over both
-        turns. ``judge``: the judge's accuracy on held-out preference pairs with a 95% bootstrap
-        interval.
+        turns. ``judge``: the judge's accuracy on held-out preference pairs. Every figure has its
+        95% percentile bootstrap interval in the ``lo`` and ``hi`` columns beside it (1000 draws
+        of the prompts, a prompt's turns drawn together; of the pairs for ``judge``); the
+        length-controlled win rate's regression, or the package's GLM, is refitted on every draw
+        (its ``lc_standard_error`` is not used). A model and its extrapolation, and the alphas of
+        one search, are judged on the same prompts and drawn alike, so their differences are
+        paired. The alpha plot's error bars are these intervals.
     """
     pretrained_recipes = True
 
@@ -99,8 +104,10 @@ def choose_alpha(grades: Mapping[float, Mapping]) -> dict:
 
     ``grades`` maps alpha to a grade result; alpha 0 (the aligned model itself) is part of
     the curve for comparison but is not a candidate: the study evaluates an extrapolation.
+    Each point keeps its per-prompt grades (``ids``, ``grades``) for the table's interval.
     """
-    curve = [{"alpha": alpha, "mean_grade": grades[alpha]["mean"]} for alpha in sorted(grades)]
+    curve = [{"alpha": alpha, "mean_grade": grades[alpha]["mean"], "ids": grades[alpha]["ids"],
+              "grades": grades[alpha]["grades"]} for alpha in sorted(grades)]
     candidates = [point for point in curve if point["alpha"] > 0 and not math.isnan(point["mean_grade"])]
     if not candidates:
         raise ValueError(f"alpha search: no alpha above 0 has a usable grade; curve {curve}")

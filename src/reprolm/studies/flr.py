@@ -14,12 +14,19 @@ class Flr(Study):
     name = "flr"
     tables = "reprolm.aggregate.flr_tables:write_flr_tables"
     caption = """\
-        ``reward_models``: each judge's pair accuracy (the chosen answer scored strictly higher; 95%
-        bootstrap interval), and Pearson, Spearman and Kendall correlations with human ratings and,
-        on WildBench, of each model's mean score with its arena ELO. ``model_ranking``: the mean
-        score per model under each judge beside its ELO. ``alignment``: policies aligned on
-        FLR-judged pairs of their own samples against the policy they started from (win rate under
-        the alignment judge, mean grades).
+        ``reward_models``: each judge's pair accuracy (the chosen answer scored strictly higher), and
+        Pearson, Spearman and Kendall correlations with human ratings and, on WildBench, of each
+        model's mean score with its arena ELO. ``model_ranking``: the mean score per model under
+        each judge beside its ELO. ``alignment``: policies aligned on FLR-judged pairs of their own
+        samples against the policy they started from (win rate and length-controlled win rate
+        under the alignment judge, mean grades). Every figure has its 95% percentile bootstrap
+        interval in the ``lo`` and ``hi`` columns beside it, from 1000 draws of its units, the
+        figure recomputed (a correlation or length-control regression refitted) on each: the
+        pairs for accuracy, the rated items for the rating correlations, the models for the
+        ranking correlations, a model's answers for its mean score, the prompts (a prompt's samples
+        and turns together) for win rates and grades. Figures over the same units (judges on one
+        benchmark, policies on the same prompts) are drawn alike, so their differences are
+        paired. The ranking plot's error bars are the mean scores' intervals.
     """
 
     def check_section(self, config: Mapping) -> None:
