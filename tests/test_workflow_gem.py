@@ -80,6 +80,7 @@ def test_gem_chat_best_of_n_recomputes_from_the_reward_models_grades(default_run
         assert curve["best-of-n"].is_monotonic_increasing and (curve["best-of-n"] >= curve["mean-of-n"] - 0.005).all()
     judge = pd.read_csv(tables / "reward_model.csv").iloc[0]
     assert judge["judge"] == "tiny_rm" and judge["pairs"] == DEFAULT["sources"]["prefs"]["fixture"]["n"]
+    assert judge["accuracy lo"] <= judge["accuracy"] <= judge["accuracy hi"]
 
 
 def test_gem_diversity_and_ifeval_tables(default_run):

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from reprolm.aggregate.lm_eval_estimates import lm_eval_estimates
+from reprolm.aggregate.judged import pair_accuracy_estimate, source_of
 from reprolm.aggregate.tables import Score
 from reprolm.aggregate.uncertainty import mean_of, mean_of_estimates
 from reprolm.io import atomic_path, split_estimates, write_table
@@ -139,7 +140,7 @@ def diversity_table(scores: list[Score], study: Mapping, models: list, promptset
 def judge_table(scores: list[Score], study: Mapping) -> pd.DataFrame:
     """The best-of-n reward model's accuracy on held-out preference pairs."""
     rows = [{"judge": s.data["judge"], "dataset": s.data["dataset"], "pairs": s.data["n"],
-             "accuracy": s.data["accuracy"], "95% CI": f"[{s.data['ci_low']:.1f}, {s.data['ci_high']:.1f}]"}
+             "accuracy": pair_accuracy_estimate(s.data, source_of(s))}
             for s in scores if s.metric == "pair_accuracy"]
     return pd.DataFrame(rows)
 
