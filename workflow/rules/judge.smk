@@ -86,6 +86,7 @@ for api in (False, True):
         params:
             code=library_code("pair_accuracy.py"),
             judge=judge_spec,
+            seed=config["seed"],
         script:
             "../scripts/pair_accuracy.py"
 
