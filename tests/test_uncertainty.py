@@ -138,3 +138,13 @@ def test_a_figure_with_only_a_standard_error_has_the_normal_interval():
     assert estimate.interval == pytest.approx((0.6 - 1.959964 * 0.05, 0.6 + 1.959964 * 0.05))
     assert estimate.scaled(100).interval == pytest.approx((60 - 1.959964 * 5, 60 + 1.959964 * 5))
     assert math.isnan(u.Estimate(0.6).low)  # neither replicates nor a standard error
+
+
+def test_a_figure_most_draws_leave_undefined_has_no_interval():
+    # Defined in 9 draws of 10: the surviving draws' interval would understate the spread.
+    replicates = np.array([1.0, 2.0, 3.0] * 300 + [math.nan] * 100)
+    assert all(math.isnan(x) for x in u.percentile_interval(replicates))
+    assert not math.isnan(u.percentile_interval(replicates[:940])[0])  # 900 of 940 defined: 95.7%
+    estimate = u.Estimate(2.0, replicates)
+    result = u.difference(estimate, 0.0)
+    assert math.isnan(result.low) and math.isnan(result.p) and not result.significant

@@ -47,8 +47,10 @@ def test_harmony_tables_match_the_score_files(default_run):
         expected = ranking_consistency(matrix, min_models=harmony["min_models"]).mean
         reported = summary.loc[kind, "mean_kendall_tau"]
         assert (math.isnan(expected) and math.isnan(reported)) or reported == pytest.approx(expected, abs=1e-3)
+        # Four models drawn with replacement are four distinct ones in only 9% of draws, and
+        # min_models is 4: too few draws define the tau for an interval.
         low, high = summary.loc[kind, ["mean_kendall_tau lo", "mean_kendall_tau hi"]]
-        assert (math.isnan(reported) and math.isnan(low)) or low <= reported <= high
+        assert math.isnan(low) and math.isnan(high)
     # The paper's published scores are configured, but no tiny model is in them.
     comparison = pd.read_csv(tables / "reference_comparison.csv")
     assert comparison.empty and {"this run", "paper", "paper stderr", "within 2 stderr"} <= set(comparison.columns)

@@ -62,11 +62,20 @@ class Estimate:
                         self.standard_error * abs(factor))
 
 
+# The share of draws that must define a figure for its interval to be given. A draw can
+# leave a figure undefined (too few distinct models for a Kendall tau, no prompt of a level);
+# the percentile interval of the remaining draws would describe only draws that happen to be
+# well-behaved, narrower than the truth (four models drawn with replacement are four
+# distinct ones in 9% of draws).
+DEFINED_SHARE = 0.95
+
+
 def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
-    """The central ``level`` interval of the finite replicates (nan, nan without any)."""
-    finite = np.asarray(replicates, dtype=float)
-    finite = finite[np.isfinite(finite)]
-    if finite.size == 0:
+    """The central ``level`` interval of the replicates; (nan, nan) when fewer than
+    :data:`DEFINED_SHARE` of them are finite."""
+    replicates = np.asarray(replicates, dtype=float)
+    finite = replicates[np.isfinite(replicates)]
+    if finite.size == 0 or finite.size < DEFINED_SHARE * replicates.size:
         return math.nan, math.nan
     tail = (1 - level) / 2
     low, high = np.quantile(finite, [tail, 1 - tail])
@@ -183,11 +192,11 @@ def difference(first: Estimate | float, second: Estimate | float, paired: bool =
         raise ValueError(f"replicates differ in number: {first_reps.size} vs {second_reps.size}")
     diffs = (first_reps if first_reps is not None else first_value) - \
         (second_reps if second_reps is not None else second_value)
-    diffs = diffs[np.isfinite(diffs)]
     low, high = percentile_interval(diffs)
-    if diffs.size == 0:
+    if math.isnan(low):
         p = math.nan
     else:
+        diffs = diffs[np.isfinite(diffs)]
         p = float(min(1.0, 2 * min((diffs <= 0).mean(), (diffs >= 0).mean())))
     return Difference(first_value - second_value, low, high, p,
                       paired and first_reps is not None and second_reps is not None)
