@@ -89,6 +89,8 @@ def test_missing_or_unknown_file_is_refused_naming_source_and_path(preference_fi
 def test_config_check_refuses_a_missing_file_before_any_job(preference_files):
     _, files = preference_files
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    # This test works in a folder of its own, where the project's files are not.
+    config["harmony"]["reference_results"] = str(REPO / config["harmony"]["reference_results"])
     config["sources"]["my_prefs"] = {"schema": "ultrafeedback_binarized", "files": files}
     check_config(config, SCHEMA_FILE)
     config["sources"]["my_prefs"]["files"]["test_prefs"] = "prefs/test_prefs.jsonl"

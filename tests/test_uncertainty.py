@@ -77,6 +77,8 @@ def test_pairing_finds_a_small_consistent_effect():
     paired = u.difference(better, worse)
     assert paired.value == pytest.approx(0.5)
     assert paired.significant and paired.p < 0.01
+    # Every draw favours the better model: p is at the resolution of 1000 draws, never 0.
+    assert paired.p == pytest.approx(2 / 1001)
     independent = u.mean_of(base, [f"other{i}" for i in range(60)])
     unpaired = u.difference(better, independent)
     assert not unpaired.significant

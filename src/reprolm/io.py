@@ -126,4 +126,5 @@ def split_estimates(frame):
             out.insert(at + offset, key, pd.array(values, dtype="Float64" if "seeds" not in key else "Int64"))
         kept += [{"row": row, "column": column, "replicates": [float(x) for x in v.replicates]}
                  for row, v in enumerate(cells) if isinstance(v, Estimate) and v.replicates.size]
-    return out, pd.DataFrame(kept, columns=["row", "column", "replicates"])
+    # Figures with only a standard error have no replicates to keep.
+    return out, pd.DataFrame(kept, columns=["row", "column", "replicates"]) if kept else None

@@ -183,7 +183,8 @@ def difference(first: Estimate | float, second: Estimate | float, paired: bool =
     """``first - second`` with the interval of the replicates' differences. A plain number
     is a constant (chance level); two estimates are paired when they were computed over the
     same units. p = twice the smaller share of replicate differences on either side of zero
-    (capped at 1): the level at which the interval would first include zero."""
+    (capped at 1), counted as (k + 1) / (B + 1) so that B draws never claim a p below their
+    resolution: about the level at which the interval would first include zero."""
     first_value, first_reps = _parts(first)
     second_value, second_reps = _parts(second)
     if first_reps is None and second_reps is None:
@@ -197,7 +198,8 @@ def difference(first: Estimate | float, second: Estimate | float, paired: bool =
         p = math.nan
     else:
         diffs = diffs[np.isfinite(diffs)]
-        p = float(min(1.0, 2 * min((diffs <= 0).mean(), (diffs >= 0).mean())))
+        tail = min((diffs <= 0).sum(), (diffs >= 0).sum())
+        p = float(min(1.0, 2 * (tail + 1) / (diffs.size + 1)))
     return Difference(first_value - second_value, low, high, p,
                       paired and first_reps is not None and second_reps is not None)
 
