@@ -470,3 +470,19 @@ def test_reference_comparison_without_a_paper_model_has_columns_and_no_rows(tmp_
     # Without a configured reference file there is no comparison table.
     write_harmony_tables(_scores(["a", "b"]), study, {}, tmp_path / "other", tmp_path / "plots")
     assert not (tmp_path / "other" / "reference_comparison.csv").exists()
+
+
+
+def test_leaderboard_pc1_scores_carry_an_interval_over_tasks(results):
+    from reprolm.aggregate.harmony import pc1_score_estimates
+
+    matrix = results["train_before_test"]
+    estimates = pc1_score_estimates(matrix)
+    scores = pc1_scores(matrix).scores
+    assert list(estimates) == list(matrix.index)
+    for model, estimate in estimates.items():
+        assert estimate.value == pytest.approx(100 * scores[model])
+        assert estimate.low <= estimate.value <= estimate.high
+    # The best and the worst model are told apart in every draw of the tasks.
+    best, worst = scores.idxmax(), scores.idxmin()
+    assert (estimates[best].replicates > estimates[worst].replicates).all()

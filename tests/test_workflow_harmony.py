@@ -58,7 +58,7 @@ def test_harmony_tables_match_the_score_files(default_run):
         assert (default_run / "results/plots/harmony" / name).read_bytes()[:4] == b"\x89PNG"
     for kind in ("direct", "train_before_test"):
         board = pd.read_csv(tables / f"leaderboard_{kind}.csv")
-        assert list(board.columns) == ["model", "Rank", "PC1", *tasks]
+        assert list(board.columns) == ["model", "Rank", "PC1", "PC1 lo", "PC1 hi", *tasks]
 
 
 def test_harmony_default_tasks_are_learnt_so_its_figures_mean_something(default_run):

@@ -136,6 +136,29 @@ def pc1_scores(matrix: pd.DataFrame) -> PC1:
     )
 
 
+
+def pc1_score_estimates(matrix: pd.DataFrame) -> dict[str, Estimate]:
+    """Each model's PC1 score (x100, as the leaderboard shows it) with an interval over the
+    TASKS: each draw takes the tasks with replacement and recomputes PC1 on those columns.
+    Drawing models instead would leave a model's score undefined in every draw it is not
+    in. A draw's component is signed to agree with the one on all tasks (its scores correlate
+    positively with theirs), since which column comes first in a draw is chance."""
+    full = pc1_scores(matrix)
+    values = matrix.to_numpy(dtype=float)
+    standardised = (values - values.mean(axis=0)) / values.std(axis=0, ddof=0)
+    reference = full.scores.to_numpy()
+
+    def scores_on(columns: np.ndarray) -> np.ndarray:
+        drawn = standardised[:, columns]
+        _, _, right = np.linalg.svd(drawn, full_matrices=False)
+        scores = drawn @ right[0]
+        return scores if scores @ reference >= 0 else -scores
+
+    draws = unit_draws(list(matrix.columns), RESAMPLES)
+    replicates = np.stack([scores_on(row) for row in draws])  # (draws, models)
+    return {model: Estimate(100 * float(full.scores[model]), 100 * replicates[:, index])
+            for index, model in enumerate(matrix.index)}
+
 def leaderboard(matrix: pd.DataFrame, decimals: int | None = 2, pc1_tasks: list[str] | None = None) -> pd.DataFrame:
     """The README leaderboard: Rank, PC1 (x100), then the task scores, sorted by PC1 descending.
 
@@ -384,18 +407,31 @@ def plot_tau_heatmap(tau_matrix: pd.DataFrame, path: str | Path, title: str | No
     return path
 
 
+def _bars(per_task: pd.Series, tasks) -> tuple[np.ndarray, np.ndarray]:
+    """Heights and matplotlib's (2, n) error distances of per-task figures that may be
+    estimates (no bar where a figure has no interval)."""
+    cells = [per_task.get(task) for task in tasks]
+    values = np.array([c.value if isinstance(c, Estimate) else (np.nan if c is None else c) for c in cells], dtype=float)
+    low = np.array([c.low if isinstance(c, Estimate) else np.nan for c in cells], dtype=float)
+    high = np.array([c.high if isinstance(c, Estimate) else np.nan for c in cells], dtype=float)
+    return values, np.nan_to_num(np.stack([values - low, high - values]))
+
+
 def plot_consistency(direct_per_task: pd.Series, tbt_per_task: pd.Series, path: str | Path) -> Path:
     """Per task, mean Kendall tau with the other tasks under direct evaluation and under
-    train-before-test, tasks ordered by their direct-evaluation value (the paper's figure)."""
+    train-before-test, tasks ordered by their direct-evaluation value (the paper's figure);
+    figures that are estimates get their intervals as error bars."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tasks = direct_per_task.sort_values(kind="stable").index
-    tbt = tbt_per_task.reindex(tasks)
+    direct, _ = _bars(direct_per_task, direct_per_task.index)
+    tasks = direct_per_task.index[np.argsort(direct, kind="stable")]
+    direct, direct_errors = _bars(direct_per_task, tasks)
+    tbt, tbt_errors = _bars(tbt_per_task, tasks)
     positions = np.arange(len(tasks))
     figure = _figure(max(6.0, 0.4 * len(tasks)), 3.5)
     axis = figure.add_subplot()
-    axis.bar(positions - 0.2, direct_per_task.reindex(tasks), width=0.4, label="Direct evaluation")
-    axis.bar(positions + 0.2, tbt, width=0.4, label="Train-before-test")
+    axis.bar(positions - 0.2, direct, width=0.4, yerr=direct_errors, label="Direct evaluation")
+    axis.bar(positions + 0.2, tbt, width=0.4, yerr=tbt_errors, label="Train-before-test")
     axis.set_xticks(positions, [TASK_LABELS.get(task, task) for task in tasks], rotation=45, ha="right")
     axis.set_ylim(0, 1)
     axis.set_ylabel("Mean Kendall $\\tau$")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from reprolm.aggregate.harmony import (
+    pc1_score_estimates,
     binary_standard_error,
     consistency_estimates,
     informative_tasks,
@@ -84,13 +85,12 @@ def write_harmony_tables(scores: list[Score], study: Mapping, settings: Mapping,
     min_models = study.get("min_models", 5)
     matrices = score_matrices(scores, task_order)
     errors = standard_error_matrices(scores, task_order)
-    summary, per_task, per_task_values = [], {}, {}
+    summary, per_task = [], {}
     for kind, matrix in matrices.items():
         write_table(scores_with_intervals(matrix, errors[kind]), tables, f"{kind}_scores")
         usable, constant = informative_tasks(matrix)
         estimates = consistency_estimates(matrix, min_models=min_models)
         per_task[kind] = pd.Series(estimates.per_task)
-        per_task_values[kind] = estimates.consistency.per_task
         # Fewer than two models (or no task that tells them apart) have no PC1. Its column is
         # written anyway, empty, as the tau is with too few models: the table's columns do not
         # depend on the run's size, and the paper comparison (which refuses an absent column as
@@ -101,13 +101,15 @@ def write_harmony_tables(scores: list[Score], study: Mapping, settings: Mapping,
         if len(usable.columns) >= 1 and len(usable) >= 2:
             row["pc1_explained_variance"] = pc1_share_estimate(matrix)
             board = leaderboard(matrix.loc[usable.index], pc1_tasks=list(usable.columns))
+            pc1_estimates = pc1_score_estimates(usable)
+            board["PC1"] = [pc1_estimates[model] for model in board.index]
             write_table(board.reset_index(), tables, f"leaderboard_{kind}")
         summary.append(row)
         plot_tau_heatmap(estimates.consistency.tau, plots / f"tau_{kind}.png",
                          title=f"Kendall tau-b, {kind.replace('_', ' ')}")
     write_table(pd.DataFrame(summary), tables, "consistency_summary", decimals=3)
     write_table(pd.DataFrame(per_task).rename_axis("task").reset_index(), tables, "consistency_per_task", decimals=3)
-    plot_consistency(per_task_values["direct"], per_task_values["train_before_test"], plots / "consistency.png")
+    plot_consistency(per_task["direct"], per_task["train_before_test"], plots / "consistency.png")
     if settings.get("reference_results"):
         reference = load_harmony_results(settings["reference_results"])
         comparison = reference_comparison(run_scores(scores, study, settings.get("hub_ids", {})), reference)

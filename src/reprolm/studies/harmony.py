@@ -22,15 +22,20 @@ class Harmony(Study):
         0/1 metric, sqrt(p (1 - p) / (n - 1)), which is also the paper's); CoLA's MCC has no
         interval, since the score files keep no per-document predictions. The interval is the
         test set's sampling error alone: the choice of epoch and the fine-tuning seed add
-        more. Leaderboards rank by the first principal component of the task scores (no
-        interval). ``consistency_summary`` gives the mean pairwise Kendall tau-b between the
+        more. Leaderboards rank by the first principal component of the task scores; a model's
+        ``PC1 lo`` / ``PC1 hi`` come from 1000 draws of the TASKS with replacement, PC1
+        recomputed on each draw's columns and signed to agree with the one on all tasks (drawing
+        models would leave a model's score undefined whenever it is not drawn).
+        ``consistency_summary`` gives the mean pairwise Kendall tau-b between the
         tasks' model rankings and the variance the first component explains, direct against
         train-before-test, and ``consistency_per_task`` each task's mean tau with the others;
         their ``lo`` / ``hi`` are a 95% percentile bootstrap over models (1000 draws of the
         models with replacement, every tau recomputed on the drawn models with tau-b, which
         leaves out the pair a model drawn twice makes with itself; tasks on which all drawn
         models score alike are left out of that draw's PC1). Direct and train-before-test
-        draw the same models, so their difference is paired. ``reference_comparison``, where
+        draw the same models, so their difference is paired. A figure that fewer than 95% of
+        the draws define (too few distinct models drawn) has no interval: the interval of the
+        other draws would be too narrow. ``reference_comparison``, where
         the paper's published results are configured, sets each hub model's scores (as it is,
         not fine-tuned by a recipe) beside the paper's on the tasks and metrics the paper
         reports, x100, with the paper's standard error, the difference, its standard error
