@@ -123,3 +123,26 @@ def test_replicate_sets_that_made_different_tables_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"table 'one': replicate set 1 has shape \(2, 1\)"):
         pool_tables([first, second])
     assert not (tmp_path / "one.csv").exists()  # collected, never written
+
+
+def test_replicates_expo_cannot_pool_on_both_sides_are_refused_before_any_job():
+    import copy
+
+    from default_config import DEFAULT
+    from reprolm.config.checks import check_config
+    from reprolm.config.errors import ConfigError
+    from workflow_helpers import REPO
+
+    schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
+    config = copy.deepcopy(DEFAULT)
+    config["recipes"]["gem_linear"]["seeds"] = [config["seed"], 7]  # not extrapolated: fine
+    check_config(config, schema)
+    aligned = config["expo"]["recipes"][0]
+    config["recipes"][aligned]["seeds"] = [config["seed"], 7]
+    with pytest.raises(ConfigError, match=rf"^recipes\.{aligned}\.seeds: '{aligned}' is extrapolated by the expo study"):
+        check_config(config, schema)
+    config = copy.deepcopy(DEFAULT)
+    search = config["expo"]["alpha_search"]["promptset"]
+    config["promptsets"][search]["seeds"] = [config["seed"], 3]
+    with pytest.raises(ConfigError, match=rf"^promptsets\.{search}\.seeds: the expo alpha search"):
+        check_config(config, schema)

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import require, require_grader
+from reprolm.config.errors import ConfigError, require, require_grader
 from reprolm.config.lookups import expo_reference, expo_reference_dir
 from reprolm.paths import PRETRAINED, expo_name, grade_path, judge_score_path, model_dir, score_path, win_rate_path
 from reprolm.studies.base import CheckpointOutput, Study, register_study
@@ -55,6 +55,16 @@ class Expo(Study):
                 expo_reference_dir(config, base, recipe)
             else:
                 expo_reference(config, recipe)
+        # The table sets each aligned model beside its extrapolation; replicates of one side
+        # only would pool seeds on one side and not the other.
+        for recipe in spec.get("recipes", []):
+            if len(config.get("recipes", {}).get(recipe, {}).get("seeds", [])) > 1:
+                raise ConfigError(f"recipes.{recipe}.seeds: {recipe!r} is extrapolated by the expo study, and "
+                                  "replicates of extrapolated models are not made; give it one seed")
+        search = spec["alpha_search"]["promptset"]
+        if len(promptsets[search].get("seeds", [])) > 1:
+            raise ConfigError(f"promptsets.{search}.seeds: the expo alpha search chooses one alpha on one sampling; "
+                              "give it one seed")
 
     def score_paths(self, config: Mapping) -> list[str]:
         """Known before any alpha search: the study judge's accuracy on held-out pairs."""
