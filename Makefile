@@ -60,10 +60,14 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not workflow and not deepspeed and not slurm"
 
 lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(SNAKEMAKE) --lint
 	$(VENV)/bin/snakefmt --check workflow
 
 format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 	$(VENV)/bin/snakefmt workflow
 
 bench: setup

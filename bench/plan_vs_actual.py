@@ -42,8 +42,10 @@ def main() -> None:
         ratio = recorded[stage] / planned[stage] if planned[stage] else float("nan")
         print(f"| {stage} | {counted[stage]} | {planned[stage]:.0f} | {recorded[stage]:.0f} | {ratio:.2f} |")
     total_planned, total_recorded = sum(planned.values()), sum(recorded.values())
-    print(f"| total | {sum(counted.values())} | {total_planned:.0f} | {total_recorded:.0f} | "
-          f"{total_recorded / total_planned:.2f} |")
+    print(
+        f"| total | {sum(counted.values())} | {total_planned:.0f} | {total_recorded:.0f} | "
+        f"{total_recorded / total_planned:.2f} |"
+    )
 
 
 if __name__ == "__main__":

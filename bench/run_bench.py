@@ -46,8 +46,13 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 
 def run(work: Path, *args: str) -> tuple[float, str]:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               HF_HOME=str(work / "resources" / "hf_home"), TOKENIZERS_PARALLELISM="false")
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_HOME=str(work / "resources" / "hf_home"),
+        TOKENIZERS_PARALLELISM="false",
+    )
     start = time.perf_counter()
     result = subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=work, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
@@ -68,8 +73,14 @@ def generation_throughput(model_dir: Path, prompts: int = 32, max_new_tokens: in
 
     backend = make_backend("transformers", str(model_dir), batch_size=prompts)
     tok = backend.tokenizer
-    texts = [tok.apply_chat_template([{"role": "user", "content": f"Describe the old piano number {i}."}],
-                                     tokenize=False, add_generation_prompt=True) for i in range(prompts)]
+    texts = [
+        tok.apply_chat_template(
+            [{"role": "user", "content": f"Describe the old piano number {i}."}],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        for i in range(prompts)
+    ]
     sampling = SamplingParams(max_new_tokens=max_new_tokens)
     backend.generate(GenerationRequest(texts[:2], sampling))  # warm-up
     start = time.perf_counter()
@@ -79,13 +90,26 @@ def generation_throughput(model_dir: Path, prompts: int = 32, max_new_tokens: in
     single = [backend.generate(GenerationRequest([t], sampling))[0] for t in texts]
     single_s = time.perf_counter() - start
     tokens = sum(len(tok(s[0], add_special_tokens=False).input_ids) for s in batched)
-    return {"prompts": prompts, "max_new_tokens": max_new_tokens, "batched_s": batched_s, "single_s": single_s,
-            "speedup": single_s / batched_s, "batched_tokens_per_s": tokens / batched_s,
-            "same_text": [s[0] for s in single] == [b[0] for b in batched]}
+    return {
+        "prompts": prompts,
+        "max_new_tokens": max_new_tokens,
+        "batched_s": batched_s,
+        "single_s": single_s,
+        "speedup": single_s / batched_s,
+        "batched_tokens_per_s": tokens / batched_s,
+        "same_text": [s[0] for s in single] == [b[0] for b in batched],
+    }
 
 
-def epoch_evaluation(model_dir: Path, docs_dir: Path, scratch: Path, *, hidden_size: int | None = None,
-                     num_layers: int | None = None, repeats: int = 3) -> dict:
+def epoch_evaluation(
+    model_dir: Path,
+    docs_dir: Path,
+    scratch: Path,
+    *,
+    hidden_size: int | None = None,
+    num_layers: int | None = None,
+    repeats: int = 3,
+) -> dict:
     """One epoch's evaluation (valid + test, 16 arc_easy docs each) of the model in memory,
     as the train-before-test evaluator does it (one lm-eval environment report per job),
     against what evaluating without passing it costs: save the epoch's weights, then let
@@ -100,8 +124,13 @@ def epoch_evaluation(model_dir: Path, docs_dir: Path, scratch: Path, *, hidden_s
     specs = [TaskSpec("arc_easy", "arc_easy", 0, "acc_norm,none", docs_dir, limit=16)]
     tokenizer = load_tokenizer(str(model_dir))
     if hidden_size:
-        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=4 * hidden_size,
-                             num_hidden_layers=num_layers, num_attention_heads=hidden_size // 64)
+        config = LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=hidden_size,
+            intermediate_size=4 * hidden_size,
+            num_hidden_layers=num_layers,
+            num_attention_heads=hidden_size // 64,
+        )
         model = AutoModelForCausalLM.from_config(config).eval()
     else:
         model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
@@ -128,8 +157,11 @@ def epoch_evaluation(model_dir: Path, docs_dir: Path, scratch: Path, *, hidden_s
     with environment_report_once():
         evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0)
         passed_s = timed(passed)
-    figures = {"parameters_m": sum(p.numel() for p in model.parameters()) / 1e6,
-               "passed_s": passed_s, "reloaded_s": timed(saved_and_reloaded)}
+    figures = {
+        "parameters_m": sum(p.numel() for p in model.parameters()) / 1e6,
+        "passed_s": passed_s,
+        "reloaded_s": timed(saved_and_reloaded),
+    }
     shutil.rmtree(checkpoint, ignore_errors=True)
     return {**figures, "speedup": figures["reloaded_s"] / figures["passed_s"]}
 
@@ -153,8 +185,13 @@ def merge_memory(tokenizer_dir: Path, scratch: Path, hidden_size: int = 1024, nu
     from reprolm.models.loading import load_tokenizer
 
     tokenizer = load_tokenizer(str(tokenizer_dir))
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=4 * hidden_size,
-                         num_hidden_layers=num_layers, num_attention_heads=hidden_size // 64)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=4 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=hidden_size // 64,
+    )
     folders = []
     for seed, name in ((1, "sft"), (2, "aligned")):
         torch_seed(seed)
@@ -165,14 +202,22 @@ def merge_memory(tokenizer_dir: Path, scratch: Path, hidden_size: int = 1024, nu
         del model
     checkpoint_bytes = (scratch / "aligned" / "model.safetensors").stat().st_size
     start = time.perf_counter()
-    child = subprocess.run([sys.executable, "-c", MERGE_CHILD, *map(str, folders), str(scratch / "merged")],
-                           capture_output=True, text=True, check=True)
+    child = subprocess.run(
+        [sys.executable, "-c", MERGE_CHILD, *map(str, folders), str(scratch / "merged")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     seconds = time.perf_counter() - start
     peak = int(child.stdout.strip().splitlines()[-1])
     for folder in (*folders, scratch / "merged"):
         shutil.rmtree(folder)
-    return {"checkpoint_mb": checkpoint_bytes / 2**20, "peak_rss_mb": peak / 2**20, "seconds": seconds,
-            "peak_over_checkpoint": peak / checkpoint_bytes}
+    return {
+        "checkpoint_mb": checkpoint_bytes / 2**20,
+        "peak_rss_mb": peak / 2**20,
+        "seconds": seconds,
+        "peak_over_checkpoint": peak / checkpoint_bytes,
+    }
 
 
 TENSOR_MERGE_CHILD = """
@@ -213,8 +258,12 @@ def merge_tensor_memory(scratch: Path, vocab: int = 128256, hidden: int = 4096) 
         del tensor
     peaks = {}
     for way in ("blocks", "whole"):
-        child = subprocess.run([sys.executable, "-c", TENSOR_MERGE_CHILD, way, str(files["sft"]), str(files["aligned"])],
-                               capture_output=True, text=True, check=True)
+        child = subprocess.run(
+            [sys.executable, "-c", TENSOR_MERGE_CHILD, way, str(files["sft"]), str(files["aligned"])],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         peaks[way] = int(child.stdout.strip().splitlines()[-1]) / 2**20
     tensor_mb = vocab * hidden * 2 / 2**20
     for path in files.values():
@@ -251,8 +300,12 @@ def loss_step(vocab: int = 32000, length: int = 1024, batch: int = 4) -> dict:
     logits existed (so the logits, their gradient and the loss's temporaries)."""
     figures = {}
     for kind in ("ce", "linear", "logsigmoid"):
-        child = subprocess.run([sys.executable, "-c", LOSS_CHILD, kind, str(vocab), str(length), str(batch)],
-                               capture_output=True, text=True, check=True)
+        child = subprocess.run(
+            [sys.executable, "-c", LOSS_CHILD, kind, str(vocab), str(length), str(batch)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         seconds, peak = child.stdout.split()
         figures[kind] = {"seconds": float(seconds), "peak_mb": int(peak) / 2**20}
     for kind in ("linear", "logsigmoid"):
@@ -270,8 +323,10 @@ def flr_scoring(model_dir: Path, conversations: int = 8, answer_words: int = 200
     from reprolm.score.flr import FollowUpScorer, load_followups
 
     rng = random.Random(0)
-    chats = [[{"role": "user", "content": question(rng)}, {"role": "assistant", "content": passage(rng, answer_words)}]
-             for _ in range(conversations)]
+    chats = [
+        [{"role": "user", "content": question(rng)}, {"role": "assistant", "content": passage(rng, answer_words)}]
+        for _ in range(conversations)
+    ]
     followups = load_followups(REPO / "config" / "flr_followups.yaml")
     scorer = FollowUpScorer(str(model_dir), followups)
     scorer.score(chats[:1])  # warm-up
@@ -280,15 +335,26 @@ def flr_scoring(model_dir: Path, conversations: int = 8, answer_words: int = 200
     batched_s = time.perf_counter() - start
 
     start = time.perf_counter()
-    single = [{category: {side: [scorer.score_alone(chat, u) for u in utterances]
-                          for side, utterances in sides.items()}
-               for category, sides in followups.items()}
-              for chat in chats]
+    single = [
+        {
+            category: {side: [scorer.score_alone(chat, u) for u in utterances] for side, utterances in sides.items()}
+            for category, sides in followups.items()
+        }
+        for chat in chats
+    ]
     single_s = time.perf_counter() - start
-    difference = max(abs(a - b) for x, y in zip(batched, single) for c in x for side in x[c]
-                     for a, b in zip(x[c][side], y[c][side]))
-    return {"conversations": conversations, "answer_words": answer_words, "followups": conversations * 120,
-            "batched_s": batched_s, "single_s": single_s, "speedup": single_s / batched_s, "max_abs_difference": difference}
+    difference = max(
+        abs(a - b) for x, y in zip(batched, single) for c in x for side in x[c] for a, b in zip(x[c][side], y[c][side])
+    )
+    return {
+        "conversations": conversations,
+        "answer_words": answer_words,
+        "followups": conversations * 120,
+        "batched_s": batched_s,
+        "single_s": single_s,
+        "speedup": single_s / batched_s,
+        "max_abs_difference": difference,
+    }
 
 
 def verify_time(work: Path, copies: int) -> dict:
@@ -302,9 +368,11 @@ def verify_time(work: Path, copies: int) -> dict:
         for folder in ("results", "resources", "config"):
             shutil.copytree(work / folder, root / folder, symlinks=True, ignore=shutil.ignore_patterns("hf_home"))
         roots.append(root)
-    code = ("import sys; from reprolm.provenance.query import verify; "
-            "results = [verify(['results', 'resources'], root=root) for root in sys.argv[1:]]; "
-            "print(sum(r.checked for r in results), sum(len(r.findings) for r in results))")
+    code = (
+        "import sys; from reprolm.provenance.query import verify; "
+        "results = [verify(['results', 'resources'], root=root) for root in sys.argv[1:]]; "
+        "print(sum(r.checked for r in results), sum(len(r.findings) for r in results))"
+    )
     start = time.perf_counter()
     output = subprocess.run([sys.executable, "-c", code, *map(str, roots)], capture_output=True, text=True, check=True)
     elapsed = time.perf_counter() - start
@@ -325,13 +393,20 @@ def scaled_grid_config(work: Path, copies: int) -> list[str]:
     def scaled(bases: list[str]) -> list[str]:
         return bases + [f"{base}_copy{index}" for index in range(2, copies + 1) for base in bases]
 
-    overrides: dict = {"base_models": {f"{name}_copy{index}": spec for name, spec in config["base_models"].items()
-                                       for index in range(2, copies + 1)}}
+    overrides: dict = {
+        "base_models": {
+            f"{name}_copy{index}": spec
+            for name, spec in config["base_models"].items()
+            for index in range(2, copies + 1)
+        }
+    }
     for study in config["studies"]:
         section = config[study]
-        overrides[study] = {key: ({"bases": scaled(value["bases"])} if isinstance(value, dict) else scaled(value))
-                            for key, value in section.items()
-                            if key == "bases" or (isinstance(value, dict) and "bases" in value)}
+        overrides[study] = {
+            key: ({"bases": scaled(value["bases"])} if isinstance(value, dict) else scaled(value))
+            for key, value in section.items()
+            if key == "bases" or (isinstance(value, dict) and "bases" in value)
+        }
     path = work / "config" / f"grid_{copies}x.yaml"
     path.write_text(yaml.safe_dump(overrides))
     return ["config/config.yaml", path.relative_to(work).as_posix()]
@@ -367,8 +442,13 @@ def noop_dry_run_at_scale(work: Path, copies: int) -> dict:
     configfiles = scaled_grid_config(scaled_work, copies)
     for _ in range(copies):
         _, planned = run(scaled_work, "-n", "--configfile", *configfiles)
-        missing = [path for line in planned.splitlines() if line.startswith("    output: ")
-                   for path in line.removeprefix("    output: ").split(", ") if not (scaled_work / path).exists()]
+        missing = [
+            path
+            for line in planned.splitlines()
+            if line.startswith("    output: ")
+            for path in line.removeprefix("    output: ").split(", ")
+            if not (scaled_work / path).exists()
+        ]
         if not missing:
             break
         for path in missing:
@@ -378,8 +458,13 @@ def noop_dry_run_at_scale(work: Path, copies: int) -> dict:
     _, scaled = run(scaled_work, "-n", "--forceall", "--configfile", *configfiles)
     _, default = run(work, "-n", "--forceall")
     shutil.rmtree(scaled_work)
-    return {"copies": copies, "seconds": seconds, "nothing_to_do": "Nothing to be done" in noop,
-            "jobs": job_total(scaled), "default_jobs": job_total(default)}
+    return {
+        "copies": copies,
+        "seconds": seconds,
+        "nothing_to_do": "Nothing to be done" in noop,
+        "jobs": job_total(scaled),
+        "default_jobs": job_total(default),
+    }
 
 
 def paper_harmony_grid(paper_dir: Path, copies: int) -> dict:
@@ -412,7 +497,9 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     for name in ("workflow", "config", "profiles"):
         shutil.copytree(REPO / name, work / name, dirs_exist_ok=True)
-    figures = {"machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
+    figures = {
+        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    }
     figures["default_run_s"], _ = run(work)
     figures["default_run_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     figures["noop_rerun_s"], noop = run(work, "-n")
@@ -441,42 +528,66 @@ def main() -> None:
     (REPO / "bench" / "last_run.json").write_text(json.dumps(figures, indent=2) + "\n")
     gen = figures["generation"]
     print(f"machine                     {figures['machine']}")
-    print(f"default run                 {figures['default_run_s']:.0f} s, peak RSS {figures['default_run_peak_rss_mb']:.0f} MB")
-    print(f"no-op rerun (dry)           {figures['noop_rerun_s']:.1f} s, nothing to do: {figures['noop_nothing_to_do']}")
+    print(
+        f"default run                 {figures['default_run_s']:.0f} s, peak RSS {figures['default_run_peak_rss_mb']:.0f} MB"
+    )
+    print(
+        f"no-op rerun (dry)           {figures['noop_rerun_s']:.1f} s, nothing to do: {figures['noop_nothing_to_do']}"
+    )
     for verified in figures["verify"]:
-        print(f"reprolm verify, {verified['copies']:>2}x        {verified['seconds']:.1f} s for {verified['records']} records, "
-              f"{verified['problems']} problems (target: a few seconds at 1x, linear growth)")
+        print(
+            f"reprolm verify, {verified['copies']:>2}x        {verified['seconds']:.1f} s for {verified['records']} records, "
+            f"{verified['problems']} problems (target: a few seconds at 1x, linear growth)"
+        )
     scaled = figures["noop_dry_run_10x"]
-    print(f"no-op dry run, 10x grid     {scaled['seconds']:.1f} s for {scaled['jobs']} jobs ({scaled['default_jobs']} at 1x), "
-          f"nothing to do: {scaled['nothing_to_do']} (target: a few seconds, linear growth)")
-    print(f"paper.yaml dry run          {figures['paper_dry_run_s']:.1f} s first (builds the task-split cache), "
-          f"{figures['paper_dry_run_cached_s']:.1f} s after, {figures['paper_dry_run_jobs']} jobs (target < 10 s)")
+    print(
+        f"no-op dry run, 10x grid     {scaled['seconds']:.1f} s for {scaled['jobs']} jobs ({scaled['default_jobs']} at 1x), "
+        f"nothing to do: {scaled['nothing_to_do']} (target: a few seconds, linear growth)"
+    )
+    print(
+        f"paper.yaml dry run          {figures['paper_dry_run_s']:.1f} s first (builds the task-split cache), "
+        f"{figures['paper_dry_run_cached_s']:.1f} s after, {figures['paper_dry_run_jobs']} jobs (target < 10 s)"
+    )
     grid = figures["paper_harmony_10x"]
-    print(f"paper.yaml, Harmony x10     {grid['seconds']:.1f} s dry run for {grid['jobs']} jobs ({grid['models']} Harmony "
-          "models; target <= 20 s)")
-    print(f"generation, {gen['prompts']} prompts       batched {gen['batched_s']:.2f} s, one at a time "
-          f"{gen['single_s']:.2f} s: {gen['speedup']:.1f}x (target >= 5x)")
+    print(
+        f"paper.yaml, Harmony x10     {grid['seconds']:.1f} s dry run for {grid['jobs']} jobs ({grid['models']} Harmony "
+        "models; target <= 20 s)"
+    )
+    print(
+        f"generation, {gen['prompts']} prompts       batched {gen['batched_s']:.2f} s, one at a time "
+        f"{gen['single_s']:.2f} s: {gen['speedup']:.1f}x (target >= 5x)"
+    )
     merge = figures["merge_memory"]
-    print(f"ExPO merge, {merge['checkpoint_mb']:.0f} MB checkpoints  peak RSS {merge['peak_rss_mb']:.0f} MB "
-          f"= {merge['peak_over_checkpoint']:.2f}x one checkpoint, {merge['seconds']:.1f} s (target <= 1.5x)")
+    print(
+        f"ExPO merge, {merge['checkpoint_mb']:.0f} MB checkpoints  peak RSS {merge['peak_rss_mb']:.0f} MB "
+        f"= {merge['peak_over_checkpoint']:.2f}x one checkpoint, {merge['seconds']:.1f} s (target <= 1.5x)"
+    )
     tensor = figures["merge_tensor_memory"]
-    print(f"ExPO merge, 128k x 4096 bf16 embedding ({tensor['tensor_mb']:.0f} MB)  peak RSS above the interpreter "
-          f"{tensor['blocks_peak_mb']:.0f} MB in blocks, {tensor['whole_peak_mb']:.0f} MB whole-tensor float32")
+    print(
+        f"ExPO merge, 128k x 4096 bf16 embedding ({tensor['tensor_mb']:.0f} MB)  peak RSS above the interpreter "
+        f"{tensor['blocks_peak_mb']:.0f} MB in blocks, {tensor['whole_peak_mb']:.0f} MB whole-tensor float32"
+    )
     losses = figures["loss_step"]
     for kind in ("linear", "logsigmoid"):
-        print(f"GEM-{kind} loss step (32k x 1024 x 4)  {losses[kind]['seconds']:.2f} s, {losses[kind]['peak_mb']:.0f} MB "
-              f"vs CE {losses['ce']['seconds']:.2f} s, {losses['ce']['peak_mb']:.0f} MB: "
-              f"{losses[kind]['time_over_ce']:.2f}x time, {losses[kind]['memory_over_ce']:.2f}x memory "
-              "(target <= 1.3x, <= 1.5x)")
+        print(
+            f"GEM-{kind} loss step (32k x 1024 x 4)  {losses[kind]['seconds']:.2f} s, {losses[kind]['peak_mb']:.0f} MB "
+            f"vs CE {losses['ce']['seconds']:.2f} s, {losses['ce']['peak_mb']:.0f} MB: "
+            f"{losses[kind]['time_over_ce']:.2f}x time, {losses[kind]['memory_over_ce']:.2f}x memory "
+            "(target <= 1.3x, <= 1.5x)"
+        )
     for key in ("flr_scoring", "flr_scoring_short"):
         flr = figures[key]
-        print(f"FLR scoring, {flr['followups']} follow-ups, {flr['answer_words']}-word answers  batched "
-              f"{flr['batched_s']:.2f} s, one at a time {flr['single_s']:.2f} s: {flr['speedup']:.1f}x, max "
-              f"difference {flr['max_abs_difference']:.1e} (target >= 10x, same scores)")
+        print(
+            f"FLR scoring, {flr['followups']} follow-ups, {flr['answer_words']}-word answers  batched "
+            f"{flr['batched_s']:.2f} s, one at a time {flr['single_s']:.2f} s: {flr['speedup']:.1f}x, max "
+            f"difference {flr['max_abs_difference']:.1e} (target >= 10x, same scores)"
+        )
     for key in ("epoch_evaluation", "epoch_evaluation_270m"):
         epoch = figures[key]
-        print(f"epoch evaluation, {epoch['parameters_m']:.1f}M  model passed {epoch['passed_s']:.2f} s, saved and "
-              f"reloaded {epoch['reloaded_s']:.2f} s: {epoch['speedup']:.1f}x (target >= 3x)")
+        print(
+            f"epoch evaluation, {epoch['parameters_m']:.1f}M  model passed {epoch['passed_s']:.2f} s, saved and "
+            f"reloaded {epoch['reloaded_s']:.2f} s: {epoch['speedup']:.1f}x (target >= 3x)"
+        )
 
 
 if __name__ == "__main__":

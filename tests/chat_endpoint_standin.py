@@ -23,12 +23,16 @@ class ChatEndpointStandIn(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802 (http.server's naming)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        ChatEndpointStandIn.seen.append({"path": self.path, "authorization": self.headers.get("Authorization"),
-                                         "body": body})
+        ChatEndpointStandIn.seen.append(
+            {"path": self.path, "authorization": self.headers.get("Authorization"), "body": body}
+        )
         if ChatEndpointStandIn.failures:
             status = ChatEndpointStandIn.failures.pop(0)
-            self._reply(status, {"error": {"message": f"stand-in answers {status}", "type": "stand_in", "code": None}},
-                        {"retry-after-ms": "20"} if status == 429 else {})
+            self._reply(
+                status,
+                {"error": {"message": f"stand-in answers {status}", "type": "stand_in", "code": None}},
+                {"retry-after-ms": "20"} if status == 429 else {},
+            )
             return
         prompt = body["messages"][-1]["content"]
         logprobs = None
@@ -49,17 +53,31 @@ class ChatEndpointStandIn(BaseHTTPRequestHandler):
         else:
             last_answer = prompt.rsplit("[ASSISTANT]\n", 1)[1]
             content = f"Reasonable. Rating: [[{min(10, len(last_answer.split()))}]]"
-        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                 "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": content}, "logprobs": logprobs}],
-                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        reply = {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": content},
+                    "logprobs": logprobs,
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
         self._reply(200, reply)
 
     def _reply(self, status: int, payload: dict, headers: dict | None = None):
         data = json.dumps(payload).encode()
         self.send_response(status)
-        for name, value in {"Content-Type": "application/json", "Content-Length": str(len(data)),
-                            **(headers or {})}.items():
+        for name, value in {
+            "Content-Type": "application/json",
+            "Content-Length": str(len(data)),
+            **(headers or {}),
+        }.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
@@ -74,8 +92,10 @@ def _alpaca_eval_verdict(prompt: str) -> tuple[str, dict]:
     first = prompt.split('"model_identifier": "m",\n        "output": """', 1)[1].split('"""', 1)[0]
     second = prompt.split('"model_identifier": "M",\n        "output": """', 1)[1].split('"""', 1)[0]
     p_first = 0.5 if len(first) == len(second) else 0.8 if len(first) > len(second) else 0.2
-    top = [{"token": "m", "logprob": math.log(p_first), "bytes": [109]},
-           {"token": "M", "logprob": math.log(1 - p_first), "bytes": [77]}]
+    top = [
+        {"token": "m", "logprob": math.log(p_first), "bytes": [109]},
+        {"token": "M", "logprob": math.log(1 - p_first), "bytes": [77]},
+    ]
     top.sort(key=lambda t: -t["logprob"])
     return top[0]["token"], {"content": [{**top[0], "top_logprobs": top}]}
 

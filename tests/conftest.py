@@ -13,11 +13,15 @@ import pytest
 # Run outside the project's environment (a bare `pytest` on the system Python), every test
 # module would fail to import with a different missing package; say once what to run instead.
 if importlib.util.find_spec("reprolm") is None or importlib.util.find_spec("torch") is None:
-    pytest.exit(f"{sys.executable} has no reprolm or torch installed: run the suite with `make test` "
-                "(it sets up .venv and runs .venv/bin/python -m pytest), or `.venv/bin/python -m pytest` "
-                "after `make setup`", returncode=4)
+    pytest.exit(
+        f"{sys.executable} has no reprolm or torch installed: run the suite with `make test` "
+        "(it sets up .venv and runs .venv/bin/python -m pytest), or `.venv/bin/python -m pytest` "
+        "after `make setup`",
+        returncode=4,
+    )
 
 import slurm_cluster as slurm  # noqa: E402
+from chat_endpoint_standin import chat_endpoint  # noqa: E402, F401 (the recording stand-in API endpoint, a fixture)
 from workflow_helpers import RUN_OUTPUTS, copy_run, scratch_copy, snakemake, tree_state  # noqa: E402
 
 # A developer's shortcut, never set by `make test`: a finished default run (e.g. one `make run`
@@ -31,8 +35,10 @@ def slurm_cluster():
     """A real single-node SLURM cluster with two fake GPUs, started once per test session."""
     missing = slurm.missing_binaries()
     if missing:
-        pytest.skip(f"SLURM not installed (missing {', '.join(missing)}); `make setup` installs it "
-                    "via scripts/install-system-deps.sh")
+        pytest.skip(
+            f"SLURM not installed (missing {', '.join(missing)}); `make setup` installs it "
+            "via scripts/install-system-deps.sh"
+        )
     cluster = slurm.start()
     yield cluster
     slurm.stop(cluster)
@@ -56,7 +62,8 @@ def default_run(tmp_path_factory) -> Path:
                 subprocess.run(["cp", "-a", str(Path(reuse) / name), str(work / name)], check=True)
         dry = snakemake(work, "-n")
         assert "Nothing to be done" in dry.stdout + dry.stderr, (
-            f"{REUSE_RUN}={reuse} is not a finished run of this workflow and default config:\n{dry.stdout[-3000:]}")
+            f"{REUSE_RUN}={reuse} is not a finished run of this workflow and default config:\n{dry.stdout[-3000:]}"
+        )
     else:
         snakemake(work)
     before = tree_state(work)

@@ -27,8 +27,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BINARIES = ("munged", "mariadb-install-db", "mariadbd", "slurmdbd", "slurmctld", "slurmd",
-            "sbatch", "srun", "squeue", "scancel", "sacct", "sinfo", "scontrol")
+BINARIES = (
+    "munged",
+    "mariadb-install-db",
+    "mariadbd",
+    "slurmdbd",
+    "slurmctld",
+    "slurmd",
+    "sbatch",
+    "srun",
+    "squeue",
+    "scancel",
+    "sacct",
+    "sinfo",
+    "scontrol",
+)
 # The daemons live in sbin, which a non-login shell's PATH may lack.
 PATH = os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/sbin", "/sbin"])
 # One fixed place, so that a session killed before its teardown is cleaned up by the next.
@@ -89,10 +102,18 @@ class SlurmCluster:
 
     def sacct(self, *args: str) -> list[dict]:
         """Job records from the accounting database, one dict per line (job and steps)."""
-        fields = ("JobID", "JobName", "State", "ExitCode", "Partition", "Constraints", "ReqTRES", "AllocTRES",
-                  "Comment")
-        out = self.run("sacct", "--allusers", "--parsable2", "--noheader",
-                       f"--format={','.join(fields)}", *args).stdout
+        fields = (
+            "JobID",
+            "JobName",
+            "State",
+            "ExitCode",
+            "Partition",
+            "Constraints",
+            "ReqTRES",
+            "AllocTRES",
+            "Comment",
+        )
+        out = self.run("sacct", "--allusers", "--parsable2", "--noheader", f"--format={','.join(fields)}", *args).stdout
         return [dict(zip(fields, line.split("|"))) for line in out.splitlines() if line]
 
 
@@ -168,9 +189,11 @@ def _wait_for(what: str, check, timeout: float, logs: list[Path], processes: dic
 
 def _cancel_jobs(env: dict) -> None:
     """Cancel every job and wait until none is left: slurmstepd outlives slurmd."""
+
     def no_jobs() -> bool:
-        out = subprocess.run(["squeue", "--noheader", "--format=%i"], env=env, capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(
+            ["squeue", "--noheader", "--format=%i"], env=env, capture_output=True, text=True, timeout=10
+        )
         return out.returncode != 0 or not out.stdout.strip()
 
     try:
@@ -206,8 +229,9 @@ def _ours(link: Path, root: Path) -> bool:
 def _link_default_conf(slurm_conf: Path, root: Path) -> None:
     if DEFAULT_CONF.exists() or DEFAULT_CONF.is_symlink():
         if not _ours(DEFAULT_CONF, root):
-            raise RuntimeError(f"{DEFAULT_CONF} exists and is not the test cluster's: refusing to "
-                               "replace a real SLURM configuration")
+            raise RuntimeError(
+                f"{DEFAULT_CONF} exists and is not the test cluster's: refusing to replace a real SLURM configuration"
+            )
         DEFAULT_CONF.unlink()
     DEFAULT_CONF.parent.mkdir(parents=True, exist_ok=True)
     DEFAULT_CONF.symlink_to(slurm_conf)
@@ -215,11 +239,14 @@ def _link_default_conf(slurm_conf: Path, root: Path) -> None:
 
 def _hardware() -> dict:
     """The node's CPU layout and memory as slurmd itself detects them (`slurmd -C`)."""
-    line = subprocess.run(["slurmd", "-C"], env=dict(os.environ, PATH=PATH), capture_output=True,
-                          text=True, timeout=30, check=True).stdout.splitlines()[0]
+    line = subprocess.run(
+        ["slurmd", "-C"], env=dict(os.environ, PATH=PATH), capture_output=True, text=True, timeout=30, check=True
+    ).stdout.splitlines()[0]
     fields = dict(item.split("=", 1) for item in line.split())
-    return {key: int(fields[key]) for key in
-            ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory")}
+    return {
+        key: int(fields[key])
+        for key in ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory")
+    }
 
 
 def _node_memory(hw: dict) -> int:
@@ -230,21 +257,26 @@ def _node_memory(hw: dict) -> int:
 def _configs(root: Path, ports: dict, hw: dict) -> Path:
     etc, run, log = root / "etc", root / "run", root / "log"
     memory = _node_memory(hw)
-    layout = " ".join(f"{key}={hw[key]}" for key in
-                      ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore"))
+    layout = " ".join(
+        f"{key}={hw[key]}" for key in ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore")
+    )
     devices = [root / "dev" / f"fakegpu{i}" for i in range(GPUS)]
     for device in devices:
         # gres/gpu accepts only character devices; /dev/null's numbers (1, 3) do.
         os.mknod(device, 0o666 | 0o020000, os.makedev(1, 3))
     munge_socket = root / "munge" / "munge.socket"
-    _write(etc / "gres.conf", "AutoDetect=off\n" + "".join(
-        f"NodeName={NODE} Name=gpu Type={GPU_TYPE} File={device}\n" for device in devices))
-    _write(etc / "slurmdbd.conf", f"""\
+    _write(
+        etc / "gres.conf",
+        "AutoDetect=off\n" + "".join(f"NodeName={NODE} Name=gpu Type={GPU_TYPE} File={device}\n" for device in devices),
+    )
+    _write(
+        etc / "slurmdbd.conf",
+        f"""\
 AuthType=auth/munge
 AuthInfo=socket={munge_socket}
 DbdHost=localhost
 DbdAddr=127.0.0.1
-DbdPort={ports['dbd']}
+DbdPort={ports["dbd"]}
 SlurmUser=root
 PidFile={run}/slurmdbd.pid
 LogFile={log}/slurmdbd.log
@@ -254,12 +286,16 @@ StorageHost=localhost
 # slurmdbd runs as root and MariaDB's root logs in by unix socket identity, no password.
 StorageUser=root
 StorageLoc=slurm_acct_db
-""", mode=0o600)
-    return _write(etc / "slurm.conf", f"""\
+""",
+        mode=0o600,
+    )
+    return _write(
+        etc / "slurm.conf",
+        f"""\
 ClusterName={CLUSTER_NAME}
 SlurmctldHost={socket.gethostname()}(127.0.0.1)
-SlurmctldPort={ports['ctld']}
-SlurmdPort={ports['slurmd']}
+SlurmctldPort={ports["ctld"]}
+SlurmdPort={ports["slurmd"]}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -294,7 +330,7 @@ PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
-AccountingStoragePort={ports['dbd']}
+AccountingStoragePort={ports["dbd"]}
 # Connections to slurmdbd (slurmctld, sacct) take their munge socket from here, not AuthInfo.
 AccountingStoragePass={munge_socket}
 AccountingStorageTRES=gres/gpu,gres/gpu:{GPU_TYPE}
@@ -308,7 +344,8 @@ NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname={NODE} {layout} RealMemory={memo
 PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
 PartitionName={GPU_PARTITION} Nodes={NODE} Default=NO MaxTime=INFINITE State=UP GraceTime={GRACE_TIME_S}
 PartitionName={URGENT_PARTITION} Nodes={NODE} Default=NO MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
-""")
+""",
+    )
 
 
 def start(root: Path = STATE_DIR) -> SlurmCluster:
@@ -328,16 +365,20 @@ def start(root: Path = STATE_DIR) -> SlurmCluster:
     slurm_conf = _configs(root, ports, hw)
     _link_default_conf(slurm_conf, root)
     env = dict(os.environ, SLURM_CONF=str(slurm_conf), PATH=PATH)
-    cluster = SlurmCluster(root=root, slurm_conf=slurm_conf, env=env, cpus=hw["CPUs"],
-                           memory_mb=_node_memory(hw))
+    cluster = SlurmCluster(root=root, slurm_conf=slurm_conf, env=env, cpus=hw["CPUs"], memory_mb=_node_memory(hw))
     logs = [root / "log" / f"{name}.log" for name in DAEMONS] + [root / "munge" / "munged.log"]
 
     def launch(name: str, command: list[str], extra_env: dict | None = None, **kwargs) -> None:
         with open(root / "log" / f"{name}.out", "w") as out:
             # A session of their own: a Ctrl-C in pytest must not kill them before teardown.
             cluster.processes[name] = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, env=dict(env, **(extra_env or {})),
-                start_new_session=True, **kwargs)
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=dict(env, **(extra_env or {})),
+                start_new_session=True,
+                **kwargs,
+            )
         logs.append(root / "log" / f"{name}.out")
         # What the next session needs to clean up after this one, should it die unexpectedly.
         leftovers = {"pids": cluster.pids, "env": {"SLURM_CONF": str(slurm_conf), "PATH": env["PATH"]}}
@@ -352,18 +393,46 @@ def start(root: Path = STATE_DIR) -> SlurmCluster:
         key.chmod(0o400)
         _chown(key, "munge")
         munge_socket = root / "munge" / "munge.socket"
-        launch("munged", ["munged", "--foreground", f"--key-file={key}", f"--socket={munge_socket}",
-                          f"--pid-file={root}/munge/munged.pid", f"--log-file={root}/munge/munged.log",
-                          f"--seed-file={root}/munge/munged.seed"], user="munge", group="munge")
+        launch(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                f"--key-file={key}",
+                f"--socket={munge_socket}",
+                f"--pid-file={root}/munge/munged.pid",
+                f"--log-file={root}/munge/munged.log",
+                f"--seed-file={root}/munge/munged.seed",
+            ],
+            user="munge",
+            group="munge",
+        )
         wait_for("munged", munge_socket.exists)
 
         datadir = root / "mysql" / "data"
         mysql_socket = root / "mysql" / "mysqld.sock"
-        cluster.run("mariadb-install-db", "--no-defaults", "--user=mysql", f"--datadir={datadir}",
-                    "--auth-root-authentication-method=socket", "--skip-test-db", timeout=120)
-        launch("mariadbd", ["mariadbd", "--no-defaults", "--user=mysql", f"--datadir={datadir}",
-                            f"--socket={mysql_socket}", f"--pid-file={root}/mysql/mariadbd.pid",
-                            "--skip-networking", "--innodb-buffer-pool-size=64M"])
+        cluster.run(
+            "mariadb-install-db",
+            "--no-defaults",
+            "--user=mysql",
+            f"--datadir={datadir}",
+            "--auth-root-authentication-method=socket",
+            "--skip-test-db",
+            timeout=120,
+        )
+        launch(
+            "mariadbd",
+            [
+                "mariadbd",
+                "--no-defaults",
+                "--user=mysql",
+                f"--datadir={datadir}",
+                f"--socket={mysql_socket}",
+                f"--pid-file={root}/mysql/mariadbd.pid",
+                "--skip-networking",
+                "--innodb-buffer-pool-size=64M",
+            ],
+        )
         wait_for("mariadbd", mysql_socket.exists)
 
         # slurmdbd reads slurmdbd.conf beside $SLURM_CONF. It has no MariaDB socket setting;
@@ -375,14 +444,16 @@ def start(root: Path = STATE_DIR) -> SlurmCluster:
         launch("slurmd", ["slurmd", "-D", "-N", NODE, "-f", str(slurm_conf)])
 
         def node_idle() -> bool:
-            out = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%N %t"], env=env,
-                                 capture_output=True, text=True, timeout=10)
+            out = subprocess.run(
+                ["sinfo", "--noheader", "--Node", "--format=%N %t"], env=env, capture_output=True, text=True, timeout=10
+            )
             # One line per partition the node is in.
             return out.returncode == 0 and set(out.stdout.splitlines()) == {f"{NODE} idle"}
 
         def sacct_works() -> bool:
-            return subprocess.run(["sacct", "--noheader", "-X"], env=env, capture_output=True,
-                                  timeout=10).returncode == 0
+            return (
+                subprocess.run(["sacct", "--noheader", "-X"], env=env, capture_output=True, timeout=10).returncode == 0
+            )
 
         wait_for("the node to be idle", node_idle)
         wait_for("sacct", sacct_works)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chat_endpoint_standin import ChatEndpointStandIn, chat_endpoint  # noqa: F401 (a fixture)
+from chat_endpoint_standin import ChatEndpointStandIn
 from reprolm.aggregate.judged import win_rate_estimates
 from reprolm.aggregate.uncertainty import unit_draws
 from reprolm.data.sources import write_source
@@ -30,8 +30,10 @@ def _gamed_source(folder: Path, n: int) -> str:
 
 
 def _judge(base_url: str, gamed: str):
-    return make_judge({"kind": "alpaca_eval", "base_url": base_url, "api_key_env": KEY_ENV,
-                       "length_control": "gamed"}, {"length_control": gamed})
+    return make_judge(
+        {"kind": "alpaca_eval", "base_url": base_url, "api_key_env": KEY_ENV, "length_control": "gamed"},
+        {"length_control": gamed},
+    )
 
 
 @pytest.fixture()
@@ -64,8 +66,10 @@ def test_the_annotator_asks_for_one_token_and_weighs_the_two_identifiers(chat_en
         assert body["messages"][0]["role"] == "system"
         assert "selects the best large language model" in body["messages"][0]["content"]
     # Position bias is averaged out: the answer is shown first (as "m") for some pairs only.
-    shown_first = [request["body"]["messages"][-1]["content"].split('"output": """', 1)[1].startswith(answer)
-                   for request, answer in zip(sorted(seen, key=lambda r: _instruction(r)), answers)]
+    shown_first = [
+        request["body"]["messages"][-1]["content"].split('"output": """', 1)[1].startswith(answer)
+        for request, answer in zip(sorted(seen, key=lambda r: _instruction(r)), answers)
+    ]
     assert 0 < sum(shown_first) < len(shown_first)
 
 
@@ -114,8 +118,12 @@ def test_the_packages_length_control_is_refitted_on_each_draw_of_the_prompts(key
     assert estimate.value == judge.metrics(ids, preferences, answers, references)["lc_win_rate"]
     draws = unit_draws(ids, 40)
     for draw, replicate in list(zip(draws, estimate.replicates))[:3]:
-        drawn = judge.metrics([ids[i] for i in draw], [preferences[i] for i in draw], [answers[i] for i in draw],
-                              [references[i] for i in draw])
+        drawn = judge.metrics(
+            [ids[i] for i in draw],
+            [preferences[i] for i in draw],
+            [answers[i] for i in draw],
+            [references[i] for i in draw],
+        )
         assert replicate == pytest.approx(drawn["lc_win_rate"], rel=1e-12)
     assert estimate.low < estimate.value < estimate.high and estimate.high - estimate.low > 1
 
@@ -156,20 +164,34 @@ def test_rows_the_length_control_cannot_place_are_refused_before_any_request(cha
 
 def test_an_unknown_annotator_or_a_missing_key_is_named(key, tmp_path, monkeypatch):
     gamed = _gamed_source(tmp_path / "gamed", 3)
-    with pytest.raises(ValueError, match=r"no annotator 'weighted_alpaca_eval_gpt5'; it has .*weighted_alpaca_eval_gpt4_turbo"):
-        make_judge({"kind": "alpaca_eval", "annotator": "weighted_alpaca_eval_gpt5", "base_url": "http://127.0.0.1:9",
-                    "api_key_env": KEY_ENV, "length_control": "gamed"}, {"length_control": gamed})
+    with pytest.raises(
+        ValueError, match=r"no annotator 'weighted_alpaca_eval_gpt5'; it has .*weighted_alpaca_eval_gpt4_turbo"
+    ):
+        make_judge(
+            {
+                "kind": "alpaca_eval",
+                "annotator": "weighted_alpaca_eval_gpt5",
+                "base_url": "http://127.0.0.1:9",
+                "api_key_env": KEY_ENV,
+                "length_control": "gamed",
+            },
+            {"length_control": gamed},
+        )
     monkeypatch.delenv(KEY_ENV)
     with pytest.raises(ValueError, match=f"environment variable '{KEY_ENV}'"):
         _judge("http://127.0.0.1:9", gamed)
 
 
 def _released(generator: str) -> tuple[list[float], list[str], list[str]]:
-    rows = [row for row in csv.DictReader((RELEASED / "alpaca_eval_verdicts.csv").open())
-            if row["generator"] == generator]
+    rows = [
+        row for row in csv.DictReader((RELEASED / "alpaca_eval_verdicts.csv").open()) if row["generator"] == generator
+    ]
     # The GLM reads the outputs only through their character lengths.
-    return ([float(row["preference"]) for row in rows], ["x" * int(row["answer_length"]) for row in rows],
-            ["x" * int(row["reference_length"]) for row in rows])
+    return (
+        [float(row["preference"]) for row in rows],
+        ["x" * int(row["answer_length"]) for row in rows],
+        ["x" * int(row["reference_length"]) for row in rows],
+    )
 
 
 def _published() -> dict[str, dict]:
@@ -195,14 +217,23 @@ def test_the_package_metrics_of_the_released_verdicts_are_the_published_ones(key
 GAMED_FILE = os.environ.get("REPROLM_ALPACA_EVAL_GAMED_CSV")
 
 
-@pytest.mark.skipif(not GAMED_FILE, reason="needs AlpacaEval's df_gamed.csv (hub dataset tatsu-lab/alpaca_eval, "
-                                           "unreachable here): set REPROLM_ALPACA_EVAL_GAMED_CSV to its path")
+@pytest.mark.skipif(
+    not GAMED_FILE,
+    reason="needs AlpacaEval's df_gamed.csv (hub dataset tatsu-lab/alpaca_eval, "
+    "unreachable here): set REPROLM_ALPACA_EVAL_GAMED_CSV to its path",
+)
 def test_the_released_verdicts_give_the_published_length_controlled_win_rates(key, tmp_path):
     """With AlpacaEval's own gamed-baseline data read as paper.yaml's source reads it, the
     released verdicts give the published LC win rates (8.673 for zephyr-7b-sft-full)."""
     folder = tmp_path / "alpaca_eval_gamed"
-    write_source({"name": "alpaca_eval_gamed", "schema": "alpaca_eval_gamed",
-                  "hub": {"path": "csv", "data_files": {"train": GAMED_FILE}, "split": "train"}}, folder)
+    write_source(
+        {
+            "name": "alpaca_eval_gamed",
+            "schema": "alpaca_eval_gamed",
+            "hub": {"path": "csv", "data_files": {"train": GAMED_FILE}, "split": "train"},
+        },
+        folder,
+    )
     judge = _judge("http://127.0.0.1:9", str(folder))
     for generator, figures in _published().items():
         result = judge.metrics(list(range(805)), *_released(generator))
@@ -219,18 +250,28 @@ def test_the_config_names_a_gamed_source_and_never_grades_with_alpaca_eval():
     repo = Path(__file__).resolve().parents[1]
     schema = repo / "workflow/schemas/config.schema.yaml"
     config = yaml.safe_load((repo / "config/config.yaml").read_text())
-    judge = {"kind": "alpaca_eval", "base_url": "http://127.0.0.1:9/v1", "api_key_env": KEY_ENV,
-             "length_control": "alpaca_eval"}
+    judge = {
+        "kind": "alpaca_eval",
+        "base_url": "http://127.0.0.1:9/v1",
+        "api_key_env": KEY_ENV,
+        "length_control": "alpaca_eval",
+    }
     config["judges"]["ae2"] = judge
-    with pytest.raises(ConfigError, match="judges.ae2.length_control: source 'alpaca_eval' has schema 'alpaca_eval'; "
-                                          "AlpacaEval's length control \\(its df_gamed.csv\\) reads schema 'alpaca_eval_gamed'"):
+    with pytest.raises(
+        ConfigError,
+        match="judges.ae2.length_control: source 'alpaca_eval' has schema 'alpaca_eval'; "
+        "AlpacaEval's length control \\(its df_gamed.csv\\) reads schema 'alpaca_eval_gamed'",
+    ):
         check_config(config, schema)
     config["sources"]["gamed"] = {"schema": "alpaca_eval_gamed", "fixture": {"n": 20, "seed": 0}}
     judge["length_control"] = "gamed"
     config["expo"]["benchmark_judge"] = "ae2"
     # The benchmark judge also grades MT-Bench unless a single-grade judge is named.
-    with pytest.raises(ConfigError, match=r"expo.benchmark_judge \(MT-Bench's single-answer grades\): judge 'ae2' "
-                                          r"\(alpaca_eval\) only compares two answers"):
+    with pytest.raises(
+        ConfigError,
+        match=r"expo.benchmark_judge \(MT-Bench's single-answer grades\): judge 'ae2' "
+        r"\(alpaca_eval\) only compares two answers",
+    ):
         check_config(config, schema)
     config["expo"]["single_grade_judge"] = "tiny_rm"
     check_config(config, schema)
@@ -258,8 +299,10 @@ def test_paper_yaml_reads_alpaca_evals_files_through_the_loaders_it_names(tmp_pa
     pd.DataFrame(make_fixture("alpaca_eval_gamed", n=6, seed=1)).to_csv(files["alpaca_eval_gamed"], index=False)
     for name, path in files.items():
         spec = paper["sources"][name]
-        (split, url), = spec["hub"]["data_files"].items()
-        assert url.startswith("https://huggingface.co/datasets/tatsu-lab/alpaca_eval/resolve/2edc6fad8be6b14ea7230aabfd08188da6b8b814/")
+        ((split, url),) = spec["hub"]["data_files"].items()
+        assert url.startswith(
+            "https://huggingface.co/datasets/tatsu-lab/alpaca_eval/resolve/2edc6fad8be6b14ea7230aabfd08188da6b8b814/"
+        )
         assert url.endswith(path.name)
         local = {**spec, "name": name, "hub": {**spec["hub"], "data_files": {split: str(path)}}}
         counts = write_source(local, tmp_path / "raw" / name)

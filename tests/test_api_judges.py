@@ -6,7 +6,6 @@ concurrency resource."""
 from __future__ import annotations
 
 import json
-import math
 import re
 import subprocess
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chat_endpoint_standin import ChatEndpointStandIn, chat_endpoint  # noqa: F401 (a fixture)
+from chat_endpoint_standin import ChatEndpointStandIn
 from reprolm.data.sources import write_source
 from reprolm.score.judges import make_judge, request_counts
 from reprolm.score.judging import grade_generations
@@ -38,9 +37,17 @@ def _endpoint_spec(base_url: str, **settings) -> dict:
 def _rows(answers: list[str]) -> list[dict]:
     rows = [{"id": i, "instruction": f"Describe thing {i}.", "text": answer} for i, answer in enumerate(answers)]
     # A two-turn record: two requests, one per assistant turn.
-    rows.append({"id": len(rows), "conversation": [
-        {"role": "user", "content": "Q1?"}, {"role": "assistant", "content": "one two"},
-        {"role": "user", "content": "Q2?"}, {"role": "assistant", "content": "one two three four five"}]})
+    rows.append(
+        {
+            "id": len(rows),
+            "conversation": [
+                {"role": "user", "content": "Q1?"},
+                {"role": "assistant", "content": "one two"},
+                {"role": "user", "content": "Q2?"},
+                {"role": "assistant", "content": "one two three four five"},
+            ],
+        }
+    )
     return rows
 
 
@@ -116,8 +123,10 @@ def test_pairwise_and_fastchat_verdicts_are_cached_by_both_answers(chat_endpoint
     again = make_judge(spec, name="standin", cache_folder=cache).prefer(instructions, answers, references)
     assert again == first[:2] + [0.0] and len(ChatEndpointStandIn.seen) == 1
 
-    write_source({"name": "judge_prompts", "schema": "fastchat_judge_prompts", "fixture": {"n": 4, "seed": 0}},
-                 tmp_path / "judge_prompts")
+    write_source(
+        {"name": "judge_prompts", "schema": "fastchat_judge_prompts", "fixture": {"n": 4, "seed": 0}},
+        tmp_path / "judge_prompts",
+    )
     fastchat = {**spec, "judge_prompts": "judge_prompts"}
     files = {"judge_prompts": str(tmp_path / "judge_prompts")}
     rows = [row for row in _rows([]) if "conversation" in row]
@@ -147,8 +156,12 @@ def test_transient_failures_are_retried_until_the_verdicts_come(chat_endpoint, k
 def test_a_refused_request_fails_at_once_naming_the_judge_and_retries_are_bounded(chat_endpoint, key, tmp_path):
     ChatEndpointStandIn.failures = [400]
     judge = make_judge(_endpoint_spec(chat_endpoint), name="standin", cache_folder=tmp_path / "standin")
-    with pytest.raises(RuntimeError, match=re.escape(f"judge 'standin' at {chat_endpoint}: request failed "
-                                                     "(not retried): Error code: 400 - stand-in answers 400")):
+    with pytest.raises(
+        RuntimeError,
+        match=re.escape(
+            f"judge 'standin' at {chat_endpoint}: request failed (not retried): Error code: 400 - stand-in answers 400"
+        ),
+    ):
         grade_generations(judge, _rows(["a b"])[:1])
     assert len(ChatEndpointStandIn.seen) == 1 and _cache_files(tmp_path) == []
 
@@ -163,12 +176,17 @@ def _alpaca_eval(base_url: str, tmp_path: Path, cache: Path):
     gamed = tmp_path / "gamed"
     if not gamed.exists():
         write_source({"name": "gamed", "schema": "alpaca_eval_gamed", "fixture": {"n": 6, "seed": 0}}, gamed)
-    return make_judge({"kind": "alpaca_eval", "base_url": base_url, "api_key_env": KEY_ENV, "length_control": "gamed"},
-                      {"length_control": str(gamed)}, name="ae2", cache_folder=cache)
+    return make_judge(
+        {"kind": "alpaca_eval", "base_url": base_url, "api_key_env": KEY_ENV, "length_control": "gamed"},
+        {"length_control": str(gamed)},
+        name="ae2",
+        cache_folder=cache,
+    )
 
 
-def test_alpaca_eval_verdicts_are_cached_per_pair_and_its_refusals_name_the_judge(chat_endpoint, key, tmp_path,
-                                                                                   monkeypatch):
+def test_alpaca_eval_verdicts_are_cached_per_pair_and_its_refusals_name_the_judge(
+    chat_endpoint, key, tmp_path, monkeypatch
+):
     monkeypatch.setattr("reprolm.score.alpaca_eval_judge.RESAMPLES", 5)  # the GLM refitted per draw: a few
     cache = tmp_path / "judge_cache" / "ae2"
     instructions = [f"Explain topic {i}." for i in range(6)]
@@ -204,9 +222,13 @@ def _parsed_rules(configfile: Path) -> dict:
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
 
     with SnakemakeApi(OutputSettings()) as api:
-        workflow = api.workflow(resource_settings=ResourceSettings(cores=1), storage_settings=StorageSettings(),
-                                config_settings=ConfigSettings(configfiles=[configfile]),
-                                snakefile=REPO / "workflow" / "Snakefile", workdir=REPO)
+        workflow = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            storage_settings=StorageSettings(),
+            config_settings=ConfigSettings(configfiles=[configfile]),
+            snakefile=REPO / "workflow" / "Snakefile",
+            workdir=REPO,
+        )
         workflow.dag()
         parsed = workflow._workflow
         return {"rules": {rule.name: rule for rule in parsed.rules}, "local": set(parsed._localrules)}
@@ -221,11 +243,13 @@ def test_api_judge_rules_are_local_hold_an_api_request_and_ask_for_no_gpu(tmp_pa
     configfile.write_text(yaml.safe_dump(config))
     parsed = _parsed_rules(configfile)
     rules, local = parsed["rules"], parsed["local"]
-    outputs = {"grade": "results/scores/grade_{}/tiny_llama/dpo/mt_bench.json",
-               "win_rate": "results/scores/win_rate_{}/tiny_llama/dpo/alpaca_eval.json",
-               "pair_accuracy": "results/scores/pair_accuracy/{}/prefs/test.json",
-               "rating_agreement": "results/scores/rating_agreement/{}/helpsteer/test.json",
-               "model_ranking": "results/scores/model_ranking/{}/wildbench/test.json"}
+    outputs = {
+        "grade": "results/scores/grade_{}/tiny_llama/dpo/mt_bench.json",
+        "win_rate": "results/scores/win_rate_{}/tiny_llama/dpo/alpaca_eval.json",
+        "pair_accuracy": "results/scores/pair_accuracy/{}/prefs/test.json",
+        "rating_agreement": "results/scores/rating_agreement/{}/helpsteer/test.json",
+        "model_ranking": "results/scores/model_ranking/{}/wildbench/test.json",
+    }
     for stage in STAGES:
         model_rule, api_rule = rules[stage], rules[f"{stage}_api"]
         assert f"{stage}_api" in local and stage not in local
@@ -251,9 +275,14 @@ def test_paper_dag_runs_the_api_judge_on_the_submitting_host_and_submits_the_rew
     work = scratch_copy(tmp_path)
     api_target = "results/scores/win_rate_alpaca_eval_gpt4_turbo/starling_7b_beta/pretrained/alpaca_eval.json"
     model_target = "results/scores/grade_expo_rm/starling_7b_beta/pretrained/expo_search.json"
-    result = subprocess.run([SNAKEMAKE, "-n", "--cores", "64", "--configfile", "config/paper.yaml", "--",
-                             api_target, model_target], cwd=work, env=snakemake_env(work), capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run(
+        [SNAKEMAKE, "-n", "--cores", "64", "--configfile", "config/paper.yaml", "--", api_target, model_target],
+        cwd=work,
+        env=snakemake_env(work),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     jobs = dict(re.findall(r"^(?:local)?rule (\w+):\n(?:    .*\n)*?    output: (\S+)", output, re.M))

@@ -89,8 +89,9 @@ class Module:
     def _executed(self, statements):
         for statement in statements:
             # Neither type-checking imports nor a module's command-line entry run on import.
-            if isinstance(statement, ast.If) and re.search(r"TYPE_CHECKING|__name__ == .__main__.",
-                                                           ast.unparse(statement.test)):
+            if isinstance(statement, ast.If) and re.search(
+                r"TYPE_CHECKING|__name__ == .__main__.", ast.unparse(statement.test)
+            ):
                 continue
             if isinstance(statement, (ast.If, ast.Try, ast.With)):
                 yield from self._executed(ast.iter_child_nodes(statement))
@@ -287,13 +288,22 @@ def rules() -> dict[str, dict[str, Path]]:
             if not opening:
                 continue
             indent = len(opening.group(1))
-            end = next((i for i in range(start + 1, len(lines))
-                        if lines[i].strip() and len(lines[i]) - len(lines[i].lstrip()) <= indent), len(lines))
-            body = "\n".join(lines[start + 1:end])
-            directives = dict(re.findall(r'^[ \t]+(conda|script|name):\n[ \t]+(.+)$', body, re.MULTILINE))
+            end = next(
+                (
+                    i
+                    for i in range(start + 1, len(lines))
+                    if lines[i].strip() and len(lines[i]) - len(lines[i].lstrip()) <= indent
+                ),
+                len(lines),
+            )
+            body = "\n".join(lines[start + 1 : end])
+            directives = dict(re.findall(r"^[ \t]+(conda|script|name):\n[ \t]+(.+)$", body, re.MULTILINE))
             name = opening.group(2) or directives.pop("name", f"line {start + 1}")
-            found[f"{smk.stem}.{name}"] = {directive: (RULES / value.strip('"')).resolve()
-                                          for directive, value in directives.items() if directive != "name"}
+            found[f"{smk.stem}.{name}"] = {
+                directive: (RULES / value.strip('"')).resolve()
+                for directive, value in directives.items()
+                if directive != "name"
+            }
     return found
 
 
@@ -345,7 +355,9 @@ def test_every_rule_runs_its_script_in_a_conda_env():
     assert len(RULES_WITH_SCRIPTS) >= 20, sorted(RULES_WITH_SCRIPTS)
     without_env = sorted(name for name, files in RULES_WITH_SCRIPTS.items() if "conda" not in files)
     assert not without_env, f"rules with a script but no conda: env file: {without_env}"
-    missing = sorted({str(path) for files in RULES_WITH_SCRIPTS.values() for path in files.values() if not path.is_file()})
+    missing = sorted(
+        {str(path) for files in RULES_WITH_SCRIPTS.values() for path in files.values() if not path.is_file()}
+    )
     assert not missing, f"named by rules but not there: {missing}"
 
 
@@ -355,8 +367,10 @@ def test_env_installs_what_the_rule_imports(rule):
     listed = set(env_requirements(files["conda"]))
     imports = script_imports(files["script"])
     missing = {top: sorted(where) for top, where in imports.items() if not distributions(top) & listed}
-    assert not missing, (f"rule {rule}: {files['conda'].relative_to(ROOT)} lacks what {files['script'].name} "
-                         f"imports (module: imported by): {missing}")
+    assert not missing, (
+        f"rule {rule}: {files['conda'].relative_to(ROOT)} lacks what {files['script'].name} "
+        f"imports (module: imported by): {missing}"
+    )
 
 
 def test_requirements_list_what_the_rules_import():
@@ -364,7 +378,7 @@ def test_requirements_list_what_the_rules_import():
     torch is the Makefile's, installed first as the machine's build."""
     listed = set(BASE) | set(requirements_file(ROOT / "requirements" / "gpu.txt")) | {"torch"}
     missing = {}
-    for rule, files in RULES_WITH_SCRIPTS.items():
+    for files in RULES_WITH_SCRIPTS.values():
         for top, where in script_imports(files["script"]).items():
             if not distributions(top) & listed:
                 missing.setdefault(top, set()).update(where)
@@ -382,11 +396,16 @@ def test_env_pins_agree_with_requirements(env_file):
     for name, requirement in env_requirements(env_file).items():
         if name in GPU_SET:
             assert requirement.specifier == GPU_SET[name].specifier, (
-                f"{env_file.name}: {requirement}, requirements/gpu-constraints.txt: {GPU_SET[name]}")
+                f"{env_file.name}: {requirement}, requirements/gpu-constraints.txt: {GPU_SET[name]}"
+            )
         elif name in BASE and BASE[name].specifier:
-            assert requirement.specifier == BASE[name].specifier, f"{env_file.name}: {requirement}, base.txt: {BASE[name]}"
+            assert requirement.specifier == BASE[name].specifier, (
+                f"{env_file.name}: {requirement}, base.txt: {BASE[name]}"
+            )
         if name in BASE:
-            assert set(BASE[name].extras) <= set(requirement.extras), f"{env_file.name}: {requirement}, base.txt: {BASE[name]}"
+            assert set(BASE[name].extras) <= set(requirement.extras), (
+                f"{env_file.name}: {requirement}, base.txt: {BASE[name]}"
+            )
 
 
 def pinned_version(requirement: Requirement) -> Version:
@@ -399,7 +418,8 @@ def test_gpu_set_satisfies_base_requirements():
     for name, pinned in GPU_SET.items():
         if name in BASE:
             assert BASE[name].specifier.contains(pinned_version(pinned), prereleases=True), (
-                f"gpu-constraints.txt: {pinned}, base.txt: {BASE[name]}")
+                f"gpu-constraints.txt: {pinned}, base.txt: {BASE[name]}"
+            )
 
 
 def test_transformers_4_is_excluded():

@@ -53,4 +53,3 @@ def test_built_and_hub_base_models_go_to_their_own_rules(tmp_path):
     built = sorted(name for name, spec in config["base_models"].items() if "build" in spec)
     assert sorted(w["base"] for rule, w in jobs if rule == "build_base_model") == built
     assert [w["base"] for rule, w in jobs if rule == "download_base_model"] == ["hub_llama"]
-

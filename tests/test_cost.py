@@ -9,27 +9,42 @@ from pathlib import Path
 
 import pytest
 
+from default_config import DEFAULT
 from reprolm.cli import main
 from reprolm.provenance import content_hash, provenance_path
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
 from reprolm.provenance.environment import job_usage
-from default_config import DEFAULT
 from workflow_helpers import REPO, dry_run_details
 
 
 def usage(wall: float, gpus: int = 0, cpu: float = 0.0, model: str | None = None) -> dict:
-    return {"source": "slurm", "wall_seconds": wall, "gpus": gpus, "gpu_model": model, "gpu_seconds": gpus * wall,
-            "cpus": 1, "cpu_seconds": cpu, "max_rss_mb": 1.0}
+    return {
+        "source": "slurm",
+        "wall_seconds": wall,
+        "gpus": gpus,
+        "gpu_model": model,
+        "gpu_seconds": gpus * wall,
+        "cpus": 1,
+        "cpu_seconds": cpu,
+        "max_rss_mb": 1.0,
+    }
 
 
 def recorded(root: Path, path: str, rule: str, inputs: list[str], execution: dict, wildcards=None) -> None:
     target = root / path
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(path)
-    record = {"rule": rule, "wildcards": wildcards or {"name": path}, "params": {}, "code": {}, "started": "t0",
-              "finished": "t1", "execution": execution,
-              "inputs": {"input": [{"path": p, "sha256": content_hash(root / p)} for p in inputs]},
-              "outputs": [{"path": path, "sha256": content_hash(target)}]}
+    record = {
+        "rule": rule,
+        "wildcards": wildcards or {"name": path},
+        "params": {},
+        "code": {},
+        "started": "t0",
+        "finished": "t1",
+        "execution": execution,
+        "inputs": {"input": [{"path": p, "sha256": content_hash(root / p)} for p in inputs]},
+        "outputs": [{"path": path, "sha256": content_hash(target)}],
+    }
     provenance_path(target).write_text(json.dumps(record))
 
 
@@ -37,18 +52,45 @@ def recorded(root: Path, path: str, rule: str, inputs: list[str], execution: dic
 def run(tmp_path) -> Path:
     """Two finetunes of one base model (pretrained on 2 GPUs for an hour), one of them
     stopped once at its time limit, each generating on one H100; a table of both."""
-    recorded(tmp_path, "resources/models/base", "build_base_model", [],
-             {"usage": usage(3600, gpus=2, cpu=7200, model="h100")})
-    recorded(tmp_path, "results/models/base/a", "finetune", ["resources/models/base"],
-             {"usage": usage(1800, gpus=4, cpu=100, model="h100"),
-              "stopped_attempts": [{"signal": "SIGTERM", "usage": usage(900, gpus=4, cpu=50, model="h100")}]})
-    recorded(tmp_path, "results/models/base/b", "finetune", ["resources/models/base"],
-             {"usage": usage(1800, gpus=4, cpu=100, model="h100")})
+    recorded(
+        tmp_path,
+        "resources/models/base",
+        "build_base_model",
+        [],
+        {"usage": usage(3600, gpus=2, cpu=7200, model="h100")},
+    )
+    recorded(
+        tmp_path,
+        "results/models/base/a",
+        "finetune",
+        ["resources/models/base"],
+        {
+            "usage": usage(1800, gpus=4, cpu=100, model="h100"),
+            "stopped_attempts": [{"signal": "SIGTERM", "usage": usage(900, gpus=4, cpu=50, model="h100")}],
+        },
+    )
+    recorded(
+        tmp_path,
+        "results/models/base/b",
+        "finetune",
+        ["resources/models/base"],
+        {"usage": usage(1800, gpus=4, cpu=100, model="h100")},
+    )
     for model in ("a", "b"):
-        recorded(tmp_path, f"results/generations/{model}.parquet", "generate", [f"results/models/base/{model}"],
-                 {"usage": usage(360, gpus=1, cpu=360, model="h100")})
-    recorded(tmp_path, "results/tables/study.csv", "study_tables",
-             ["results/generations/a.parquet", "results/generations/b.parquet"], {"usage": usage(10, cpu=10)})
+        recorded(
+            tmp_path,
+            f"results/generations/{model}.parquet",
+            "generate",
+            [f"results/models/base/{model}"],
+            {"usage": usage(360, gpus=1, cpu=360, model="h100")},
+        )
+    recorded(
+        tmp_path,
+        "results/tables/study.csv",
+        "study_tables",
+        ["results/generations/a.parquet", "results/generations/b.parquet"],
+        {"usage": usage(10, cpu=10)},
+    )
     return tmp_path
 
 
@@ -66,7 +108,8 @@ def test_a_tables_cost_counts_the_shared_base_model_once_and_adds_stopped_attemp
     assert table.loc["total", "GPU models"] == "h100"
     assert summary(table.reset_index(), "the table") == (
         "the table cost 7.2 GPU-hours, of which finetune 5, pretrain 2, generate 0.2; 2.272 CPU-hours over 6 jobs; "
-        "1 stopped attempts spent 1 GPU-hours.")
+        "1 stopped attempts spent 1 GPU-hours."
+    )
 
 
 def test_reprolm_cost_over_one_model_and_records_without_usage(run, capsys):
@@ -82,8 +125,15 @@ def test_reprolm_cost_over_one_model_and_records_without_usage(run, capsys):
 
 
 def test_job_usage_takes_gpus_and_cpus_from_the_slurm_allocation(monkeypatch):
-    for variable in ("SLURM_JOB_ID", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE",
-                     "SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE", "CUDA_VISIBLE_DEVICES"):
+    for variable in (
+        "SLURM_JOB_ID",
+        "SLURM_STEP_GPUS",
+        "SLURM_JOB_GPUS",
+        "SLURM_GPUS_ON_NODE",
+        "SLURM_CPUS_PER_TASK",
+        "SLURM_CPUS_ON_NODE",
+        "CUDA_VISIBLE_DEVICES",
+    ):
         monkeypatch.delenv(variable, raising=False)
     local = job_usage(10.0, cpus=2)
     assert (local["source"], local["gpus"], local["gpu_seconds"], local["cpus"]) == ("local", 0, 0.0, 2)

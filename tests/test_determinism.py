@@ -69,29 +69,39 @@ WHOLE_STUDY_TABLES: dict[str, tuple[str, ...]] = {
 # What each small run must have made and compared byte for byte: its models, generations,
 # scores (and, for every study, the upstream datasets).
 KEY_ARTIFACTS = {
-    "expo": ["results/models/tiny_llama/dpo/model.safetensors", "results/models/tiny_llama/reward/model.safetensors",
-             "results/models/tiny_llama/dpo+expo0.3/model-00001-of-00001.safetensors",
-             "results/generations/tiny_llama/dpo+expo0.3/expo_search.parquet",
-             "results/generations/tiny_llama/dpo+expo0.5/expo_search.parquet",
-             "results/scores/grade_tiny_rm/tiny_llama/dpo+expo0.1/expo_search.json",
-             "results/scores/alpha_search/tiny_llama/dpo/expo_search.json",
-             "results/generations/tiny_llama/dpo/mt_bench.parquet",
-             "results/scores/win_rate_tiny_rm/tiny_llama/dpo/alpaca_eval.json",
-             "results/scores/pair_accuracy/tiny_rm/prefs/test.json"],
-    "flr": ["results/models/tiny_llama/flr_dpo/model.safetensors", "results/datasets/flr_pairs/train.parquet",
-            "results/generations/tiny_llama/vanilla/flr_online.parquet",
-            "results/scores/grade_flr/tiny_llama/vanilla/flr_online.json",
-            "results/scores/rating_agreement/flr/helpsteer/test.json",
-            "results/scores/model_ranking/tiny_rm/wildbench/test.json",
-            "results/scores/pair_accuracy/flr/prefs/test.json",
-            "results/scores/win_rate_tiny_rm/tiny_llama/flr_dpo/flr_eval.json"],
-    "gem": ["results/datasets/chat_sft/train.parquet", "results/models/tiny_llama/gem_linear/model.safetensors",
-            "results/models/tiny_llama/ce/model.safetensors",
-            "results/generations/tiny_llama/ce/gsm8k_samples.parquet", "results/generations/tiny_llama/gem_linear/poems.parquet",
-            "results/scores/answer_voting/tiny_llama/ce/gsm8k_samples.json",
-            "results/scores/diversity/tiny_llama/gem_linear/stories.json",
-            "results/scores/grade_tiny_rm/tiny_llama/ce/gem_chat.json",
-            "results/scores/lm_eval/tiny_llama/gem_linear/ifeval.json"],
+    "expo": [
+        "results/models/tiny_llama/dpo/model.safetensors",
+        "results/models/tiny_llama/reward/model.safetensors",
+        "results/models/tiny_llama/dpo+expo0.3/model-00001-of-00001.safetensors",
+        "results/generations/tiny_llama/dpo+expo0.3/expo_search.parquet",
+        "results/generations/tiny_llama/dpo+expo0.5/expo_search.parquet",
+        "results/scores/grade_tiny_rm/tiny_llama/dpo+expo0.1/expo_search.json",
+        "results/scores/alpha_search/tiny_llama/dpo/expo_search.json",
+        "results/generations/tiny_llama/dpo/mt_bench.parquet",
+        "results/scores/win_rate_tiny_rm/tiny_llama/dpo/alpaca_eval.json",
+        "results/scores/pair_accuracy/tiny_rm/prefs/test.json",
+    ],
+    "flr": [
+        "results/models/tiny_llama/flr_dpo/model.safetensors",
+        "results/datasets/flr_pairs/train.parquet",
+        "results/generations/tiny_llama/vanilla/flr_online.parquet",
+        "results/scores/grade_flr/tiny_llama/vanilla/flr_online.json",
+        "results/scores/rating_agreement/flr/helpsteer/test.json",
+        "results/scores/model_ranking/tiny_rm/wildbench/test.json",
+        "results/scores/pair_accuracy/flr/prefs/test.json",
+        "results/scores/win_rate_tiny_rm/tiny_llama/flr_dpo/flr_eval.json",
+    ],
+    "gem": [
+        "results/datasets/chat_sft/train.parquet",
+        "results/models/tiny_llama/gem_linear/model.safetensors",
+        "results/models/tiny_llama/ce/model.safetensors",
+        "results/generations/tiny_llama/ce/gsm8k_samples.parquet",
+        "results/generations/tiny_llama/gem_linear/poems.parquet",
+        "results/scores/answer_voting/tiny_llama/ce/gsm8k_samples.json",
+        "results/scores/diversity/tiny_llama/gem_linear/stories.json",
+        "results/scores/grade_tiny_rm/tiny_llama/ce/gem_chat.json",
+        "results/scores/lm_eval/tiny_llama/gem_linear/ifeval.json",
+    ],
 }
 
 
@@ -102,8 +112,13 @@ def content_files(work: Path) -> dict[str, Path]:
     for folder in ("results", "resources"):
         for path in sorted((work / folder).rglob("*")):
             relative = path.relative_to(work).as_posix()
-            if (path.is_file() and not path.name.endswith(VOLATILE_NAMES) and "hf_home" not in path.parts
-                    and relative not in VOLATILE_PATHS and not relative.startswith(VOLATILE_FOLDERS)):
+            if (
+                path.is_file()
+                and not path.name.endswith(VOLATILE_NAMES)
+                and "hf_home" not in path.parts
+                and relative not in VOLATILE_PATHS
+                and not relative.startswith(VOLATILE_FOLDERS)
+            ):
                 files[relative] = path
     return files
 
@@ -114,7 +129,9 @@ def table(path: Path) -> tuple[list[str], list[tuple[str, ...]]]:
     if path.suffix == ".csv":
         lines = list(csv.reader(io.StringIO(path.read_text())))
     else:
-        lines = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in path.read_text().splitlines()]
+        lines = [
+            [cell.strip() for cell in line.strip().strip("|").split("|")] for line in path.read_text().splitlines()
+        ]
         lines = [cells for cells in lines if not all(cell and set(cell) <= set("-:") for cell in cells)]
     return lines[0], [tuple(row) for row in lines[1:]]
 
@@ -127,8 +144,10 @@ def same_replicates(small: Path, default: Path) -> bool:
     def cells(path: Path) -> set[tuple]:
         kept = pd.read_parquet(path)
         # Text, so that a draw that leaves the figure undefined (nan) matches its like.
-        return {(column, tuple(map(repr, values))) for column, values in zip(kept["column"], kept["replicates"],
-                                                                              strict=True)}
+        return {
+            (column, tuple(map(repr, values)))
+            for column, values in zip(kept["column"], kept["replicates"], strict=True)
+        }
 
     found = cells(small)
     return bool(found) and found <= cells(default)

@@ -17,14 +17,21 @@ from reprolm.merge.extrapolate import INDEX_FILE, IncompatibleCheckpoints, extra
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
 
-SPEC = {"architecture": "llama", "hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64,
-        "max_positions": 128}
+SPEC = {
+    "architecture": "llama",
+    "hidden_size": 32,
+    "num_layers": 2,
+    "num_heads": 2,
+    "intermediate_size": 64,
+    "max_positions": 128,
+}
 
 
 def _tokenizer(seed: int, vocab_size: int = 300):
     rng = random.Random(seed)
-    return train_bpe_tokenizer([passage(rng, 30) for _ in range(100)] + [question(rng) for _ in range(100)],
-                               vocab_size=vocab_size)
+    return train_bpe_tokenizer(
+        [passage(rng, 30) for _ in range(100)] + [question(rng) for _ in range(100)], vocab_size=vocab_size
+    )
 
 
 def _checkpoint(folder: Path, seed: int, *, tokenizer=None, dtype=torch.float32, **spec) -> Path:
@@ -95,10 +102,16 @@ def test_small_shards_give_the_same_model(pair, tmp_path):
     AutoModelForCausalLM.from_pretrained(tmp_path / "many")
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"hidden_size": 64, "num_heads": 4}, "config.json 'hidden_size': 64 in .* but 32 in"),
-    ({"intermediate_size": 96}, "tensor 'model.layers.0.mlp.down_proj.weight': shape \\[32, 96\\] in .* but \\[32, 64\\]"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"hidden_size": 64, "num_heads": 4}, "config.json 'hidden_size': 64 in .* but 32 in"),
+        (
+            {"intermediate_size": 96},
+            "tensor 'model.layers.0.mlp.down_proj.weight': shape \\[32, 96\\] in .* but \\[32, 64\\]",
+        ),
+    ],
+)
 def test_incompatible_architectures_are_refused_naming_the_first_mismatch(pair, tmp_path, change, message):
     other = _checkpoint(tmp_path / "other", seed=1, **change)
     with pytest.raises(IncompatibleCheckpoints, match=message):
@@ -130,7 +143,10 @@ def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
     # An extrapolated model is asked for lengths the way the recipe it extrapolates is.
     from reprolm.config.lookups import length_prompt
 
-    assert length_prompt(default, "ruler+expo0.5") == "mlt" and length_prompt(default, "pretrained+expo0.3") == "instruction"
+    assert (
+        length_prompt(default, "ruler+expo0.5") == "mlt"
+        and length_prompt(default, "pretrained+expo0.3") == "instruction"
+    )
     default["ruler"]["recipes"] = ["ruler", "ruler+expo0.5"]
     with pytest.raises(ConfigError, match="expo.references has no entry for recipe 'ruler'"):
         check_config(default, schema_file)

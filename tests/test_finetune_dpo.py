@@ -19,8 +19,15 @@ from reprolm.train.finetune import FINISHED, FINISHED_MARK, FinetuneSpec, run
 # Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
 pytestmark = pytest.mark.beside_slurm
 
-RECIPE = {"objective": "dpo", "beta": 0.1, "max_length": 128, "learning_rate": 5e-3, "num_train_epochs": 2,
-          "per_device_train_batch_size": 8, "logging_steps": 1}
+RECIPE = {
+    "objective": "dpo",
+    "beta": 0.1,
+    "max_length": 128,
+    "learning_rate": 5e-3,
+    "num_train_epochs": 2,
+    "per_device_train_batch_size": 8,
+    "logging_steps": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +49,7 @@ def mean_margin(model_dir, pairs: list[dict]) -> float:
             answer_ids = tokenizer(answer[0]["content"], add_special_tokens=False).input_ids
             ids = torch.tensor([prompt_ids + answer_ids])
             with torch.no_grad():
-                logprobs = model(ids).logits.log_softmax(-1)[0, len(prompt_ids) - 1:-1]
+                logprobs = model(ids).logits.log_softmax(-1)[0, len(prompt_ids) - 1 : -1]
             scores.append(logprobs.gather(1, torch.tensor(answer_ids)[:, None]).sum().item())
         margins.append(scores[0] - scores[1])
     return sum(margins) / len(margins)
@@ -64,15 +71,23 @@ def test_preference_pairs_are_conversational_and_split(pairs):
 
 
 # KTO sees each answer alone against a batch-level KL baseline: a slower signal than DPO's.
-@pytest.mark.parametrize("objective, settings, widening", [
-    ("dpo", {}, 5.0),
-    ("kto", {"learning_rate": 1e-3, "num_train_epochs": 4}, 1.5),
-])
+@pytest.mark.parametrize(
+    "objective, settings, widening",
+    [
+        ("dpo", {}, 5.0),
+        ("kto", {"learning_rate": 1e-3, "num_train_epochs": 4}, 1.5),
+    ],
+)
 def test_preference_training_widens_the_margin_on_held_out_pairs(pairs, base_margin, objective, settings, widening):
     root, built = pairs
-    spec = FinetuneSpec(base_model=str(root / "base"), output_dir=str(root / objective),
-                        checkpoint_root=str(root / "checkpoints"), train_file=str(root / "train.parquet"),
-                        recipe={**RECIPE, "objective": objective, **settings}, seed=0)
+    spec = FinetuneSpec(
+        base_model=str(root / "base"),
+        output_dir=str(root / objective),
+        checkpoint_root=str(root / "checkpoints"),
+        train_file=str(root / "train.parquet"),
+        recipe={**RECIPE, "objective": objective, **settings},
+        seed=0,
+    )
     run(spec)
     before, after = base_margin, mean_margin(root / objective, built["test"])
     assert after > before + widening, (before, after)
@@ -83,9 +98,13 @@ def test_dpo_on_rows_without_pairs_names_the_file_row_and_field(pairs, tmp_path)
     root, built = pairs
     bad = [dict(built["train"][0]), {**built["train"][1], "rejected": []}]
     pq.write_table(pa.Table.from_pylist(bad), tmp_path / "bad.parquet")
-    spec = FinetuneSpec(base_model=str(root / "base"), output_dir=str(tmp_path / "out"),
-                        checkpoint_root=str(tmp_path / "checkpoints"), train_file=str(tmp_path / "bad.parquet"),
-                        recipe=RECIPE)
+    spec = FinetuneSpec(
+        base_model=str(root / "base"),
+        output_dir=str(tmp_path / "out"),
+        checkpoint_root=str(tmp_path / "checkpoints"),
+        train_file=str(tmp_path / "bad.parquet"),
+        recipe=RECIPE,
+    )
     with pytest.raises(KeyError, match="bad.parquet: row 1: missing or empty field 'rejected'"):
         run(spec)
     assert not (tmp_path / "out").exists()

@@ -21,10 +21,17 @@ pytestmark = pytest.mark.beside_slurm
 REPO = Path(__file__).resolve().parents[1]
 ZERO3 = str(REPO / "config" / "deepspeed" / "zero3.json")
 RECIPE = {
-    "format": "instruction_response", "completion_prefix": "mlt", "max_length": 128,
-    "learning_rate": 1e-3, "num_train_epochs": 1, "per_device_train_batch_size": 4,
-    "lr_scheduler_type": "cosine", "warmup_ratio": 0.05, "max_steps": 6,
+    "format": "instruction_response",
+    "completion_prefix": "mlt",
+    "max_length": 128,
+    "learning_rate": 1e-3,
+    "num_train_epochs": 1,
+    "per_device_train_batch_size": 4,
+    "lr_scheduler_type": "cosine",
+    "warmup_ratio": 0.05,
+    "max_steps": 6,
 }
+
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):

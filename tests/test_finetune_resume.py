@@ -37,10 +37,17 @@ EPOCHS, BATCH, ACCUMULATION, SAVE_STEPS = 6, 2, 2, 4
 STEPS_PER_EPOCH = TRAIN_ROWS // (BATCH * ACCUMULATION)
 TOTAL_STEPS = EPOCHS * STEPS_PER_EPOCH
 RECIPE = {
-    "format": "instruction_response", "completion_prefix": "mlt", "max_length": 128,
-    "learning_rate": 1e-3, "num_train_epochs": EPOCHS, "per_device_train_batch_size": BATCH,
-    "gradient_accumulation_steps": ACCUMULATION, "lr_scheduler_type": "cosine", "warmup_ratio": 0.05,
-    "save_steps": SAVE_STEPS, "logging_steps": 1,
+    "format": "instruction_response",
+    "completion_prefix": "mlt",
+    "max_length": 128,
+    "learning_rate": 1e-3,
+    "num_train_epochs": EPOCHS,
+    "per_device_train_batch_size": BATCH,
+    "gradient_accumulation_steps": ACCUMULATION,
+    "lr_scheduler_type": "cosine",
+    "warmup_ratio": 0.05,
+    "save_steps": SAVE_STEPS,
+    "logging_steps": 1,
 }
 RUN_TIMEOUT_S = 120
 # The Trainer logs one dict per optimizer step (logging_steps 1); its `epoch` tells them apart.
@@ -49,20 +56,27 @@ STEP_LOG = re.compile(r"^\{'loss': .*'epoch': '[^']+'\}$", re.MULTILINE)
 
 def spec(root: Path, name: str) -> FinetuneSpec:
     return FinetuneSpec(
-        base_model=str(root / "base"), output_dir=str(root / "models" / name),
-        checkpoint_root=str(root / "checkpoints" / name), train_file=str(root / "train.parquet"),
-        recipe=dict(RECIPE), seed=7, add_tokens=list(MLT_TOKENS),
+        base_model=str(root / "base"),
+        output_dir=str(root / "models" / name),
+        checkpoint_root=str(root / "checkpoints" / name),
+        train_file=str(root / "train.parquet"),
+        recipe=dict(RECIPE),
+        seed=7,
+        add_tokens=list(MLT_TOKENS),
     )
 
 
 def start(root: Path, run: FinetuneSpec, log_name: str) -> subprocess.Popen:
     spec_path = root / f"{log_name}.json"
     run.save(spec_path)
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false")
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     with open(root / f"{log_name}.log", "w") as log:
-        return subprocess.Popen([sys.executable, "-m", "reprolm.train.finetune", str(spec_path)],
-                                stdout=log, stderr=subprocess.STDOUT, env=env)
+        return subprocess.Popen(
+            [sys.executable, "-m", "reprolm.train.finetune", str(spec_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
 
 
 def finish(process: subprocess.Popen) -> int:
@@ -158,7 +172,9 @@ def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(tmp_pat
     assert content_hash(output) == before
     assert "kept the model an earlier attempt finished" in caplog.text
     # A finetune of the same base and recipe under other settings clears the links.
-    other = dataclasses.replace(killed, recipe={**killed.recipe, "learning_rate": 5e-4}, output_dir=str(tmp_path / "other"))
+    other = dataclasses.replace(
+        killed, recipe={**killed.recipe, "learning_rate": 5e-4}, output_dir=str(tmp_path / "other")
+    )
     assert other.key() != killed.key()
     assert not finetune.restore_finished(other)
     assert not killed.checkpoint_dir.exists()
@@ -171,8 +187,13 @@ def test_checkpoint_folder_changes_when_the_starting_model_is_rebuilt(tmp_path):
     start.mkdir(parents=True)
 
     def spec() -> FinetuneSpec:
-        return FinetuneSpec(base_model=str(start), output_dir="out", checkpoint_root="ckpt",
-                            train_file="train.parquet", recipe={"objective": "dpo"})
+        return FinetuneSpec(
+            base_model=str(start),
+            output_dir="out",
+            checkpoint_root="ckpt",
+            train_file="train.parquet",
+            recipe={"objective": "dpo"},
+        )
 
     unrecorded = spec().key()
     for digest in ("a" * 64, "b" * 64):
@@ -213,14 +234,18 @@ def test_finetune_stopped_by_sigterm_saves_its_step_and_resumes_to_the_same_weig
     whole, stopped = spec(tmp_path, "whole"), spec(tmp_path, "stopped")
     reference = start(tmp_path, whole, "whole")
     stopped.save(tmp_path / "stopped.json")
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false")
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     log_path = tmp_path / "stopped.log"
 
     def launch_stopped() -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-c", LAUNCH_AND_REPORT_STOP, str(tmp_path / "stopped.json"),
-                                 str(log_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-c", LAUNCH_AND_REPORT_STOP, str(tmp_path / "stopped.json"), str(log_path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
 
     first = launch_stopped()
     deadline = time.monotonic() + RUN_TIMEOUT_S

@@ -32,10 +32,17 @@ def _edit(library: Path, relative: str, old: str, new: str) -> None:
 
 
 def _fingerprint(library: Path, *entries: tuple[str, str]) -> str:
-    code = ("import sys; from reprolm.provenance.fingerprint import job_code; "
-            f"print(job_code(sys.argv[1], *{list(entries)!r}))")
-    result = subprocess.run([sys.executable, "-c", code, str(library / "job.py")], capture_output=True, text=True,
-                            env={"PYTHONPATH": str(library / "src")}, check=True)
+    code = (
+        "import sys; from reprolm.provenance.fingerprint import job_code; "
+        f"print(job_code(sys.argv[1], *{list(entries)!r}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(library / "job.py")],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(library / "src")},
+        check=True,
+    )
     return result.stdout.strip()
 
 
@@ -43,20 +50,30 @@ def test_a_jobs_fingerprint_follows_what_its_script_reaches_and_nothing_else(lib
     original = _fingerprint(library)
     assert len(original) == 64
     # A docstring or a comment is not code.
-    _edit(library, "score/length.py", '"""Rows ``Level:0`` .. and ``All``', '"""Per-level rows ``Level:0`` .. and ``All``')
+    _edit(
+        library, "score/length.py", '"""Rows ``Level:0`` .. and ``All``', '"""Per-level rows ``Level:0`` .. and ``All``'
+    )
     _edit(library, "score/length.py", "def _percent(", "# a comment\ndef _percent(")
     assert _fingerprint(library) == original
     # A function the script does not reach (the t-test) changes nothing.
-    _edit(library, "score/length.py", "equal_var=(compat == \"original\")", "equal_var=compat == \"original\"")
+    _edit(library, "score/length.py", 'equal_var=(compat == "original")', 'equal_var=compat == "original"')
     assert _fingerprint(library) == original
     # A helper that level_scores calls, in the same module, does.
-    _edit(library, "score/length.py", '    rows.append(_score_row("All", counts.values()))',
-          '    rows.append(_score_row("All", list(counts.values())))')
+    _edit(
+        library,
+        "score/length.py",
+        '    rows.append(_score_row("All", counts.values()))',
+        '    rows.append(_score_row("All", list(counts.values())))',
+    )
     changed = _fingerprint(library)
     assert changed != original
     # So does a definition in another module that the chain reaches (the length targets).
-    _edit(library, "length.py", "        return self.name.replace(\">\", \"more than \")",
-          "        return self.name.replace(\">\", \"over \")")
+    _edit(
+        library,
+        "length.py",
+        '        return self.name.replace(">", "more than ")',
+        '        return self.name.replace(">", "over ")',
+    )
     assert _fingerprint(library) not in (original, changed)
 
 
@@ -66,8 +83,12 @@ def test_a_registry_is_followed_by_the_entry_the_job_names_not_as_a_whole(librar
     accuracy = ("reprolm.score.metrics", "answer_accuracy")
     before = {entry: _fingerprint(library, entry) for entry in (voting, accuracy)}
     assert before[voting] != before[accuracy]
-    _edit(library, "score/metrics.py", '"samples_per_prompt": samples, "unparsed"',
-          '"samples_per_prompt": int(samples), "unparsed"')
+    _edit(
+        library,
+        "score/metrics.py",
+        '"samples_per_prompt": samples, "unparsed"',
+        '"samples_per_prompt": int(samples), "unparsed"',
+    )
     assert _fingerprint(library, voting) != before[voting]
     assert _fingerprint(library, accuracy) == before[accuracy]
 
@@ -78,12 +99,20 @@ def test_a_job_reading_sources_depends_on_their_schemas_only(library):
     (library / "job.py").write_text("from reprolm.data.builders import build_split\n")
     gsm8k, arc = ("reprolm.data.upstream", "GSM8K"), ("reprolm.data.upstream", "ARC")
     before_gsm8k, before_arc = _fingerprint(library, gsm8k), _fingerprint(library, arc)
-    _edit(library, "data/upstream.py", 'sft_chat=lambda r, template: exchange(template.replace("{instruction}", r["question"]),',
-          'sft_chat=lambda r, template: exchange(template.replace("{instruction}", r["question"].strip()),')
+    _edit(
+        library,
+        "data/upstream.py",
+        'sft_chat=lambda r, template: exchange(template.replace("{instruction}", r["question"]),',
+        'sft_chat=lambda r, template: exchange(template.replace("{instruction}", r["question"].strip()),',
+    )
     assert _fingerprint(library, gsm8k) != before_gsm8k
     assert _fingerprint(library, arc) == before_arc
     # A schema's fixture and check are followed into their own modules.
     before = _fingerprint(library, arc)
-    _edit(library, "data/task_docs.py", "def check_arc(record: dict) -> Problem:\n",
-          "def check_arc(record: dict) -> Problem:\n    record = dict(record)\n")
+    _edit(
+        library,
+        "data/task_docs.py",
+        "def check_arc(record: dict) -> Problem:\n",
+        "def check_arc(record: dict) -> Problem:\n    record = dict(record)\n",
+    )
     assert _fingerprint(library, arc) != before

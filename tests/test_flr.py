@@ -22,26 +22,37 @@ from workflow_helpers import REPO
 
 FOLLOWUPS = REPO / "config" / "flr_followups.yaml"
 CONVERSATIONS = [
-    [{"role": "user", "content": "Describe the blue door."},
-     {"role": "assistant", "content": "The miller repairs the blue door before the rain."}],
-    [{"role": "user", "content": "Why does the farmer sell the old piano?"},
-     {"role": "assistant", "content": "piano the sells farmer old the because."},
-     {"role": "user", "content": "Say it again."},
-     {"role": "assistant", "content": "The farmer sells the old piano for a friend."}],
+    [
+        {"role": "user", "content": "Describe the blue door."},
+        {"role": "assistant", "content": "The miller repairs the blue door before the rain."},
+    ],
+    [
+        {"role": "user", "content": "Why does the farmer sell the old piano?"},
+        {"role": "assistant", "content": "piano the sells farmer old the because."},
+        {"role": "user", "content": "Say it again."},
+        {"role": "assistant", "content": "The farmer sells the old piano for a friend."},
+    ],
 ]
 
 
 def test_followups_are_the_original_lists_with_their_quirks():
     followups = load_followups(FOLLOWUPS)
-    assert list(followups) == ["understanding", "relevance", "correctness", "engagingness", "informativeness",
-                               "following"]
+    assert list(followups) == [
+        "understanding",
+        "relevance",
+        "correctness",
+        "engagingness",
+        "informativeness",
+        "following",
+    ]
     assert all(len(sides["positive"]) == len(sides["negative"]) == 10 for sides in followups.values())
     assert followups["understanding"]["positive"][0] == "You\u2019re very clear and easy to understand."
     # Repeated entries are kept: they weigh twice in the mean, as in the original.
     assert followups["understanding"]["positive"].count("That makes perfect sense!") == 2
     assert followups["correctness"]["positive"].count("You gave me the correct details.") == 2
-    assert followups["informativeness"]["negative"].count(
-        "This doesn't give me the information I was looking for.") == 2
+    assert (
+        followups["informativeness"]["negative"].count("This doesn't give me the information I was looking for.") == 2
+    )
 
 
 def test_unknown_category_names_the_file_and_the_known_ones(tmp_path):
@@ -65,8 +76,9 @@ def test_batched_scores_equal_scoring_each_follow_up_alone(scoring_lm):
     batched = FollowUpScorer(scoring_lm, followups, batch_size=7)  # chunks that do not divide 20
     # The baseline itself: the mean log-probability of the follow-up's tokens after the chat.
     target = batched.tokenizer("You got it right.", add_special_tokens=False).input_ids
-    prefix = batched.tokenizer.apply_chat_template(CONVERSATIONS[0] + [{"role": "user", "content": "\0"}],
-                                                   tokenize=False).split("\0")[0]
+    prefix = batched.tokenizer.apply_chat_template(
+        CONVERSATIONS[0] + [{"role": "user", "content": "\0"}], tokenize=False
+    ).split("\0")[0]
     ids = batched.tokenizer(prefix, add_special_tokens=False).input_ids
     with torch.no_grad():
         logprobs = batched.model(torch.tensor([ids + target])).logits[0].log_softmax(-1)
@@ -91,7 +103,8 @@ def test_original_compat_reads_raw_logits_at_one_position(scoring_lm):
     scores = scorer.followup_scores(CONVERSATIONS[:1])[0]["following"]
     for utterance, value in zip(followups["following"]["positive"], scores["positive"]):
         ids = scorer.tokenizer.apply_chat_template(
-            CONVERSATIONS[0] + [{"role": "user", "content": utterance}], tokenize=True, return_dict=True)["input_ids"]
+            CONVERSATIONS[0] + [{"role": "user", "content": utterance}], tokenize=True, return_dict=True
+        )["input_ids"]
         target = scorer.tokenizer(utterance).input_ids
         with torch.no_grad():
             logits = scorer.model(torch.tensor([ids])).logits[0]
@@ -102,14 +115,16 @@ def test_original_compat_reads_raw_logits_at_one_position(scoring_lm):
 def test_feedback_format_swaps_roles_after_the_request(scoring_lm):
     scorer = FollowUpScorer(scoring_lm, load_followups(FOLLOWUPS, ["following"]), format="feedback")
     messages = scorer._messages(CONVERSATIONS[0], "You got it right.")
-    assert messages == [{"role": "user", "content": FEEDBACK_OPENING},
-                        {"role": "assistant", "content": "Describe the blue door."},
-                        {"role": "user", "content": "The miller repairs the blue door before the rain."},
-                        {"role": "assistant", "content": "You got it right."}]
+    assert messages == [
+        {"role": "user", "content": FEEDBACK_OPENING},
+        {"role": "assistant", "content": "Describe the blue door."},
+        {"role": "user", "content": "The miller repairs the blue door before the rain."},
+        {"role": "assistant", "content": "You got it right."},
+    ]
     alone = scorer.score_alone(CONVERSATIONS[0], "You got it right.")
-    assert scorer._paper_scores(CONVERSATIONS[0], [scorer.tokenizer("You got it right.",
-                                                                    add_special_tokens=False).input_ids])[0] == \
-        pytest.approx(alone, abs=1e-5)
+    assert scorer._paper_scores(
+        CONVERSATIONS[0], [scorer.tokenizer("You got it right.", add_special_tokens=False).input_ids]
+    )[0] == pytest.approx(alone, abs=1e-5)
 
 
 def test_long_conversations_lose_their_beginning_not_the_follow_up(scoring_lm):
@@ -117,8 +132,11 @@ def test_long_conversations_lose_their_beginning_not_the_follow_up(scoring_lm):
     scorer = FollowUpScorer(scoring_lm, followups, max_length=64)
     long = [{"role": "user", "content": "Describe the blue door. " * 20}, CONVERSATIONS[0][1]]
     assert all(math.isfinite(s) for s in scorer.score([long]))
-    longest = max(len(scorer.tokenizer(u, add_special_tokens=False).input_ids)
-                  for sides in followups.values() for u in sides["positive"] + sides["negative"])
+    longest = max(
+        len(scorer.tokenizer(u, add_special_tokens=False).input_ids)
+        for sides in followups.values()
+        for u in sides["positive"] + sides["negative"]
+    )
     with pytest.raises(ValueError, match=f"the longest follow-up has {longest} tokens"):
         FollowUpScorer(scoring_lm, followups, max_length=longest).score([long])
 
@@ -129,9 +147,18 @@ def test_correlations_and_model_ranking(scoring_lm, tmp_path):
     with pytest.raises(ValueError, match="at least 3 items"):
         correlations([1, 2], [1, 2])
     scorer = FollowUpScorer(scoring_lm, load_followups(FOLLOWUPS, ["relevance"]))
-    rows = [{"id": 10 + k, "model": model, "conversation": conversation}
-            for k, (model, conversation) in enumerate([("a", CONVERSATIONS[0]), ("a", CONVERSATIONS[1]), ("b", CONVERSATIONS[1]),
-                                        ("c", CONVERSATIONS[0]), ("unrated", CONVERSATIONS[0])])]
+    rows = [
+        {"id": 10 + k, "model": model, "conversation": conversation}
+        for k, (model, conversation) in enumerate(
+            [
+                ("a", CONVERSATIONS[0]),
+                ("a", CONVERSATIONS[1]),
+                ("b", CONVERSATIONS[1]),
+                ("c", CONVERSATIONS[0]),
+                ("unrated", CONVERSATIONS[0]),
+            ]
+        )
+    ]
     scores = scorer.score([r["conversation"] for r in rows])
     elo = {"a": 1200.0, "b": 1100.0, "c": 1000.0}
     ranking = model_ranking(scorer, rows, elo)
@@ -142,8 +169,9 @@ def test_correlations_and_model_ranking(scoring_lm, tmp_path):
     # Per answer, what the table's intervals of the means resample.
     assert (ranking["ids"], ranking["answer_models"]) == ([10, 11, 12, 13, 14], ["a", "a", "b", "c", "unrated"])
     assert ranking["scores"] == pytest.approx(scores)
-    rated = rating_agreement(scorer, [{"id": r["id"], "conversation": r["conversation"], "score": float(k)}
-                                      for k, r in enumerate(rows)])
+    rated = rating_agreement(
+        scorer, [{"id": r["id"], "conversation": r["conversation"], "score": float(k)} for k, r in enumerate(rows)]
+    )
     assert rated["pearson"] == pytest.approx(stats.pearsonr(scores, range(5)).statistic)
     assert (rated["ids"], rated["ratings"]) == ([10, 11, 12, 13, 14], [0.0, 1.0, 2.0, 3.0, 4.0])
     (tmp_path / "elo.yaml").write_text("elo: {a: 1.0, b: x}\n")
@@ -159,15 +187,19 @@ def _online_inputs(tmp_path, rows, grades, ids=None):
 
 
 def test_online_pairs_are_best_against_worst_of_each_prompts_samples(tmp_path):
-    rows = [{"id": i, "instruction": f"q{i}", "text": t} for i, t in
-            [(0, "a"), (0, "b"), (0, "c"), (1, "d"), (1, "e"), (2, "f"), (2, "g")]]
+    rows = [
+        {"id": i, "instruction": f"q{i}", "text": t}
+        for i, t in [(0, "a"), (0, "b"), (0, "c"), (1, "d"), (1, "e"), (2, "f"), (2, "g")]
+    ]
     grades = [[0.5], [2.0], [-1.0], [1.0], [1.0], [0.2], [0.25]]
     sources = _online_inputs(tmp_path, rows, grades)
     build = BUILDERS["online_preferences"]
     pairs = build(BuildContext(sources, {}, {}))["train"]
     # Prompt 1's samples tie: no pair.
-    assert [(p["prompt"][0]["content"], p["chosen"][0]["content"], p["rejected"][0]["content"]) for p in pairs] == \
-        [("q0", "b", "c"), ("q2", "g", "f")]
+    assert [(p["prompt"][0]["content"], p["chosen"][0]["content"], p["rejected"][0]["content"]) for p in pairs] == [
+        ("q0", "b", "c"),
+        ("q2", "g", "f"),
+    ]
     rest = build(BuildContext(sources, {}, {"pairing": "best_vs_rest", "min_margin": 0.1}))["train"]
     assert [(p["chosen"][0]["content"], p["rejected"][0]["content"]) for p in rest] == [("b", "a"), ("b", "c")]
     with pytest.raises(ValueError, match="grades are not of the samples"):
@@ -178,8 +210,8 @@ def test_online_pairs_are_best_against_worst_of_each_prompts_samples(tmp_path):
 
 def test_flr_rating_files_become_rated_conversations(tmp_path):
     from reprolm.data.schemas import DataError
-    from reprolm.data.upstream import validate_records
     from reprolm.data.sources import write_source
+    from reprolm.data.upstream import validate_records
 
     write_source({"schema": "rated_utterances", "fixture": {"n": 6, "seed": 1}}, tmp_path / "raw")
     rows = BUILDERS["rated_responses"](BuildContext({"flask": tmp_path / "raw"}, {"flask": "rated_utterances"}, {}))
@@ -197,7 +229,10 @@ def test_misspelt_score_field_names_the_parameter_and_the_fields(tmp_path):
 
     write_source({"schema": "helpsteer", "fixture": {"n": 3, "seed": 1}}, tmp_path / "raw")
     context = BuildContext({"helpsteer": tmp_path / "raw"}, {"helpsteer": "helpsteer"}, {"score_field": "helpful"})
-    with pytest.raises(ValueError, match="rated_responses, source 'helpsteer': params.score_field 'helpful' is not a field of the source; fields: "):
+    with pytest.raises(
+        ValueError,
+        match="rated_responses, source 'helpsteer': params.score_field 'helpful' is not a field of the source; fields: ",
+    ):
         BUILDERS["rated_responses"](context)
     rows = BUILDERS["rated_responses"](BuildContext({"h": tmp_path / "raw"}, {"h": "helpsteer"}, {}))["test"]
     raw = pq.read_table(tmp_path / "raw" / "train.parquet").to_pylist()

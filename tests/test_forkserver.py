@@ -46,8 +46,15 @@ def wait_until_serving(address: str, process: subprocess.Popen) -> None:
         time.sleep(0.2)
 
 
-def run_script(tmp_path: Path, body: str, address: str | None, *args: str, env: dict | None = None,
-               cwd: Path | None = None, warm_up: str | None = None) -> subprocess.CompletedProcess:
+def run_script(
+    tmp_path: Path,
+    body: str,
+    address: str | None,
+    *args: str,
+    env: dict | None = None,
+    cwd: Path | None = None,
+    warm_up: str | None = None,
+) -> subprocess.CompletedProcess:
     script = tmp_path / "job.py"
     hand_off = HAND_OFF.replace("run_in_forkserver()", f"run_in_forkserver(warm_up={warm_up!r})")
     script.write_text(hand_off + textwrap.dedent(body))
@@ -55,8 +62,14 @@ def run_script(tmp_path: Path, body: str, address: str | None, *args: str, env: 
     if address is not None:
         environment[forkserver.ADDRESS_VARIABLE] = address
     environment.update(env or {})
-    return subprocess.run([sys.executable, str(script), *args], cwd=cwd or tmp_path, env=environment,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=cwd or tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 REPORT = """
@@ -68,13 +81,13 @@ REPORT = """
 """
 
 
-def test_a_script_runs_in_a_forked_child_with_the_callers_streams_directory_environment_and_arguments(
-        server, tmp_path):
+def test_a_script_runs_in_a_forked_child_with_the_callers_streams_directory_environment_and_arguments(server, tmp_path):
     address, process = server
     workdir = tmp_path / "work"
     workdir.mkdir()
-    result = run_script(tmp_path, REPORT, address, "a", "b", env={"PROBE": "42", "PYTORCH_NVML_BASED_CUDA_CHECK": "0"},
-                        cwd=workdir)
+    result = run_script(
+        tmp_path, REPORT, address, "a", "b", env={"PROBE": "42", "PYTORCH_NVML_BASED_CUDA_CHECK": "0"}, cwd=workdir
+    )
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     # The child of the server, not the script process itself.
@@ -168,8 +181,12 @@ def test_the_job_imports_reprolm_from_the_callers_path(server, tmp_path):
     (library / "reprolm").mkdir(parents=True)
     (library / "reprolm" / "__init__.py").write_text("EDITED = True\n")
     (library / "reprolm" / "forkserver.py").write_text(Path(forkserver.__file__).read_text())
-    result = run_script(tmp_path, "import reprolm\nprint(getattr(reprolm, 'EDITED', False), reprolm.__file__)\n",
-                        address, env={"PYTHONPATH": str(library)})
+    result = run_script(
+        tmp_path,
+        "import reprolm\nprint(getattr(reprolm, 'EDITED', False), reprolm.__file__)\n",
+        address,
+        env={"PYTHONPATH": str(library)},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", str(library / "reprolm" / "__init__.py")]
 
@@ -186,8 +203,7 @@ def test_a_job_finds_the_servers_warmed_caches_until_reprolm_is_edited(tmp_path,
     """lm-eval's task index is built once by the server; a job gets it with the server's
     reprolm modules, which it drops as soon as a reprolm source file changed."""
     library = tmp_path / "library"
-    shutil.copytree(Path(forkserver.__file__).parent, library / "reprolm",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(forkserver.__file__).parent, library / "reprolm", ignore=shutil.ignore_patterns("__pycache__"))
     env = {"PYTHONPATH": str(library)}
     # The server imports reprolm from where the process that launches it does.
     monkeypatch.setenv("PYTHONPATH", str(library))
@@ -205,8 +221,13 @@ def test_a_job_finds_the_servers_warmed_caches_until_reprolm_is_edited(tmp_path,
         assert json.loads(warm.stdout) == {"warmed": 1, "package": package}
         edited = library / "reprolm" / "registry.py"
         edited.write_text(edited.read_text() + "\nEDITED = True\n")
-        cold = run_script(tmp_path, textwrap.dedent(WARMED) + "from reprolm import registry\nprint(registry.EDITED)\n",
-                          address, env=env, warm_up="lm_eval")
+        cold = run_script(
+            tmp_path,
+            textwrap.dedent(WARMED) + "from reprolm import registry\nprint(registry.EDITED)\n",
+            address,
+            env=env,
+            warm_up="lm_eval",
+        )
         assert cold.returncode == 0, cold.stderr
         assert json.loads(cold.stdout.splitlines()[0])["warmed"] == 0
         assert cold.stdout.splitlines()[1] == "True"
@@ -241,7 +262,10 @@ def test_a_job_started_before_the_server_is_ready_runs_in_place_and_later_ones_a
 
 def test_a_deep_working_directory_gets_its_socket_in_a_private_temporary_folder(server, tmp_path):
     short = Path(tempfile.mkdtemp(prefix="run-"))
-    assert Path(forkserver.socket_address(short / ".snakemake" / "forkserver")).parent == short / ".snakemake" / "forkserver"
+    assert (
+        Path(forkserver.socket_address(short / ".snakemake" / "forkserver")).parent
+        == short / ".snakemake" / "forkserver"
+    )
     shutil.rmtree(short)
     address, process = server
     assert len(address) <= forkserver.MAX_SOCKET_PATH
@@ -254,8 +278,9 @@ def test_a_signal_to_the_script_process_reaches_the_job(server, tmp_path):
     address, _ = server
     marker = tmp_path / "child.pid"
     script = tmp_path / "sleeper.py"
-    script.write_text(HAND_OFF + f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
-                      "time.sleep(120)\n")
+    script.write_text(
+        HAND_OFF + f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n"
+    )
     caller = subprocess.Popen([sys.executable, str(script)], env={**os.environ, forkserver.ADDRESS_VARIABLE: address})
     deadline = time.monotonic() + 60
     while not marker.exists() or not marker.read_text():
@@ -273,10 +298,11 @@ def test_a_signal_to_the_script_process_reaches_the_job(server, tmp_path):
 
 def test_the_server_ends_with_the_process_that_started_it(tmp_path):
     starter = tmp_path / "starter.py"
-    starter.write_text(f"from reprolm import forkserver\nserver = forkserver.start({str(tmp_path)!r}, "
-                       f"{str(tmp_path / 'log')!r})\nprint(server.pid)\n")
-    server_pid = int(subprocess.run([sys.executable, str(starter)], capture_output=True, text=True,
-                                    check=True).stdout)
+    starter.write_text(
+        f"from reprolm import forkserver\nserver = forkserver.start({str(tmp_path)!r}, "
+        f"{str(tmp_path / 'log')!r})\nprint(server.pid)\n"
+    )
+    server_pid = int(subprocess.run([sys.executable, str(starter)], capture_output=True, text=True, check=True).stdout)
     deadline = time.monotonic() + 60
     while Path(f"/proc/{server_pid}").exists():
         assert time.monotonic() < deadline, "the server outlived the process that started it"
@@ -289,8 +315,11 @@ def test_jobs_from_the_fork_server_make_the_same_bytes_as_jobs_run_in_place(defa
     """The default run's jobs came from the fork server (its log lists them); a finetune, a
     generation and a grading run again in their own processes make the same bytes."""
     assert (default_run / "logs" / "forkserver.log").read_text().count("forked job process") > 100
-    outputs = ["results/models/tiny_llama/gem_linear", "results/generations/tiny_llama/dpo/alpaca_eval.parquet",
-               "results/scores/grade_tiny_rm/tiny_llama/dpo/alpaca_eval.json"]
+    outputs = [
+        "results/models/tiny_llama/gem_linear",
+        "results/generations/tiny_llama/dpo/alpaca_eval.parquet",
+        "results/scores/grade_tiny_rm/tiny_llama/dpo/alpaca_eval.json",
+    ]
     work = copy_run(default_run, tmp_path / "run", writable=outputs)
     snakemake(work, "--force", *outputs, env={forkserver.ADDRESS_VARIABLE: forkserver.OFF})
     # Switched off, no server started and no job was forked.

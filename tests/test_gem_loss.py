@@ -101,17 +101,20 @@ def test_every_assistant_span_is_trained_and_nothing_else(tiny):
     from reprolm.models.loading import load_tokenizer
 
     tokenizer = load_tokenizer(str(tiny / "base"))
-    messages = [{"role": "user", "content": "Describe the blue door."},
-                {"role": "assistant", "content": "The miller repairs the blue door."},
-                {"role": "user", "content": "And the bridge?"},
-                {"role": "assistant", "content": "The fox cleans the wooden bridge."}]
+    messages = [
+        {"role": "user", "content": "Describe the blue door."},
+        {"role": "assistant", "content": "The miller repairs the blue door."},
+        {"role": "user", "content": "And the bridge?"},
+        {"role": "assistant", "content": "The fox cleans the wooden bridge."},
+    ]
     example = assistant_spans_example(tokenizer, messages, max_length=512)
     trained = [token for token, label in zip(example["input_ids"], example["labels"]) if label != IGNORE_INDEX]
     text = tokenizer.decode(trained)
     assert "The miller repairs the blue door." in text and "The fox cleans the wooden bridge." in text
     assert "Describe" not in text and "bridge?" not in text and "<|assistant|>" not in text
-    assert example["labels"] == [label if label == IGNORE_INDEX else token
-                                 for token, label in zip(example["input_ids"], example["labels"])]
+    assert example["labels"] == [
+        label if label == IGNORE_INDEX else token for token, label in zip(example["input_ids"], example["labels"])
+    ]
 
 
 def test_gem_recipe_trains_through_the_finetune_stage(tiny):
@@ -119,16 +122,36 @@ def test_gem_recipe_trains_through_the_finetune_stage(tiny):
 
     from reprolm.train.finetune import FinetuneSpec, run
 
-    rows = [{"messages": [{"role": "user", "content": f"Question {i}?"},
-                          {"role": "assistant", "content": "The miller repairs the blue door."}]} for i in range(16)]
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": f"Question {i}?"},
+                {"role": "assistant", "content": "The miller repairs the blue door."},
+            ]
+        }
+        for i in range(16)
+    ]
     pq.write_table(pa.Table.from_pylist(rows), tiny / "chat.parquet")
-    recipe = {"format": "chat_messages", "max_length": 64, "learning_rate": 5e-3, "num_train_epochs": 1,
-              "per_device_train_batch_size": 8, "logging_steps": 1}
+    recipe = {
+        "format": "chat_messages",
+        "max_length": 64,
+        "learning_rate": 5e-3,
+        "num_train_epochs": 1,
+        "per_device_train_batch_size": 8,
+        "logging_steps": 1,
+    }
     outputs = {}
     for name, loss in (("ce", None), ("gem", {"kind": "gem", "beta": 0.7, "h": "linear"})):
-        run(FinetuneSpec(base_model=str(tiny / "base"), output_dir=str(tiny / name), checkpoint_root=str(tiny / "ck"),
-                         train_file=str(tiny / "chat.parquet"), recipe={**recipe, **({"loss": loss} if loss else {})},
-                         seed=0))
+        run(
+            FinetuneSpec(
+                base_model=str(tiny / "base"),
+                output_dir=str(tiny / name),
+                checkpoint_root=str(tiny / "ck"),
+                train_file=str(tiny / "chat.parquet"),
+                recipe={**recipe, **({"loss": loss} if loss else {})},
+                seed=0,
+            )
+        )
         outputs[name] = load_file(tiny / name / "model.safetensors")
     base = load_file(tiny / "base" / "model.safetensors")
     name = "model.embed_tokens.weight"

@@ -37,6 +37,7 @@ def punkt_parameters(tmp_path, monkeypatch):
     yield
     nltk.tokenize._get_punkt_tokenizer.cache_clear()
 
+
 def test_distinct_n_by_hand_and_with_the_prompt_included(punkt_parameters):
     # unigrams: the, cat, sat, the, cat, ran, a, dog, ran -> 6 unique of 9
     assert distinct_n(SAMPLES, 1) == pytest.approx(100 * 6 / 9)
@@ -83,8 +84,9 @@ def test_self_bleu_uses_every_other_sample_unless_original():
 def test_embedding_diversity_with_the_packaged_encoder():
     encoder = offline_encoder()
     same = embedding_diversity(["A cat sat on the mat."] * 3, encoder)
-    varied = embedding_diversity(["A cat sat on the mat.", "Stock prices fell sharply.", "Bake the bread for an hour."],
-                                 encoder)
+    varied = embedding_diversity(
+        ["A cat sat on the mat.", "Stock prices fell sharply.", "Bake the bread for an hour."], encoder
+    )
     assert same == pytest.approx(0.0, abs=1e-3) and varied > 50
 
 
@@ -142,8 +144,12 @@ def test_majority_and_pass_at_k_by_hand():
 
 
 def test_best_and_mean_of_n_and_grouping_by_prompt():
-    rows = [{"id": 1, "sample": 1, "r": 0.0}, {"id": 0, "sample": 0, "r": 1.0}, {"id": 1, "sample": 0, "r": 3.0},
-            {"id": 0, "sample": 1, "r": 2.0}]
+    rows = [
+        {"id": 1, "sample": 1, "r": 0.0},
+        {"id": 0, "sample": 0, "r": 1.0},
+        {"id": 1, "sample": 0, "r": 3.0},
+        {"id": 0, "sample": 1, "r": 2.0},
+    ]
     rewards = list(samples_by_prompt(rows, lambda row: row["r"]).values())
     assert rewards == [[1.0, 2.0], [3.0, 0.0]]
     scores = best_and_mean_of_n(rewards, [1, 2])
@@ -152,9 +158,17 @@ def test_best_and_mean_of_n_and_grouping_by_prompt():
 
 
 def _generations(answers: dict[int, list[str]], reference: dict[int, str]) -> list[dict]:
-    return [{"id": prompt, "sample": index, "instruction": f"question {prompt}", "answer": reference[prompt],
-             "text": f"Some working. The answer is: {answer}"}
-            for prompt, texts in answers.items() for index, answer in enumerate(texts)]
+    return [
+        {
+            "id": prompt,
+            "sample": index,
+            "instruction": f"question {prompt}",
+            "answer": reference[prompt],
+            "text": f"Some working. The answer is: {answer}",
+        }
+        for prompt, texts in answers.items()
+        for index, answer in enumerate(texts)
+    ]
 
 
 def test_answer_metrics_score_generation_rows_against_their_gsm8k_answer():
@@ -194,8 +208,10 @@ def test_answer_metrics_with_compat_original():
 
 def test_diversity_metric_averages_each_prompts_scores_and_honours_compat(punkt_parameters):
     rows = [{"id": 0, "sample": i, "instruction": "write a poem", "text": text} for i, text in enumerate(SAMPLES)]
-    rows += [{"id": 1, "sample": i, "instruction": "write a story", "text": text}
-             for i, text in enumerate(["one two three", "one two three"])]
+    rows += [
+        {"id": 1, "sample": i, "instruction": "write a story", "text": text}
+        for i, text in enumerate(["one two three", "one two three"])
+    ]
     paper = compute("diversity", rows, {})
     assert paper["prompts"] == 2 and paper["samples_per_prompt"] == 2
     assert paper["distinct_1"] == pytest.approx((100 * 6 / 9 + 100 * 3 / 6) / 2)
@@ -211,13 +227,16 @@ def test_diversity_metric_averages_each_prompts_scores_and_honours_compat(punkt_
 
 # ---- GEM's data: SFT chats, GSM8K prompts, writing prompts ----
 
+
 def test_gsm8k_problems_become_sft_chats_and_prompts_with_their_final_answer(tmp_path):
     from reprolm.data.builders import BUILDERS, BuildContext
     from reprolm.data.sources import write_source
 
     write_source({"schema": "gsm8k", "fixture": {"n": 4, "seed": 1}}, tmp_path / "gsm8k")
-    write_source({"schema": "ultrafeedback_binarized", "fixture": {"n": 3, "seed": 2, "splits": ["train_sft", "test_sft"]}},
-                 tmp_path / "uf")
+    write_source(
+        {"schema": "ultrafeedback_binarized", "fixture": {"n": 3, "seed": 2, "splits": ["train_sft", "test_sft"]}},
+        tmp_path / "uf",
+    )
     raw = pq.read_table(tmp_path / "gsm8k" / "train.parquet").to_pylist()
     sources, schemas = {"uf": tmp_path / "uf", "g": tmp_path / "gsm8k"}, {"uf": "ultrafeedback_binarized", "g": "gsm8k"}
     chats = BUILDERS["chat_sft"](BuildContext(sources, schemas, {"question_template": "Q: {instruction}\n"}))
@@ -232,9 +251,13 @@ def test_gsm8k_problems_become_sft_chats_and_prompts_with_their_final_answer(tmp
     prompts = BUILDERS["instructions"](BuildContext({"g": tmp_path / "gsm8k"}, {"g": "gsm8k"}, {"split": "test"}))
     test_raw = pq.read_table(tmp_path / "gsm8k" / "test.parquet").to_pylist()
     assert [(p["instruction"], p["answer"]) for p in prompts["test"]] == [
-        (r["question"], r["answer"].rsplit("#### ", 1)[1]) for r in test_raw]
-    with pytest.raises(ValueError, match="chat_sft \\(source 'uf'\\) cannot read schema 'alpaca_eval' "
-                                         ".*it reads ultrafeedback_binarized, numina_cot, gsm8k"):
+        (r["question"], r["answer"].rsplit("#### ", 1)[1]) for r in test_raw
+    ]
+    with pytest.raises(
+        ValueError,
+        match="chat_sft \\(source 'uf'\\) cannot read schema 'alpaca_eval' "
+        ".*it reads ultrafeedback_binarized, numina_cot, gsm8k",
+    ):
         BUILDERS["chat_sft"](BuildContext({"uf": tmp_path / "uf"}, {"uf": "alpaca_eval"}, {}))
 
 
@@ -242,13 +265,16 @@ def test_prompt_template_wraps_the_instruction_and_needs_its_slot():
     from reprolm.generate.run import _templated
 
     rows = [{"id": 0, "instruction": "What is 2 + 2?"}]
-    assert _templated(rows, "Question: {instruction}\nThink.") == [{"id": 0, "instruction": "Question: What is 2 + 2?\nThink."}]
+    assert _templated(rows, "Question: {instruction}\nThink.") == [
+        {"id": 0, "instruction": "Question: What is 2 + 2?\nThink."}
+    ]
     assert _templated(rows, None) is rows
     with pytest.raises(ValueError, match="no {instruction} slot"):
         _templated(rows, "Question: {question}")
 
 
 # ---- the study's configuration ----
+
 
 def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings():
     from pathlib import Path
@@ -265,11 +291,14 @@ def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings(
     check_config(paper, schema_file)
     models = STUDIES["gem"].models(paper)
     assert models == [("llama3_8b_gem", r) for r in ("ce", "gem_linear", "gem_logsigmoid")] + [
-        ("qwen25_math_7b", r) for r in ("ce_numina", "gem_linear_numina", "gem_logsigmoid_numina")]
+        ("qwen25_math_7b", r) for r in ("ce_numina", "gem_linear_numina", "gem_logsigmoid_numina")
+    ]
     scores = STUDIES["gem"].score_paths(paper)
     # The math models get GSM8K greedy (and IFEval); sampling, diversity and best-of-n are the chat models'.
     assert "results/scores/answer_accuracy/qwen25_math_7b/ce_numina/gsm8k_greedy.json" in scores
-    assert not [s for s in scores if "qwen25_math_7b" in s and ("answer_voting" in s or "grade_" in s or "diversity" in s)]
+    assert not [
+        s for s in scores if "qwen25_math_7b" in s and ("answer_voting" in s or "grade_" in s or "diversity" in s)
+    ]
     assert sum("grade_fsfairx_rm/llama3_8b_gem/" in s for s in scores) == 3
     default = yaml.safe_load((repo / "config/config.yaml").read_text())
     default["gem"]["best_of_n"]["ns"] = [1, 16]
@@ -281,52 +310,103 @@ def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings(
         check_config(default, schema_file)
     del default["gem"]["labels"]["sft"]
     default["metrics"]["answer_voting"]["ks"] = [1, 16]
-    with pytest.raises(ConfigError, match=r"gem.evaluations\[1\]: metrics.answer_voting.ks asks for @16, "
-                                          "but promptset 'gsm8k_samples' samples n=8"):
+    with pytest.raises(
+        ConfigError,
+        match=r"gem.evaluations\[1\]: metrics.answer_voting.ks asks for @16, "
+        "but promptset 'gsm8k_samples' samples n=8",
+    ):
         check_config(default, schema_file)
     default["metrics"]["answer_voting"]["ks"] = [1, 8]
     default["promptsets"]["poems"]["sampling"]["n"] = 1
-    with pytest.raises(ConfigError, match=r"gem.evaluations\[2\]: diversity compares a prompt's samples, "
-                                          "but promptset 'poems' samples n=1"):
+    with pytest.raises(
+        ConfigError,
+        match=r"gem.evaluations\[2\]: diversity compares a prompt's samples, "
+        "but promptset 'poems' samples n=1",
+    ):
         check_config(default, schema_file)
 
 
 # ---- GEM's tables: every figure with its bootstrap over prompts ----
 
-GEM_STUDY = {"labels": {"ce": "CE", "gem": "GEM"}, "lm_eval_suite": "ifeval",
-             "evaluations": [{"promptset": "greedy", "metric": "answer_accuracy"},
-                             {"promptset": "samples", "metric": "answer_voting"},
-                             {"promptset": "poems", "metric": "diversity"}],
-             "best_of_n": {"promptset": "chat", "judge": "rm", "ns": [1, 2]}}
+GEM_STUDY = {
+    "labels": {"ce": "CE", "gem": "GEM"},
+    "lm_eval_suite": "ifeval",
+    "evaluations": [
+        {"promptset": "greedy", "metric": "answer_accuracy"},
+        {"promptset": "samples", "metric": "answer_voting"},
+        {"promptset": "poems", "metric": "diversity"},
+    ],
+    "best_of_n": {"promptset": "chat", "judge": "rm", "ns": [1, 2]},
+}
 GEM_MODELS = [("tiny", "ce"), ("tiny", "gem")]
 
 
 def _gem_scores():
     from reprolm.aggregate.tables import Score
 
-    answers = {"ce": {0: ["3", "3", "4", "4"], 1: ["7", "1", "7", "7"], 2: ["5", "6", "2", "2"], 3: ["9", "9", "9", "9"]},
-               "gem": {0: ["4", "3", "3", "3"], 1: ["1", "7", "1", "1"], 2: ["6", "6", "2", "2"], 3: ["8", "9", "9", "9"]}}
+    answers = {
+        "ce": {0: ["3", "3", "4", "4"], 1: ["7", "1", "7", "7"], 2: ["5", "6", "2", "2"], 3: ["9", "9", "9", "9"]},
+        "gem": {0: ["4", "3", "3", "3"], 1: ["1", "7", "1", "1"], 2: ["6", "6", "2", "2"], 3: ["8", "9", "9", "9"]},
+    }
     references = {0: "3", 1: "7", 2: "2", 3: "9"}
     scores = []
     for recipe, by_prompt in answers.items():
         rows = _generations(by_prompt, references)
         scores.append(Score("answer_accuracy", "tiny", recipe, "greedy", compute("answer_accuracy", rows, {})))
         scores.append(Score("answer_voting", "tiny", recipe, "samples", compute("answer_voting", rows, {})))
-    rewards = {"ce": {0: [1.0, 3.0], 1: [2.0, 0.5], 2: [-1.0, 0.0]}, "gem": {0: [2.0, 2.5], 1: [0.0, 4.0], 2: [1.0, 1.5]}}
+    rewards = {
+        "ce": {0: [1.0, 3.0], 1: [2.0, 0.5], 2: [-1.0, 0.0]},
+        "gem": {0: [2.0, 2.5], 1: [0.0, 4.0], 2: [1.0, 1.5]},
+    }
     for recipe, by_prompt in rewards.items():
         ids = [p for p, grades in by_prompt.items() for _ in grades]
-        scores.append(Score("grade_rm", "tiny", recipe, "chat", {
-            "ids": ids, "samples": [i for grades in by_prompt.values() for i in range(len(grades))],
-            "grades": [[grade] for grades in by_prompt.values() for grade in grades]}))
-    diversity = {"ce": {"distinct_1": [50.0, 70.0, 60.0], "distinct_2": [80.0, 90.0, 70.0],
-                        "distinct_3": [90.0, 95.0, 85.0], "self_bleu": [40.0, 60.0, 50.0], "embedding": [20.0, 30.0, 10.0]},
-                 "gem": {"distinct_1": [60.0, 80.0, 65.0], "distinct_2": [85.0, 95.0, 75.0],
-                         "distinct_3": [92.0, 97.0, 90.0], "self_bleu": [45.0, 65.0, 55.0], "embedding": [25.0, 35.0, 15.0]}}
+        scores.append(
+            Score(
+                "grade_rm",
+                "tiny",
+                recipe,
+                "chat",
+                {
+                    "ids": ids,
+                    "samples": [i for grades in by_prompt.values() for i in range(len(grades))],
+                    "grades": [[grade] for grades in by_prompt.values() for grade in grades],
+                },
+            )
+        )
+    diversity = {
+        "ce": {
+            "distinct_1": [50.0, 70.0, 60.0],
+            "distinct_2": [80.0, 90.0, 70.0],
+            "distinct_3": [90.0, 95.0, 85.0],
+            "self_bleu": [40.0, 60.0, 50.0],
+            "embedding": [20.0, 30.0, 10.0],
+        },
+        "gem": {
+            "distinct_1": [60.0, 80.0, 65.0],
+            "distinct_2": [85.0, 95.0, 75.0],
+            "distinct_3": [92.0, 97.0, 90.0],
+            "self_bleu": [45.0, 65.0, 55.0],
+            "embedding": [25.0, 35.0, 15.0],
+        },
+    }
     for recipe, per_prompt in diversity.items():
         means = {name: sum(values) / 3 for name, values in per_prompt.items()}
-        scores.append(Score("diversity", "tiny", recipe, "poems", {
-            **means, "distinct": (means["distinct_1"] + means["distinct_2"] + means["distinct_3"]) / 3,
-            "ids": [10, 11, 12], "per_prompt": per_prompt, "encoder": "packaged", "compat": "paper"}))
+        scores.append(
+            Score(
+                "diversity",
+                "tiny",
+                recipe,
+                "poems",
+                {
+                    **means,
+                    "distinct": (means["distinct_1"] + means["distinct_2"] + means["distinct_3"]) / 3,
+                    "ids": [10, 11, 12],
+                    "per_prompt": per_prompt,
+                    "encoder": "packaged",
+                    "compat": "paper",
+                },
+            )
+        )
     return scores
 
 
@@ -354,8 +434,12 @@ def test_gsm8k_figures_are_the_scores_with_a_paired_bootstrap_over_prompts():
     lead = u.difference(ce["Greedy Decoding"], gem["Greedy Decoding"])
     assert lead.paired and lead.value == 75.0 and lead.low > 0
     assert list(by_k["k"]) == [1, 2, 4, 1, 2, 4]
-    for (_, row), maj, passed in zip(by_k.iterrows(), voting["ce"]["maj"] + voting["gem"]["maj"],
-                                     voting["ce"]["pass"] + voting["gem"]["pass"], strict=True):
+    for (_, row), maj, passed in zip(
+        by_k.iterrows(),
+        voting["ce"]["maj"] + voting["gem"]["maj"],
+        voting["ce"]["pass"] + voting["gem"]["pass"],
+        strict=True,
+    ):
         assert row["maj@k"].value == maj and row["pass@k"].value == passed
         assert row["maj@k"].low <= maj <= row["maj@k"].high
 
@@ -390,15 +474,25 @@ def test_diversity_table_means_over_prompts_and_the_distinct_ratio_averages_dist
     data = next(s.data for s in scores if s.metric == "diversity" and s.recipe == "ce")
     assert ce["Self-BLEU Diversity Score"].value == data["self_bleu"] == 50.0
     assert ce["N-gram Distinct Ratio"].value == pytest.approx(data["distinct"])
-    assert np.allclose(ce["N-gram Distinct Ratio"].replicates,
-                       np.mean([ce[f"distinct-{n}"].replicates for n in (1, 2, 3)], axis=0))
+    assert np.allclose(
+        ce["N-gram Distinct Ratio"].replicates, np.mean([ce[f"distinct-{n}"].replicates for n in (1, 2, 3)], axis=0)
+    )
     write_table(frame, tmp_path, "diversity_poems")
     written = pd.read_csv(tmp_path / "diversity_poems.csv")
-    for column in ("N-gram Distinct Ratio", "Self-BLEU Diversity Score", "Sentence-Embedding Diversity Score",
-                   "distinct-1"):
+    for column in (
+        "N-gram Distinct Ratio",
+        "Self-BLEU Diversity Score",
+        "Sentence-Embedding Diversity Score",
+        "distinct-1",
+    ):
         assert (written[f"{column} lo"] <= written[column]).all() and (written[column] <= written[f"{column} hi"]).all()
-    assert list(written.columns[:5]) == ["base", "model", "N-gram Distinct Ratio", "N-gram Distinct Ratio lo",
-                                         "N-gram Distinct Ratio hi"]
+    assert list(written.columns[:5]) == [
+        "base",
+        "model",
+        "N-gram Distinct Ratio",
+        "N-gram Distinct Ratio lo",
+        "N-gram Distinct Ratio hi",
+    ]
 
 
 def test_gem_tables_from_scores_and_lm_eval_log_carry_intervals_and_plot_them(tmp_path):
@@ -418,29 +512,57 @@ def test_gem_tables_from_scores_and_lm_eval_log_carry_intervals_and_plot_them(tm
     metrics = {f"prompt_level_{kind}_acc,none": sum(values) / 3 for kind, values in prompt.items()}
     metrics.update({f"inst_level_{kind}_acc,none": sum(map(sum, checks)) / 5 for kind, checks in instructions.items()})
     path = tmp_path / score_path("lm_eval", "tiny", "ce", "ifeval")
-    write_json({"metric": "lm_eval", "task_order": ["ifeval"], "tasks": {"ifeval": {
-        "task": "ifeval", "metric": "prompt_level_strict_acc,none", "value": metrics["prompt_level_strict_acc,none"],
-        "metrics": metrics, "n_docs": 3, "unscored": None}}}, path)
+    write_json(
+        {
+            "metric": "lm_eval",
+            "task_order": ["ifeval"],
+            "tasks": {
+                "ifeval": {
+                    "task": "ifeval",
+                    "metric": "prompt_level_strict_acc,none",
+                    "value": metrics["prompt_level_strict_acc,none"],
+                    "metrics": metrics,
+                    "n_docs": 3,
+                    "unscored": None,
+                }
+            },
+        },
+        path,
+    )
     with gzip.open(path.with_name("ifeval.samples.jsonl.gz"), "wt") as stream:
         for doc in range(3):
             values = {f"prompt_level_{kind}_acc": prompt[kind][doc] for kind in prompt}
             values.update({f"inst_level_{kind}_acc": instructions[kind][doc] for kind in instructions})
-            stream.write(json.dumps({"spec": "ifeval", "task": "ifeval", "doc_id": doc, "filter": "none",
-                                     "values": values}) + "\n")
+            stream.write(
+                json.dumps({"spec": "ifeval", "task": "ifeval", "doc_id": doc, "filter": "none", "values": values})
+                + "\n"
+            )
     scores = _gem_scores() + load_scores([path])
     write_gem_tables(scores, GEM_STUDY, {"models": GEM_MODELS}, tmp_path / "tables", tmp_path / "plots")
     ifeval = pd.read_csv(tmp_path / "tables" / "ifeval.csv")
     columns = ["Prompt-Strict", "Instruction-Strict", "Prompt-Level", "Instruction-Level", "Avg"]
-    assert list(ifeval.columns) == ["base", "model", *[f"{c}{suffix}" for c in columns for suffix in ("", " lo", " hi")],
-                                    "prompts scored", "not scored"]
+    assert list(ifeval.columns) == [
+        "base",
+        "model",
+        *[f"{c}{suffix}" for c in columns for suffix in ("", " lo", " hi")],
+        "prompts scored",
+        "not scored",
+    ]
     row = ifeval.iloc[0]
     assert row["Prompt-Strict"] == round(100 * 2 / 3, 2) and row["Instruction-Strict"] == 60.0
     assert row["Avg"] == round((100 * 2 / 3 + 60 + 100 + 80) / 4, 2)
     for column in columns:
         assert row[f"{column} lo"] <= row[column] <= row[f"{column} hi"]
     gsm8k = pd.read_csv(tmp_path / "tables" / "gsm8k.csv")
-    assert list(gsm8k.columns) == ["base", "model", *[f"{c}{suffix}" for c in (
-        "Greedy Decoding", "Majority Voting (@4)", "Best-of-N (@4)") for suffix in ("", " lo", " hi")]]
+    assert list(gsm8k.columns) == [
+        "base",
+        "model",
+        *[
+            f"{c}{suffix}"
+            for c in ("Greedy Decoding", "Majority Voting (@4)", "Best-of-N (@4)")
+            for suffix in ("", " lo", " hi")
+        ],
+    ]
     assert {"best-of-n lo", "mean-of-n hi"} <= set(pd.read_csv(tmp_path / "tables" / "chat_best_of_n.csv").columns)
     for plot in ("gsm8k_scaling.png", "diversity.png"):
         assert (tmp_path / "plots" / plot).stat().st_size > 0

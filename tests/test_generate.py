@@ -27,8 +27,18 @@ def tiny_model_dir(tmp_path_factory):
     rng = random.Random(0)
     tokenizer = train_bpe_tokenizer([fixture_world.passage(rng, 30) for _ in range(100)], 400)
     tokenizer.add_tokens(["[MLT:10]"], special_tokens=True)
-    model = build_tiny_model({"architecture": "llama", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
-                              "intermediate_size": 64, "max_positions": 256}, tokenizer, seed=0)
+    model = build_tiny_model(
+        {
+            "architecture": "llama",
+            "hidden_size": 32,
+            "num_layers": 1,
+            "num_heads": 2,
+            "intermediate_size": 64,
+            "max_positions": 256,
+        },
+        tokenizer,
+        seed=0,
+    )
     folder = tmp_path_factory.mktemp("tiny")
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -36,8 +46,12 @@ def tiny_model_dir(tmp_path_factory):
 
 
 def _prompts(backend, count):
-    return [backend.tokenizer.apply_chat_template([{"role": "user", "content": f"Describe {i} boats."}],
-                                                  tokenize=False, add_generation_prompt=True) for i in range(count)]
+    return [
+        backend.tokenizer.apply_chat_template(
+            [{"role": "user", "content": f"Describe {i} boats."}], tokenize=False, add_generation_prompt=True
+        )
+        for i in range(count)
+    ]
 
 
 def test_a_saved_tokenizer_does_not_depend_on_whether_the_hub_was_offline(tiny_model_dir, tmp_path, monkeypatch):
@@ -55,7 +69,10 @@ def test_a_saved_tokenizer_does_not_depend_on_whether_the_hub_was_offline(tiny_m
 
 def test_importing_generation_does_not_import_vllm():
     code = "import sys, reprolm.generate, reprolm.generate.run; print('vllm' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )
 
 
 def test_batched_greedy_equals_one_at_a_time(tiny_model_dir):
@@ -95,18 +112,24 @@ def test_a_config_without_length_targets_generates_its_chat_prompt_sets(tiny_mod
     rows = [{"id": i, "instruction": f"Write about {i} boats."} for i in range(3)]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "prompts.parquet")
     promptset = {"prompt": "chat", "template": "Briefly: {instruction}", "sampling": {"max_new_tokens": 6}}
-    written = generate_promptset(model_path=tiny_model_dir, dataset_file=str(tmp_path / "prompts.parquet"),
-                                 promptset=promptset, length_prompt="instruction", targets=configured_targets(None),
-                                 backend="transformers", backend_options={"batch_size": 2}, seed=0,
-                                 output=str(tmp_path / "out.parquet"))
+    written = generate_promptset(
+        model_path=tiny_model_dir,
+        dataset_file=str(tmp_path / "prompts.parquet"),
+        promptset=promptset,
+        length_prompt="instruction",
+        targets=configured_targets(None),
+        backend="transformers",
+        backend_options={"batch_size": 2},
+        seed=0,
+        output=str(tmp_path / "out.parquet"),
+    )
     out = pq.read_table(tmp_path / "out.parquet").to_pylist()
     assert written == len(out) == 3
     assert [r["id"] for r in out] == [0, 1, 2] and all(r["sample"] == 0 for r in out)
     assert all(f"Briefly: Write about {r['id']} boats." in r["prompt"] for r in out)
 
 
-def test_a_stopped_generation_resumes_after_its_last_shard_to_the_same_samples(tiny_model_dir, tmp_path,
-                                                                                monkeypatch):
+def test_a_stopped_generation_resumes_after_its_last_shard_to_the_same_samples(tiny_model_dir, tmp_path, monkeypatch):
     """A stop signal during the second of three shards: that shard finishes, the job stops
     with the first two kept, and the rerun generates only the third; the samples equal, byte
     for byte, both an uninterrupted sharded run and one unsharded run (the shard size is a
@@ -122,10 +145,19 @@ def test_a_stopped_generation_resumes_after_its_last_shard_to_the_same_samples(t
 
     def generate(output: str, shard_size: int, progress_root: str | None = None) -> int:
         # Targets built afresh for every attempt, as in every job process.
-        return generate_promptset(model_path=tiny_model_dir, dataset_file=str(tmp_path / "prompts.parquet"),
-                                  promptset=promptset, length_prompt="instruction", targets=configured_targets("paper"),
-                                  backend="transformers", backend_options={"batch_size": 2}, seed=3,
-                                  output=str(tmp_path / output), shard_size=shard_size, progress_root=progress_root)
+        return generate_promptset(
+            model_path=tiny_model_dir,
+            dataset_file=str(tmp_path / "prompts.parquet"),
+            promptset=promptset,
+            length_prompt="instruction",
+            targets=configured_targets("paper"),
+            backend="transformers",
+            backend_options={"batch_size": 2},
+            seed=3,
+            output=str(tmp_path / output),
+            shard_size=shard_size,
+            progress_root=progress_root,
+        )
 
     generated_shards = []
     real_generate_rows = generation._generate_rows

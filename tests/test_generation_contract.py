@@ -55,13 +55,24 @@ def _model_that_emits(tokenizer, token: str, prompt: str, step: int, folder):
     """A tiny model whose greedy answer to ``prompt`` reaches ``token`` within a few steps:
     the token's output row becomes a scaled copy of the row of the token greedy decoding
     picks at ``step``."""
-    model = build_tiny_model({"architecture": "llama", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
-                              "intermediate_size": 64, "max_positions": 256, "tie_word_embeddings": False},
-                             tokenizer, seed=0)
+    model = build_tiny_model(
+        {
+            "architecture": "llama",
+            "hidden_size": 32,
+            "num_layers": 1,
+            "num_heads": 2,
+            "intermediate_size": 64,
+            "max_positions": 256,
+            "tie_word_embeddings": False,
+        },
+        tokenizer,
+        seed=0,
+    )
     ids = torch.tensor([prompt_token_ids(tokenizer, prompt)])
     with torch.no_grad():
-        free = model.generate(ids, max_new_tokens=step + 1, do_sample=False, eos_token_id=None,
-                              pad_token_id=tokenizer.pad_token_id)[0, ids.shape[1]:].tolist()
+        free = model.generate(
+            ids, max_new_tokens=step + 1, do_sample=False, eos_token_id=None, pad_token_id=tokenizer.pad_token_id
+        )[0, ids.shape[1] :].tolist()
         head = model.get_output_embeddings().weight
         head[tokenizer.convert_tokens_to_ids(token)] = 2.0 * head[free[step]]
     model.save_pretrained(folder)
@@ -70,8 +81,9 @@ def _model_that_emits(tokenizer, token: str, prompt: str, step: int, folder):
 
 
 def _chat(tokenizer, text: str) -> str:
-    return tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                         add_generation_prompt=True)
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+    )
 
 
 class RecordingVLLMStandIn:
@@ -94,9 +106,17 @@ class RecordingVLLMStandIn:
             def generate(self, prompts, params):
                 stand_in.prompts, stand_in.params = prompts, params
                 stand_in.calls.append((prompts, params))
-                return [types.SimpleNamespace(outputs=[
-                    types.SimpleNamespace(token_ids=answer(p["prompt_token_ids"]), text="(vLLM's own detokenisation)")
-                    for _ in range(params.n)]) for p in prompts]
+                return [
+                    types.SimpleNamespace(
+                        outputs=[
+                            types.SimpleNamespace(
+                                token_ids=answer(p["prompt_token_ids"]), text="(vLLM's own detokenisation)"
+                            )
+                            for _ in range(params.n)
+                        ]
+                    )
+                    for p in prompts
+                ]
 
         class SamplingParams:
             def __init__(self, **kwargs):
@@ -122,15 +142,17 @@ class GenerateRecorder:
 @pytest.fixture(scope="module")
 def turn_model_dir(tmp_path_factory):
     tokenizer = _tokenizer(END_OF_TURN_TEMPLATE)
-    return _model_that_emits(tokenizer, END, _chat(tokenizer, "Describe the boats."), 3,
-                             tmp_path_factory.mktemp("turn"))
+    return _model_that_emits(
+        tokenizer, END, _chat(tokenizer, "Describe the boats."), 3, tmp_path_factory.mktemp("turn")
+    )
 
 
 @pytest.fixture(scope="module")
 def mlt_model_dir(tmp_path_factory):
     tokenizer = _tokenizer(END_OF_TURN_TEMPLATE)
-    return _model_that_emits(tokenizer, MLT, _chat(tokenizer, "Describe the boats.") + MLT, 3,
-                             tmp_path_factory.mktemp("mlt"))
+    return _model_that_emits(
+        tokenizer, MLT, _chat(tokenizer, "Describe the boats.") + MLT, 3, tmp_path_factory.mktemp("mlt")
+    )
 
 
 def test_one_bos_whether_the_template_the_tokenizer_or_both_add_it():
@@ -141,8 +163,9 @@ def test_one_bos_whether_the_template_the_tokenizer_or_both_add_it():
     assert prompt_token_ids(tokenizer, text).count(bos) == 1
     # A tokenizer that also prepends BOS itself (Llama, Mistral, Gemma): re-tokenising the
     # template's text, as vLLM does with string prompts, gives two; the contract gives one.
-    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(single="<|bos|> $A",
-                                                                        special_tokens=[("<|bos|>", bos)])
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|bos|> $A", special_tokens=[("<|bos|>", bos)]
+    )
     assert expects_bos(tokenizer)
     assert tokenizer(text).input_ids[:2] == [bos, bos]
     ids = prompt_token_ids(tokenizer, text)
@@ -154,18 +177,40 @@ def test_one_bos_whether_the_template_the_tokenizer_or_both_add_it():
     assert bos not in prompt_token_ids(tokenizer, "<|user|>\nHello")
 
 
-@pytest.mark.parametrize("end_token, template", [
-    ("<|eot_id|>", "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
-                   "{{ m['content'] }}<|eot_id|>{% endfor %}"),
-    ("<|im_end|>", "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"),
-    ("<end_of_turn>", "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n"
-                      "{{ m['content'] }}<end_of_turn>\n{% endfor %}"),
-    ("<|eos|>", None),
-])
+@pytest.mark.parametrize(
+    "end_token, template",
+    [
+        (
+            "<|eot_id|>",
+            "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+            "{{ m['content'] }}<|eot_id|>{% endfor %}",
+        ),
+        (
+            "<|im_end|>",
+            "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}",
+        ),
+        (
+            "<end_of_turn>",
+            "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n"
+            "{{ m['content'] }}<end_of_turn>\n{% endfor %}",
+        ),
+        ("<|eos|>", None),
+    ],
+)
 def test_the_end_of_turn_token_is_read_from_the_template(end_token, template):
     tokenizer = _tokenizer(template)
-    tokenizer.add_tokens(["<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|im_start|>", "<|im_end|>",
-                          "<start_of_turn>", "<end_of_turn>"], special_tokens=True)
+    tokenizer.add_tokens(
+        [
+            "<|eot_id|>",
+            "<|start_header_id|>",
+            "<|end_header_id|>",
+            "<|im_start|>",
+            "<|im_end|>",
+            "<start_of_turn>",
+            "<end_of_turn>",
+        ],
+        special_tokens=True,
+    )
     assert end_of_turn_ids(tokenizer) == [tokenizer.convert_tokens_to_ids(end_token)]
 
 
@@ -183,17 +228,27 @@ def test_stop_tokens_must_be_single_special_tokens():
 def test_vllm_and_transformers_receive_the_same_request(turn_model_dir, monkeypatch):
     """The same request through both backends: identical prompt ids (one BOS), stop ids
     and sampling; the two return what each sampled, decoded the same way."""
-    sampling = SamplingParams(max_new_tokens=6, temperature=0.7, top_k=50, top_p=0.9, presence_penalty=0.1,
-                              frequency_penalty=0.1, n=2, seed=42)
+    sampling = SamplingParams(
+        max_new_tokens=6,
+        temperature=0.7,
+        top_k=50,
+        top_p=0.9,
+        presence_penalty=0.1,
+        frequency_penalty=0.1,
+        n=2,
+        seed=42,
+    )
     transformers_backend = make_backend("transformers", turn_model_dir, batch_size=8)
     tokenizer = transformers_backend.tokenizer
     prompts = [_chat(tokenizer, f"Describe {i} boats.") for i in range(3)] + [_chat(tokenizer, "Hi.") + MLT]
-    request = make_request(tokenizer, prompts, sampling, generation_eos=transformers_backend.generation_eos,
-                           stop_tokens=[MLT])
+    request = make_request(
+        tokenizer, prompts, sampling, generation_eos=transformers_backend.generation_eos, stop_tokens=[MLT]
+    )
     end, mlt = tokenizer.convert_tokens_to_ids([END, MLT])
     assert request.stop_token_ids == [tokenizer.eos_token_id, end, mlt]
-    assert all(ids.count(tokenizer.bos_token_id) == 1 and ids[0] == tokenizer.bos_token_id
-               for ids in request.prompt_token_ids)
+    assert all(
+        ids.count(tokenizer.bos_token_id) == 1 and ids[0] == tokenizer.bos_token_id for ids in request.prompt_token_ids
+    )
 
     recorder = GenerateRecorder(transformers_backend.model)
     complete(transformers_backend, request)
@@ -201,22 +256,39 @@ def test_vllm_and_transformers_receive_the_same_request(turn_model_dir, monkeypa
     received = [ids[mask.bool()].tolist() for ids, mask in zip(call["input_ids"], call["attention_mask"], strict=True)]
     assert received == request.prompt_token_ids
     assert call["eos_token_id"] == request.stop_token_ids
-    assert (call["max_new_tokens"], call["temperature"], call["top_k"], call["top_p"], call["num_return_sequences"]) \
-        == (6, 0.7, 50, 0.9, 2)
+    assert (
+        call["max_new_tokens"],
+        call["temperature"],
+        call["top_k"],
+        call["top_p"],
+        call["num_return_sequences"],
+    ) == (6, 0.7, 50, 0.9, 2)
     (penalties,) = call["logits_processor"]
 
     stand_in = RecordingVLLMStandIn(lambda ids: [ids[-1], end, ids[-2]])
     monkeypatch.setitem(sys.modules, "vllm", stand_in.module)
     vllm_backend = make_backend("vllm", turn_model_dir, tensor_parallel_size=2, dtype="bfloat16")
-    texts = complete(vllm_backend, make_request(vllm_backend.tokenizer, prompts, sampling,
-                                                generation_eos=vllm_backend.generation_eos, stop_tokens=[MLT]))
+    texts = complete(
+        vllm_backend,
+        make_request(
+            vllm_backend.tokenizer, prompts, sampling, generation_eos=vllm_backend.generation_eos, stop_tokens=[MLT]
+        ),
+    )
     assert stand_in.llm_arguments["model"] == turn_model_dir and stand_in.llm_arguments["tensor_parallel_size"] == 2
     assert stand_in.llm_arguments["trust_remote_code"] is False  # no opt-in for this checkpoint
     assert [p["prompt_token_ids"] for p in stand_in.prompts] == request.prompt_token_ids
     params = stand_in.params
     assert params.stop_token_ids == request.stop_token_ids
-    assert (params.max_tokens, params.temperature, params.top_k, params.top_p, params.presence_penalty,
-            params.frequency_penalty, params.n, params.seed) == (6, 0.7, 50, 0.9, 0.1, 0.1, 2, 42)
+    assert (
+        params.max_tokens,
+        params.temperature,
+        params.top_k,
+        params.top_p,
+        params.presence_penalty,
+        params.frequency_penalty,
+        params.n,
+        params.seed,
+    ) == (6, 0.7, 50, 0.9, 0.1, 0.1, 2, 42)
     # Text comes from the sampled ids, cut at the first stop id, never vLLM's own string.
     expected = [[tokenizer.decode([ids[-1]], skip_special_tokens=True)] * 2 for ids in request.prompt_token_ids]
     assert texts == expected
@@ -250,9 +322,10 @@ def test_a_sample_stops_at_the_templates_end_of_turn_token(turn_model_dir):
     stop = sampled.index(end)
     ids = torch.tensor([request.prompt_token_ids[0]])
     with torch.no_grad():
-        free = backend.model.generate(input_ids=ids, max_new_tokens=12, do_sample=False, eos_token_id=None,
-                                      pad_token_id=tokenizer.pad_token_id)[0, ids.shape[1]:].tolist()
-    assert 0 < stop < len(free) - 1 and free[:stop + 1] == sampled[:stop + 1]
+        free = backend.model.generate(
+            input_ids=ids, max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=tokenizer.pad_token_id
+        )[0, ids.shape[1] :].tolist()
+    assert 0 < stop < len(free) - 1 and free[: stop + 1] == sampled[: stop + 1]
     assert complete(backend, request) == [[tokenizer.decode(free[:stop], skip_special_tokens=True)]]
 
 
@@ -260,28 +333,39 @@ def test_a_ruler_sample_stops_at_the_next_mlt(mlt_model_dir):
     backend = make_backend("transformers", mlt_model_dir)
     tokenizer = backend.tokenizer
     prompt = _chat(tokenizer, "Describe the boats.") + MLT
-    stopping = make_request(tokenizer, [prompt], SamplingParams(max_new_tokens=12), stop_tokens=[MLT],
-                            skip_special_tokens=False)
+    stopping = make_request(
+        tokenizer, [prompt], SamplingParams(max_new_tokens=12), stop_tokens=[MLT], skip_special_tokens=False
+    )
     running_on = make_request(tokenizer, [prompt], SamplingParams(max_new_tokens=12), skip_special_tokens=False)
     (stopped,) = complete(backend, stopping)[0]
     (ran_on,) = complete(backend, running_on)[0]
     assert MLT not in stopped and MLT in ran_on and ran_on.startswith(stopped)
 
 
-def test_the_workflows_ruler_generation_on_vllm_sends_token_prompts_and_mlt_stop_ids(mlt_model_dir, tmp_path,
-                                                                                       monkeypatch):
+def test_the_workflows_ruler_generation_on_vllm_sends_token_prompts_and_mlt_stop_ids(
+    mlt_model_dir, tmp_path, monkeypatch
+):
     """What the ``generate`` job runs for Ruler's target-length prompts with
     ``generation.backend: vllm``."""
     targets = configured_targets([{"name": "10", "level": 0, "pm": [0, 20], "fm": [0, 20], "bin": [5, 15]}])
-    rows = [{"Instruction": "Describe the boats.", "TargetLength": "10"},
-            {"Instruction": "Describe the old piano.", "TargetLength": "10"}]
+    rows = [
+        {"Instruction": "Describe the boats.", "TargetLength": "10"},
+        {"Instruction": "Describe the old piano.", "TargetLength": "10"},
+    ]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "tlg.parquet")
     stand_in = RecordingVLLMStandIn(lambda ids: [ids[-2], ids[-3]])
     monkeypatch.setitem(sys.modules, "vllm", stand_in.module)
-    generate_promptset(model_path=mlt_model_dir, dataset_file=str(tmp_path / "tlg.parquet"),
-                       promptset={"prompt": "target_length", "sampling": {"max_new_tokens": 2048}},
-                       length_prompt="mlt", targets=targets, backend="vllm", backend_options={}, seed=0,
-                       output=str(tmp_path / "out.parquet"))
+    generate_promptset(
+        model_path=mlt_model_dir,
+        dataset_file=str(tmp_path / "tlg.parquet"),
+        promptset={"prompt": "target_length", "sampling": {"max_new_tokens": 2048}},
+        length_prompt="mlt",
+        targets=targets,
+        backend="vllm",
+        backend_options={},
+        seed=0,
+        output=str(tmp_path / "out.parquet"),
+    )
     tokenizer = make_backend("vllm", mlt_model_dir).tokenizer
     bos, mlt = tokenizer.bos_token_id, tokenizer.convert_tokens_to_ids(MLT)
     for prompt in stand_in.prompts:
@@ -301,16 +385,25 @@ def test_multi_turn_prompts_go_through_the_same_contract(turn_model_dir, tmp_pat
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "mt.parquet")
     stand_in = RecordingVLLMStandIn(lambda ids: [ids[-3], ids[-2]])
     monkeypatch.setitem(sys.modules, "vllm", stand_in.module)
-    generate_promptset(model_path=turn_model_dir, dataset_file=str(tmp_path / "mt.parquet"),
-                       promptset={"prompt": "multi_turn", "sampling": {"max_new_tokens": 8}}, length_prompt="instruction",
-                       targets=None, backend="vllm", backend_options={}, seed=0, output=str(tmp_path / "out.parquet"))
+    generate_promptset(
+        model_path=turn_model_dir,
+        dataset_file=str(tmp_path / "mt.parquet"),
+        promptset={"prompt": "multi_turn", "sampling": {"max_new_tokens": 8}},
+        length_prompt="instruction",
+        targets=None,
+        backend="vllm",
+        backend_options={},
+        seed=0,
+        output=str(tmp_path / "out.parquet"),
+    )
     (second,) = stand_in.prompts
     tokenizer = make_backend("vllm", turn_model_dir).tokenizer
     out = pq.read_table(tmp_path / "out.parquet").to_pylist()[0]
     conversation = out["conversation"]
     assert [turn["role"] for turn in conversation] == ["user", "assistant", "user", "assistant"]
-    assert second["prompt_token_ids"] == prompt_token_ids(tokenizer, tokenizer.apply_chat_template(
-        conversation[:3], tokenize=False, add_generation_prompt=True))
+    assert second["prompt_token_ids"] == prompt_token_ids(
+        tokenizer, tokenizer.apply_chat_template(conversation[:3], tokenize=False, add_generation_prompt=True)
+    )
     assert second["prompt_token_ids"].count(tokenizer.convert_tokens_to_ids(END)) == 1
 
 
@@ -319,8 +412,9 @@ def test_decoding_cuts_at_the_first_stop_id():
     request = make_request(tokenizer, ["x"], SamplingParams(max_new_tokens=4), stop_tokens=[MLT])
     a, b = tokenizer.convert_tokens_to_ids(["a", "b"])
     mlt = tokenizer.convert_tokens_to_ids(MLT)
-    assert decode_samples(tokenizer, request, [[[a, b, mlt, a], [a, tokenizer.eos_token_id, b], [b]]]) \
-        == [["ab", "a", "b"]]
+    assert decode_samples(tokenizer, request, [[[a, b, mlt, a], [a, tokenizer.eos_token_id, b], [b]]]) == [
+        ["ab", "a", "b"]
+    ]
 
 
 def test_mt_bench_samples_each_category_at_its_own_temperature(turn_model_dir, tmp_path, monkeypatch):
@@ -330,11 +424,22 @@ def test_mt_bench_samples_each_category_at_its_own_temperature(turn_model_dir, t
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "mt.parquet")
     stand_in = RecordingVLLMStandIn(lambda ids: [ids[-3]])
     monkeypatch.setitem(sys.modules, "vllm", stand_in.module)
-    promptset = {"prompt": "multi_turn", "sampling": {"max_new_tokens": 8, "temperature": 0.7},
-                 "category_sampling": {"math": {"temperature": 0.0}, "stem": {"temperature": 0.1}}}
-    generate_promptset(model_path=turn_model_dir, dataset_file=str(tmp_path / "mt.parquet"), promptset=promptset,
-                       length_prompt="instruction", targets=None, backend="vllm", backend_options={}, seed=42,
-                       output=str(tmp_path / "out.parquet"))
+    promptset = {
+        "prompt": "multi_turn",
+        "sampling": {"max_new_tokens": 8, "temperature": 0.7},
+        "category_sampling": {"math": {"temperature": 0.0}, "stem": {"temperature": 0.1}},
+    }
+    generate_promptset(
+        model_path=turn_model_dir,
+        dataset_file=str(tmp_path / "mt.parquet"),
+        promptset=promptset,
+        length_prompt="instruction",
+        targets=None,
+        backend="vllm",
+        backend_options={},
+        seed=42,
+        output=str(tmp_path / "out.parquet"),
+    )
     asked = {}
     for prompts, params in stand_in.calls:
         asked.setdefault(params.temperature, []).append(len(prompts))
@@ -348,16 +453,27 @@ def test_mt_bench_samples_each_category_at_its_own_temperature(turn_model_dir, t
 def test_category_sampling_needs_each_rows_category(tmp_path, caplog):
     from reprolm.generate.run import sampling_groups
 
-    promptset = {"prompt": "multi_turn", "sampling": {"max_new_tokens": 8, "temperature": 0.5},
-                 "category_sampling": {"math": {"temperature": 0.0}, "Writing": {"temperature": 0.7}}}
+    promptset = {
+        "prompt": "multi_turn",
+        "sampling": {"max_new_tokens": 8, "temperature": 0.5},
+        "category_sampling": {"math": {"temperature": 0.0}, "Writing": {"temperature": 0.7}},
+    }
     with pytest.raises(KeyError, match=r"mt.parquet: row 1: the prompt set's category_sampling needs a 'category'"):
         sampling_groups([{"category": "math"}, {"id": 2}], promptset, 0, "mt.parquet")
     # Refused before any model is loaded (this one does not exist) and nothing is written.
     pq.write_table(pa.Table.from_pylist([{"id": 0, "turns": ["q"]}]), tmp_path / "mt.parquet")
     with pytest.raises(KeyError, match="row 0: the prompt set's category_sampling needs a 'category'"):
-        generate_promptset(model_path=str(tmp_path / "no_model"), dataset_file=str(tmp_path / "mt.parquet"),
-                           promptset=promptset, length_prompt="instruction", targets=None, backend="transformers",
-                           backend_options={}, seed=0, output=str(tmp_path / "out.parquet"))
+        generate_promptset(
+            model_path=str(tmp_path / "no_model"),
+            dataset_file=str(tmp_path / "mt.parquet"),
+            promptset=promptset,
+            length_prompt="instruction",
+            targets=None,
+            backend="transformers",
+            backend_options={},
+            seed=0,
+            output=str(tmp_path / "out.parquet"),
+        )
     assert not (tmp_path / "out.parquet").exists()
     # A configured category no row has (here a capitalised one) is named in a warning; the
     # writing row keeps the prompt set's own temperature.
@@ -382,8 +498,9 @@ def test_a_base_model_can_adopt_an_instruct_models_template_and_its_stops_follow
     assert after.chat_template == END_OF_TURN_TEMPLATE
     # Nothing but the template changed in the saved tokenizer.
     config_after = json.loads((tmp_path / "base" / "tokenizer_config.json").read_text())
-    assert {k: v for k, v in config_after.items() if k != "chat_template"} == \
-        {k: v for k, v in config_before.items() if k != "chat_template"}
+    assert {k: v for k, v in config_after.items() if k != "chat_template"} == {
+        k: v for k, v in config_before.items() if k != "chat_template"
+    }
     assert end_of_turn_ids(after) == [after.convert_tokens_to_ids(END)]
     with pytest.raises(ValueError, match="has no chat template"):
         plain = _tokenizer()

@@ -266,15 +266,27 @@ TEST_DOCUMENTS = 100
 
 def _score(base: str, task: str, direct: float, trained: float, recipe: str = "pretrained") -> Score:
     """A train-before-test score file's content, as train_before_test writes it."""
-    return Score("train_before_test", base, recipe, task,
-                 {"direct_eval": direct, "train_before_test": trained, "metric": PAPER_METRICS[task],
-                  "sizes": {"train": 80, "valid": 20, "test": TEST_DOCUMENTS}})
+    return Score(
+        "train_before_test",
+        base,
+        recipe,
+        task,
+        {
+            "direct_eval": direct,
+            "train_before_test": trained,
+            "metric": PAPER_METRICS[task],
+            "sizes": {"train": 80, "valid": 20, "test": TEST_DOCUMENTS},
+        },
+    )
 
 
 def _scores(models: list[str]) -> list[Score]:
     """Scores of ``models`` on three tasks, each model above the one before on every task."""
-    return [_score(base, task, 0.1 * (rank + 1) + 0.01 * step, 0.2 * (rank + 1) + 0.02 * step)
-            for rank, base in enumerate(models) for step, task in enumerate(["arc_easy", "boolq", "cola"])]
+    return [
+        _score(base, task, 0.1 * (rank + 1) + 0.01 * step, 0.2 * (rank + 1) + 0.02 * step)
+        for rank, base in enumerate(models)
+        for step, task in enumerate(["arc_easy", "boolq", "cola"])
+    ]
 
 
 def test_a_one_model_run_leaves_pc1_empty_and_the_paper_comparison_reads_it(tmp_path):
@@ -288,12 +300,21 @@ def test_a_one_model_run_leaves_pc1_empty_and_the_paper_comparison_reads_it(tmp_
     assert summary["pc1_explained_variance"].isna().all() and summary["mean_kendall_tau"].isna().all()
     # The shipped headlines read that column: the figures are left empty, the report is made.
     report = tmp_path / "report"
-    write_paper_comparison(str(HEADLINES), {}, str(tmp_path / "tables"), ["harmony"],
-                           str(report / "paper_headlines.csv"), str(report / "effect_directions.csv"))
+    write_paper_comparison(
+        str(HEADLINES),
+        {},
+        str(tmp_path / "tables"),
+        ["harmony"],
+        str(report / "paper_headlines.csv"),
+        str(report / "effect_directions.csv"),
+    )
     headlines = pd.read_csv(report / "paper_headlines.csv")
-    assert headlines["figure"].tolist() == ["mean Kendall tau, direct", "mean Kendall tau, train-before-test",
-                                            "PC1 explained variance, direct",
-                                            "PC1 explained variance, train-before-test"]
+    assert headlines["figure"].tolist() == [
+        "mean Kendall tau, direct",
+        "mean Kendall tau, train-before-test",
+        "PC1 explained variance, direct",
+        "PC1 explained variance, train-before-test",
+    ]
     assert headlines["this run"].isna().all()
     directions = pd.read_csv(report / "effect_directions.csv")
     assert directions["study"].tolist() == ["harmony"]
@@ -343,7 +364,9 @@ def test_train_before_test_raises_the_mean_tau_beyond_the_paired_interval(estima
     assert gain.paired and gain.value == pytest.approx(0.755 - 0.517, abs=1e-3)
     # Paired draws: the gain's interval (measured 0.198..0.284) is narrower than either
     # figure's own, and far from zero.
-    assert 0.15 < gain.low < gain.value < gain.high < 0.35 and gain.p == pytest.approx(2 / 1001)  # no draw at or below 0
+    assert 0.15 < gain.low < gain.value < gain.high < 0.35 and gain.p == pytest.approx(
+        2 / 1001
+    )  # no draw at or below 0
     assert gain.high - gain.low < estimates["direct_eval"].mean.high - estimates["direct_eval"].mean.low
 
 
@@ -361,7 +384,8 @@ def test_drawn_taus_are_scipys_tau_b_on_the_drawn_models():
     nan = float("nan")
     matrix = pd.DataFrame(
         {"a": [1, 2, 2, 3, 4, 5, 6], "b": [1, 3, 2, 5, 4, 6, nan], "c": [2, 2, 2, 1, 1, nan, 3]},
-        index=[f"m{i}" for i in range(7)], dtype=float,
+        index=[f"m{i}" for i in range(7)],
+        dtype=float,
     )
     draws = unit_draws(list(matrix.index), 40)
     taus = drawn_kendall_taus(matrix, draws, min_models=3)
@@ -401,8 +425,17 @@ def test_score_tables_carry_a_normal_interval_from_the_standard_error(tmp_path):
     (tmp_path / "plots").mkdir()
     write_harmony_tables(_scores(["a", "b"]), study, {}, tmp_path / "tables", tmp_path / "plots")
     table = pd.read_csv(tmp_path / "tables" / "direct_scores.csv").set_index("model")
-    assert list(table.columns) == ["arc_easy", "arc_easy lo", "arc_easy hi", "boolq", "boolq lo", "boolq hi",
-                                   "cola", "cola lo", "cola hi"]
+    assert list(table.columns) == [
+        "arc_easy",
+        "arc_easy lo",
+        "arc_easy hi",
+        "boolq",
+        "boolq lo",
+        "boolq hi",
+        "cola",
+        "cola lo",
+        "cola hi",
+    ]
     # Model a on arc_easy: 10% of 100 documents, standard error sqrt(0.1 x 0.9 / 99) = 3.015 points.
     half = 1.959964 * 100 * math.sqrt(0.1 * 0.9 / 99)
     assert table.loc["a/pretrained", "arc_easy"] == 10.0
@@ -431,8 +464,10 @@ def test_reference_comparison_within_and_beyond_the_papers_standard_errors(tmp_p
         _score("tiny_llama", "boolq", direct=0.5, trained=0.6),  # not in the paper
     ]
     study = {"tasks": [{"name": "boolq", "task": "boolq"}, {"name": "cola", "task": "cola"}], "min_models": 2}
-    settings = {"reference_results": str(REFERENCE / "all_results.json"),
-                "hub_ids": {base: hub for base, hub in HUB_IDS.items() if hub}}
+    settings = {
+        "reference_results": str(REFERENCE / "all_results.json"),
+        "hub_ids": {base: hub for base, hub in HUB_IDS.items() if hub},
+    }
     (tmp_path / "plots").mkdir()
     write_harmony_tables(scores, study, settings, tmp_path / "tables", tmp_path / "plots")
     table = pd.read_csv(tmp_path / "tables" / "reference_comparison.csv")
@@ -462,15 +497,28 @@ def test_reference_comparison_without_a_paper_model_has_columns_and_no_rows(tmp_
     study = {"tasks": [{"name": task, "task": task} for task in ("arc_easy", "boolq", "cola")], "min_models": 2}
     (tmp_path / "plots").mkdir()
     settings = {"reference_results": str(REFERENCE / "all_results.json"), "hub_ids": {}}
-    write_harmony_tables(_scores(["tiny_llama", "tiny_qwen2"]), study, settings, tmp_path / "tables", tmp_path / "plots")
+    write_harmony_tables(
+        _scores(["tiny_llama", "tiny_qwen2"]), study, settings, tmp_path / "tables", tmp_path / "plots"
+    )
     table = pd.read_csv(tmp_path / "tables" / "reference_comparison.csv")
     assert table.empty and list(table.columns) == [
-        "model", "hub id", "task", "metric", "evaluation", "this run", "this run stderr", "paper", "paper stderr",
-        "difference", "stderr of difference", "within 1 stderr", "within 2 stderr"]
+        "model",
+        "hub id",
+        "task",
+        "metric",
+        "evaluation",
+        "this run",
+        "this run stderr",
+        "paper",
+        "paper stderr",
+        "difference",
+        "stderr of difference",
+        "within 1 stderr",
+        "within 2 stderr",
+    ]
     # Without a configured reference file there is no comparison table.
     write_harmony_tables(_scores(["a", "b"]), study, {}, tmp_path / "other", tmp_path / "plots")
     assert not (tmp_path / "other" / "reference_comparison.csv").exists()
-
 
 
 def test_leaderboard_pc1_scores_carry_an_interval_over_tasks(results):

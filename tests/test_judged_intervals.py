@@ -32,8 +32,9 @@ def _verdicts(n=60, seed=0, longer_wins=0.3):
     rng = np.random.default_rng(seed)
     answer_lengths = rng.integers(100, 900, n)
     reference_lengths = rng.integers(100, 900, n)
-    preferences = np.clip(0.5 + longer_wins * np.sign(answer_lengths - reference_lengths)
-                          + rng.normal(0, 0.2, n), 0, 1).tolist()
+    preferences = np.clip(
+        0.5 + longer_wins * np.sign(answer_lengths - reference_lengths) + rng.normal(0, 0.2, n), 0, 1
+    ).tolist()
     return preferences, answer_lengths.tolist(), reference_lengths.tolist()
 
 
@@ -58,11 +59,13 @@ def test_win_rate_estimates_are_the_scores_figures_with_intervals_over_prompts()
 
     def refit(rows):
         rows = [r for r in prompts.rows_of(rows) if not math.isnan(p[r])]
-        return length_controlled_win_rate(p[rows], np.array(answer_lengths)[rows],
-                                          np.array(reference_lengths)[rows])["lc_win_rate"]
+        return length_controlled_win_rate(p[rows], np.array(answer_lengths)[rows], np.array(reference_lengths)[rows])[
+            "lc_win_rate"
+        ]
 
-    everything = length_controlled_win_rate(p[kept], [answer_lengths[i] for i in kept],
-                                            [reference_lengths[i] for i in kept])["lc_win_rate"]
+    everything = length_controlled_win_rate(
+        p[kept], [answer_lengths[i] for i in kept], [reference_lengths[i] for i in kept]
+    )["lc_win_rate"]
     assert refit(np.arange(len(p))) == everything == score["lc_win_rate"]
     assert estimates["lc_win_rate"].replicates[:5] == pytest.approx([refit(draw) for draw in draws[:5]], rel=1e-12)
 
@@ -79,8 +82,9 @@ def test_a_prompts_samples_are_drawn_together():
 def test_identical_verdicts_before_and_after_expo_differ_by_exactly_zero():
     preferences, answer_lengths, reference_lengths = _verdicts(n=40, seed=1)
     before = win_rate_estimates(_win_rate_score(preferences, answer_lengths, reference_lengths), "ori")
-    after = win_rate_estimates(_win_rate_score(list(preferences), list(answer_lengths), list(reference_lengths)),
-                               "expo")
+    after = win_rate_estimates(
+        _win_rate_score(list(preferences), list(answer_lengths), list(reference_lengths)), "expo"
+    )
     for name in ("win_rate", "lc_win_rate", "mean_length"):
         paired = difference(after[name], before[name])
         assert paired.paired and (paired.value, paired.low, paired.high) == (0.0, 0.0, 0.0)
@@ -93,7 +97,9 @@ def test_a_better_extrapolation_on_the_same_prompts_is_a_paired_effect():
     before = win_rate_estimates(_win_rate_score(preferences, answer_lengths, reference_lengths), "ori")
     after = win_rate_estimates(_win_rate_score(better, answer_lengths, reference_lengths), "expo")
     paired = difference(after["win_rate"], before["win_rate"])
-    unpaired_width = (after["win_rate"].high - after["win_rate"].low) + (before["win_rate"].high - before["win_rate"].low)
+    unpaired_width = (after["win_rate"].high - after["win_rate"].low) + (
+        before["win_rate"].high - before["win_rate"].low
+    )
     assert paired.value == pytest.approx(after["win_rate"].value - before["win_rate"].value)
     assert 0 < paired.low <= paired.value <= paired.high
     assert paired.high - paired.low < unpaired_width / 5
@@ -101,8 +107,11 @@ def test_a_better_extrapolation_on_the_same_prompts_is_a_paired_effect():
 
 def test_the_packages_length_control_keeps_its_replicates_from_scoring():
     preferences, answer_lengths, reference_lengths = _verdicts(n=10)
-    score = {**_win_rate_score(preferences, answer_lengths, reference_lengths),
-             "lc_win_rate": 40.0, "lc_win_rate_replicates": list(np.linspace(30, 50, RESAMPLES))}
+    score = {
+        **_win_rate_score(preferences, answer_lengths, reference_lengths),
+        "lc_win_rate": 40.0,
+        "lc_win_rate_replicates": list(np.linspace(30, 50, RESAMPLES)),
+    }
     lc = win_rate_estimates(score, "ae2.json")["lc_win_rate"]
     assert lc.value == 40.0 and lc.low == pytest.approx(30.5, abs=0.01) and lc.high == pytest.approx(49.5, abs=0.01)
 
@@ -130,25 +139,37 @@ def test_pair_accuracy_is_the_cores_mean_over_pairs():
         def score(self, conversations):
             return [float(len(c[-1]["content"])) for c in conversations]
 
-    pairs = [{"prompt": [{"role": "user", "content": "q"}],
-              "chosen": [{"role": "assistant", "content": "x" * (5 if i % 4 else 1)}],
-              "rejected": [{"role": "assistant", "content": "xx"}]} for i in range(40)]
+    pairs = [
+        {
+            "prompt": [{"role": "user", "content": "q"}],
+            "chosen": [{"role": "assistant", "content": "x" * (5 if i % 4 else 1)}],
+            "rejected": [{"role": "assistant", "content": "xx"}],
+        }
+        for i in range(40)
+    ]
     result = pair_accuracy(LengthJudge(), pairs)
     assert result["correct"] == [0.0 if i % 4 == 0 else 1.0 for i in range(40)]
     assert result["ids"] == list(range(40)) and result["accuracy"] == 75.0
     assert result["ci_low"] < 75.0 < result["ci_high"] and result["confidence"] == 0.95
     # The interval of a 75% accuracy on 40 pairs: about +- 1.96 sqrt(.75 .25 / 40) = 13.4 points.
     assert result["ci_high"] - result["ci_low"] == pytest.approx(2 * 13.4, abs=5)
-    table = judge_table([Score("pair_accuracy", "", "", "", {**result, "judge": "len", "dataset": "prefs",
-                                                              "split": "test"})])
+    table = judge_table(
+        [Score("pair_accuracy", "", "", "", {**result, "judge": "len", "dataset": "prefs", "split": "test"})]
+    )
     cell = table.loc[0, "accuracy"]
     assert (cell.value, cell.low, cell.high) == (75.0, result["ci_low"], result["ci_high"])
 
 
 def _grade_score(ids, grades) -> dict:
     parsed = [g for row in grades for g in row if not math.isnan(g)]
-    return {"ids": ids, "grades": grades, "mean": float(np.mean(parsed)), "judge": "rm", "judge_scale": "reward",
-            "protocol": "test"}
+    return {
+        "ids": ids,
+        "grades": grades,
+        "mean": float(np.mean(parsed)),
+        "judge": "rm",
+        "judge_scale": "reward",
+        "protocol": "test",
+    }
 
 
 def test_expo_tables_carry_intervals_and_write_lo_hi_columns(tmp_path):
@@ -167,9 +188,15 @@ def test_expo_tables_carry_intervals_and_write_lo_hi_columns(tmp_path):
     for model, shift in (("dpo", 0.0), (expo_name("dpo", 0.3), 0.1)):
         preferences, answer_lengths, reference_lengths = _verdicts(n=30, seed=5)
         preferences = [min(1.0, p + shift) for p in preferences]
-        scores.append(Score("win_rate_rm", "tiny", model, "alpaca_eval",
-                            {**_win_rate_score(preferences, answer_lengths, reference_lengths),
-                             "lc_method": "regression"}))
+        scores.append(
+            Score(
+                "win_rate_rm",
+                "tiny",
+                model,
+                "alpaca_eval",
+                {**_win_rate_score(preferences, answer_lengths, reference_lengths), "lc_method": "regression"},
+            )
+        )
 
     alphas = alpha_table(scores)
     assert [e.value for e in alphas["mean_grade"]] == [searched[a]["mean"] for a in (0.0, 0.1, 0.3)]
@@ -198,20 +225,39 @@ def test_flr_correlations_are_refitted_on_draws_of_items_and_of_models(tmp_path)
     rng = np.random.default_rng(6)
     ratings = rng.integers(1, 6, 50).astype(float)
     judged = (ratings + rng.normal(0, 1, 50)).tolist()
-    rated = {"judge": "rm", "dataset": "helpsteer", "scores": judged, "ratings": ratings.tolist(),
-             "ids": list(range(50)), "pearson": stats.pearsonr(judged, ratings)[0],
-             "spearman": stats.spearmanr(judged, ratings)[0], "kendall": stats.kendalltau(judged, ratings)[0]}
+    rated = {
+        "judge": "rm",
+        "dataset": "helpsteer",
+        "scores": judged,
+        "ratings": ratings.tolist(),
+        "ids": list(range(50)),
+        "pearson": stats.pearsonr(judged, ratings)[0],
+        "spearman": stats.spearmanr(judged, ratings)[0],
+        "kendall": stats.kendalltau(judged, ratings)[0],
+    }
     models = [f"m{k}" for k in range(6)]
     elo = {m: 1000.0 + 40 * k for k, m in enumerate(models)}
     answer_models = [m for m in models for _ in range(5)]
     answer_scores = [0.01 * elo[m] + float(rng.normal(0, 1.5)) for m in answer_models]
     answer_scores[3] = math.nan  # unscored: left out of m0's mean
     means = {m: float(np.nanmean([s for s, a in zip(answer_scores, answer_models) if a == m])) for m in models}
-    ranked = {"judge": "rm", "dataset": "wildbench", "elo": elo, "mean_score": means, "ids": list(range(30)),
-              "answer_models": answer_models, "scores": answer_scores,
-              **{name: float(function([means[m] for m in models], list(elo.values()))[0])
-                 for name, function in (("pearson", stats.pearsonr), ("spearman", stats.spearmanr),
-                                        ("kendall", stats.kendalltau))}}
+    ranked = {
+        "judge": "rm",
+        "dataset": "wildbench",
+        "elo": elo,
+        "mean_score": means,
+        "ids": list(range(30)),
+        "answer_models": answer_models,
+        "scores": answer_scores,
+        **{
+            name: float(function([means[m] for m in models], list(elo.values()))[0])
+            for name, function in (
+                ("pearson", stats.pearsonr),
+                ("spearman", stats.spearmanr),
+                ("kendall", stats.kendalltau),
+            )
+        },
+    }
     scores = [Score("rating_agreement", "", "", "", rated), Score("model_ranking", "", "", "", ranked)]
     row = reward_model_table(scores, ["rm"]).iloc[0]
     for dataset, data in (("helpsteer", rated), ("wildbench", ranked)):
@@ -221,7 +267,8 @@ def test_flr_correlations_are_refitted_on_draws_of_items_and_of_models(tmp_path)
     # The rating correlation's replicates by hand; the ranking's draw the models.
     draws = unit_draws(list(range(50)))
     assert row["helpsteer spearman"].replicates[:10] == pytest.approx(
-        [stats.spearmanr(np.array(judged)[d], ratings[d])[0] for d in draws[:10]], rel=1e-12)
+        [stats.spearmanr(np.array(judged)[d], ratings[d])[0] for d in draws[:10]], rel=1e-12
+    )
     model_draw = unit_draws(models)[0]
     by_hand = stats.pearsonr([means[models[k]] for k in model_draw], [elo[models[k]] for k in model_draw])[0]
     assert row["wildbench pearson"].replicates[0] == pytest.approx(by_hand, rel=1e-12)
@@ -237,16 +284,23 @@ def test_flr_alignment_rows_carry_win_rate_and_grade_intervals():
     preferences, answer_lengths, reference_lengths = _verdicts(n=20, seed=7)
     ids = [k // 2 for k in range(20)]  # two samples per prompt
     grades = [[float(k % 5)] for k in range(20)]
-    scores = [Score("win_rate_rm", "tiny", "flr_dpo", "flr_eval",
-                    _win_rate_score(preferences, answer_lengths, reference_lengths, ids=ids)),
-              Score("grade_flr", "tiny", "flr_dpo", "flr_eval", _grade_score(ids, grades)),
-              Score("grade_flr", "tiny", "vanilla", "flr_eval", _grade_score(ids, grades))]
-    table = alignment_table(scores, {"promptset": "flr_eval", "bases": ["tiny"], "start": "vanilla",
-                                     "recipes": ["flr_dpo"]}).set_index("model")
+    scores = [
+        Score(
+            "win_rate_rm",
+            "tiny",
+            "flr_dpo",
+            "flr_eval",
+            _win_rate_score(preferences, answer_lengths, reference_lengths, ids=ids),
+        ),
+        Score("grade_flr", "tiny", "flr_dpo", "flr_eval", _grade_score(ids, grades)),
+        Score("grade_flr", "tiny", "vanilla", "flr_eval", _grade_score(ids, grades)),
+    ]
+    table = alignment_table(
+        scores, {"promptset": "flr_eval", "bases": ["tiny"], "start": "vanilla", "recipes": ["flr_dpo"]}
+    ).set_index("model")
     aligned = table.loc["tiny/flr_dpo"]
     assert aligned["win rate vs start"].value == scores[0].data["win_rate"]
     assert aligned["LC win rate vs start"].value == scores[0].data["lc_win_rate"]
     assert aligned["flr grade"].value == 2.0
     same = difference(aligned["flr grade"], table.loc["tiny/vanilla", "flr grade"])
     assert (same.low, same.high) == (0.0, 0.0)
-

@@ -10,9 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from chat_endpoint_standin import ChatEndpointStandIn, chat_endpoint  # noqa: F401 (a fixture)
+from chat_endpoint_standin import ChatEndpointStandIn
 from finetune_helpers import tiny_preference_inputs
-from reprolm.studies.expo import choose_alpha
 from reprolm.score.judges import ChatEndpointJudge, RewardModelJudge, make_judge
 from reprolm.score.judging import (
     grade_generations,
@@ -21,18 +20,33 @@ from reprolm.score.judging import (
     reference_answers,
     win_rates,
 )
+from reprolm.studies.expo import choose_alpha
 from reprolm.train.finetune import FinetuneSpec, run
 
-REWARD_RECIPE = {"objective": "reward", "max_length": 128, "learning_rate": 3e-3, "num_train_epochs": 3,
-                 "per_device_train_batch_size": 8, "logging_steps": 1}
+REWARD_RECIPE = {
+    "objective": "reward",
+    "max_length": 128,
+    "learning_rate": 3e-3,
+    "num_train_epochs": 3,
+    "per_device_train_batch_size": 8,
+    "logging_steps": 1,
+}
 
 
 @pytest.fixture(scope="module")
 def reward_model(tmp_path_factory):
     root = tmp_path_factory.mktemp("reward")
     built = tiny_preference_inputs(root, n=320, seed=5)
-    run(FinetuneSpec(base_model=str(root / "base"), output_dir=str(root / "rm"), checkpoint_root=str(root / "ckpt"),
-                     train_file=str(root / "train.parquet"), recipe=REWARD_RECIPE, seed=0))
+    run(
+        FinetuneSpec(
+            base_model=str(root / "base"),
+            output_dir=str(root / "rm"),
+            checkpoint_root=str(root / "ckpt"),
+            train_file=str(root / "train.parquet"),
+            recipe=REWARD_RECIPE,
+            seed=0,
+        )
+    )
     return root / "rm", built["test"]
 
 
@@ -47,8 +61,9 @@ def test_reward_model_trained_by_the_finetune_stage_ranks_held_out_pairs(reward_
     # The score is the head's output at the conversation's end, the same in any batch.
     conversation = list(test_pairs[0]["prompt"]) + list(test_pairs[0]["chosen"])
     alone = judge.score([conversation])[0]
-    batched = RewardModelJudge(str(folder), batch_size=4).score([list(p["prompt"]) + list(p["rejected"])
-                                                                  for p in test_pairs[:3]] + [conversation])[-1]
+    batched = RewardModelJudge(str(folder), batch_size=4).score(
+        [list(p["prompt"]) + list(p["rejected"]) for p in test_pairs[:3]] + [conversation]
+    )[-1]
     assert alone == pytest.approx(batched, abs=1e-4)
 
 
@@ -67,10 +82,15 @@ def test_grades_cover_every_assistant_turn(reward_model):
     folder, _ = reward_model
     judge = RewardModelJudge(str(folder))
     rows = [
-        {"id": 0, "conversation": [{"role": "user", "content": "Describe the blue door."},
-                                   {"role": "assistant", "content": "The miller repairs the blue door."},
-                                   {"role": "user", "content": "Say it shorter."},
-                                   {"role": "assistant", "content": "Door repaired."}]},
+        {
+            "id": 0,
+            "conversation": [
+                {"role": "user", "content": "Describe the blue door."},
+                {"role": "assistant", "content": "The miller repairs the blue door."},
+                {"role": "user", "content": "Say it shorter."},
+                {"role": "assistant", "content": "Door repaired."},
+            ],
+        },
         {"id": 1, "instruction": "Describe the old piano.", "text": "The teacher opens the old piano."},
     ]
     result = grade_generations(judge, rows)
@@ -144,10 +164,12 @@ def test_alpha_choice_is_the_best_extrapolation_not_the_original():
 def test_chat_endpoint_judge_grades_and_compares_with_the_key_from_the_environment(chat_endpoint, monkeypatch):
     monkeypatch.setenv("REPROLM_JUDGE_KEY", "sk-test-secret-123")
     judge = ChatEndpointJudge(chat_endpoint, "judge-model", "REPROLM_JUDGE_KEY", seed=3)
-    grades = judge.score([
-        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "one two three"}],
-        [{"role": "user", "content": "UNPARSEABLE"}, {"role": "assistant", "content": "x"}],
-    ])
+    grades = judge.score(
+        [
+            [{"role": "user", "content": "q"}, {"role": "assistant", "content": "one two three"}],
+            [{"role": "user", "content": "UNPARSEABLE"}, {"role": "assistant", "content": "x"}],
+        ]
+    )
     assert grades[0] == 3.0 and math.isnan(grades[1])
     long, short = "a long and careful answer", "short"
     preferences = judge.prefer(["i"] * 6, [long, short] * 3, [short, long] * 3)
@@ -162,8 +184,14 @@ def test_chat_endpoint_judge_grades_and_compares_with_the_key_from_the_environme
 def test_chat_endpoint_judge_without_its_key_fails_naming_the_variable(monkeypatch):
     monkeypatch.delenv("REPROLM_JUDGE_KEY", raising=False)
     with pytest.raises(ValueError, match=re.escape("environment variable 'REPROLM_JUDGE_KEY'")):
-        make_judge({"kind": "chat_endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m",
-                    "api_key_env": "REPROLM_JUDGE_KEY"})
+        make_judge(
+            {
+                "kind": "chat_endpoint",
+                "base_url": "http://127.0.0.1:9/v1",
+                "model": "m",
+                "api_key_env": "REPROLM_JUDGE_KEY",
+            }
+        )
 
 
 def test_the_authors_released_alpaca_eval_verdicts_give_the_published_figures():
@@ -183,16 +211,22 @@ def test_the_authors_released_alpaca_eval_verdicts_give_the_published_figures():
         rows = [row for row in verdicts if row["generator"] == generator]
         assert len(rows) == int(figures["n_total"]) == 805
         # AlpacaEval's preference is 1 (reference preferred) to 2 (the model's answer).
-        result = win_rates([float(row["preference"]) - 1 for row in rows], [int(row["answer_length"]) for row in rows],
-                           [int(row["reference_length"]) for row in rows])
+        result = win_rates(
+            [float(row["preference"]) - 1 for row in rows],
+            [int(row["answer_length"]) for row in rows],
+            [int(row["reference_length"]) for row in rows],
+        )
         assert result["win_rate"] == pytest.approx(float(figures["win_rate"]), abs=1e-8)
         assert result["standard_error"] == pytest.approx(float(figures["standard_error"]), abs=1e-8)
         assert result["discrete_win_rate"] == pytest.approx(float(figures["discrete_win_rate"]), abs=1e-9)
         assert (result["n_wins"], result["n_draws"]) == (int(figures["n_wins"]), int(figures["n_draws"]))
         assert int(result["mean_length"]) == int(figures["avg_length"])
     sft = [row for row in verdicts if row["generator"] == "zephyr-7b-sft-full"]
-    ours = win_rates([float(row["preference"]) - 1 for row in sft], [int(row["answer_length"]) for row in sft],
-                     [int(row["reference_length"]) for row in sft])
+    ours = win_rates(
+        [float(row["preference"]) - 1 for row in sft],
+        [int(row["answer_length"]) for row in sft],
+        [int(row["reference_length"]) for row in sft],
+    )
     assert float(published["zephyr-7b-sft-full"]["length_controlled_winrate"]) == pytest.approx(8.673, abs=1e-3)
     assert ours["lc_win_rate"] == pytest.approx(14.55, abs=0.01)
 
@@ -210,40 +244,62 @@ def test_fastchat_mt_bench_grading_sends_its_prompts_with_reference_answers(chat
     math, reasoning and coding), turn 2 by the multi-turn forms with both turns in view; the
     prompt's system message; temperature 0; ``[[rating]]``, else ``[rating]``."""
     monkeypatch.setenv("REPROLM_JUDGE_KEY", "sk-test-secret-123")
-    spec = {"kind": "chat_endpoint", "base_url": chat_endpoint, "model": "gpt-4", "api_key_env": "REPROLM_JUDGE_KEY",
-            "judge_prompts": "judge_prompts"}
+    spec = {
+        "kind": "chat_endpoint",
+        "base_url": chat_endpoint,
+        "model": "gpt-4",
+        "api_key_env": "REPROLM_JUDGE_KEY",
+        "judge_prompts": "judge_prompts",
+    }
     judge = make_judge(spec, {"judge_prompts": _fastchat_prompts_source(tmp_path)})
     assert judge.protocol.startswith("FastChat MT-Bench")
 
     def conversation(first, second):
-        return [{"role": "user", "content": "Q1?"}, {"role": "assistant", "content": first},
-                {"role": "user", "content": "Q2?"}, {"role": "assistant", "content": second}]
+        return [
+            {"role": "user", "content": "Q1?"},
+            {"role": "assistant", "content": first},
+            {"role": "user", "content": "Q2?"},
+            {"role": "assistant", "content": second},
+        ]
 
-    rows = [{"id": 0, "category": "writing", "conversation": conversation("one two", "one two three four")},
-            {"id": 1, "category": "math", "reference_answers": ["R1", "R2"],
-             "conversation": conversation("a b c", "UNPARSEABLE")}]
+    rows = [
+        {"id": 0, "category": "writing", "conversation": conversation("one two", "one two three four")},
+        {
+            "id": 1,
+            "category": "math",
+            "reference_answers": ["R1", "R2"],
+            "conversation": conversation("a b c", "UNPARSEABLE"),
+        },
+    ]
     result = grade_generations(judge, rows)
     assert result["grades"][0] == [2.0, 4.0]  # the second from FastChat's backup pattern [4]
     assert result["grades"][1][0] == 3.0 and math.isnan(result["grades"][1][1])
     assert result["protocol"] == judge.protocol and result["unparsed"] == 1
     requests = [seen["body"] for seen in ChatEndpointStandIn.seen]
     assert len(requests) == 4 and all(r["temperature"] == 0 and r["max_tokens"] == 2048 for r in requests)
-    assert all(r["messages"][0] == {"role": "system", "content": "You grade answers of AI assistants."}
-               for r in requests)
+    assert all(
+        r["messages"][0] == {"role": "system", "content": "You grade answers of AI assistants."} for r in requests
+    )
     prompts = [r["messages"][1]["content"] for r in requests]
     assert prompts[0].startswith("Question:\nQ1?") and "Reference" not in prompts[0]
     assert "### User:\nQ2?\n\n### Assistant A:\none two three four" in prompts[1] and "Reference" not in prompts[1]
     assert "[The Start of Reference Answer]\nR1\n" in prompts[2]
     assert "(turn 1):\nR1" in prompts[3] and "(turn 2):\nR2" in prompts[3]
-    with pytest.raises(KeyError, match="prompt 2: category 'coding' is graded against reference answers, "
-                                       "and the row has 0 for 2 turns"):
+    with pytest.raises(
+        KeyError, match="prompt 2: category 'coding' is graded against reference answers, and the row has 0 for 2 turns"
+    ):
         grade_generations(judge, [{"id": 2, "category": "coding", "conversation": conversation("x", "y")}])
 
 
 def test_a_fastchat_judge_needs_its_prompts_source(chat_endpoint, monkeypatch):
     monkeypatch.setenv("REPROLM_JUDGE_KEY", "k")
-    spec = {"kind": "chat_endpoint", "base_url": chat_endpoint, "model": "gpt-4", "api_key_env": "REPROLM_JUDGE_KEY",
-            "judge_prompts": "fastchat_prompts"}
+    spec = {
+        "kind": "chat_endpoint",
+        "base_url": chat_endpoint,
+        "model": "gpt-4",
+        "api_key_env": "REPROLM_JUDGE_KEY",
+        "judge_prompts": "fastchat_prompts",
+    }
     with pytest.raises(ValueError, match="grades with FastChat's prompts: it needs the 'fastchat_prompts' source"):
         make_judge(spec, {})
 
@@ -258,11 +314,19 @@ def test_a_judges_prompts_must_be_a_fastchat_judge_prompts_source():
 
     repo = Path(__file__).resolve().parents[1]
     config = yaml.safe_load((repo / "config/config.yaml").read_text())
-    judge = {"kind": "chat_endpoint", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "K",
-             "judge_prompts": "mt_bench"}
+    judge = {
+        "kind": "chat_endpoint",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+        "api_key_env": "K",
+        "judge_prompts": "mt_bench",
+    }
     config["judges"]["mt_judge"] = judge
-    with pytest.raises(ConfigError, match="judges.mt_judge.judge_prompts: source 'mt_bench' has schema "
-                                          "'mt_bench_prompts'; FastChat's MT-Bench grading reads schema"):
+    with pytest.raises(
+        ConfigError,
+        match="judges.mt_judge.judge_prompts: source 'mt_bench' has schema "
+        "'mt_bench_prompts'; FastChat's MT-Bench grading reads schema",
+    ):
         check_config(config, repo / "workflow/schemas/config.schema.yaml")
     judge["judge_prompts"] = "fastchat_prompts"
     with pytest.raises(ConfigError, match="judges.mt_judge.judge_prompts: 'fastchat_prompts' is not declared"):
@@ -285,9 +349,15 @@ def test_fastchat_prompts_missing_one_are_refused_naming_the_source(tmp_path):
     pq.write_table(pa.Table.from_pylist(prompts), folder / "train.parquet")
     with pytest.raises(KeyError, match=rf"{folder}: judge prompts lack \['single-math-v1'\]"):
         read_judge_prompts(str(folder))
-    write_source({"name": "full", "schema": "fastchat_judge_prompts", "fixture": {"n": 4, "seed": 0}}, tmp_path / "full")
+    write_source(
+        {"name": "full", "schema": "fastchat_judge_prompts", "fixture": {"n": 4, "seed": 0}}, tmp_path / "full"
+    )
     assert sorted(read_judge_prompts(str(tmp_path / "full"))) == [
-        "single-math-v1", "single-math-v1-multi-turn", "single-v1", "single-v1-multi-turn"]
+        "single-math-v1",
+        "single-math-v1-multi-turn",
+        "single-v1",
+        "single-v1-multi-turn",
+    ]
 
 
 def test_mt_bench_rows_keep_their_reference_answers_for_the_judge():

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from reprolm.score import length
 from reprolm.length import PAPER_TARGETS, TargetSet, Window, configured_targets, count_words
+from reprolm.score import length
 
 PAPER = TargetSet(PAPER_TARGETS)
 
@@ -23,17 +23,44 @@ def test_paper_levels_and_windows():
     assert [t.level for t in PAPER] == [0, 0, 0, 0, 1, 1, 1, 2, 2]
     pm = {t.name: (t.pm.lo, t.pm.hi) for t in PAPER}
     fm = {t.name: (t.fm.lo, t.fm.hi) for t in PAPER}
-    assert pm == {"10": (0, 20), "30": (20, 40), "50": (40, 60), "80": (70, 90), "150": (130, 170),
-                  "300": (280, 320), "500": (450, 550), "700": (630, 770), ">800": (800, math.inf)}
-    assert fm == {"10": (0, 20), "30": (20, 40), "50": (40, 60), "80": (60, 100), "150": (100, 200),
-                  "300": (200, 400), "500": (400, 600), "700": (600, 800), ">800": (800, math.inf)}
+    assert pm == {
+        "10": (0, 20),
+        "30": (20, 40),
+        "50": (40, 60),
+        "80": (70, 90),
+        "150": (130, 170),
+        "300": (280, 320),
+        "500": (450, 550),
+        "700": (630, 770),
+        ">800": (800, math.inf),
+    }
+    assert fm == {
+        "10": (0, 20),
+        "30": (20, 40),
+        "50": (40, 60),
+        "80": (60, 100),
+        "150": (100, 200),
+        "300": (200, 400),
+        "500": (400, 600),
+        "700": (600, 800),
+        ">800": (800, math.inf),
+    }
 
 
 @pytest.mark.parametrize(
     ("window", "count", "inside"),
-    [((0, 20), 0, False), ((0, 20), 1, True), ((0, 20), 20, True), ((0, 20), 21, False),
-     ((70, 90), 70, False), ((70, 90), 71, True), ((70, 90), 90, True),
-     ((800, None), 800, False), ((800, None), 801, True), ((800, None), 10**6, True)],
+    [
+        ((0, 20), 0, False),
+        ((0, 20), 1, True),
+        ((0, 20), 20, True),
+        ((0, 20), 21, False),
+        ((70, 90), 70, False),
+        ((70, 90), 71, True),
+        ((70, 90), 90, True),
+        ((800, None), 800, False),
+        ((800, None), 801, True),
+        ((800, None), 10**6, True),
+    ],
 )
 def test_windows_are_half_open(window, count, inside):
     assert Window.parse(window).contains(count) is inside
@@ -41,10 +68,28 @@ def test_windows_are_half_open(window, count, inside):
 
 @pytest.mark.parametrize(
     ("words", "mlt"),
-    [(5, None), (6, "[MLT:10]"), (15, "[MLT:10]"), (16, None), (25, None), (26, "[MLT:30]"),
-     (35, "[MLT:30]"), (75, None), (80, "[MLT:80]"), (135, None), (136, "[MLT:150]"), (155, "[MLT:150]"),
-     (156, None), (295, None), (305, "[MLT:300]"), (505, "[MLT:500]"), (700, "[MLT:700]"),
-     (705, "[MLT:700]"), (800, None), (801, "[MLT:>800]")],
+    [
+        (5, None),
+        (6, "[MLT:10]"),
+        (15, "[MLT:10]"),
+        (16, None),
+        (25, None),
+        (26, "[MLT:30]"),
+        (35, "[MLT:30]"),
+        (75, None),
+        (80, "[MLT:80]"),
+        (135, None),
+        (136, "[MLT:150]"),
+        (155, "[MLT:150]"),
+        (156, None),
+        (295, None),
+        (305, "[MLT:300]"),
+        (505, "[MLT:500]"),
+        (700, "[MLT:700]"),
+        (705, "[MLT:700]"),
+        (800, None),
+        (801, "[MLT:>800]"),
+    ],
 )
 def test_training_bins(words, mlt):
     target = PAPER.bin_for(words)
@@ -132,6 +177,7 @@ def test_a_config_without_length_targets_has_none():
 
 # ---- the Ruler tables: every figure with its bootstrap over prompts ----
 
+
 def _ruler_scores():
     """length_levels over 12 prompts (one target each), multi-MLT over 3 prompts asked at three
     targets, self-MLT over 4 prompts, as the metrics write them."""
@@ -139,17 +185,41 @@ def _ruler_scores():
     from reprolm.score.metrics import compute
 
     context = {"length_targets": "paper"}
-    tlg = [{"id": i, "TargetLength": name, "text": " w" * words} for i, (name, words) in enumerate(
-        [("10", 5), ("10", 25), ("30", 30), ("30", 39), ("50", 45), ("80", 95), ("80", 80), ("150", 160),
-         ("300", 250), ("500", 500), ("700", 700), (">800", 900)])]
-    multi = [{"id": prompt, "TargetLength": name, "text": " w" * words}
-             for prompt, lengths in enumerate([(9, 30, 100), (12, 50, 45), (30, 25, 48)])
-             for name, words in zip(["10", "30", "50"], lengths, strict=True)]
-    self_mlt = [{"id": i, "text": text} for i, text in enumerate(
-        ["[MLT:10]" + " w" * 8, "[MLT:30]" + " w" * 50, "no MLT" + " w" * 3, "[MLT:50]" + " w" * 55])]
-    return [Score("length_levels", "b", "r", "tlg", compute("length_levels", tlg, context)),
-            Score("length_multi_mlt", "b", "r", "multi_mlt", compute("length_multi_mlt", multi, context)),
-            Score("length_self_mlt", "b", "r", "self_mlt", compute("length_self_mlt", self_mlt, context))]
+    tlg = [
+        {"id": i, "TargetLength": name, "text": " w" * words}
+        for i, (name, words) in enumerate(
+            [
+                ("10", 5),
+                ("10", 25),
+                ("30", 30),
+                ("30", 39),
+                ("50", 45),
+                ("80", 95),
+                ("80", 80),
+                ("150", 160),
+                ("300", 250),
+                ("500", 500),
+                ("700", 700),
+                (">800", 900),
+            ]
+        )
+    ]
+    multi = [
+        {"id": prompt, "TargetLength": name, "text": " w" * words}
+        for prompt, lengths in enumerate([(9, 30, 100), (12, 50, 45), (30, 25, 48)])
+        for name, words in zip(["10", "30", "50"], lengths, strict=True)
+    ]
+    self_mlt = [
+        {"id": i, "text": text}
+        for i, text in enumerate(
+            ["[MLT:10]" + " w" * 8, "[MLT:30]" + " w" * 50, "no MLT" + " w" * 3, "[MLT:50]" + " w" * 55]
+        )
+    ]
+    return [
+        Score("length_levels", "b", "r", "tlg", compute("length_levels", tlg, context)),
+        Score("length_multi_mlt", "b", "r", "multi_mlt", compute("length_multi_mlt", multi, context)),
+        Score("length_self_mlt", "b", "r", "self_mlt", compute("length_self_mlt", self_mlt, context)),
+    ]
 
 
 def test_level_and_target_figures_are_the_pooled_ones_with_a_bootstrap_over_prompts():
@@ -191,8 +261,10 @@ def test_length_errors_rmse_is_the_root_of_the_pooled_squared_error_per_draw():
     row = tables.length_error_table(scores, PAPER).iloc[0]
     assert row["exact_match"].value == data["errors"]["exact_match"] == 100 * 4 / 11
     assert row["rmse"].value == data["errors"]["rmse"] and row["n"] == 11
-    errors = [(words - PAPER[name].value) ** 2 if PAPER[name].value is not None else None
-              for words, name in zip(data["word_counts"], data["target_names"], strict=True)]
+    errors = [
+        (words - PAPER[name].value) ** 2 if PAPER[name].value is not None else None
+        for words, name in zip(data["word_counts"], data["target_names"], strict=True)
+    ]
     draws = unit_draws(data["ids"])
     by_hand = [math.sqrt(np.mean([errors[i] for i in draw if errors[i] is not None])) for draw in draws[:10]]
     assert row["rmse"].replicates[:10] == pytest.approx(by_hand)
@@ -215,8 +287,7 @@ def test_multi_mlt_draws_a_prompts_outputs_at_every_target_together():
     inside = {"10": [1, 1, 0], "30": [1, 0, 1], "50": [0, 1, 1]}
     for name, hits in inside.items():
         assert np.allclose(row[name].replicates, [100 * np.mean([hits[p] for p in draw]) for draw in draws])
-    assert np.allclose(row["Avg FM"].replicates,
-                       np.mean([row[name].replicates for name in ("10", "30", "50")], axis=0))
+    assert np.allclose(row["Avg FM"].replicates, np.mean([row[name].replicates for name in ("10", "30", "50")], axis=0))
     assert row["Avg FM"].low <= row["Avg FM"].value <= row["Avg FM"].high
 
 
@@ -243,10 +314,9 @@ def test_self_mlt_keeps_counts_and_resamples_fm_and_mean_words(tmp_path):
 
 
 def test_ruler_tables_refuse_a_score_the_configured_targets_do_not_reproduce():
-    from reprolm.aggregate import length_tables as tables
-
     from dataclasses import replace
 
+    from reprolm.aggregate import length_tables as tables
     from reprolm.length import Window
 
     narrower = TargetSet([replace(t, fm=Window(60, 90)) if t.name == "80" else t for t in PAPER])
@@ -261,15 +331,36 @@ def test_ruler_tables_and_plot_carry_the_intervals(tmp_path):
     from reprolm.aggregate import length_tables as tables
     from reprolm.io import split_estimates
 
-    tables.write_ruler_tables(_ruler_scores(), {"recipes": ["r"]}, {"length_targets": "paper"},
-                              tmp_path / "tables", tmp_path / "plots")
+    tables.write_ruler_tables(
+        _ruler_scores(), {"recipes": ["r"]}, {"length_targets": "paper"}, tmp_path / "tables", tmp_path / "plots"
+    )
     levels = pd.read_csv(tmp_path / "tables" / "tlg_levels.csv")
-    assert list(levels.columns) == ["model", "level", "PM_in", "PM_out", "PM", "PM lo", "PM hi",
-                                    "FM_in", "FM_out", "FM", "FM lo", "FM hi"]
+    assert list(levels.columns) == [
+        "model",
+        "level",
+        "PM_in",
+        "PM_out",
+        "PM",
+        "PM lo",
+        "PM hi",
+        "FM_in",
+        "FM_out",
+        "FM",
+        "FM lo",
+        "FM hi",
+    ]
     assert levels["PM_in"].dtype == "int64"
     errors = pd.read_csv(tmp_path / "tables" / "length_errors.csv")
-    assert list(errors.columns) == ["model", "exact_match", "exact_match lo", "exact_match hi",
-                                    "rmse", "rmse lo", "rmse hi", "n"]
+    assert list(errors.columns) == [
+        "model",
+        "exact_match",
+        "exact_match lo",
+        "exact_match hi",
+        "rmse",
+        "rmse lo",
+        "rmse hi",
+        "n",
+    ]
     replicates = pd.read_parquet(tmp_path / "tables" / "tlg_levels.replicates.parquet")
     assert set(replicates["column"]) == {"PM", "FM"}
     assert (tmp_path / "plots" / "tlg_targets.png").stat().st_size > 0
@@ -280,7 +371,9 @@ def test_ruler_tables_and_plot_carry_the_intervals(tmp_path):
     # A bar's interval where the draws define it; none (zero length) where too few draws hold
     # one of the target's outputs.
     for row, estimate in enumerate(per_target["FM"]):
-        expected = [0.0, 0.0] if np.isnan(estimate.low) else [estimate.value - estimate.low, estimate.high - estimate.value]
+        expected = (
+            [0.0, 0.0] if np.isnan(estimate.low) else [estimate.value - estimate.low, estimate.high - estimate.value]
+        )
         assert bars[:, row] == pytest.approx(expected)
     # Two of twelve prompts per target at most: a draw misses a target's prompts too often
     # (11% of draws for two) for any per-target interval; the pooled "All" level has one.

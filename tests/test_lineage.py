@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from reprolm.provenance import content_hash, provenance_path
 from default_config import DEFAULT, MODELS
+from reprolm.provenance import content_hash, provenance_path
 from workflow_helpers import REPO, copy_run
 
 pytestmark = pytest.mark.workflow
@@ -46,9 +46,13 @@ def test_lineage_traces_a_table_back_to_its_raw_sources(default_run, capsys):
     assert table["rule"] == "study_tables" and table["wildcards"] == {"study": "gem"}
     assert table["code"]["commit"] and len(table["params"]["code"]) == 64
     # table <- score <- generations <- model <- dataset <- raw source, each with its record.
-    chain = ["results/scores/answer_voting/tiny_llama/ce/gsm8k_samples.json",
-             "results/generations/tiny_llama/ce/gsm8k_samples.parquet", "results/models/tiny_llama/ce",
-             "results/datasets/chat_sft/train.parquet", "resources/raw/ultrafeedback_sft"]
+    chain = [
+        "results/scores/answer_voting/tiny_llama/ce/gsm8k_samples.json",
+        "results/generations/tiny_llama/ce/gsm8k_samples.parquet",
+        "results/models/tiny_llama/ce",
+        "results/datasets/chat_sft/train.parquet",
+        "resources/raw/ultrafeedback_sft",
+    ]
     for parent, child in zip(["results/tables/gem"] + chain, chain):
         assert child in artifacts[parent]["inputs"], (parent, child)
         assert artifacts[child]["sha256"] == content_hash(default_run / child)
@@ -83,8 +87,13 @@ def test_verify_finds_modified_results_and_stale_descendants(default_run, tmp_pa
 
 def test_the_report_lists_the_provenance_of_everything_behind_it(default_run):
     index = pd.read_csv(default_run / "results/report/provenance.csv").set_index("artifact")
-    for artifact in ("results/tables/gem", "results/report/leaderboard.csv", "results/models/tiny_llama/ce",
-                     "resources/raw/ultrafeedback_sft", "resources/models/tiny_llama"):
+    for artifact in (
+        "results/tables/gem",
+        "results/report/leaderboard.csv",
+        "results/models/tiny_llama/ce",
+        "resources/raw/ultrafeedback_sft",
+        "resources/models/tiny_llama",
+    ):
         assert index.loc[artifact, "sha256"] == content_hash(default_run / artifact), artifact
     assert index.loc["results/models/tiny_llama/ce", "rule"] == "finetune"
     recorded = index[index["rule"].notna()]
@@ -92,4 +101,3 @@ def test_the_report_lists_the_provenance_of_everything_behind_it(default_run):
     # Configuration files the jobs read have no record of their own; they are listed with their hash.
     assert index.loc["config/flr_followups.yaml", "sha256"] == content_hash(REPO / "config/flr_followups.yaml")
     assert len(index.loc["results/tables/gem", "library code"]) == 16
-

@@ -23,10 +23,16 @@ def recorded(root: Path, path: str, rule: str, inputs: list[str], content: str |
     else:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)
-    record = {"rule": rule, "wildcards": {}, "params": {}, "code": {"commit": "abc", "dirty": False},
-              "execution": {"host": "here"}, "finished": "now",
-              "inputs": {"input": [{"path": p, "sha256": content_hash(root / p)} for p in inputs]},
-              "outputs": [{"path": path, "sha256": content_hash(target)}]}
+    record = {
+        "rule": rule,
+        "wildcards": {},
+        "params": {},
+        "code": {"commit": "abc", "dirty": False},
+        "execution": {"host": "here"},
+        "finished": "now",
+        "inputs": {"input": [{"path": p, "sha256": content_hash(root / p)} for p in inputs]},
+        "outputs": [{"path": path, "sha256": content_hash(target)}],
+    }
     provenance_path(target).write_text(json.dumps(record))
 
 
@@ -36,18 +42,29 @@ def run(tmp_path) -> Path:
     recorded(tmp_path, "resources/raw/world", "raw_source", [])
     recorded(tmp_path, "results/datasets/a/train.parquet", "dataset", ["resources/raw/world"], "a")
     recorded(tmp_path, "results/datasets/b/train.parquet", "dataset", ["resources/raw/world"], "b")
-    recorded(tmp_path, "results/tables/study", "study_tables",
-             ["results/datasets/a/train.parquet", "results/datasets/b/train.parquet"])
+    recorded(
+        tmp_path,
+        "results/tables/study",
+        "study_tables",
+        ["results/datasets/a/train.parquet", "results/datasets/b/train.parquet"],
+    )
     return tmp_path
 
 
 def test_a_file_in_a_recorded_folder_resolves_to_the_folders_record(run, capsys):
     graph = lineage("results/tables/study/table.csv", root=run)
     assert graph["root"] == "results/tables/study"
-    assert graph["requested"] == {"path": "results/tables/study/table.csv", "inside": "results/tables/study",
-                                  "sha256": content_hash(run / "results/tables/study/table.csv")}
-    assert set(graph["artifacts"]) == {"results/tables/study", "results/datasets/a/train.parquet",
-                                       "results/datasets/b/train.parquet", "resources/raw/world"}
+    assert graph["requested"] == {
+        "path": "results/tables/study/table.csv",
+        "inside": "results/tables/study",
+        "sha256": content_hash(run / "results/tables/study/table.csv"),
+    }
+    assert set(graph["artifacts"]) == {
+        "results/tables/study",
+        "results/datasets/a/train.parquet",
+        "results/datasets/b/train.parquet",
+        "resources/raw/world",
+    }
     assert main(["--root", str(run), "lineage", "results/tables/study/table.csv"]) == 0
     tree = capsys.readouterr().out.splitlines()
     assert tree[0].startswith("results/tables/study/table.csv  sha256 ")

@@ -21,7 +21,13 @@ from reprolm.data.schemas import DataError
 from reprolm.data.task_docs import world_text, write_task_docs
 from reprolm.data.upstream import UPSTREAM_SCHEMAS, make_fixture, schema_for_task
 from reprolm.score.lm_eval_bridge import (
-    TaskSpec, build_task, environment_report, evaluate_tasks, language_model, load_task_docs, task_config,
+    TaskSpec,
+    build_task,
+    environment_report,
+    evaluate_tasks,
+    language_model,
+    load_task_docs,
+    task_config,
     task_doc_counts,
 )
 
@@ -56,22 +62,37 @@ def tiny_model(tmp_path_factory, fixture_dirs):
     """A byte-level BPE tokenizer trained on the fixture text and a random 2-layer Llama
     whose 2048 positions hold a 25-shot ARC prompt; saved, and returned loaded."""
     corpus = world_text() + [
-        json.dumps(record) for path in sorted(fixture_dirs.glob("*/*.parquet"))
+        json.dumps(record)
+        for path in sorted(fixture_dirs.glob("*/*.parquet"))
         for record in pq.read_table(path).to_pylist()
     ]
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=600, special_tokens=["<s>", "</s>", "<pad>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bpe.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=600,
+            special_tokens=["<s>", "</s>", "<pad>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id)).eval()
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=2048,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    ).eval()
     path = tmp_path_factory.mktemp("tiny_llama")
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -79,8 +100,10 @@ def tiny_model(tmp_path_factory, fixture_dirs):
 
 
 def paper_specs(fixture_dirs) -> list[TaskSpec]:
-    return [TaskSpec(name, task, shots, metric, fixture_dirs / schema, gen_kwargs=gen_kwargs, limit=LIMIT)
-            for name, task, shots, metric, schema, gen_kwargs in PAPER_TASKS]
+    return [
+        TaskSpec(name, task, shots, metric, fixture_dirs / schema, gen_kwargs=gen_kwargs, limit=LIMIT)
+        for name, task, shots, metric, schema, gen_kwargs in PAPER_TASKS
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +113,7 @@ def loaded_model_results(tiny_model, fixture_dirs):
 
 
 # ---- fixture documents ----
+
 
 @pytest.mark.parametrize("schema", TASK_DOC_SCHEMAS)
 def test_fixture_docs_are_deterministic_and_pass_their_schema_check(schema):
@@ -103,12 +127,23 @@ def test_fixture_docs_are_deterministic_and_pass_their_schema_check(schema):
 
 
 def test_fixture_docs_use_the_splits_lm_eval_reads():
-    for schema, task in [("arc", "arc_challenge"), ("hellaswag", "hellaswag"), ("truthfulqa_mc", "truthfulqa_mc2"),
-                         ("mmlu", "mmlu_miscellaneous"), ("winogrande", "winogrande"), ("gsm8k", "gsm8k"),
-                         ("glue_cola", "cola"), ("boolq", "boolq"), ("ifeval", "ifeval")]:
+    for schema, task in [
+        ("arc", "arc_challenge"),
+        ("hellaswag", "hellaswag"),
+        ("truthfulqa_mc", "truthfulqa_mc2"),
+        ("mmlu", "mmlu_miscellaneous"),
+        ("winogrande", "winogrande"),
+        ("gsm8k", "gsm8k"),
+        ("glue_cola", "cola"),
+        ("boolq", "boolq"),
+        ("ifeval", "ifeval"),
+    ]:
         config = task_config(TaskSpec(schema, task, 0, "acc,none"))
-        read = {config[key] for key in ("training_split", "validation_split", "test_split", "fewshot_split")
-                if config.get(key)}
+        read = {
+            config[key]
+            for key in ("training_split", "validation_split", "test_split", "fewshot_split")
+            if config.get(key)
+        }
         assert read == set(make_fixture(schema, n=1, seed=0)), task
         assert schema_for_task(task) is UPSTREAM_SCHEMAS[schema]
 
@@ -130,8 +165,11 @@ def test_task_text_corpus_renders_answers_in_the_task_formats():
     assert len(texts) == 6
     assert all(text.endswith(("\nAnswer: yes", "\nAnswer: no")) for text in texts[:3])
     assert all(text.startswith("Question: ") and "\n#### " in text for text in texts[3:])
-    with pytest.raises(ValueError, match="task_formats cannot read schema 'hellaswag' \\(it has no task_text adapter\\); "
-                                         "it reads arc, gsm8k, glue_cola, boolq"):
+    with pytest.raises(
+        ValueError,
+        match="task_formats cannot read schema 'hellaswag' \\(it has no task_text adapter\\); "
+        "it reads arc, gsm8k, glue_cola, boolq",
+    ):
         make_fixture("text", n=1, seed=0, task_formats=["hellaswag"])
 
 
@@ -139,29 +177,36 @@ def test_misspelt_fixture_option_is_an_error_naming_the_source_and_option(tmp_pa
     from reprolm.data.sources import write_source
 
     spec = {"name": "world_tasks", "schema": "text", "fixture": {"n": 2, "seed": 0, "task_format": ["boolq"]}}
-    with pytest.raises(ValueError, match="sources.world_tasks.fixture: fixture for schema 'text': unknown options "
-                                         "\\['task_format'\\]; it takes \\['facts_per_document', 'task_formats'\\]"):
+    with pytest.raises(
+        ValueError,
+        match="sources.world_tasks.fixture: fixture for schema 'text': unknown options "
+        "\\['task_format'\\]; it takes \\['facts_per_document', 'task_formats'\\]",
+    ):
         write_source(spec, tmp_path / "world_tasks")
     assert not (tmp_path / "world_tasks").exists()
 
 
-@pytest.mark.parametrize("schema, field, value, problem_field", [
-    ("arc", "answerKey", "E", "answerKey"),
-    ("hellaswag", "label", 2, "label"),
-    ("truthfulqa_mc", "mc1_targets", {"choices": ["a", "b"], "labels": [0, 1]}, "mc1_targets.labels"),
-    ("mmlu", "answer", 4, "answer"),
-    ("winogrande", "sentence", "no blank here", "sentence"),
-    ("gsm8k", "answer", "The answer is 4.", "answer"),
-    ("glue_cola", "label", True, "label"),
-    ("boolq", "passage", "", "passage"),
-    ("ifeval", "kwargs", [], "kwargs"),
-])
+@pytest.mark.parametrize(
+    "schema, field, value, problem_field",
+    [
+        ("arc", "answerKey", "E", "answerKey"),
+        ("hellaswag", "label", 2, "label"),
+        ("truthfulqa_mc", "mc1_targets", {"choices": ["a", "b"], "labels": [0, 1]}, "mc1_targets.labels"),
+        ("mmlu", "answer", 4, "answer"),
+        ("winogrande", "sentence", "no blank here", "sentence"),
+        ("gsm8k", "answer", "The answer is 4.", "answer"),
+        ("glue_cola", "label", True, "label"),
+        ("boolq", "passage", "", "passage"),
+        ("ifeval", "kwargs", [], "kwargs"),
+    ],
+)
 def test_schema_checks_name_the_bad_field(schema, field, value, problem_field):
     split, records = next(iter(make_fixture(schema, n=1, seed=0).items()))
     assert UPSTREAM_SCHEMAS[schema].check({**records[0], field: value})[0] == problem_field
 
 
 # ---- evaluation ----
+
 
 def test_every_task_reports_its_metric_in_range_with_the_asked_counts(loaded_model_results):
     assert loaded_model_results["lm_eval_version"] == "0.4.13"
@@ -182,11 +227,12 @@ def test_loaded_model_and_checkpoint_path_give_the_same_scores(tiny_model, fixtu
     path, _, _ = tiny_model
     from_path = evaluate_tasks(str(path), None, paper_specs(fixture_dirs), batch_size=8, bootstrap_iters=100)
     for name in loaded_model_results["tasks"]:
-        assert from_path["tasks"][name]["metrics"] == pytest.approx(loaded_model_results["tasks"][name]["metrics"]), name
+        assert from_path["tasks"][name]["metrics"] == pytest.approx(loaded_model_results["tasks"][name]["metrics"]), (
+            name
+        )
 
 
-def test_ifeval_runs_offline_and_leaves_out_only_what_needs_missing_nltk_data(tiny_model, fixture_dirs,
-                                                                             monkeypatch):
+def test_ifeval_runs_offline_and_leaves_out_only_what_needs_missing_nltk_data(tiny_model, fixture_dirs, monkeypatch):
     """IFEval's sentence count needs NLTK's punkt_tab, which cannot be downloaded here: the
     prompts carrying it are left out, counted and explained, the rest scored by lm-eval."""
     import nltk
@@ -195,8 +241,9 @@ def test_ifeval_runs_offline_and_leaves_out_only_what_needs_missing_nltk_data(ti
     docs = pq.read_table(fixture_dirs / "ifeval" / "train.parquet").to_pylist()
     needing = sum("length_constraints:number_sentences" in doc["instruction_id_list"] for doc in docs)
     assert 0 < needing < len(docs)
-    spec = TaskSpec("ifeval", "ifeval", 0, "prompt_level_strict_acc,none", fixture_dirs / "ifeval",
-                    gen_kwargs={"max_gen_toks": 16})
+    spec = TaskSpec(
+        "ifeval", "ifeval", 0, "prompt_level_strict_acc,none", fixture_dirs / "ifeval", gen_kwargs={"max_gen_toks": 16}
+    )
 
     def punkt_missing(resource, *args, **kwargs):
         raise LookupError(resource)
@@ -206,7 +253,12 @@ def test_ifeval_runs_offline_and_leaves_out_only_what_needs_missing_nltk_data(ti
     assert summary["n_docs"] == len(docs) - needing
     assert summary["unscored"]["docs"] == needing
     assert "punkt_tab" in summary["unscored"]["instructions"]["length_constraints:number_sentences"]
-    for metric in ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc"):
+    for metric in (
+        "prompt_level_strict_acc",
+        "inst_level_strict_acc",
+        "prompt_level_loose_acc",
+        "inst_level_loose_acc",
+    ):
         assert 0.0 <= summary["metrics"][f"{metric},none"] <= 1.0
     # Loose matching forgives more than strict, never less.
     assert summary["metrics"]["prompt_level_loose_acc,none"] >= summary["metrics"]["prompt_level_strict_acc,none"]
@@ -227,8 +279,10 @@ def test_per_sample_log_audits_the_score_document_by_document(tiny_model, fixtur
     import gzip
 
     _, model, tokenizer = tiny_model
-    specs = [TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq", limit=6),
-             TaskSpec("arc_easy", "arc_easy", 0, "acc_norm,none", fixture_dirs / "arc", limit=5)]
+    specs = [
+        TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq", limit=6),
+        TaskSpec("arc_easy", "arc_easy", 0, "acc_norm,none", fixture_dirs / "arc", limit=5),
+    ]
     samples_path = tmp_path / "suite.samples.jsonl.gz"
     result = evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0, samples_output=str(samples_path))
     with gzip.open(samples_path, "rt") as stream:
@@ -242,8 +296,10 @@ def test_per_sample_log_audits_the_score_document_by_document(tiny_model, fixtur
         assert all(s["filtered_resps"] and s["arguments"] and s["target"] is not None for s in mine)
     # Logging samples changes no score, and the same samples give the same bytes.
     again = tmp_path / "again.samples.jsonl.gz"
-    assert evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0, samples_output=str(again))["tasks"] == \
-        result["tasks"]
+    assert (
+        evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0, samples_output=str(again))["tasks"]
+        == result["tasks"]
+    )
     assert again.read_bytes() == samples_path.read_bytes()
 
 
@@ -268,8 +324,9 @@ def test_a_stopped_evaluation_resumes_with_only_its_unanswered_requests(tiny_mod
     assert resumed["tasks"] == evaluate_tasks(model, tokenizer, boolq(6), bootstrap_iters=0)["tasks"]
 
 
-def test_environment_report_is_collected_once_per_process_and_scores_do_not_change(tiny_model, fixture_dirs,
-                                                                                    monkeypatch):
+def test_environment_report_is_collected_once_per_process_and_scores_do_not_change(
+    tiny_model, fixture_dirs, monkeypatch
+):
     import lm_eval.evaluator as evaluator
     import lm_eval.loggers.utils as logger_utils
 
@@ -308,8 +365,11 @@ def test_builtin_task_functions_are_kept(fixture_dirs):
     doc = hellaswag.eval_docs[0]
     # hellaswag's own process_docs builds "query", "choices" and "gold" from the raw record.
     assert doc["query"].startswith(f"{doc['activity_label']}: ") and doc["gold"] == int(doc["label"])
-    gsm8k = build_task(TaskSpec("gsm8k", "gsm8k", 5, "exact_match,flexible-extract", fixture_dirs / "gsm8k",
-                                gen_kwargs={"max_gen_toks": 32}))
+    gsm8k = build_task(
+        TaskSpec(
+            "gsm8k", "gsm8k", 5, "exact_match,flexible-extract", fixture_dirs / "gsm8k", gen_kwargs={"max_gen_toks": 32}
+        )
+    )
     assert [f.name for f in gsm8k._filters] == ["strict-match", "flexible-extract"]
     assert gsm8k.config.generation_kwargs["max_gen_toks"] == 32
     assert "Question:" in gsm8k.config.generation_kwargs["until"]
@@ -331,6 +391,7 @@ def test_hub_data_keeps_the_builtin_source():
 
 # ---- errors ----
 
+
 def test_missing_evaluated_split_names_folder_and_split(tmp_path):
     write_task_docs({"train": make_fixture("arc", n=30, seed=0)["train"]}, tmp_path)
     with pytest.raises(FileNotFoundError, match=rf"{tmp_path}: no test\.parquet.*'arc_challenge'"):
@@ -342,8 +403,9 @@ def test_missing_fewshot_split_is_an_error_only_with_shots(tmp_path, tiny_model)
     with pytest.raises(FileNotFoundError, match=rf"{tmp_path}: no train\.parquet.*2-shot examples"):
         task_config(TaskSpec("boolq", "boolq", 2, "acc,none", tmp_path))
     _, model, tokenizer = tiny_model
-    zero_shot = evaluate_tasks(model, tokenizer, [TaskSpec("boolq", "boolq", 0, "acc,none", tmp_path, limit=4)],
-                               bootstrap_iters=0)
+    zero_shot = evaluate_tasks(
+        model, tokenizer, [TaskSpec("boolq", "boolq", 0, "acc,none", tmp_path, limit=4)], bootstrap_iters=0
+    )
     assert zero_shot["tasks"]["boolq"]["n_docs"] == 4
 
 
@@ -359,7 +421,11 @@ def test_bad_document_names_file_row_and_field(tmp_path):
     write_task_docs(docs, tmp_path)
     with pytest.raises(DataError) as caught:
         task_config(TaskSpec("winogrande", "winogrande", 0, "acc,none", tmp_path))
-    assert (caught.value.path, caught.value.row, caught.value.field) == (str(tmp_path / "validation.parquet"), 3, "answer")
+    assert (caught.value.path, caught.value.row, caught.value.field) == (
+        str(tmp_path / "validation.parquet"),
+        3,
+        "answer",
+    )
 
 
 def test_shots_on_a_zero_shot_task_is_an_error():
@@ -387,7 +453,6 @@ def test_duplicate_spec_names_are_an_error(fixture_dirs):
         evaluate_tasks("unused", None, [spec, spec])
 
 
-
 def test_default_evaluation_tokenises_as_the_harmony_originals_forced_bos(tiny_model):
     """The original train-before-test code builds lm-eval's HFLM with add_bos_token=True and
     its own tokenizer object. With lm-eval 0.4.13 that changes no token: our default
@@ -411,9 +476,12 @@ def test_default_evaluation_tokenises_as_the_harmony_originals_forced_bos(tiny_m
     assert ours.tok_encode("the boat")[0] != tokenizer.bos_token_id
     bos_adding = copy.deepcopy(tokenizer)
     bos_adding._tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A", special_tokens=[("<s>", tokenizer.bos_token_id)])
+        single="<s> $A", special_tokens=[("<s>", tokenizer.bos_token_id)]
+    )
     ours = language_model(model, bos_adding, batch_size=2)
     original = get_model("hf")(pretrained=model, tokenizer=bos_adding, batch_size=2, add_bos_token=True)
     assert encodings(ours) == encodings(original)
-    assert all(ids[0] == tokenizer.bos_token_id and ids.count(tokenizer.bos_token_id) == 1
-               for ids in encodings(ours)[0] + encodings(ours)[1])
+    assert all(
+        ids[0] == tokenizer.bos_token_id and ids.count(tokenizer.bos_token_id) == 1
+        for ids in encodings(ours)[0] + encodings(ours)[1]
+    )

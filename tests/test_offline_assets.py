@@ -13,8 +13,7 @@ def test_judge_rules_split_by_name_regex_with_nothing_matched_by_an_empty_side()
 
     from reprolm.score.judges import judge_name_regex
 
-    judges = {"tiny.rm": {"kind": "reward_model"}, "gpt4": {"kind": "chat_endpoint"},
-              "ae": {"kind": "alpaca_eval"}}
+    judges = {"tiny.rm": {"kind": "reward_model"}, "gpt4": {"kind": "chat_endpoint"}, "ae": {"kind": "alpaca_eval"}}
     assert judge_name_regex(judges, api=False) == r"tiny\.rm"
     api = judge_name_regex(judges, api=True)
     assert re.fullmatch(api, "gpt4") and re.fullmatch(api, "ae") and not re.fullmatch(api, "tiny.rm")
@@ -72,8 +71,9 @@ def test_an_lm_eval_tasks_data_is_recorded_by_what_lm_eval_loaded(tmp_path):
     write_task_docs(make_fixture("boolq", n=10, seed=3), tmp_path / "boolq")
     config = task_config(TaskSpec("boolq", "boolq", 0, "acc,none", tmp_path / "boolq"))
     manifest = cache_lm_eval_task(config, tmp_path / "lm_eval_data" / "boolq")
-    assert manifest == {"boolq": {"dataset_path": "parquet", "dataset_name": None,
-                                  "documents": {"train": 10, "validation": 10}}}
+    assert manifest == {
+        "boolq": {"dataset_path": "parquet", "dataset_name": None, "documents": {"train": 10, "validation": 10}}
+    }
     assert json.loads((tmp_path / "lm_eval_data" / "boolq" / MANIFEST).read_text()) == manifest
 
 
@@ -81,8 +81,11 @@ def test_a_download_that_cannot_reach_the_hub_leaves_nothing_behind(tmp_path, mo
     from reprolm.data.hub_assets import download_hub_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(OSError, match=r"^hub model 'sentence-transformers/bert-large-nli-stsb-mean-tokens' could "
-                                      r"not be downloaded: .*HF_HUB_OFFLINE"):
+    with pytest.raises(
+        OSError,
+        match=r"^hub model 'sentence-transformers/bert-large-nli-stsb-mean-tokens' could "
+        r"not be downloaded: .*HF_HUB_OFFLINE",
+    ):
         download_hub_model("sentence-transformers/bert-large-nli-stsb-mean-tokens", tmp_path / "encoder")
     assert list(tmp_path.iterdir()) == []
 

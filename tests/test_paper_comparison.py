@@ -6,8 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reprolm.aggregate.paper_comparison import (HeadlineError, direction_table, headline_table, load_headlines,
-                                                study_headlines, write_paper_comparison)
+from reprolm.aggregate.paper_comparison import (
+    HeadlineError,
+    direction_table,
+    headline_table,
+    load_headlines,
+    study_headlines,
+    write_paper_comparison,
+)
 from reprolm.aggregate.uncertainty import mean_of
 from reprolm.io import write_table
 from reprolm.studies import Study
@@ -17,18 +23,35 @@ from reprolm.studies import Study
 def tables(tmp_path):
     (tmp_path / "gem").mkdir()
     pd.DataFrame({"base": ["b", "b"], "model": ["CE", "GEM"], "Avg": [40.0, 44.0]}).to_csv(
-        tmp_path / "gem" / "ifeval.csv", index=False)
+        tmp_path / "gem" / "ifeval.csv", index=False
+    )
     return tmp_path
 
 
 def test_headlines_are_looked_up_by_row_and_left_empty_where_the_run_has_no_such_row(tables):
-    spec = {"headlines": [
-        {"study": "gem", "figure": "IFEval", "model": "b CE", "paper": 44.7, "table": "ifeval",
-         "where": {"base": "b", "model": "CE"}, "column": "Avg"},
-        {"study": "gem", "figure": "IFEval", "model": "Llama CE", "paper": 44.7, "table": "ifeval",
-         "where": {"base": "llama", "model": "CE"}, "column": "Avg"},
-        {"study": "ruler", "figure": "FM", "model": "x", "paper": 1.0, "table": "tlg", "where": {}, "column": "FM"},
-    ]}
+    spec = {
+        "headlines": [
+            {
+                "study": "gem",
+                "figure": "IFEval",
+                "model": "b CE",
+                "paper": 44.7,
+                "table": "ifeval",
+                "where": {"base": "b", "model": "CE"},
+                "column": "Avg",
+            },
+            {
+                "study": "gem",
+                "figure": "IFEval",
+                "model": "Llama CE",
+                "paper": 44.7,
+                "table": "ifeval",
+                "where": {"base": "llama", "model": "CE"},
+                "column": "Avg",
+            },
+            {"study": "ruler", "figure": "FM", "model": "x", "paper": 1.0, "table": "tlg", "where": {}, "column": "FM"},
+        ]
+    }
     frame = headline_table([("headlines.yaml", spec)], tables, ["gem", "ruler"])
     assert frame["this run"].tolist()[0] == 40.0 and pd.isna(frame["this run"].tolist()[1])
     assert frame["difference"].tolist()[0] == pytest.approx(40.0 - 44.7)
@@ -37,12 +60,26 @@ def test_headlines_are_looked_up_by_row_and_left_empty_where_the_run_has_no_such
 
 
 def test_directions_compare_two_rows_or_a_row_and_a_number(tables):
-    spec = {"directions": [
-        {"study": "gem", "claim": "GEM above CE", "table": "ifeval", "column": "Avg",
-         "higher": {"model": "GEM"}, "lower": {"model": "CE"}},
-        {"study": "gem", "claim": "CE above 50", "table": "ifeval", "column": "Avg",
-         "higher": {"model": "CE"}, "lower": 50},
-    ]}
+    spec = {
+        "directions": [
+            {
+                "study": "gem",
+                "claim": "GEM above CE",
+                "table": "ifeval",
+                "column": "Avg",
+                "higher": {"model": "GEM"},
+                "lower": {"model": "CE"},
+            },
+            {
+                "study": "gem",
+                "claim": "CE above 50",
+                "table": "ifeval",
+                "column": "Avg",
+                "higher": {"model": "CE"},
+                "lower": 50,
+            },
+        ]
+    }
     frame = direction_table([("headlines.yaml", spec)], tables, ["gem"])
     # Plain figures without replicates: the difference, but no interval, so nothing is shown.
     assert frame["expected lower"].tolist() == [40.0, 50.0]
@@ -54,8 +91,9 @@ def test_directions_compare_two_rows_or_a_row_and_a_number(tables):
 def _accuracy_table(folder, correct_by_model: dict[str, list[float]]) -> None:
     """A table of accuracies over the same prompts, written as the study writers write it."""
     ids = [f"prompt{i}" for i in range(len(next(iter(correct_by_model.values()))))]
-    frame = pd.DataFrame([{"model": model, "accuracy": mean_of(correct, ids, scale=100)}
-                          for model, correct in correct_by_model.items()])
+    frame = pd.DataFrame(
+        [{"model": model, "accuracy": mean_of(correct, ids, scale=100)} for model, correct in correct_by_model.items()]
+    )
     write_table(frame, folder, "accuracy")
 
 
@@ -64,16 +102,42 @@ def test_effect_claims_carry_a_paired_interval_and_holm_adjusted_p(tmp_path):
     weak = rng.integers(0, 2, size=80).astype(float)
     strong = np.maximum(weak, rng.integers(0, 2, size=80))  # right wherever weak is, and more
     _accuracy_table(tmp_path / "s", {"weak": weak, "strong": strong, "twin": weak.copy()})
-    spec = {"directions": [
-        {"study": "s", "claim": "strong above weak", "table": "accuracy", "column": "accuracy",
-         "higher": {"model": "strong"}, "lower": {"model": "weak"}},
-        {"study": "s", "claim": "twin above weak", "table": "accuracy", "column": "accuracy",
-         "higher": {"model": "twin"}, "lower": {"model": "weak"}},
-        {"study": "s", "claim": "weak above chance", "table": "accuracy", "column": "accuracy",
-         "higher": {"model": "weak"}, "lower": 50},
-        {"study": "s", "claim": "weak above strong", "table": "accuracy", "column": "accuracy",
-         "higher": {"model": "weak"}, "lower": {"model": "strong"}},
-    ]}
+    spec = {
+        "directions": [
+            {
+                "study": "s",
+                "claim": "strong above weak",
+                "table": "accuracy",
+                "column": "accuracy",
+                "higher": {"model": "strong"},
+                "lower": {"model": "weak"},
+            },
+            {
+                "study": "s",
+                "claim": "twin above weak",
+                "table": "accuracy",
+                "column": "accuracy",
+                "higher": {"model": "twin"},
+                "lower": {"model": "weak"},
+            },
+            {
+                "study": "s",
+                "claim": "weak above chance",
+                "table": "accuracy",
+                "column": "accuracy",
+                "higher": {"model": "weak"},
+                "lower": 50,
+            },
+            {
+                "study": "s",
+                "claim": "weak above strong",
+                "table": "accuracy",
+                "column": "accuracy",
+                "higher": {"model": "weak"},
+                "lower": {"model": "strong"},
+            },
+        ]
+    }
     frame = direction_table([("h.yaml", spec)], tmp_path, ["s"]).set_index("claim")
     gain = 100 * (strong.mean() - weak.mean())
     row = frame.loc["strong above weak"]
@@ -101,29 +165,68 @@ def test_effect_claims_carry_a_paired_interval_and_holm_adjusted_p(tmp_path):
 
 def test_headlines_carry_the_runs_interval(tmp_path):
     _accuracy_table(tmp_path / "s", {"m": [1.0, 0.0] * 20})
-    spec = {"headlines": [{"study": "s", "figure": "accuracy", "model": "m", "paper": 55.0, "table": "accuracy",
-                           "where": {"model": "m"}, "column": "accuracy"}]}
+    spec = {
+        "headlines": [
+            {
+                "study": "s",
+                "figure": "accuracy",
+                "model": "m",
+                "paper": 55.0,
+                "table": "accuracy",
+                "where": {"model": "m"},
+                "column": "accuracy",
+            }
+        ]
+    }
     row = headline_table([("h.yaml", spec)], tmp_path, ["s"]).iloc[0]
     table = pd.read_csv(tmp_path / "s" / "accuracy.csv").iloc[0]
-    assert (row["this run"], row["this run lo"], row["this run hi"]) == (50.0, table["accuracy lo"], table["accuracy hi"])
+    assert (row["this run"], row["this run lo"], row["this run hi"]) == (
+        50.0,
+        table["accuracy lo"],
+        table["accuracy hi"],
+    )
     assert row["this run lo"] < 50.0 < row["this run hi"]
 
 
 def test_a_misplaced_figure_names_its_entry_and_the_table(tables):
-    spec = {"headlines": [{"study": "gem", "figure": "f", "model": "m", "paper": 1, "table": "ifeval",
-                           "where": {"model": "CE"}, "column": "Average"}]}
+    spec = {
+        "headlines": [
+            {
+                "study": "gem",
+                "figure": "f",
+                "model": "m",
+                "paper": 1,
+                "table": "ifeval",
+                "where": {"model": "CE"},
+                "column": "Average",
+            }
+        ]
+    }
     with pytest.raises(HeadlineError, match=r"^h.yaml: headlines\[0\]: .*ifeval.csv has no column\(s\) \['Average'\]"):
         headline_table([("h.yaml", spec)], tables, ["gem"])
-    spec = {"headlines": [{"study": "gem", "figure": "f", "model": "m", "paper": 1, "table": "ifeval",
-                           "where": {"base": "b"}, "column": "Avg"}]}
+    spec = {
+        "headlines": [
+            {
+                "study": "gem",
+                "figure": "f",
+                "model": "m",
+                "paper": 1,
+                "table": "ifeval",
+                "where": {"base": "b"},
+                "column": "Avg",
+            }
+        ]
+    }
     with pytest.raises(HeadlineError, match="2 rows .* must be unique"):
         headline_table([("h.yaml", spec)], tables, ["gem"])
 
 
 def test_a_misplaced_figure_stops_the_comparison_naming_the_headline_file_with_no_output(tables, tmp_path):
     headlines = tmp_path / "headlines.yaml"
-    headlines.write_text("headlines:\n  - {study: gem, figure: f, model: m, paper: 1, table: ifeval, "
-                         "where: {model: CE}, column: Average}\n")
+    headlines.write_text(
+        "headlines:\n  - {study: gem, figure: f, model: m, paper: 1, table: ifeval, "
+        "where: {model: CE}, column: Average}\n"
+    )
     outputs = tmp_path / "headlines.csv", tmp_path / "directions.csv"
     with pytest.raises(HeadlineError, match=r"headlines.yaml: headlines\[0\]: .*ifeval.csv has no column"):
         write_paper_comparison(str(headlines), {}, tables, ["gem"], *map(str, outputs))
@@ -140,7 +243,9 @@ def test_the_headline_file_is_checked_entry_by_entry_before_any_table_is_read(tm
         assert sum(h["model"] == model for h in shipped["headlines"]) == 4, model
     bad = tmp_path / "headlines.yaml"
     bad.write_text("headlines:\n  - {study: gem, figure: f, model: m, paper: 1, table: t, where: {}, colum: Avg}\n")
-    with pytest.raises(HeadlineError, match=r"headlines.yaml: headlines\[0\]: missing keys \['column'\], unknown keys \['colum'\]"):
+    with pytest.raises(
+        HeadlineError, match=r"headlines.yaml: headlines\[0\]: missing keys \['column'\], unknown keys \['colum'\]"
+    ):
         load_headlines(bad)
     bad.write_text("headlines:\n  - {study: gem, figure: f, model: m, paper: high, table: t, where: {}, column: Avg}\n")
     with pytest.raises(HeadlineError, match=r"headlines\[0\].paper: expected a number, got 'high'"):
@@ -148,8 +253,14 @@ def test_the_headline_file_is_checked_entry_by_entry_before_any_table_is_read(tm
 
 
 # A study's own figures, as a study from its own file declares them (no ``study`` key).
-HEADLINE = {"figure": "IFEval", "model": "b GEM", "paper": 45.0, "table": "ifeval", "where": {"model": "GEM"},
-            "column": "Avg"}
+HEADLINE = {
+    "figure": "IFEval",
+    "model": "b GEM",
+    "paper": 45.0,
+    "table": "ifeval",
+    "where": {"model": "GEM"},
+    "column": "Avg",
+}
 DIRECTION = {"claim": "GEM above 42", "table": "ifeval", "column": "Avg", "higher": {"model": "GEM"}, "lower": 42}
 
 
@@ -164,17 +275,22 @@ def _declaring() -> Study:
 
 def test_a_studys_own_figures_are_checked_and_given_its_name():
     silent = type("Silent", (Study,), {"name": "silent"})()  # declares none: left out
-    assert study_headlines([silent, _declaring()]) == {"mine": {
-        "headlines": [{"study": "mine", **HEADLINE}], "directions": [{"study": "mine", **DIRECTION}],
-    }}
+    assert study_headlines([silent, _declaring()]) == {
+        "mine": {
+            "headlines": [{"study": "mine", **HEADLINE}],
+            "directions": [{"study": "mine", **DIRECTION}],
+        }
+    }
     entry = dict(HEADLINE)
     # The study is implied: an entry may not name one.
-    with pytest.raises(HeadlineError,
-                       match=r"^study 'mine': headlines\[0\]: missing keys \[\], unknown keys \['study'\]$"):
+    with pytest.raises(
+        HeadlineError, match=r"^study 'mine': headlines\[0\]: missing keys \[\], unknown keys \['study'\]$"
+    ):
         study_headlines([_study(headlines=[{**entry, "study": "gem"}])])
     del entry["column"]
-    with pytest.raises(HeadlineError,
-                       match=r"^study 'mine': headlines\[0\]: missing keys \['column'\], unknown keys \[\]$"):
+    with pytest.raises(
+        HeadlineError, match=r"^study 'mine': headlines\[0\]: missing keys \['column'\], unknown keys \[\]$"
+    ):
         study_headlines([_study(headlines=[entry])])
     with pytest.raises(HeadlineError, match=r"^study 'mine': headlines\[0\].paper: expected a number, got '45'$"):
         study_headlines([_study(headlines=[{**HEADLINE, "paper": "45"}])])
@@ -186,20 +302,27 @@ def test_the_comparison_merges_the_files_entries_with_each_studys_own(tables, tm
     (tables / "mine").mkdir()
     pd.DataFrame({"model": ["CE", "GEM"], "Avg": [41.0, 43.5]}).to_csv(tables / "mine" / "ifeval.csv", index=False)
     headlines = tmp_path / "headlines.yaml"
-    headlines.write_text("headlines:\n  - {study: gem, figure: IFEval, model: b CE, paper: 44.7, table: ifeval, "
-                         "where: {base: b, model: CE}, column: Avg}\n"
-                         "directions:\n  - {study: gem, claim: GEM above CE, table: ifeval, column: Avg, "
-                         "higher: {model: GEM}, lower: {model: CE}}\n")
+    headlines.write_text(
+        "headlines:\n  - {study: gem, figure: IFEval, model: b CE, paper: 44.7, table: ifeval, "
+        "where: {base: b, model: CE}, column: Avg}\n"
+        "directions:\n  - {study: gem, claim: GEM above CE, table: ifeval, column: Avg, "
+        "higher: {model: GEM}, lower: {model: CE}}\n"
+    )
     outputs = tmp_path / "report" / "headlines.csv", tmp_path / "report" / "directions.csv"
-    write_paper_comparison(str(headlines), study_headlines([_declaring()]), tables, ["gem", "mine"],
-                           *map(str, outputs))
+    write_paper_comparison(str(headlines), study_headlines([_declaring()]), tables, ["gem", "mine"], *map(str, outputs))
     headline = pd.read_csv(outputs[0])
     assert headline[["study", "figure", "model", "paper", "this run"]].values.tolist() == [
-        ["gem", "IFEval", "b CE", 44.7, 40.0], ["mine", "IFEval", "b GEM", 45.0, 43.5]]
+        ["gem", "IFEval", "b CE", 44.7, 40.0],
+        ["mine", "IFEval", "b GEM", 45.0, 43.5],
+    ]
     assert headline["difference"].tolist() == pytest.approx([40.0 - 44.7, 43.5 - 45.0])
     direction = pd.read_csv(outputs[1])
-    assert direction[["study", "claim", "expected higher", "expected lower", "difference", "verdict"]].values.tolist() == [
-        ["gem", "GEM above CE", 44.0, 40.0, 4.0, "no interval"], ["mine", "GEM above 42", 43.5, 42.0, 1.5, "no interval"]]
+    assert direction[
+        ["study", "claim", "expected higher", "expected lower", "difference", "verdict"]
+    ].values.tolist() == [
+        ["gem", "GEM above CE", 44.0, 40.0, 4.0, "no interval"],
+        ["mine", "GEM above 42", 43.5, 42.0, 1.5, "no interval"],
+    ]
     # Only enabled studies' entries are compared, the file's and the studies' own alike.
     write_paper_comparison(str(headlines), study_headlines([_declaring()]), tables, ["mine"], *map(str, outputs))
     assert pd.read_csv(outputs[0])["study"].tolist() == ["mine"]
@@ -212,7 +335,10 @@ def test_a_misplaced_figure_of_a_study_names_the_study(tables, tmp_path):
     (tables / "mine").mkdir()
     pd.DataFrame({"model": ["GEM"], "Avg": [43.5]}).to_csv(tables / "mine" / "ifeval.csv", index=False)
     outputs = tmp_path / "headlines.csv", tmp_path / "directions.csv"
-    with pytest.raises(HeadlineError, match=r"^study 'mine': headlines\[0\]: .*mine/ifeval.csv has no column\(s\) "
-                                            r"\['Average'\]"):
+    with pytest.raises(
+        HeadlineError,
+        match=r"^study 'mine': headlines\[0\]: .*mine/ifeval.csv has no column\(s\) "
+        r"\['Average'\]",
+    ):
         write_paper_comparison(str(headlines), study_headlines([misplaced]), tables, ["mine"], *map(str, outputs))
     assert not any(path.exists() for path in outputs)

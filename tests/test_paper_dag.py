@@ -31,8 +31,9 @@ def test_paper_config_builds_the_full_ruler_dag_offline(paper_jobs):
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     bases, baselines = paper["ruler"]["bases"], paper["ruler"]["baselines"]
     assert len(bases) == 6 and len(baselines) == 6
-    finetunes = sorted((w["base"], w["recipe"]) for rule, w in jobs
-                       if rule == "finetune" and w["recipe"] in ("ruler", "vanilla"))
+    finetunes = sorted(
+        (w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune" and w["recipe"] in ("ruler", "vanilla")
+    )
     assert finetunes == sorted((b, r) for b in bases for r in ("ruler", "vanilla"))
     counts = job_counts(jobs)
     ruler_models = {w["base"] for rule, w in jobs if rule == "download_base_model"} & set(bases + baselines)
@@ -49,9 +50,14 @@ def test_paper_config_builds_the_full_ruler_dag_offline(paper_jobs):
     gem_recipes = set(paper["gem"]["recipes"]) | {r for rs in paper["gem"]["recipes_by_base"].values() for r in rs}
     gem_finetunes = {(w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune" and w["recipe"] in gem_recipes}
     assert gem_finetunes == {("llama3_8b_gem", r) for r in ("ce", "gem_linear", "gem_logsigmoid")} | {
-        ("qwen25_math_7b", r) for r in ("ce_numina", "gem_linear_numina", "gem_logsigmoid_numina")}
+        ("qwen25_math_7b", r) for r in ("ce_numina", "gem_linear_numina", "gem_logsigmoid_numina")
+    }
     assert {w["base"] for rule, w in jobs if rule == "lm_eval" and w["suite"] == "ifeval"} == set(paper["gem"]["bases"])
-    assert {w["source"] for rule, w in jobs if rule == "raw_source"} >= {"ultrafeedback_sft", "numina_cot", "poem_prompts"}
+    assert {w["source"] for rule, w in jobs if rule == "raw_source"} >= {
+        "ultrafeedback_sft",
+        "numina_cot",
+        "poem_prompts",
+    }
 
 
 def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(paper_jobs):
@@ -64,8 +70,12 @@ def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(p
     assert job_counts(jobs)["train_before_test"] == 61 * 24
     # ExPO's published models: each aligned hub model extrapolated away from its SFT model.
     extrapolated = {(w["base"], w["recipe"], w["alpha"]) for rule, w in jobs if rule == "extrapolate"}
-    published = {("zephyr_7b_alpha", "pretrained", "0.3"), ("zephyr_7b_beta", "pretrained", "0.1"),
-                 ("zephyr_7b_dpo_full", "pretrained", "0.3"), ("mistral7b_pairrm_sppo", "pretrained", "0.3")}
+    published = {
+        ("zephyr_7b_alpha", "pretrained", "0.3"),
+        ("zephyr_7b_beta", "pretrained", "0.1"),
+        ("zephyr_7b_dpo_full", "pretrained", "0.3"),
+        ("mistral7b_pairrm_sppo", "pretrained", "0.3"),
+    }
     expo = paper["expo"]
     grid = {(b, "pretrained", f"{a:g}") for b in expo["bases"] for a in expo["alpha_search"]["alphas"]}
     assert extrapolated == published | grid
@@ -73,9 +83,14 @@ def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(p
     assert set(expo["base_references"].values()) | {"rm_mistral_7b"} <= downloads
     # The alpha search: every grid point and each original graded by the original code's
     # reward model.
-    assert {(w["base"], w["recipe"]) for rule, w in jobs if rule == "alpha_search"} == {(b, "pretrained") for b in expo["bases"]}
-    graded = {(w["judge"], w["base"], w["recipe"], w["promptset"]) for rule, w in jobs
-              if rule == "grade" and w["promptset"] == "expo_search"}
+    assert {(w["base"], w["recipe"]) for rule, w in jobs if rule == "alpha_search"} == {
+        (b, "pretrained") for b in expo["bases"]
+    }
+    graded = {
+        (w["judge"], w["base"], w["recipe"], w["promptset"])
+        for rule, w in jobs
+        if rule == "grade" and w["promptset"] == "expo_search"
+    }
     searched = {"pretrained"} | {f"pretrained+expo{a:g}" for a in expo["alpha_search"]["alphas"]}
     assert expo["judge"] == "expo_rm" and paper["judges"]["expo_rm"]["model"] == "rm_mistral_7b/pretrained"
     assert graded == {("expo_rm", b, r, "expo_search") for b in expo["bases"] for r in searched}
@@ -91,7 +106,10 @@ def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(p
     assert "results/scores/win_rate_alpaca_eval_gpt4_turbo/starling_7b_beta/pretrained/alpaca_eval.json" in scores
     assert judge_files(paper, "alpaca_eval_gpt4_turbo") == {"length_control": "resources/raw/alpaca_eval_gamed"}
     alpaca_eval_judge = paper["judges"]["alpaca_eval_gpt4_turbo"]
-    assert (alpaca_eval_judge["kind"], alpaca_eval_judge["annotator"]) == ("alpaca_eval", "weighted_alpaca_eval_gpt4_turbo")
+    assert (alpaca_eval_judge["kind"], alpaca_eval_judge["annotator"]) == (
+        "alpaca_eval",
+        "weighted_alpaca_eval_gpt4_turbo",
+    )
     # One answer per instruction, each of the 805 in AlpacaEval's order (the prompt id is the
     # instruction's position, which its length control reads).
     assert paper["promptsets"]["alpaca_eval"]["sampling"].get("n", 1) == 1
@@ -122,8 +140,9 @@ def test_cluster_jobs_find_what_they_would_fetch_from_a_hub_made_by_local_rules(
             needs.add("resources/hub_models/sentence-transformers--bert-large-nli-stsb-mean-tokens")
         assert needs <= set(job.inputs), (job.rule, job.wildcards, needs - set(job.inputs))
         for path in job.inputs:
-            hub_made = path.startswith(("resources/raw/", "resources/lm_eval_data/", "resources/nltk_data/",
-                                        "resources/hub_models/")) or path.startswith("resources/models/")
+            hub_made = path.startswith(
+                ("resources/raw/", "resources/lm_eval_data/", "resources/nltk_data/", "resources/hub_models/")
+            ) or path.startswith("resources/models/")
             if hub_made and path in made_by:
                 assert made_by[path] in local, (job.rule, path, made_by[path])
     kinds = {job.rule for job in submitted}
@@ -138,10 +157,13 @@ def test_lint_and_format_are_clean(tmp_path):
     import subprocess
     import sys
 
-    fmt = subprocess.run([str(Path(sys.executable).with_name("snakefmt")), "--check", "workflow"], cwd=work,
-                         capture_output=True, text=True)
+    fmt = subprocess.run(
+        [str(Path(sys.executable).with_name("snakefmt")), "--check", "workflow"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
-
 
 
 def _threads_by_job(output: str) -> dict[tuple[str, str], int]:
@@ -173,17 +195,26 @@ def test_profile_slurm_as_typed_asks_for_every_cpu_the_config_gives(tmp_path):
 
     work = scratch_copy(tmp_path / "work")
     env = {**snakemake_env(work), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
-    registered = subprocess.run(["make", "-s", "-C", str(REPO), "slurm-profile"], env=env, capture_output=True,
-                                text=True, check=True)
+    registered = subprocess.run(
+        ["make", "-s", "-C", str(REPO), "slurm-profile"], env=env, capture_output=True, text=True, check=True
+    )
     assert registered.stdout.strip() == "slurm"
     assert (tmp_path / "xdg/snakemake/slurm").resolve() == REPO / "profiles" / "slurm"
     assert "cores" not in yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
-    targets = ["results/scores/train_before_test/qwen1_5_14b_chat/pretrained/winogrande.json",
-               "results/models/yi15_6b/vanilla"]
+    targets = [
+        "results/scores/train_before_test/qwen1_5_14b_chat/pretrained/winogrande.json",
+        "results/models/yi15_6b/vanilla",
+    ]
     runs = {}
     for cores in ([], ["--cores", "64"]):
-        result = subprocess.run([SNAKEMAKE, "-n", "--profile", "slurm", *cores, "--configfile", "config/paper.yaml",
-                                 "--", *targets], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+        result = subprocess.run(
+            [SNAKEMAKE, "-n", "--profile", "slurm", *cores, "--configfile", "config/paper.yaml", "--", *targets],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         runs[bool(cores)] = result.stdout + result.stderr
         assert result.returncode == 0, runs[bool(cores)][-4000:]
     assert "Using profiles slurm and workflow specific profile profiles/default" in runs[False]
@@ -191,6 +222,7 @@ def test_profile_slurm_as_typed_asks_for_every_cpu_the_config_gives(tmp_path):
     assert threads[("train_before_test", "base=qwen1_5_14b_chat, recipe=pretrained, task=winogrande")] == 16
     assert threads[("finetune", "base=yi15_6b, recipe=vanilla")] == 4 * 8
     # A second registration finds its own link and changes nothing.
-    again = subprocess.run(["bash", str(REPO / "scripts/register-slurm-profile.sh")], env=env, capture_output=True,
-                           text=True, check=True)
+    again = subprocess.run(
+        ["bash", str(REPO / "scripts/register-slurm-profile.sh")], env=env, capture_output=True, text=True, check=True
+    )
     assert again.stdout.strip() == "slurm"

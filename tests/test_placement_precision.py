@@ -71,15 +71,32 @@ def test_bf16_finetune_updates_float32_master_weights_at_the_papers_learning_rat
 
     from reprolm.train.finetune import FinetuneSpec, run
 
-    recipe = {"format": "instruction_response", "completion_prefix": "mlt", "max_length": 128,
-              "learning_rate": 2e-5, "max_steps": 2, "per_device_train_batch_size": 4, "logging_steps": 1}
-    run(FinetuneSpec(base_model=str(inputs / "base"), output_dir=str(tmp_path / "out"),
-                     checkpoint_root=str(tmp_path / "checkpoints"), train_file=str(inputs / "train.parquet"),
-                     recipe=recipe, seed=0, add_tokens=list(MLT_TOKENS), precision="bfloat16"))
+    recipe = {
+        "format": "instruction_response",
+        "completion_prefix": "mlt",
+        "max_length": 128,
+        "learning_rate": 2e-5,
+        "max_steps": 2,
+        "per_device_train_batch_size": 4,
+        "logging_steps": 1,
+    }
+    run(
+        FinetuneSpec(
+            base_model=str(inputs / "base"),
+            output_dir=str(tmp_path / "out"),
+            checkpoint_root=str(tmp_path / "checkpoints"),
+            train_file=str(inputs / "train.parquet"),
+            recipe=recipe,
+            seed=0,
+            add_tokens=list(MLT_TOKENS),
+            precision="bfloat16",
+        )
+    )
     base = load_file(inputs / "base" / "model.safetensors")
     trained = load_file(tmp_path / "out" / "model.safetensors")
-    matrices = [name for name, value in trained.items()
-                if value.dim() == 2 and name in base and base[name].shape == value.shape]
+    matrices = [
+        name for name, value in trained.items() if value.dim() == 2 and name in base and base[name].shape == value.shape
+    ]
     assert matrices and all(trained[name].dtype == torch.float32 for name in matrices)
     changed = sum(int((trained[n] != base[n]).sum()) for n in matrices)
     total = sum(trained[n].numel() for n in matrices)

@@ -9,17 +9,37 @@ from collections import Counter
 import pytest
 
 from reprolm.cli import main
-from reprolm.plan import (CHECKPOINT_BYTES, CPU_JOB_SECONDS, DEVICES, PlannedJob, _estimate, calibrate, makespan,
-                          model_parameters, parse_dry_run, plan)
+from reprolm.plan import (
+    CHECKPOINT_BYTES,
+    CPU_JOB_SECONDS,
+    DEVICES,
+    PlannedJob,
+    _estimate,
+    calibrate,
+    makespan,
+    model_parameters,
+    parse_dry_run,
+    plan,
+)
 from reprolm.provenance.cost import stage_of
 from reprolm.provenance.hashing import provenance_path
 from workflow_helpers import REPO, dry_run_jobs
 
 CONFIG = {
-    "base_models": {"big": {"hub": {"path": "org/Big-7B"}}, "odd": {"hub": {"path": "org/mystery"}},
-                    "gpt": {"hub": {"path": "org/gpt"}, "parameters": 124_000_000}},
-    "recipes": {"sft": {"dataset": "d", "max_length": 1024, "max_steps": 100, "per_device_train_batch_size": 4,
-                        "gradient_accumulation_steps": 2}},
+    "base_models": {
+        "big": {"hub": {"path": "org/Big-7B"}},
+        "odd": {"hub": {"path": "org/mystery"}},
+        "gpt": {"hub": {"path": "org/gpt"}, "parameters": 124_000_000},
+    },
+    "recipes": {
+        "sft": {
+            "dataset": "d",
+            "max_length": 1024,
+            "max_steps": 100,
+            "per_device_train_batch_size": 4,
+            "gradient_accumulation_steps": 2,
+        }
+    },
     "datasets": {"prompts": {"builder": "instructions", "sources": ["s"], "params": {"num": 500}}},
     "promptsets": {"ask": {"dataset": "prompts", "sampling": {"max_new_tokens": 768, "n": 2}}},
 }
@@ -73,8 +93,12 @@ def test_finetune_and_generation_estimates_by_hand(tmp_path):
 
 
 def test_schedule_on_two_gpus():
-    jobs = [PlannedJob("a", {}, [], [], gpus=2, seconds=10), PlannedJob("b", {}, [], [], gpus=1, seconds=4),
-            PlannedJob("c", {}, [], [], gpus=1, seconds=5, after=[1]), PlannedJob("d", {}, [], [], gpus=0, seconds=30)]
+    jobs = [
+        PlannedJob("a", {}, [], [], gpus=2, seconds=10),
+        PlannedJob("b", {}, [], [], gpus=1, seconds=4),
+        PlannedJob("c", {}, [], [], gpus=1, seconds=5, after=[1]),
+        PlannedJob("d", {}, [], [], gpus=0, seconds=30),
+    ]
     # a holds both GPUs for 10 s; then b (4 s) and c after b (5 s); d runs on a CPU from 0 to 30.
     assert makespan(jobs, 2) == 30
     jobs[3].seconds = 1

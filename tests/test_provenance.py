@@ -8,8 +8,14 @@ from reprolm.provenance import execution_host
 
 # What a GPU rule's script saw in the test cluster's job step (srun -n1 under the Snakemake
 # SLURM executor), trimmed to the variables that matter here.
-JOB_STEP = {"SLURM_JOB_ID": "2", "SLURMD_NODENAME": "node7", "SLURM_STEP_NODELIST": "node7",
-            "SLURM_STEP_GPUS": "2,3", "SLURM_GPUS_ON_NODE": "2", "CUDA_VISIBLE_DEVICES": "0,1"}
+JOB_STEP = {
+    "SLURM_JOB_ID": "2",
+    "SLURMD_NODENAME": "node7",
+    "SLURM_STEP_NODELIST": "node7",
+    "SLURM_STEP_GPUS": "2,3",
+    "SLURM_GPUS_ON_NODE": "2",
+    "CUDA_VISIBLE_DEVICES": "0,1",
+}
 # A workflow run whole inside sbatch: the batch step has job variables, no step ones.
 BATCH = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "node3", "SLURM_JOB_GPUS": "1", "CUDA_VISIBLE_DEVICES": "1"}
 
@@ -64,8 +70,17 @@ def test_a_folder_replaced_in_place_is_told_from_one_merely_touched_or_copied(tm
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        record = build_record(rule="study_tables", wildcards={"study": "gem"}, params={}, inputs={},
-                              outputs=outputs, seed=0, started="", finished="", usage={})
+        record = build_record(
+            rule="study_tables",
+            wildcards={"study": "gem"},
+            params={},
+            inputs={},
+            outputs=outputs,
+            seed=0,
+            started="",
+            finished="",
+            usage={},
+        )
         for output in outputs:
             write_record(record, output)
             (tmp_path / output / SNAKEMAKE_MARKER).touch()

@@ -32,7 +32,9 @@ def test_registry_suggests_the_closest_names_and_refuses_a_second_entry_under_on
     assert "red" in colours and "blue" not in colours and len(colours) == 2
     with pytest.raises(UnknownName) as error:
         colours.get("gren", where="paint.colour")
-    assert str(error.value) == "paint.colour: unknown colour 'gren'; registered: ['red', 'green']; did you mean 'green'?"
+    assert (
+        str(error.value) == "paint.colour: unknown colour 'gren'; registered: ['red', 'green']; did you mean 'green'?"
+    )
     assert isinstance(error.value, KeyError) and isinstance(error.value, ValueError)
     with pytest.raises(UnknownName, match=r"^unknown colour 'blue'; registered: \['red', 'green'\]$"):
         colours["blue"]
@@ -61,11 +63,14 @@ def test_the_schemas_enums_are_the_registries_names():
     assert _enum("properties", "generation", "properties", "backend") == BACKENDS.names()
     assert sorted(_enum("properties", "recipes", "additionalProperties", "properties", "format")) == sorted(FORMATS)
     assert sorted(_enum("properties", "promptsets", "additionalProperties", "properties", "prompt")) == sorted(
-        [*PROMPT_BUILDERS, MULTI_TURN])
+        [*PROMPT_BUILDERS, MULTI_TURN]
+    )
     build = SECTIONS["base_models"]["additionalProperties"]["properties"]["build"]["properties"]
     assert tuple(build["architecture"]["enum"]) == ARCHITECTURES
-    kinds = [branch["properties"]["kind"]["const"]
-             for branch in SCHEMA["properties"]["judges"]["additionalProperties"]["oneOf"]]
+    kinds = [
+        branch["properties"]["kind"]["const"]
+        for branch in SCHEMA["properties"]["judges"]["additionalProperties"]["oneOf"]
+    ]
     assert sorted(kinds) == sorted(JUDGES)
     # Each study's evaluations name metrics that are registered.
     for study in ("ruler", "gem"):
@@ -104,8 +109,9 @@ def test_study_models_and_score_paths_in_the_paper_config():
     # FLR's online loop: the starting policy and the two policies aligned from it.
     assert STUDIES["flr"].models(PAPER) == [("llama3_8b_instruct", r) for r in ("pretrained", "flr_dpo", "flr_kto")]
     expo = STUDIES["expo"]
-    assert expo.targets(PAPER) == [f"results/scores/alpha_search/{b}/pretrained/expo_search.json"
-                                   for b in PAPER["expo"]["bases"]]
+    assert expo.targets(PAPER) == [
+        f"results/scores/alpha_search/{b}/pretrained/expo_search.json" for b in PAPER["expo"]["bases"]
+    ]
 
 
 def _refused(config: dict) -> str:
@@ -122,23 +128,28 @@ def test_config_checks_catch_what_the_schema_cannot():
     assert _refused(config) == "length_targets[0].pm: window [20, 0] is empty; the lower bound must be below the upper"
     config = copy.deepcopy(DEFAULT)
     config["base_models"]["tiny_llama"]["build"]["num_heads"] = 5
-    assert _refused(config) == ("base_models.tiny_llama.build: hidden_size 64 is not divisible by num_heads 5; "
-                                "use a num_heads that divides it")
+    assert _refused(config) == (
+        "base_models.tiny_llama.build: hidden_size 64 is not divisible by num_heads 5; use a num_heads that divides it"
+    )
     config = copy.deepcopy(DEFAULT)
     config["base_models"]["tiny_qwen2"]["build"]["num_kv_heads"] = 3
     assert "num_heads 4 is not divisible by num_kv_heads 3" in _refused(config)
     config = copy.deepcopy(DEFAULT)
     config["resources"] = {"default": {"precision": "auto"}}
-    assert _refused(config) == ("base_models.tiny_llama.resources.finetune.precision: 'auto' cannot train; "
-                                "choose from ['float32', 'bfloat16', 'float16']")
+    assert _refused(config) == (
+        "base_models.tiny_llama.resources.finetune.precision: 'auto' cannot train; "
+        "choose from ['float32', 'bfloat16', 'float16']"
+    )
     config = copy.deepcopy(DEFAULT)
     config["studies"] = []
-    assert _refused(config) == ("studies: the list is empty; enable at least one of "
-                                "['ruler', 'harmony', 'expo', 'flr', 'gem']")
+    assert _refused(config) == (
+        "studies: the list is empty; enable at least one of ['ruler', 'harmony', 'expo', 'flr', 'gem']"
+    )
     config = copy.deepcopy(DEFAULT)
     config["studies"] = ["rulr"]
-    assert _refused(config) == ("studies: unknown study 'rulr'; registered: ['ruler', 'harmony', 'expo', 'flr', "
-                                "'gem']; did you mean 'ruler'?")
+    assert _refused(config) == (
+        "studies: unknown study 'rulr'; registered: ['ruler', 'harmony', 'expo', 'flr', 'gem']; did you mean 'ruler'?"
+    )
     config = copy.deepcopy(DEFAULT)
     config["recipies"] = {}
     assert "top-level config key: 'recipies' is not declared" in _refused(config)
@@ -152,8 +163,9 @@ def test_config_checks_catch_what_the_schema_cannot():
     assert _refused(config).endswith("did you mean 'eli5'?")
     config = copy.deepcopy(DEFAULT)
     config["sources"]["eli5"]["schema"] = "numina_cot"
-    assert _refused(config) == ("sources.eli5.fixture: schema 'numina_cot' has no fixture; "
-                                "name a hub dataset for this source")
+    assert _refused(config) == (
+        "sources.eli5.fixture: schema 'numina_cot' has no fixture; name a hub dataset for this source"
+    )
 
 
 def _small(study: str) -> dict:
@@ -172,15 +184,25 @@ def test_a_config_without_length_targets_is_refused_only_where_something_reads_t
     # ExPO's vanilla SFT model trains on Ruler's data, binned by the targets.
     config = _small("expo")
     del config["length_targets"]
-    assert _refused(config) == ("datasets.ruler_train.builder: 'ruler_train' needs length_targets ('paper' or a "
-                                "list of targets), which the config does not set; set it, or leave out what needs it")
+    assert _refused(config) == (
+        "datasets.ruler_train.builder: 'ruler_train' needs length_targets ('paper' or a "
+        "list of targets), which the config does not set; set it, or leave out what needs it"
+    )
     gem = _small("gem")
     del gem["length_targets"]
     for section, name, spec, where in [
-        ("datasets", "tlg", {"builder": "ruler_tlg", "sources": ["openhermes"], "params": {"num": 4, "seed": 10}},
-         "datasets.tlg.builder: 'ruler_tlg'"),
-        ("promptsets", "sized", {**gem["promptsets"]["poems"], "prompt": "target_length"},
-         "promptsets.sized.prompt: 'target_length'"),
+        (
+            "datasets",
+            "tlg",
+            {"builder": "ruler_tlg", "sources": ["openhermes"], "params": {"num": 4, "seed": 10}},
+            "datasets.tlg.builder: 'ruler_tlg'",
+        ),
+        (
+            "promptsets",
+            "sized",
+            {**gem["promptsets"]["poems"], "prompt": "target_length"},
+            "promptsets.sized.prompt: 'target_length'",
+        ),
         ("recipes", "with_mlt", {**gem["recipes"]["ce"], "add_tokens": "mlt"}, "recipes.with_mlt.add_tokens: 'mlt'"),
     ]:
         config = copy.deepcopy(gem)
@@ -203,9 +225,13 @@ def test_an_lm_eval_metric_the_task_does_not_report_is_refused_before_any_job(tm
     config["lm_eval_suites"]["general"]["tasks"][1]["metric"] = "acc_norm,flexible-extract"
     with pytest.raises(ConfigError) as error:
         preflight(config, str(tmp_path / "tasks.json"))
-    assert str(error.value) == ("lm_eval_suites.general.tasks[1].metric: lm-eval's task 'hellaswag' does not report "
-                                "'acc_norm,flexible-extract'; it reports ['acc,none', 'acc_norm,none']")
+    assert str(error.value) == (
+        "lm_eval_suites.general.tasks[1].metric: lm-eval's task 'hellaswag' does not report "
+        "'acc_norm,flexible-extract'; it reports ['acc,none', 'acc_norm,none']"
+    )
     config["lm_eval_suites"]["general"]["tasks"][1]["metric"] = "acc_norm,none"
     config["harmony"]["tasks"][2]["metric"] = "acc,none"
-    with pytest.raises(ConfigError, match=r"harmony.tasks\[2\].metric: lm-eval's task 'cola' does not report 'acc,none'"):
+    with pytest.raises(
+        ConfigError, match=r"harmony.tasks\[2\].metric: lm-eval's task 'cola' does not report 'acc,none'"
+    ):
         preflight(config, str(tmp_path / "tasks.json"))

@@ -17,27 +17,37 @@ from reprolm.models.loading import REMOTE_CODE_MARKER, load_causal_lm, trusts_re
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
 
-CONFIGURATION = '''from transformers import LlamaConfig
+CONFIGURATION = """from transformers import LlamaConfig
 
 
 class TinyCustomConfig(LlamaConfig):
     model_type = "tiny_custom"
-'''
-MODELING = '''from transformers import LlamaForCausalLM
+"""
+MODELING = """from transformers import LlamaForCausalLM
 
 from .configuration_tiny_custom import TinyCustomConfig
 
 
 class TinyCustomForCausalLM(LlamaForCausalLM):
     config_class = TinyCustomConfig
-'''
+"""
 
 
 def _plain_checkpoint(folder, seed: int):
     rng = random.Random(0)
     tokenizer = train_bpe_tokenizer([fixture_world.passage(rng, 30) for _ in range(60)], 300)
-    model = build_tiny_model({"architecture": "llama", "hidden_size": 16, "num_layers": 1, "num_heads": 2,
-                              "intermediate_size": 32, "max_positions": 128}, tokenizer, seed=seed)
+    model = build_tiny_model(
+        {
+            "architecture": "llama",
+            "hidden_size": 16,
+            "num_layers": 1,
+            "num_heads": 2,
+            "intermediate_size": 32,
+            "max_positions": 128,
+        },
+        tokenizer,
+        seed=seed,
+    )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -47,9 +57,14 @@ def _custom_checkpoint(folder, seed: int, trusted: bool):
     """A tiny Llama saved as a model type of its own, its classes in the folder's files."""
     _plain_checkpoint(folder, seed)
     config = json.loads((folder / "config.json").read_text())
-    config.update(model_type="tiny_custom", architectures=["TinyCustomForCausalLM"],
-                  auto_map={"AutoConfig": "configuration_tiny_custom.TinyCustomConfig",
-                            "AutoModelForCausalLM": "modeling_tiny_custom.TinyCustomForCausalLM"})
+    config.update(
+        model_type="tiny_custom",
+        architectures=["TinyCustomForCausalLM"],
+        auto_map={
+            "AutoConfig": "configuration_tiny_custom.TinyCustomConfig",
+            "AutoModelForCausalLM": "modeling_tiny_custom.TinyCustomForCausalLM",
+        },
+    )
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "configuration_tiny_custom.py").write_text(CONFIGURATION)
     (folder / "modeling_tiny_custom.py").write_text(MODELING)
@@ -70,8 +85,9 @@ def test_a_checkpoints_own_code_runs_only_where_the_config_opted_in(tmp_path):
     answers = []
     for folder in (trusted, plain):
         backend = make_backend("transformers", str(folder))
-        prompt = backend.tokenizer.apply_chat_template([{"role": "user", "content": "Hello."}], tokenize=False,
-                                                       add_generation_prompt=True)
+        prompt = backend.tokenizer.apply_chat_template(
+            [{"role": "user", "content": "Hello."}], tokenize=False, add_generation_prompt=True
+        )
         answers.append(complete(backend, make_request(backend.tokenizer, [prompt], SamplingParams(max_new_tokens=6))))
     assert answers[0] == answers[1] and answers[0][0][0]
 
@@ -101,7 +117,9 @@ def test_an_extrapolation_carries_the_code_and_the_opt_in(tmp_path):
     aligned = _custom_checkpoint(tmp_path / "aligned", seed=1, trusted=True)
     extrapolate(sft, aligned, 0.5, tmp_path / "expo")
     out = tmp_path / "expo"
-    assert {"configuration_tiny_custom.py", "modeling_tiny_custom.py", REMOTE_CODE_MARKER} <= {p.name for p in out.iterdir()}
+    assert {"configuration_tiny_custom.py", "modeling_tiny_custom.py", REMOTE_CODE_MARKER} <= {
+        p.name for p in out.iterdir()
+    }
     assert type(load_causal_lm(str(out))).__name__ == "TinyCustomForCausalLM"
 
 
@@ -133,6 +151,7 @@ def test_the_download_takes_code_only_with_the_opt_in(tmp_path, monkeypatch):
     assert REMOTE_CODE_MARKER not in without and not trusts_remote_code(tmp_path / "without")
     download_base_model({"path": "org/custom", "revision": "abc", "trust_remote_code": True}, str(tmp_path / "with"))
     assert {"configuration_tiny_custom.py", "modeling_tiny_custom.py", REMOTE_CODE_MARKER} <= {
-        p.name for p in (tmp_path / "with").iterdir()}
+        p.name for p in (tmp_path / "with").iterdir()
+    }
     assert type(load_causal_lm(str(tmp_path / "with"))).__name__ == "TinyCustomForCausalLM"
     assert asked[1][:2] == ("org/custom", "abc") and "*.py" in asked[1][2] and "*.py" not in asked[0][2]

@@ -19,8 +19,12 @@ from reprolm.studies import Study
 CONFIG = {
     "seed": 42,
     "base_models": {"tiny": {}},
-    "recipes": {"sft": {"dataset": "d", "seeds": [42, 7, 9]}, "dpo": {"dataset": "p", "init": "sft", "seeds": [42, 7]},
-                "plain": {"dataset": "d"}, "kto": {"dataset": "p", "init": "sft", "seeds": [5]}},
+    "recipes": {
+        "sft": {"dataset": "d", "seeds": [42, 7, 9]},
+        "dpo": {"dataset": "p", "init": "sft", "seeds": [42, 7]},
+        "plain": {"dataset": "d"},
+        "kto": {"dataset": "p", "init": "sft", "seeds": [5]},
+    },
 }
 
 
@@ -50,22 +54,43 @@ def test_a_prompt_sets_sampling_replicates_have_their_own_seed_and_share_its_set
     assert lookups.promptset_spec(config, "poems-seed3") == {"dataset": "d", "sampling": {"n": 4}}
     assert lookups.recipe_spec(CONFIG, "sft") == {"dataset": "d"}
     paths = lookups.replicate_score_paths(config, [score_path("diversity", "tiny", "dpo", "poems")])
-    assert paths == [score_path("diversity", "tiny", recipe, name)
-                     for recipe in ("dpo", "dpo-seed7") for name in ("poems", "poems-seed3")]
-    sets = replicate_sets([Score("diversity", "tiny", recipe, name, {"at": (recipe, name)}) for recipe, name in
-                           [("dpo-seed7", "poems"), ("dpo", "poems-seed3"), ("dpo", "poems"), ("dpo-seed7", "poems-seed3")]])
+    assert paths == [
+        score_path("diversity", "tiny", recipe, name)
+        for recipe in ("dpo", "dpo-seed7")
+        for name in ("poems", "poems-seed3")
+    ]
+    sets = replicate_sets(
+        [
+            Score("diversity", "tiny", recipe, name, {"at": (recipe, name)})
+            for recipe, name in [
+                ("dpo-seed7", "poems"),
+                ("dpo", "poems-seed3"),
+                ("dpo", "poems"),
+                ("dpo-seed7", "poems-seed3"),
+            ]
+        ]
+    )
     assert [(s.recipe, s.name, s.data["at"]) for [s] in sets] == [
-        ("dpo", "poems", ("dpo", "poems")), ("dpo", "poems", ("dpo", "poems-seed3")),
-        ("dpo", "poems", ("dpo-seed7", "poems")), ("dpo", "poems", ("dpo-seed7", "poems-seed3"))]
+        ("dpo", "poems", ("dpo", "poems")),
+        ("dpo", "poems", ("dpo", "poems-seed3")),
+        ("dpo", "poems", ("dpo-seed7", "poems")),
+        ("dpo", "poems", ("dpo-seed7", "poems-seed3")),
+    ]
 
 
 def test_score_paths_expand_to_one_per_replicate():
-    paths = [score_path("diversity", "tiny", "sft", "poems"), score_path("diversity", "tiny", "plain", "poems"),
-             "results/scores/pair_accuracy/rm/sft/test.json"]  # a judge's score on a dataset named like a recipe
+    paths = [
+        score_path("diversity", "tiny", "sft", "poems"),
+        score_path("diversity", "tiny", "plain", "poems"),
+        "results/scores/pair_accuracy/rm/sft/test.json",
+    ]  # a judge's score on a dataset named like a recipe
     assert lookups.replicate_score_paths(CONFIG, paths) == [
-        "results/scores/diversity/tiny/sft/poems.json", "results/scores/diversity/tiny/sft-seed7/poems.json",
-        "results/scores/diversity/tiny/sft-seed9/poems.json", "results/scores/diversity/tiny/plain/poems.json",
-        "results/scores/pair_accuracy/rm/sft/test.json"]
+        "results/scores/diversity/tiny/sft/poems.json",
+        "results/scores/diversity/tiny/sft-seed7/poems.json",
+        "results/scores/diversity/tiny/sft-seed9/poems.json",
+        "results/scores/diversity/tiny/plain/poems.json",
+        "results/scores/pair_accuracy/rm/sft/test.json",
+    ]
 
 
 def _score(recipe: str, correct: list[int]) -> Score:
@@ -77,12 +102,23 @@ def test_replicate_sets_name_each_seed_by_its_recipe_and_reuse_unreplicated_mode
     sets = replicate_sets(scores)
     assert len(sets) == 3
     assert [[(s.recipe, s.data["correct"]) for s in members] for members in sets] == [
-        [("sft", [1, 1]), ("plain", [0])], [("sft", [0, 0]), ("plain", [0])], [("sft", [1]), ("plain", [0])]]
+        [("sft", [1, 1]), ("plain", [0])],
+        [("sft", [0, 0]), ("plain", [0])],
+        [("sft", [1]), ("plain", [0])],
+    ]
 
 
 def _accuracy_writer(scores, study, settings, tables, plots):
-    frame = pd.DataFrame([{"model": s.model, "accuracy": mean_of(s.data["correct"], s.data["ids"], scale=100),
-                           "prompts": len(s.data["ids"])} for s in sorted(scores, key=lambda s: s.recipe)])
+    frame = pd.DataFrame(
+        [
+            {
+                "model": s.model,
+                "accuracy": mean_of(s.data["correct"], s.data["ids"], scale=100),
+                "prompts": len(s.data["ids"]),
+            }
+            for s in sorted(scores, key=lambda s: s.recipe)
+        ]
+    )
     write_table(frame, tables, "accuracy")
     (plots / "drawn.txt").write_text(",".join(str(s.data["correct"]) for s in sorted(scores, key=lambda s: s.recipe)))
 
@@ -109,7 +145,8 @@ def test_tables_pool_seeds_and_count_an_unreplicated_model_once(tmp_path):
     plain = table.loc["tiny/plain"]
     single = mean_of([1, 0] * 20, ids, scale=100)
     assert (plain["accuracy"], plain["accuracy lo"], plain["accuracy hi"], plain["accuracy seeds"]) == pytest.approx(
-        (single.value, round(single.low, 2), round(single.high, 2), 1))
+        (single.value, round(single.low, 2), round(single.high, 2), 1)
+    )
     assert table["prompts"].tolist() == [40, 40]
     # The plots are the default seed's.
     assert (tmp_path / "plots" / "drawn.txt").read_text() == f"{[1, 0] * 20},{by_seed['sft']}"
@@ -139,7 +176,9 @@ def test_replicates_expo_cannot_pool_on_both_sides_are_refused_before_any_job():
     check_config(config, schema)
     aligned = config["expo"]["recipes"][0]
     config["recipes"][aligned]["seeds"] = [config["seed"], 7]
-    with pytest.raises(ConfigError, match=rf"^recipes\.{aligned}\.seeds: '{aligned}' is extrapolated by the expo study"):
+    with pytest.raises(
+        ConfigError, match=rf"^recipes\.{aligned}\.seeds: '{aligned}' is extrapolated by the expo study"
+    ):
         check_config(config, schema)
     config = copy.deepcopy(DEFAULT)
     search = config["expo"]["alpha_search"]["promptset"]

@@ -42,14 +42,28 @@ def test_html_report_holds_every_studys_tables_plots_captions_and_the_provenance
     default_run = run_copy  # the report is written into the run: a private copy
     snakemake(default_run, "--report", "report.html")
     html = (default_run / "report.html").read_text(errors="replace")
-    made = [path.name for study in DEFAULT["studies"] for kind, pattern in (("tables", "*.csv"), ("plots", "*.png"))
-            for path in (default_run / "results" / kind / study).glob(pattern)]
+    made = [
+        path.name
+        for study in DEFAULT["studies"]
+        for kind, pattern in (("tables", "*.csv"), ("plots", "*.png"))
+        for path in (default_run / "results" / kind / study).glob(pattern)
+    ]
     assert len(made) > 30
-    missing = [name for name in made + ["paper_headlines.csv", "effect_directions.csv", "leaderboard.csv",
-                                        "provenance.csv"] if name not in html]
+    missing = [
+        name
+        for name in made + ["paper_headlines.csv", "effect_directions.csv", "leaderboard.csv", "provenance.csv"]
+        if name not in html
+    ]
     assert missing == []
     # Each study's caption explains its metrics; the cross-study tables have their own.
-    for explanation in ("half-open", "Kendall tau-b", "length-controlled win rate", "pair accuracy",
-                        "n-gram distinct ratio", "tiny-scale", "reprolm lineage", "content hash"):
+    for explanation in (
+        "half-open",
+        "Kendall tau-b",
+        "length-controlled win rate",
+        "pair accuracy",
+        "n-gram distinct ratio",
+        "tiny-scale",
+        "reprolm lineage",
+        "content hash",
+    ):
         assert explanation in html, explanation
-

@@ -72,7 +72,11 @@ def test_changing_the_flr_categories_reruns_exactly_what_flr_scored(default_run,
     # (and the leaderboard's answers of the retrained policies)
     leaderboard = DEFAULT["leaderboard"]["promptset"]
     assert {(w["recipe"], w["promptset"]) for rule, w in jobs if rule == "generate"} == {
-        ("flr_dpo", "flr_eval"), ("flr_kto", "flr_eval"), ("flr_dpo", leaderboard), ("flr_kto", leaderboard)}
+        ("flr_dpo", "flr_eval"),
+        ("flr_kto", "flr_eval"),
+        ("flr_dpo", leaderboard),
+        ("flr_kto", leaderboard),
+    }
     for rule in ("pair_accuracy", "rating_agreement", "model_ranking"):
         assert {w["judge"] for r, w in jobs if r == rule} == {"flr"}
     # The flr judge regrades everything it graded; other judges only the retrained policies.
@@ -89,9 +93,17 @@ def test_changing_the_voting_ks_rescores_only_the_sampled_gsm8k_answers(default_
     configfile = tmp_path / "ks.yaml"
     configfile.write_text(yaml.safe_dump(changed))
     jobs = dry_run_jobs(default_run, "--configfile", str(configfile))
-    assert job_counts(jobs) == {"score": len(GEM["recipes"]), "study_tables": 1, "study_cost": 1, "paper_comparison": 1,
-                                "provenance_index": 1, "all": 1}
-    assert {(w["metric"], w["promptset"]) for rule, w in jobs if rule == "score"} == {("answer_voting", "gsm8k_samples")}
+    assert job_counts(jobs) == {
+        "score": len(GEM["recipes"]),
+        "study_tables": 1,
+        "study_cost": 1,
+        "paper_comparison": 1,
+        "provenance_index": 1,
+        "all": 1,
+    }
+    assert {(w["metric"], w["promptset"]) for rule, w in jobs if rule == "score"} == {
+        ("answer_voting", "gsm8k_samples")
+    }
     assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"gem"}
 
 
@@ -118,21 +130,38 @@ def test_library_edits_rerun_exactly_the_jobs_whose_code_changed(default_run, tm
     unedited = _edited_library(tmp_path, "reprolm/score/length.py", "def level_scores(", "def level_scores(")
     assert dry_run_jobs(default_run, env=unedited) == []
     # A docstring is not code.
-    docstring = _edited_library(tmp_path, "reprolm/score/length.py", '"""Rows ``Level:0`` .. and ``All``',
-                                '"""Per-level rows ``Level:0`` .. and ``All``')
+    docstring = _edited_library(
+        tmp_path,
+        "reprolm/score/length.py",
+        '"""Rows ``Level:0`` .. and ``All``',
+        '"""Per-level rows ``Level:0`` .. and ``All``',
+    )
     assert dry_run_jobs(default_run, env=docstring) == []
     # The length-level scoring: its scores and the Ruler tables, nothing else.
-    scoring = _edited_library(tmp_path, "reprolm/score/length.py", '    rows.append(_score_row("All", counts.values()))',
-                              '    rows.append(_score_row("All", list(counts.values())))')
+    scoring = _edited_library(
+        tmp_path,
+        "reprolm/score/length.py",
+        '    rows.append(_score_row("All", counts.values()))',
+        '    rows.append(_score_row("All", list(counts.values())))',
+    )
     jobs = dry_run_jobs(default_run, env=scoring)
     assert {w["metric"] for rule, w in jobs if rule == "score"} == {"length_levels"}
-    assert job_counts(jobs) == {"score": len(MODELS), "study_tables": 1, "study_cost": 1, "paper_comparison": 1,
-                                "provenance_index": 1, "all": 1}
+    assert job_counts(jobs) == {
+        "score": len(MODELS),
+        "study_tables": 1,
+        "study_cost": 1,
+        "paper_comparison": 1,
+        "provenance_index": 1,
+        "all": 1,
+    }
     assert [w["study"] for rule, w in jobs if rule == "study_tables"] == ["ruler"]
     # One dataset builder: that dataset and what descends from it (GEM's SFT chats).
-    builder = _edited_library(tmp_path, "reprolm/data/builders.py",
-                              '    template = ctx.params.get("question_template", "{instruction}")',
-                              '    template = str(ctx.params.get("question_template", "{instruction}"))')
+    builder = _edited_library(
+        tmp_path,
+        "reprolm/data/builders.py",
+        '    template = ctx.params.get("question_template", "{instruction}")',
+        '    template = str(ctx.params.get("question_template", "{instruction}"))',
+    )
     jobs = dry_run_jobs(default_run, env=builder)
     assert {w["dataset"] for rule, w in jobs if rule == "dataset"} == {"chat_sft"}
     assert {w["recipe"] for rule, w in jobs if rule == "finetune"} == set(GEM["recipes"])
@@ -150,7 +179,16 @@ def test_a_checkpoint_replaced_in_place_reruns_what_was_made_from_it(default_run
     config.write_text(json.dumps({**json.loads(config.read_text()), "temperature": 0.5}))
     jobs = dry_run_jobs(work)
     assert {(w["base"], w["recipe"]) for _, w in jobs if "recipe" in w} == {("tiny_llama", "ce")}
-    assert {rule for rule, _ in jobs} == {"generate", "score", "grade", "lm_eval", "study_tables", "study_cost",
-                                          "paper_comparison", "leaderboard", "provenance_index", "all"}
+    assert {rule for rule, _ in jobs} == {
+        "generate",
+        "score",
+        "grade",
+        "lm_eval",
+        "study_tables",
+        "study_cost",
+        "paper_comparison",
+        "leaderboard",
+        "provenance_index",
+        "all",
+    }
     assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"gem"}
-

@@ -25,8 +25,12 @@ def config_with(**top) -> dict:
 
 
 def test_settings_layer_project_then_config_then_model_default_then_model_stage():
-    config = config_with(resources={"default": {"slurm_account": "proj", "gpu_model": "a100"},
-                                    "finetune": {"slurm_partition": "gpu_long", "runtime": 2880}})
+    config = config_with(
+        resources={
+            "default": {"slurm_account": "proj", "gpu_model": "a100"},
+            "finetune": {"slurm_partition": "gpu_long", "runtime": 2880},
+        }
+    )
     large = model_settings(config, "large", "finetune")
     assert (large["slurm_partition"], large["slurm_account"], large["constraint"]) == ("gpu_long", "proj", "h100")
     assert (large["gpus"], large["mem_mb"], large["runtime"], large["threads"]) == (4, 256000, 2880, 32)
@@ -40,19 +44,27 @@ def test_settings_layer_project_then_config_then_model_default_then_model_stage(
 def test_routing_names_every_key_and_asks_for_a_gpu_model_only_with_gpus():
     config = config_with(resources={"default": {"gpu_model": "a100", "qos": "normal"}})
     assert routing(model_settings(config, "large", "finetune")) == {
-        "slurm_partition": None, "slurm_account": None, "qos": "normal", "constraint": "h100", "gpu_model": "a100"}
+        "slurm_partition": None,
+        "slurm_account": None,
+        "qos": "normal",
+        "constraint": "h100",
+        "gpu_model": "a100",
+    }
     # The plugin turns a gpu_model into a GPU request even where gpu is 0.
     cpu_job = routing(model_settings(config, "cpu_only", "evaluate"))
     assert cpu_job["gpu_model"] is None and cpu_job["qos"] == "normal"
 
 
-@pytest.mark.parametrize("growth, attempts, expected", [
-    (None, (1, 2, 3), (1000, 1000, 1000)),
-    ({"factor": 2}, (1, 2, 3), (1000, 2000, 4000)),
-    ({"factor": 2, "max_mem_mb": 3000}, (1, 2, 3), (1000, 2000, 3000)),
-    # A cap below the first request never shrinks it.
-    ({"factor": 2, "max_mem_mb": 500}, (1, 2), (1000, 1000)),
-])
+@pytest.mark.parametrize(
+    "growth, attempts, expected",
+    [
+        (None, (1, 2, 3), (1000, 1000, 1000)),
+        ({"factor": 2}, (1, 2, 3), (1000, 2000, 4000)),
+        ({"factor": 2, "max_mem_mb": 3000}, (1, 2, 3), (1000, 2000, 3000)),
+        # A cap below the first request never shrinks it.
+        ({"factor": 2, "max_mem_mb": 500}, (1, 2), (1000, 1000)),
+    ],
+)
 def test_a_retry_keeps_its_size_unless_growth_is_configured_and_then_up_to_the_cap(growth, attempts, expected):
     config = {"retry_growth": growth} if growth else {}
     assert tuple(attempt_size(config, "mem_mb", 1000, a) for a in attempts) == expected
@@ -82,9 +94,13 @@ def declared_resources(tmp_path: Path) -> dict[str, set[str]]:
     routed.write_text(yaml.safe_dump({"resources": {"default": {key: "x" for key in ROUTING_KEYS}}}))
     configfiles = [REPO / "config" / "config.yaml", routed]
     with SnakemakeApi(OutputSettings()) as api:
-        workflow = api.workflow(resource_settings=ResourceSettings(cores=1), storage_settings=StorageSettings(),
-                                config_settings=ConfigSettings(configfiles=configfiles),
-                                snakefile=REPO / "workflow" / "Snakefile", workdir=REPO)
+        workflow = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            storage_settings=StorageSettings(),
+            config_settings=ConfigSettings(configfiles=configfiles),
+            snakefile=REPO / "workflow" / "Snakefile",
+            workdir=REPO,
+        )
         workflow.dag()
         return {rule.name: set(rule.resources) for rule in workflow._workflow.rules}
 

@@ -9,11 +9,11 @@ import pytest
 from reprolm.data import fixture_world
 from reprolm.data.builders import BuildContext, build_split, single_turn
 from reprolm.data.schemas import DataError
-from reprolm.data.upstream import load_records
 from reprolm.data.sources import SPLIT_ORDER, read_all_splits, write_source
+from reprolm.data.upstream import load_records
 from reprolm.generate.prompts import build_prompts
-from reprolm.models.tokenizer import train_bpe_tokenizer
 from reprolm.length import PAPER_TARGETS, TargetSet, configured_targets
+from reprolm.models.tokenizer import train_bpe_tokenizer
 from reprolm.train.examples import IGNORE_INDEX, build_examples
 
 TARGETS = TargetSet(PAPER_TARGETS)
@@ -54,8 +54,9 @@ def test_single_turn_selection():
 def test_tlg_follows_original_rng_order(tmp_path):
     records = [_conversation(f"question {i}", f"answer {i}") for i in range(50)]
     folder = _source(tmp_path, "openhermes", "openhermes_conversations", records)
-    ctx = BuildContext({"openhermes": folder}, {"openhermes": "openhermes_conversations"},
-                       {"num": 10, "seed": 10}, TARGETS)
+    ctx = BuildContext(
+        {"openhermes": folder}, {"openhermes": "openhermes_conversations"}, {"num": 10, "seed": 10}, TARGETS
+    )
     out = tmp_path / "tlg.parquet"
     assert build_split("ruler_tlg", ctx, "test", out) == 10
     rows = pq.read_table(out).to_pylist()
@@ -71,16 +72,18 @@ def test_tlg_follows_original_rng_order(tmp_path):
 
 def test_ruler_train_buckets_caps_and_excludes_tlg_rows(tmp_path):
     rng = random.Random(3)
-    records = [_conversation(f"q{i}", fixture_world.passage(rng, rng.choice([10, 30, 52, 80, 100])))
-               for i in range(120)]
+    records = [
+        _conversation(f"q{i}", fixture_world.passage(rng, rng.choice([10, 30, 52, 80, 100]))) for i in range(120)
+    ]
     folder = _source(tmp_path, "openhermes", "openhermes_conversations", records)
     params = {"tlg_num": 20, "seed": 10, "cap_per_mlt": 7}
     ctx = BuildContext({"openhermes": folder}, {"openhermes": "openhermes_conversations"}, params, TARGETS)
     out = tmp_path / "train.parquet"
     build_split("ruler_train", ctx, "train", out)
     rows = pq.read_table(out).to_pylist()
-    tlg_ctx = BuildContext({"openhermes": folder}, {"openhermes": "openhermes_conversations"},
-                           {"num": 20, "seed": 10}, TARGETS)
+    tlg_ctx = BuildContext(
+        {"openhermes": folder}, {"openhermes": "openhermes_conversations"}, {"num": 20, "seed": 10}, TARGETS
+    )
     build_split("ruler_tlg", tlg_ctx, "test", tmp_path / "tlg.parquet")
     tlg_questions = {r["Instruction"] for r in pq.read_table(tmp_path / "tlg.parquet").to_pylist()}
     assert not tlg_questions & {r["Instruction"] for r in rows}
@@ -111,7 +114,8 @@ def test_a_builder_that_reads_no_targets_builds_without_them(tmp_path):
     ctx = BuildContext({"arena_hard": folder}, {"arena_hard": "arena_question"}, {}, configured_targets(None))
     assert build_split("ruler_self_mlt", ctx, "test", tmp_path / "self.parquet") == 3
     assert pq.read_table(tmp_path / "self.parquet").to_pylist() == [
-        {"id": i, "Instruction": f"question {i}"} for i in range(3)]
+        {"id": i, "Instruction": f"question {i}"} for i in range(3)
+    ]
 
 
 def test_malformed_row_names_file_row_and_field(tmp_path):
@@ -127,8 +131,9 @@ def test_malformed_row_names_file_row_and_field(tmp_path):
 
 def test_failed_build_leaves_no_partial_output(tmp_path):
     folder = _source(tmp_path, "openhermes", "openhermes_conversations", [{"conversations": []}])
-    ctx = BuildContext({"openhermes": folder}, {"openhermes": "openhermes_conversations"},
-                       {"num": 1, "seed": 10}, TARGETS)
+    ctx = BuildContext(
+        {"openhermes": folder}, {"openhermes": "openhermes_conversations"}, {"num": 1, "seed": 10}, TARGETS
+    )
     out = tmp_path / "out" / "test.parquet"
     with pytest.raises(DataError):
         build_split("ruler_tlg", ctx, "test", out)
@@ -155,10 +160,10 @@ def test_multi_split_source_is_read_in_listed_order(tmp_path):
 
 
 def test_labels_start_exactly_at_the_mlt(tokenizer):
-    record = {"Instruction": "Describe the old piano.", "output": "The miller opens the blue door.",
-              "mlt": "[MLT:10]"}
-    ruler = build_examples(tokenizer, [record], {"format": "instruction_response", "completion_prefix": "mlt",
-                                                 "max_length": 256}, "mem")[0]
+    record = {"Instruction": "Describe the old piano.", "output": "The miller opens the blue door.", "mlt": "[MLT:10]"}
+    ruler = build_examples(
+        tokenizer, [record], {"format": "instruction_response", "completion_prefix": "mlt", "max_length": 256}, "mem"
+    )[0]
     vanilla = build_examples(tokenizer, [record], {"format": "instruction_response", "max_length": 256}, "mem")[0]
     mlt_id = tokenizer.convert_tokens_to_ids("[MLT:10]")
     first = next(i for i, label in enumerate(ruler["labels"]) if label != IGNORE_INDEX)
@@ -173,8 +178,11 @@ def test_labels_start_exactly_at_the_mlt(tokenizer):
 
 
 def test_truncation_that_removes_the_mlt_masks_everything(tokenizer):
-    record = {"Instruction": "Describe the old piano near the market, please. " * 5,
-              "output": "Short answer.", "mlt": "[MLT:10]"}
+    record = {
+        "Instruction": "Describe the old piano near the market, please. " * 5,
+        "output": "Short answer.",
+        "mlt": "[MLT:10]",
+    }
     recipe = {"format": "instruction_response", "completion_prefix": "mlt"}
     full = build_examples(tokenizer, [record], {**recipe, "max_length": 4096}, "mem")[0]
     mlt_position = next(i for i, label in enumerate(full["labels"]) if label != IGNORE_INDEX)
@@ -188,8 +196,12 @@ def test_truncation_that_removes_the_mlt_masks_everything(tokenizer):
 
 def test_missing_training_field_names_row(tokenizer):
     with pytest.raises(KeyError, match="mem: row 1: missing field 'output'"):
-        build_examples(tokenizer, [{"Instruction": "a", "output": "b", "mlt": "[MLT:10]"}, {"Instruction": "a"}],
-                       {"format": "instruction_response", "max_length": 64}, "mem")
+        build_examples(
+            tokenizer,
+            [{"Instruction": "a", "output": "b", "mlt": "[MLT:10]"}, {"Instruction": "a"}],
+            {"format": "instruction_response", "max_length": 64},
+            "mem",
+        )
 
 
 def test_prompt_formats(tokenizer):
@@ -198,7 +210,9 @@ def test_prompt_formats(tokenizer):
     assert ruler.prompts[0].endswith("<|assistant|>\n[MLT:>800]")
     assert set(ruler.stop_tokens) == set(TARGETS.mlt_tokens)
     baseline = build_prompts("target_length", rows, tokenizer, "instruction", TARGETS)
-    assert "Describe the old piano.\nThe response should have a word count of more than 800 words." in baseline.prompts[0]
+    assert (
+        "Describe the old piano.\nThe response should have a word count of more than 800 words." in baseline.prompts[0]
+    )
     assert baseline.prompts[0].endswith("<|assistant|>\n") and baseline.stop_tokens == []
     own = build_prompts("self_length", rows, tokenizer, "mlt", TARGETS)
     assert own.prompts[0].endswith("<|assistant|>\n") and own.skip_special_tokens is False

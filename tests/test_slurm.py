@@ -96,8 +96,9 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def run_snakemake(cluster, workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([SNAKEMAKE, *args], cwd=workdir, env=cluster.env, capture_output=True,
-                          text=True, timeout=RUN_TIMEOUT_S)
+    return subprocess.run(
+        [SNAKEMAKE, *args], cwd=workdir, env=cluster.env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+    )
 
 
 def output_of(result: subprocess.CompletedProcess) -> str:
@@ -137,32 +138,50 @@ def test_cpu_and_gpu_rules_run_as_slurm_jobs(slurm_cluster, workdir):
     assert re.fullmatch(r"job=\d+ CUDA_VISIBLE_DEVICES=\d", gpu_line), gpu_line
 
 
-@pytest.mark.parametrize("growth, second_attempt", [
-    (None, {"mem": "1000M", "minutes": 10}),
-    ({"factor": 2, "max_mem_mb": 1500}, {"mem": "1500M", "minutes": 20}),
-])
-def test_a_retry_asks_slurm_for_the_same_size_unless_growth_is_configured(slurm_cluster, workdir, growth,
-                                                                          second_attempt):
+@pytest.mark.parametrize(
+    "growth, second_attempt",
+    [
+        (None, {"mem": "1000M", "minutes": 10}),
+        ({"factor": 2, "max_mem_mb": 1500}, {"mem": "1500M", "minutes": 20}),
+    ],
+)
+def test_a_retry_asks_slurm_for_the_same_size_unless_growth_is_configured(
+    slurm_cluster, workdir, growth, second_attempt
+):
     """A finetune resumes from its checkpoint, so its retry needs no more; a doubled request
     could exceed every partition's limit and pend forever. retry_growth grows it, capped."""
     import yaml
 
     (workdir / "retry.yaml").write_text(yaml.safe_dump({"retry_growth": growth} if growth else {}))
-    result = run_snakemake(slurm_cluster, workdir, "--executor", "slurm", "--jobs", "1", *FAST_STATUS,
-                           "--retries", "1", "--configfile", "retry.yaml", "--", "retried.txt")
+    result = run_snakemake(
+        slurm_cluster,
+        workdir,
+        "--executor",
+        "slurm",
+        "--jobs",
+        "1",
+        *FAST_STATUS,
+        "--retries",
+        "1",
+        "--configfile",
+        "retry.yaml",
+        "--",
+        "retried.txt",
+    )
     assert result.returncode == 0, output_of(result)[-5000:]
     attempts = [job_record(slurm_cluster, line) for line in (workdir / "attempts.txt").read_text().splitlines()]
     assert [a["State"] for a in attempts] == ["FAILED", "COMPLETED"]
     assert tres(attempts[0], "ReqTRES")["mem"] == "1000M"
     assert tres(attempts[1], "ReqTRES")["mem"] == second_attempt["mem"]
-    limits = [slurm_cluster.run("sacct", "-X", "-n", "-P", "-j", a["JobID"], "--format=TimelimitRaw").stdout.strip()
-              for a in attempts]
+    limits = [
+        slurm_cluster.run("sacct", "-X", "-n", "-P", "-j", a["JobID"], "--format=TimelimitRaw").stdout.strip()
+        for a in attempts
+    ]
     assert limits == ["10", str(second_attempt["minutes"])]
 
 
 def test_failing_rule_fails_the_run(slurm_cluster, workdir):
-    result = run_snakemake(slurm_cluster, workdir, "--executor", "slurm", "--jobs", "1", *FAST_STATUS,
-                           "fail.txt")
+    result = run_snakemake(slurm_cluster, workdir, "--executor", "slurm", "--jobs", "1", *FAST_STATUS, "fail.txt")
     out = output_of(result)
     assert result.returncode != 0, out[-5000:]
     assert "Error in rule fail" in out
@@ -172,13 +191,27 @@ def test_failing_rule_fails_the_run(slurm_cluster, workdir):
     assert not (workdir / "fail.txt").exists()
 
 
-@pytest.mark.parametrize("target, reason", [
-    ("too_many_gpus.txt", "Requested node configuration is not available"),
-    ("unknown_partition.txt", "invalid partition specified: nosuchpartition"),
-])
+@pytest.mark.parametrize(
+    "target, reason",
+    [
+        ("too_many_gpus.txt", "Requested node configuration is not available"),
+        ("unknown_partition.txt", "invalid partition specified: nosuchpartition"),
+    ],
+)
 def test_unsatisfiable_request_ends_the_run_with_slurms_reason(slurm_cluster, workdir, target, reason):
-    result = run_snakemake(slurm_cluster, workdir, "--executor", "slurm", "--jobs", "1", *FAST_STATUS,
-                           "--config", f"gpus={slurm_cluster.gpus + 1}", "--", target)
+    result = run_snakemake(
+        slurm_cluster,
+        workdir,
+        "--executor",
+        "slurm",
+        "--jobs",
+        "1",
+        *FAST_STATUS,
+        "--config",
+        f"gpus={slurm_cluster.gpus + 1}",
+        "--",
+        target,
+    )
     out = output_of(result)
     assert result.returncode != 0, out[-5000:]
     assert "SLURM sbatch failed" in out and reason in out, out[-5000:]
@@ -186,10 +219,17 @@ def test_unsatisfiable_request_ends_the_run_with_slurms_reason(slurm_cluster, wo
 
 def test_project_profile_submits_cpu_and_gpu_jobs(slurm_cluster, workdir):
     """profiles/slurm as documented (a workflow profile), plus the test-only additions."""
-    result = run_snakemake(slurm_cluster, workdir,
-                           "--workflow-profile", str(REPO / "profiles" / "slurm"),
-                           "--profile", str(REPO / "tests" / "slurm_profile_test"),
-                           "--config", f"gpus={slurm_cluster.gpus}", f"cpu_threads={slurm_cluster.cpus}")
+    result = run_snakemake(
+        slurm_cluster,
+        workdir,
+        "--workflow-profile",
+        str(REPO / "profiles" / "slurm"),
+        "--profile",
+        str(REPO / "tests" / "slurm_profile_test"),
+        "--config",
+        f"gpus={slurm_cluster.gpus}",
+        f"cpu_threads={slurm_cluster.cpus}",
+    )
     assert result.returncode == 0, output_of(result)[-5000:]
 
     cpu = job_record(slurm_cluster, the_line(workdir / "cpu.txt"))

@@ -31,7 +31,17 @@ import yaml
 from reprolm.provenance import content_hash, provenance_path
 from slurm_cluster import GPU_PARTITION, GPU_TYPE, URGENT_PARTITION
 from test_slurm_workflow import (
-    BASE, PROFILE, PROMPTSET, RECIPE, cluster_env, finish, prepared, rule_of, run_id, small_config, start,
+    BASE,
+    PROFILE,
+    PROMPTSET,
+    RECIPE,
+    cluster_env,
+    finish,
+    prepared,
+    rule_of,
+    run_id,
+    small_config,
+    start,
 )
 from workflow_helpers import snakemake_env
 
@@ -77,9 +87,23 @@ def steer(cluster, work: Path, run_output: concurrent.futures.Future) -> None:
     while not run_output.done():
         assert time.monotonic() < deadline, "the run did not end within the time limit"
         if not preempted and list((work / SHARDS).glob("*/shard-00000.jsonl")):
-            cluster.run("sbatch", "--parsable", "--partition", URGENT_PARTITION, f"--gres=gpu:{GPU_TYPE}:2",
-                        "--cpus-per-task", "1", "--mem", "100", "--job-name", "urgent", "--output", "/dev/null",
-                        "--wrap", "sleep 1")
+            cluster.run(
+                "sbatch",
+                "--parsable",
+                "--partition",
+                URGENT_PARTITION,
+                f"--gres=gpu:{GPU_TYPE}:2",
+                "--cpus-per-task",
+                "1",
+                "--mem",
+                "100",
+                "--job-name",
+                "urgent",
+                "--output",
+                "/dev/null",
+                "--wrap",
+                "sleep 1",
+            )
             preempted = True
         queue = cluster.run("squeue", "--noheader", "--format=%i|%k").stdout.split()
         for job_id in (job.split("|")[0] for job in queue if job.split("|")[1].startswith("rule_finetune")):
@@ -111,9 +135,11 @@ def stopped_runs(slurm_cluster, tmp_path_factory):
             raise
         cluster_out = cluster_output.result()
     finish(local)
-    records = [r for r in slurm_cluster.sacct("--duplicates", "--name", run_id(cluster_out),
-                                              "--starttime", since.isoformat())
-               if "." not in r["JobID"]]
+    records = [
+        r
+        for r in slurm_cluster.sacct("--duplicates", "--name", run_id(cluster_out), "--starttime", since.isoformat())
+        if "." not in r["JobID"]
+    ]
     return cluster_work, local_work, cluster_out, records
 
 
@@ -145,7 +171,8 @@ def test_a_finetune_past_its_time_limit_is_retried_from_its_checkpoint(stopped_r
     assert "Trying to restart job" in cluster_out
     stops = stopped_attempts(cluster_work, MODEL)
     assert [(stop["slurm_job_id"], stop["signal"], stop["cause"], stop["progress"]) for stop in stops] == [
-        (first["JobID"], "SIGTERM", "time limit or cancel", f"checkpoint at step {resumed}")]
+        (first["JobID"], "SIGTERM", "time limit or cancel", f"checkpoint at step {resumed}")
+    ]
     execution = json.loads(provenance_path(cluster_work / MODEL).read_text())["execution"]
     assert execution["slurm_job_id"] == retry["JobID"]
     assert not list((cluster_work / "results" / "checkpoints" / "stopped_attempts").glob("*/*.jsonl"))

@@ -50,12 +50,22 @@ COMPARED = (
     JUDGE_TARGET,
 )
 # Jobs the target needs, by the rule that makes them.
-CLUSTER_JOBS = {"tokenizer": 1, "build_base_model": 1, "dataset": 3, "finetune": 1, "generate": 1, "score": 1,
-                "train_before_test": 1, "pair_accuracy": 1}
+CLUSTER_JOBS = {
+    "tokenizer": 1,
+    "build_base_model": 1,
+    "dataset": 3,
+    "finetune": 1,
+    "generate": 1,
+    "score": 1,
+    "train_before_test": 1,
+    "pair_accuracy": 1,
+}
 # GPUs per rule (and config stage): two for the finetune, so that the GPU indices a
 # provenance record names are told from a GPU count.
 GPUS = {"finetune": 2, "generate": 1, "train_before_test": 1, "pair_accuracy": 1}
 GPU_ROUTE = {"slurm_partition": GPU_PARTITION, "constraint": NODE_FEATURE}
+
+
 def _raw_sources_needed() -> int:
     config = small_config()
     needed = set(config["tokenizers"]["tiny_bpe"]["corpus"])
@@ -67,8 +77,13 @@ def _raw_sources_needed() -> int:
 
 
 # The config stage whose resources each rule takes (a judge's jobs: its model's evaluate).
-STAGE_OF_RULE = {"build_base_model": "finetune", "finetune": "finetune", "generate": "generate",
-                 "train_before_test": "train_before_test", "pair_accuracy": "evaluate"}
+STAGE_OF_RULE = {
+    "build_base_model": "finetune",
+    "finetune": "finetune",
+    "generate": "generate",
+    "train_before_test": "train_before_test",
+    "pair_accuracy": "evaluate",
+}
 COMMENT = re.compile(r"rule_(\w+?)(?:_wildcards_.*)?")
 PROFILE = ("--workflow-profile", "profiles/slurm", "--profile", str(REPO / "tests" / "slurm_profile_test"))
 
@@ -88,7 +103,9 @@ def small_config() -> dict:
     # One CPU per GPU: the test node has 2 CPUs, fewer than the default cpus_per_gpu (8). The
     # GPU stages are routed by the config (every model's GPU model, this model's partition
     # and node feature); the CPU rules stay on the default partition.
-    base["resources"] = {STAGE_OF_RULE[rule]: {"gpus": gpus, "cpus_per_gpu": 1, **GPU_ROUTE} for rule, gpus in GPUS.items()}
+    base["resources"] = {
+        STAGE_OF_RULE[rule]: {"gpus": gpus, "cpus_per_gpu": 1, **GPU_ROUTE} for rule, gpus in GPUS.items()
+    }
     config["resources"] = {"default": {"gpu_model": GPU_TYPE}}
     config["base_models"] = {BASE: base}
     config["recipes"] = {RECIPE: {**config["recipes"][RECIPE], "max_steps": 4}}
@@ -126,17 +143,23 @@ def cluster_env(work: Path, cluster) -> dict:
 
 def start(work: Path, env: dict, *args: str, targets: tuple[str, ...] = TARGETS) -> subprocess.Popen:
     # The targets before --configfile, which takes every path that follows it.
-    return subprocess.Popen([SNAKEMAKE, *args, *targets, "--configfile", "small.yaml"], cwd=work,
-                            env=outside_slurm(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [SNAKEMAKE, *args, *targets, "--configfile", "small.yaml"],
+        cwd=work,
+        env=outside_slurm(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def finish(process: subprocess.Popen, succeed: bool = True) -> str:
     try:
         out, _ = process.communicate(timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as timeout:
         process.kill()
         out, _ = process.communicate()
-        raise AssertionError(f"snakemake ran over {RUN_TIMEOUT_S} s:\n{out[-5000:]}")
+        raise AssertionError(f"snakemake ran over {RUN_TIMEOUT_S} s:\n{out[-5000:]}") from timeout
     assert (process.returncode == 0) == succeed, out[-5000:]
     return out
 
@@ -162,8 +185,11 @@ def runs(slurm_cluster, tmp_path_factory):
         raise
     local_out = finish(local)
     assert "SLURM run ID" not in local_out
-    records = [r for r in slurm_cluster.sacct("--name", run_id(cluster_out), "--starttime", since.isoformat())
-               if "." not in r["JobID"]]
+    records = [
+        r
+        for r in slurm_cluster.sacct("--name", run_id(cluster_out), "--starttime", since.isoformat())
+        if "." not in r["JobID"]
+    ]
     return cluster_work, local_work, cluster_out, records
 
 
@@ -224,13 +250,16 @@ def test_cluster_jobs_run_in_their_own_processes_and_local_ones_from_the_fork_se
     assert (local_work / "logs" / "forkserver.log").read_text().count("forked job process") > 0
 
 
-@pytest.mark.parametrize("rule, output", [
-    ("finetune", f"results/models/{BASE}/{RECIPE}"),
-    ("generate", f"results/generations/{BASE}/{RECIPE}/{PROMPTSET}.parquet"),
-    ("score", TARGET),
-    ("train_before_test", TBT_TARGET),
-    ("pair_accuracy", JUDGE_TARGET),
-])
+@pytest.mark.parametrize(
+    "rule, output",
+    [
+        ("finetune", f"results/models/{BASE}/{RECIPE}"),
+        ("generate", f"results/generations/{BASE}/{RECIPE}/{PROMPTSET}.parquet"),
+        ("score", TARGET),
+        ("train_before_test", TBT_TARGET),
+        ("pair_accuracy", JUDGE_TARGET),
+    ],
+)
 def test_provenance_names_the_slurm_job_node_and_granted_gpus(runs, slurm_cluster, rule, output):
     cluster_work, local_work, _, records = runs
     execution = json.loads(provenance_path(cluster_work / output).read_text())["execution"]

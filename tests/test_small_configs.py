@@ -37,9 +37,9 @@ def _is_trimmed(small, default) -> bool:
     if isinstance(default, list):
         return isinstance(small, list) and all(item in default for item in small)
     if isinstance(default, dict):
-        return isinstance(small, dict) and all(key in default and (small[key] == default[key]
-                                                                   or _is_trimmed(small[key], default[key]))
-                                               for key in small)
+        return isinstance(small, dict) and all(
+            key in default and (small[key] == default[key] or _is_trimmed(small[key], default[key])) for key in small
+        )
     return small == default
 
 
@@ -62,7 +62,9 @@ def test_small_config_keeps_the_default_params_of_everything_it_keeps(path: Path
     assert small["seed"] == DEFAULT["seed"]
     for key, value in small[study].items():
         if key in TRIMMED[study]:
-            assert _is_trimmed(value, DEFAULT[study][key]), f"{path.name}: {study}.{key} is not a subset of the default's"
+            assert _is_trimmed(value, DEFAULT[study][key]), (
+                f"{path.name}: {study}.{key} is not a subset of the default's"
+            )
         else:
             assert value == DEFAULT[study][key], f"{path.name}: {study}.{key} differs from config/config.yaml"
     assert set(DEFAULT[study]) - set(small[study]) <= TRIMMED[study]

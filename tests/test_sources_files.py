@@ -60,28 +60,46 @@ def test_files_source_bad_row_names_the_researchers_file(preference_files):
     broken = [dict(records["test_prefs"][0]), {**records["test_prefs"][1], "prompt": ""}]
     _write_jsonl(Path("prefs/test.jsonl"), broken)
     spec = {"name": "my_prefs", "schema": "ultrafeedback_binarized", "files": files}
-    with pytest.raises(DataError, match=r"sources\.my_prefs\.files\.test_prefs \(prefs/test\.jsonl\): "
-                                        r"row 1: field 'prompt': empty string"):
+    with pytest.raises(
+        DataError,
+        match=r"sources\.my_prefs\.files\.test_prefs \(prefs/test\.jsonl\): "
+        r"row 1: field 'prompt': empty string",
+    ):
         write_source(spec, "raw/my_prefs")
     assert not Path("raw/my_prefs").exists()
 
 
 def test_missing_or_unknown_file_is_refused_naming_source_and_path(preference_files):
     _, files = preference_files
-    missing = {"name": "my_prefs", "schema": "ultrafeedback_binarized",
-               "files": {**files, "test_prefs": ["prefs/test.jsonl", "prefs/gone.parquet"]}}
-    with pytest.raises(FileNotFoundError, match=r"sources\.my_prefs\.files\.test_prefs: prefs/gone\.parquet: "
-                                                r"no such file"):
+    missing = {
+        "name": "my_prefs",
+        "schema": "ultrafeedback_binarized",
+        "files": {**files, "test_prefs": ["prefs/test.jsonl", "prefs/gone.parquet"]},
+    }
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"sources\.my_prefs\.files\.test_prefs: prefs/gone\.parquet: "
+        r"no such file",
+    ):
         write_source(missing, "raw/my_prefs")
     Path("prefs/test.tsv").write_text("prompt\n")
     unknown = {"name": "my_prefs", "schema": "ultrafeedback_binarized", "files": {"test_prefs": "prefs/test.tsv"}}
-    with pytest.raises(ValueError, match=r"sources\.my_prefs\.files\.test_prefs: prefs/test\.tsv: unknown file "
-                                         r"type '\.tsv'; known: \['\.csv', '\.json', '\.jsonl', '\.parquet'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"sources\.my_prefs\.files\.test_prefs: prefs/test\.tsv: unknown file "
+        r"type '\.tsv'; known: \['\.csv', '\.json', '\.jsonl', '\.parquet'\]",
+    ):
         write_source(unknown, "raw/my_prefs")
-    mixed = {"name": "my_prefs", "schema": "ultrafeedback_binarized",
-             "files": {"train_prefs": ["prefs/train-0.parquet", "prefs/test.jsonl"]}}
-    with pytest.raises(ValueError, match=r"sources\.my_prefs\.files\.train_prefs: a split's files must share "
-                                         r"one format; got \['json', 'parquet'\]"):
+    mixed = {
+        "name": "my_prefs",
+        "schema": "ultrafeedback_binarized",
+        "files": {"train_prefs": ["prefs/train-0.parquet", "prefs/test.jsonl"]},
+    }
+    with pytest.raises(
+        ValueError,
+        match=r"sources\.my_prefs\.files\.train_prefs: a split's files must share "
+        r"one format; got \['json', 'parquet'\]",
+    ):
         write_source(mixed, "raw/my_prefs")
     assert not Path("raw").exists()
 
@@ -94,20 +112,26 @@ def test_config_check_refuses_a_missing_file_before_any_job(preference_files):
     config["sources"]["my_prefs"] = {"schema": "ultrafeedback_binarized", "files": files}
     check_config(config, SCHEMA_FILE)
     config["sources"]["my_prefs"]["files"]["test_prefs"] = "prefs/test_prefs.jsonl"
-    with pytest.raises(ConfigError, match=r"sources\.my_prefs\.files\.test_prefs: prefs/test_prefs\.jsonl: "
-                                          r"no such file \(paths are relative to the working directory"):
+    with pytest.raises(
+        ConfigError,
+        match=r"sources\.my_prefs\.files\.test_prefs: prefs/test_prefs\.jsonl: "
+        r"no such file \(paths are relative to the working directory",
+    ):
         check_config(config, SCHEMA_FILE)
 
 
-@pytest.mark.parametrize("source, accepted", [
-    ({"schema": "eli5", "files": {"train_eli5": "eli5/train.parquet"}}, True),
-    ({"schema": "eli5", "files": {"train_eli5": ["a.parquet", "b.parquet"], "test_eli5": "t.jsonl"}}, True),
-    ({"schema": "eli5", "files": {}}, False),
-    ({"schema": "eli5", "files": {"train_eli5": []}}, False),
-    ({"schema": "eli5", "files": {"train-eli5": "eli5/train.parquet"}}, False),
-    ({"schema": "eli5", "files": {"train_eli5": "x.parquet"}, "hub": {"path": "parquet"}}, False),
-    ({"schema": "eli5", "hub": {"path": "parquet", "data_files": {"train_eli5": "x.parquet"}}}, True),
-])
+@pytest.mark.parametrize(
+    "source, accepted",
+    [
+        ({"schema": "eli5", "files": {"train_eli5": "eli5/train.parquet"}}, True),
+        ({"schema": "eli5", "files": {"train_eli5": ["a.parquet", "b.parquet"], "test_eli5": "t.jsonl"}}, True),
+        ({"schema": "eli5", "files": {}}, False),
+        ({"schema": "eli5", "files": {"train_eli5": []}}, False),
+        ({"schema": "eli5", "files": {"train-eli5": "eli5/train.parquet"}}, False),
+        ({"schema": "eli5", "files": {"train_eli5": "x.parquet"}, "hub": {"path": "parquet"}}, False),
+        ({"schema": "eli5", "hub": {"path": "parquet", "data_files": {"train_eli5": "x.parquet"}}}, True),
+    ],
+)
 def test_config_schema_takes_exactly_one_of_fixture_hub_files(source, accepted):
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
@@ -146,8 +170,10 @@ def test_raw_source_reruns_when_its_file_changes(tmp_path):
 
     work = scratch_copy(tmp_path)
     config = yaml.safe_load((work / "config/config.yaml").read_text())
-    config["sources"]["my_prefs"] = {"schema": "ultrafeedback_binarized",
-                                     "files": {"train_prefs": "prefs/train.parquet"}}
+    config["sources"]["my_prefs"] = {
+        "schema": "ultrafeedback_binarized",
+        "files": {"train_prefs": "prefs/train.parquet"},
+    }
     (work / "files.yaml").write_text(yaml.safe_dump(config))
     _write_parquet(work / "prefs/train.parquet", ultrafeedback_binarized(n=2, seed=0)["train_prefs"])
     written = work / "resources/raw/my_prefs"

@@ -4,8 +4,8 @@ figures to the paper comparison."""
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -22,7 +22,10 @@ def _config(**changes) -> dict:
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["studies"] = ["greedy_accuracy"]
     config["study_modules"] = [str(STUDY_FILE)]
-    config["greedy_accuracy"] = {"bases": BASES, "evaluations": [{"promptset": "gsm8k_greedy", "metric": "answer_accuracy"}]}
+    config["greedy_accuracy"] = {
+        "bases": BASES,
+        "evaluations": [{"promptset": "gsm8k_greedy", "metric": "answer_accuracy"}],
+    }
     # The leaderboard ranks finetuned models; this study evaluates base models as they are.
     del config["leaderboard"]
     config.update(changes)
@@ -63,14 +66,21 @@ def test_the_plugin_studys_own_paper_figures_reach_the_paper_comparison(plugin_r
     headlines = pd.read_csv(plugin_run / "results/report/paper_headlines.csv")
     # Only the enabled study's entries: config/paper_headlines.yaml's are all for other studies.
     assert headlines[["study", "figure", "model", "paper"]].values.tolist() == [
-        ["greedy_accuracy", "GSM8K greedy accuracy", "Llama-3-8B CE (GEM paper)", 47.2]]
+        ["greedy_accuracy", "GSM8K greedy accuracy", "Llama-3-8B CE (GEM paper)", 47.2]
+    ]
     assert headlines["this run"].tolist() == [pytest.approx(run, abs=0.0005)]
     assert headlines["difference"].tolist() == [pytest.approx(run - 47.2, abs=0.0005)]
     directions = pd.read_csv(plugin_run / "results/report/effect_directions.csv")
     # The study's own writer gives a plain figure: its difference from 0, without an interval.
     assert directions[["study", "claim", "expected higher", "expected lower", "verdict"]].values.tolist() == [
-        ["greedy_accuracy", "greedy decoding answers some problems right (accuracy above 0%)",
-         pytest.approx(run, abs=0.0005), 0.0, "no interval"]]
+        [
+            "greedy_accuracy",
+            "greedy decoding answers some problems right (accuracy above 0%)",
+            pytest.approx(run, abs=0.0005),
+            0.0,
+            "no interval",
+        ]
+    ]
 
 
 def test_editing_the_plugin_studys_figures_reruns_the_paper_comparison(plugin_run, tmp_path):
@@ -87,30 +97,40 @@ def test_editing_the_plugin_studys_figures_reruns_the_paper_comparison(plugin_ru
 def test_the_report_holds_the_plugin_studys_table_plot_and_caption(plugin_run):
     snakemake(plugin_run, "--configfile", "plugin.yaml", "--report", "report.html")
     html = (plugin_run / "report.html").read_text(errors="replace")
-    for needle in ("accuracy.csv", "accuracy.png", "counts answers with no number to read",
-                   "Greedy accuracy per model"):
+    for needle in (
+        "accuracy.csv",
+        "accuracy.png",
+        "counts answers with no number to read",
+        "Greedy accuracy per model",
+    ):
         assert needle in html, needle
 
 
 def test_editing_the_study_file_reruns_its_tables_only(plugin_run, tmp_path):
     edited = tmp_path / "greedy_accuracy.py"
-    edited.write_text(STUDY_FILE.read_text().replace('axes.set_ylabel("greedy accuracy (%)")',
-                                                     'axes.set_ylabel("accuracy (%)")'))
+    edited.write_text(
+        STUDY_FILE.read_text().replace('axes.set_ylabel("greedy accuracy (%)")', 'axes.set_ylabel("accuracy (%)")')
+    )
     (plugin_run / "edited.yaml").write_text(yaml.safe_dump(_config(study_modules=[str(edited)])))
     result = snakemake(plugin_run, "-n", "--configfile", "edited.yaml")
     jobs = [line.split()[1].rstrip(":") for line in result.stdout.splitlines() if line.startswith("rule ")]
     assert sorted(jobs) == ["all", "paper_comparison", "provenance_index", "study_cost", "study_tables"]
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"studies": ["greedy_acuracy"]},
-     "studies: unknown study 'greedy_acuracy'; registered: ['ruler', 'harmony', 'expo', 'flr', 'gem', "
-     "'greedy_accuracy']; did you mean 'greedy_accuracy'?"),
-    ({"greedy_accuracy": {"bases": BASES}}, "greedy_accuracy: 'evaluations' is a required property"),
-    ({"greedy_acuracy": {}}, "top-level config key: 'greedy_acuracy' is not declared"),
-    ({"seeed": 42}, "top-level config key: 'seeed' is not declared"),
-    ({"study_modules": ["tests/studies/missing.py"]}, "study_modules[0]: tests/studies/missing.py does not exist"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"studies": ["greedy_acuracy"]},
+            "studies: unknown study 'greedy_acuracy'; registered: ['ruler', 'harmony', 'expo', 'flr', 'gem', "
+            "'greedy_accuracy']; did you mean 'greedy_accuracy'?",
+        ),
+        ({"greedy_accuracy": {"bases": BASES}}, "greedy_accuracy: 'evaluations' is a required property"),
+        ({"greedy_acuracy": {}}, "top-level config key: 'greedy_acuracy' is not declared"),
+        ({"seeed": 42}, "top-level config key: 'seeed' is not declared"),
+        ({"study_modules": ["tests/studies/missing.py"]}, "study_modules[0]: tests/studies/missing.py does not exist"),
+    ],
+)
 def test_a_misconfigured_plugin_study_fails_before_any_job(tmp_path, change, message):
     work = scratch_copy(tmp_path)
     (work / "bad.yaml").write_text(yaml.safe_dump(_config(**change)))
@@ -127,6 +147,8 @@ def test_a_plugin_studys_misdeclared_figure_fails_before_any_job(tmp_path):
     (work / "bad.yaml").write_text(yaml.safe_dump(_config(study_modules=[str(edited)])))
     result = snakemake(work, "-n", "--configfile", "bad.yaml", check=False)
     assert result.returncode != 0
-    assert ("study 'greedy_accuracy': headlines[0]: missing keys ['column'], unknown keys ['colum']"
-            in result.stdout + result.stderr)
+    assert (
+        "study 'greedy_accuracy': headlines[0]: missing keys ['column'], unknown keys ['colum']"
+        in result.stdout + result.stderr
+    )
     assert not (work / "results").exists()

@@ -13,7 +13,9 @@ from reprolm.train.tracking import report_to
 
 def test_tracking_is_off_by_default_and_refuses_an_unknown_logger():
     assert report_to({}, "finetune/x/y") == [] and report_to({"report_to": "none"}, "finetune/x/y") == []
-    with pytest.raises(ValueError, match=r"^tracking.report_to: 'mlflow'; choose from \['none', 'tensorboard', 'wandb'\]"):
+    with pytest.raises(
+        ValueError, match=r"^tracking.report_to: 'mlflow'; choose from \['none', 'tensorboard', 'wandb'\]"
+    ):
         report_to({"report_to": "mlflow"}, "finetune/x/y")
 
 
@@ -29,11 +31,25 @@ def test_a_tracked_finetune_writes_its_loss_curve_to_tensorboard(tmp_path, monke
     loggers = report_to({"report_to": "tensorboard"}, "finetune/tiny/sft")
     assert loggers == ["tensorboard"]
     assert os.environ["TENSORBOARD_LOGGING_DIR"] == str(tmp_path / "logs/tensorboard/finetune/tiny/sft")
-    recipe = {"format": "instruction_response", "completion_prefix": "mlt", "max_length": 128,
-              "learning_rate": 1e-3, "max_steps": 3, "per_device_train_batch_size": 4, "logging_steps": 1}
-    spec = FinetuneSpec(base_model=str(tmp_path / "base"), output_dir=str(tmp_path / "out"),
-                        checkpoint_root=str(tmp_path / "checkpoints"), train_file=str(tmp_path / "train.parquet"),
-                        recipe=recipe, seed=0, add_tokens=list(MLT_TOKENS), report_to=loggers)
+    recipe = {
+        "format": "instruction_response",
+        "completion_prefix": "mlt",
+        "max_length": 128,
+        "learning_rate": 1e-3,
+        "max_steps": 3,
+        "per_device_train_batch_size": 4,
+        "logging_steps": 1,
+    }
+    spec = FinetuneSpec(
+        base_model=str(tmp_path / "base"),
+        output_dir=str(tmp_path / "out"),
+        checkpoint_root=str(tmp_path / "checkpoints"),
+        train_file=str(tmp_path / "train.parquet"),
+        recipe=recipe,
+        seed=0,
+        add_tokens=list(MLT_TOKENS),
+        report_to=loggers,
+    )
     untracked = FinetuneSpec(**{**spec.__dict__, "report_to": []})
     assert spec.key() == untracked.key()
     run(spec)

@@ -62,8 +62,9 @@ def test_training_text_maps_target_index_through_choices(docs_dir):
     assert target == doc["choices"]["text"][doc["choices"]["label"].index(doc["answerKey"])]
     record = tbt.training_records(splits.task, splits.train.select([0]), chat_template=False, completion_only=False)[0]
     assert record == {"text": question + " " + target}
-    split_record = tbt.training_records(splits.task, splits.train.select([0]), chat_template=False,
-                                        completion_only=True)[0]
+    split_record = tbt.training_records(
+        splits.task, splits.train.select([0]), chat_template=False, completion_only=True
+    )[0]
     assert split_record == {"prompt": question, "completion": " " + target}
 
 
@@ -74,12 +75,15 @@ def test_winogrande_trains_on_the_correct_filled_in_prefix(docs_dir):
     blank = doc["sentence"].index("_")
     correct = doc["option1"] if doc["answer"] == "1" else doc["option2"]
     assert prefix == doc["sentence"][:blank] + correct
-    assert continuation == doc["sentence"][blank + 1:].strip()
+    assert continuation == doc["sentence"][blank + 1 :].strip()
 
 
 def test_best_epoch_is_highest_validation_then_earliest():
-    epochs = [{"epoch": 1, "valid": 0.5, "test": 0.1}, {"epoch": 2, "valid": 0.7, "test": 0.2},
-              {"epoch": 3, "valid": 0.7, "test": 0.9}]
+    epochs = [
+        {"epoch": 1, "valid": 0.5, "test": 0.1},
+        {"epoch": 2, "valid": 0.7, "test": 0.2},
+        {"epoch": 3, "valid": 0.7, "test": 0.9},
+    ]
     assert tbt.best_epoch(epochs)["epoch"] == 2
 
 
@@ -117,12 +121,15 @@ def test_a_metric_the_task_does_not_report_is_refused_before_it_runs(tmp_path):
     assert facts["arc_easy"]["metrics"] == ["acc,none", "acc_norm,none"]
     assert facts["gsm8k"]["metrics"] == ["exact_match,strict-match", "exact_match,flexible-extract"]
     assert facts["cola"]["metrics"] == ["mcc,none"]
-    configured = {"lm_eval_suites.general.tasks[0]": {"task": "gsm8k", "metric": "exact_match,flexible-extract"},
-                  "harmony.tasks[2]": {"task": "cola", "metric": "acc,none"}}
+    configured = {
+        "lm_eval_suites.general.tasks[0]": {"task": "gsm8k", "metric": "exact_match,flexible-extract"},
+        "harmony.tasks[2]": {"task": "cola", "metric": "acc,none"},
+    }
     with pytest.raises(ValueError) as error:
         refuse_metrics_not_reported(configured, cache)
-    assert str(error.value) == ("harmony.tasks[2].metric: lm-eval's task 'cola' does not report 'acc,none'; "
-                                "it reports ['mcc,none']")
+    assert str(error.value) == (
+        "harmony.tasks[2].metric: lm-eval's task 'cola' does not report 'acc,none'; it reports ['mcc,none']"
+    )
     del configured["harmony.tasks[2]"]
     refuse_metrics_not_reported(configured, cache)
 
@@ -135,15 +142,37 @@ def tiny_harmony_run(root: Path, docs: Path, name: str) -> dict:
     if not (root / "model").exists():
         rng = random.Random(0)
         tokenizer = train_bpe_tokenizer([fixture_world.passage(rng, 30) for _ in range(200)], 500)
-        model = build_tiny_model({"architecture": "llama", "hidden_size": 32, "num_layers": 1, "num_heads": 2,
-                                  "intermediate_size": 64, "max_positions": 512}, tokenizer, seed=0)
+        model = build_tiny_model(
+            {
+                "architecture": "llama",
+                "hidden_size": 32,
+                "num_layers": 1,
+                "num_heads": 2,
+                "intermediate_size": 64,
+                "max_positions": 512,
+            },
+            tokenizer,
+            seed=0,
+        )
         model.save_pretrained(root / "model")
         tokenizer.save_pretrained(root / "model")
-    recipe = {"lora": {"r": 8, "alpha": 32, "dropout": 0.1}, "learning_rate": 1e-3, "num_train_epochs": 3,
-              "per_device_train_batch_size": 4, "max_length": 128, "max_num_valid": 8, "max_num_test": 8}
-    return {"model_path": str(root / "model"), "spec": TaskSpec("boolq", "boolq", 0, "acc,none", str(docs / "boolq")),
-            "recipe": recipe, "seed": 0, "output": str(root / f"{name}.json"),
-            "checkpoint_root": str(root / "checkpoints" / name)}
+    recipe = {
+        "lora": {"r": 8, "alpha": 32, "dropout": 0.1},
+        "learning_rate": 1e-3,
+        "num_train_epochs": 3,
+        "per_device_train_batch_size": 4,
+        "max_length": 128,
+        "max_num_valid": 8,
+        "max_num_test": 8,
+    }
+    return {
+        "model_path": str(root / "model"),
+        "spec": TaskSpec("boolq", "boolq", 0, "acc,none", str(docs / "boolq")),
+        "recipe": recipe,
+        "seed": 0,
+        "output": str(root / f"{name}.json"),
+        "checkpoint_root": str(root / "checkpoints" / name),
+    }
 
 
 KILLED_RUN = """
@@ -171,8 +200,13 @@ def test_killed_lora_train_before_test_resumes_at_its_last_epoch_to_the_same_sco
     whole, killed = tiny_harmony_run(tmp_path, docs_dir, "whole"), tiny_harmony_run(tmp_path, docs_dir, "killed")
     payload = json.dumps({**killed, "spec": dataclasses.asdict(killed["spec"])})
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    process = subprocess.Popen([sys.executable, "-c", KILLED_RUN, payload], env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RUN, payload],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     reference = tbt.train_before_test(**whole)
     run_dir = Path(killed["checkpoint_root"]) / tbt.run_key(killed["model_path"], killed["spec"], killed["recipe"], 0)
     deadline = time.monotonic() + RESUME_TIMEOUT_S
@@ -202,7 +236,8 @@ def test_chat_template_training_records(docs_dir):
     tokenizer = train_bpe_tokenizer([fixture_world.passage(rng, 20) for _ in range(50)], 400)
     doc = tbt.processed(splits.task, splits.train)[0]
     question, target = tbt.training_example(splits.task, doc)
-    record = tbt.training_records(splits.task, splits.train.select([0]), chat_template=True, completion_only=True,
-                                  tokenizer=tokenizer)[0]
+    record = tbt.training_records(
+        splits.task, splits.train.select([0]), chat_template=True, completion_only=True, tokenizer=tokenizer
+    )[0]
     assert record["prompt"] == f"<|bos|><|user|>\n{question}\n<|assistant|>\n"
     assert record["completion"] == target + "<|eos|>"

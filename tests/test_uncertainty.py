@@ -29,8 +29,9 @@ def test_mean_interval_agrees_with_scipy_percentile_bootstrap():
     values = rng.normal(10, 4, size=300)
     ids = [f"doc{i}" for i in range(300)]
     ours = u.mean_of(values, ids)
-    theirs = stats.bootstrap((values,), np.mean, method="percentile", n_resamples=20000,
-                             random_state=0).confidence_interval
+    theirs = stats.bootstrap(
+        (values,), np.mean, method="percentile", n_resamples=20000, random_state=0
+    ).confidence_interval
     assert ours.value == pytest.approx(values.mean())
     # Monte-Carlo error of a 2.5% quantile from 1000 draws is about 0.05 here.
     assert ours.low == pytest.approx(theirs.low, abs=0.15)
@@ -120,10 +121,12 @@ def test_within_standard_error():
 
 def test_table_cells_holding_estimates_are_written_with_bounds_and_replicates(tmp_path):
     ids = [str(i) for i in range(30)]
-    frame = pd.DataFrame([
-        {"model": "a", "accuracy": u.mean_of([1.0] * 20 + [0.0] * 10, ids, scale=100), "n": 30},
-        {"model": "b", "accuracy": u.mean_of([1.0] * 10 + [0.0] * 20, ids, scale=100), "n": 30},
-    ])
+    frame = pd.DataFrame(
+        [
+            {"model": "a", "accuracy": u.mean_of([1.0] * 20 + [0.0] * 10, ids, scale=100), "n": 30},
+            {"model": "b", "accuracy": u.mean_of([1.0] * 10 + [0.0] * 20, ids, scale=100), "n": 30},
+        ]
+    )
     write_table(frame, tmp_path, "t")
     written = pd.read_csv(tmp_path / "t.csv")
     assert list(written.columns) == ["model", "accuracy", "accuracy lo", "accuracy hi", "n"]

@@ -38,7 +38,9 @@ def test_flr_tables_put_every_judge_side_by_side(default_run):
     assert dict(zip(ranking["model"], ranking["elo"])) == {m: elo[m] for m in ranking["model"]}
     assert len(ranking) == 8 and (default_run / "results/plots/flr/model_ranking.png").exists()
     for judge in FLR["judges"]:
-        assert ((ranking[f"{judge} lo"] <= ranking[judge] + 0.0005) & (ranking[judge] <= ranking[f"{judge} hi"] + 0.0005)).all()
+        assert (
+            (ranking[f"{judge} lo"] <= ranking[judge] + 0.0005) & (ranking[judge] <= ranking[f"{judge} hi"] + 0.0005)
+        ).all()
 
 
 def test_flr_online_pairs_are_the_policys_own_samples_best_against_worst(default_run):
@@ -67,4 +69,3 @@ def test_flr_online_pairs_are_the_policys_own_samples_best_against_worst(default
         assert alignment.loc[f"tiny_llama/{recipe}", "win rate vs start"] == pytest.approx(win["win_rate"], abs=0.0005)
         low, high = alignment.loc[f"tiny_llama/{recipe}", ["win rate vs start lo", "win rate vs start hi"]]
         assert low - 0.0005 <= win["win_rate"] <= high + 0.0005
-

@@ -36,17 +36,28 @@ def test_gem_gsm8k_tables_recompute_from_the_generations(default_run):
     headline, scaling = pd.read_csv(tables / "gsm8k.csv"), pd.read_csv(tables / "gsm8k_scaling.csv")
     ks = DEFAULT["metrics"]["answer_voting"]["ks"]
     assert _gem_rows(headline) == GEM_LABELS
-    assert headline.columns.tolist() == ["base", "model", *[f"{figure}{bound}" for figure in (
-        "Greedy Decoding", f"Majority Voting (@{ks[-1]})", f"Best-of-N (@{ks[-1]})") for bound in ("", " lo", " hi")]]
+    assert headline.columns.tolist() == [
+        "base",
+        "model",
+        *[
+            f"{figure}{bound}"
+            for figure in ("Greedy Decoding", f"Majority Voting (@{ks[-1]})", f"Best-of-N (@{ks[-1]})")
+            for bound in ("", " lo", " hi")
+        ],
+    ]
     assert ((scaling["maj@k lo"] <= scaling["maj@k"]) & (scaling["maj@k"] <= scaling["maj@k hi"])).all()
     for recipe, label in zip(GEM["recipes"], GEM_LABELS, strict=True):
-        greedy = pq.read_table(default_run / f"results/generations/tiny_llama/{recipe}/gsm8k_greedy.parquet").to_pylist()
+        greedy = pq.read_table(
+            default_run / f"results/generations/tiny_llama/{recipe}/gsm8k_greedy.parquet"
+        ).to_pylist()
         assert len(greedy) == DEFAULT["datasets"]["gsm8k_problems"]["params"]["num"]
         assert all(row["prompt"].count("Your task is to answer the question below.") == 1 for row in greedy)
         accuracy = 100 * sum(extract_answer(row["text"]) == row["answer"] for row in greedy) / len(greedy)
         row = headline[headline["model"] == label].iloc[0]
         assert row["Greedy Decoding"] == pytest.approx(accuracy, abs=0.005)
-        sampled = pq.read_table(default_run / f"results/generations/tiny_llama/{recipe}/gsm8k_samples.parquet").to_pylist()
+        sampled = pq.read_table(
+            default_run / f"results/generations/tiny_llama/{recipe}/gsm8k_samples.parquet"
+        ).to_pylist()
         answers = samples_by_prompt(sampled, lambda r: extract_answer(r["text"]))
         references = {r["id"]: r["answer"] for r in sampled}
         expected = majority_and_pass_at_k(list(answers.values()), [references[i] for i in answers], ks)
@@ -69,7 +80,7 @@ def test_gem_chat_best_of_n_recomputes_from_the_reward_models_grades(default_run
     for recipe, label in zip(GEM["recipes"], GEM_LABELS, strict=True):
         grades = read_json(default_run, f"results/scores/grade_tiny_rm/tiny_llama/{recipe}/gem_chat.json")
         rewards: dict = {}
-        for prompt, sample, grade in sorted(zip(grades["ids"], grades["samples"], grades["grades"])):
+        for prompt, _sample, grade in sorted(zip(grades["ids"], grades["samples"], grades["grades"], strict=True)):
             rewards.setdefault(prompt, []).append(grade[0])
         assert len(rewards) == DEFAULT["sources"]["alpaca_eval"]["fixture"]["n"]
         top = ns[-1]
@@ -91,7 +102,9 @@ def test_gem_diversity_and_ifeval_tables(default_run):
         frame = pd.read_csv(tables / f"diversity_{promptset}.csv")
         assert _gem_rows(frame) == GEM_LABELS
         for recipe, label in zip(GEM["recipes"], GEM_LABELS, strict=True):
-            rows = pq.read_table(default_run / f"results/generations/tiny_llama/{recipe}/{promptset}.parquet").to_pylist()
+            rows = pq.read_table(
+                default_run / f"results/generations/tiny_llama/{recipe}/{promptset}.parquet"
+            ).to_pylist()
             texts = {}
             for row in sorted(rows, key=lambda r: (r["id"], r["sample"])):
                 texts.setdefault(row["id"], []).append(row["text"])
@@ -113,4 +126,3 @@ def test_gem_diversity_and_ifeval_tables(default_run):
     assert (ifeval["prompts scored"] == len(docs) - needing).all()
     assert ifeval["not scored"].str.contains(f"{needing} prompts with length_constraints:number_sentences").all()
     assert ifeval["not scored"].str.contains("punkt_tab").all()
-

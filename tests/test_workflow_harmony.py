@@ -35,7 +35,9 @@ def test_harmony_tables_match_the_score_files(default_run):
                     half = 100 * 1.959964 * math.sqrt(p * (1 - p) / (n - 1))
                     assert table.loc[model, f"{task} lo"] == pytest.approx(100 * p - half, abs=0.006)
                     assert table.loc[model, f"{task} hi"] == pytest.approx(100 * p + half, abs=0.006)
-                assert score["train_before_test"] == max(score["epochs"], key=lambda e: (e["valid"], -e["epoch"]))["test"]
+                assert (
+                    score["train_before_test"] == max(score["epochs"], key=lambda e: (e["valid"], -e["epoch"]))["test"]
+                )
                 assert len(score["epochs"]) == harmony["train"]["num_train_epochs"]
     summary = pd.read_csv(tables / "consistency_summary.csv").set_index("evaluation")
     assert list(summary.index) == ["direct", "train_before_test"]
@@ -75,4 +77,3 @@ def test_harmony_default_tasks_are_learnt_so_its_figures_mean_something(default_
     summary = pd.read_csv(tables / "consistency_summary.csv").set_index("evaluation")
     assert summary["mean_kendall_tau"].notna().all()
     assert summary.loc["train_before_test", "pc1_tasks"] == len(trained.columns)
-

@@ -38,8 +38,10 @@ def test_a_second_seed_of_a_recipe_is_its_own_finetune_and_the_tables_pool_both(
     assert record["params"]["recipe"] == default["params"]["recipe"]
     assert record["outputs"] != default["outputs"]  # another seed, other weights
 
-    scores = {name: json.loads((run_copy / f"results/scores/diversity/tiny_llama/{name}/poems.json").read_text())
-              for name in ("gem_linear", "gem_linear-seed7", "ce")}
+    scores = {
+        name: json.loads((run_copy / f"results/scores/diversity/tiny_llama/{name}/poems.json").read_text())
+        for name in ("gem_linear", "gem_linear-seed7", "ce")
+    }
     poems = pd.read_csv(run_copy / "results/tables/gem/diversity_poems.csv").set_index("model")
     column = "N-gram Distinct Ratio"
     linear, ce = poems.loc["GEM-Linear"], poems.loc["CE"]
@@ -47,7 +49,7 @@ def test_a_second_seed_of_a_recipe_is_its_own_finetune_and_the_tables_pool_both(
     assert per_seed[0] != per_seed[1]
     assert linear[column] == pytest.approx(sum(per_seed) / 2, abs=0.01)
     assert linear[f"{column} seeds"] == 2
-    assert linear[f"{column} seed sd"] == pytest.approx(abs(per_seed[0] - per_seed[1]) / 2 ** 0.5, abs=0.01)
+    assert linear[f"{column} seed sd"] == pytest.approx(abs(per_seed[0] - per_seed[1]) / 2**0.5, abs=0.01)
     assert linear[f"{column} lo"] <= linear[column] <= linear[f"{column} hi"]
     assert ce[f"{column} seeds"] == 1 and ce[column] == pytest.approx(scores["ce"]["distinct"], abs=0.01)
 

@@ -9,16 +9,28 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from reprolm.length import count_words
 from default_config import DEFAULT, MODELS, TARGETS
+from reprolm.length import count_words
 
 pytestmark = pytest.mark.workflow
 
 
 def test_tlg_levels_table_matches_generations(default_run):
     table = pd.read_csv(default_run / "results/tables/ruler/tlg_levels.csv")
-    assert list(table.columns) == ["model", "level", "PM_in", "PM_out", "PM", "PM lo", "PM hi",
-                                   "FM_in", "FM_out", "FM", "FM lo", "FM hi"]
+    assert list(table.columns) == [
+        "model",
+        "level",
+        "PM_in",
+        "PM_out",
+        "PM",
+        "PM lo",
+        "PM hi",
+        "FM_in",
+        "FM_out",
+        "FM",
+        "FM lo",
+        "FM hi",
+    ]
     assert ((table["PM lo"] <= table["PM"]) & (table["PM"] <= table["PM hi"])).all()
     assert sorted(set(table["model"])) == sorted(MODELS)
     levels = [f"Level:{level}" for level in TARGETS.levels] + ["All"]
@@ -47,13 +59,17 @@ def test_ruler_prompts_end_with_the_mlt_and_baselines_ask_in_words(default_run):
 def test_other_ruler_tables(default_run):
     tables = default_run / "results/tables/ruler"
     multi = pd.read_csv(tables / "multi_mlt.csv")
-    assert list(multi.columns) == ["model", *[f"{name}{bound}" for name in [*TARGETS.names, "Avg FM"]
-                                              for bound in ("", " lo", " hi")]]
+    assert list(multi.columns) == [
+        "model",
+        *[f"{name}{bound}" for name in [*TARGETS.names, "Avg FM"] for bound in ("", " lo", " hi")],
+    ]
     for _, row in multi.iterrows():
         assert row["Avg FM"] == pytest.approx(row[TARGETS.names].mean(), abs=0.01)
     self_mlt = pd.read_csv(tables / "self_mlt.csv")
     assert sorted(self_mlt["model"]) == sorted(m for m in MODELS if m.endswith("/ruler"))
-    assert (self_mlt[TARGETS.names].sum(axis=1) + self_mlt["no MLT"] == DEFAULT["sources"]["arena_hard"]["fixture"]["n"]).all()
+    assert (
+        self_mlt[TARGETS.names].sum(axis=1) + self_mlt["no MLT"] == DEFAULT["sources"]["arena_hard"]["fixture"]["n"]
+    ).all()
     ttest = pd.read_csv(tables / "ttest.csv")
     assert sorted(ttest["base"]) == sorted(DEFAULT["ruler"]["bases"])
     assert ttest["p"].between(0, 1).all()
@@ -63,8 +79,10 @@ def test_other_ruler_tables(default_run):
     tasks = [t["name"] for t in DEFAULT["lm_eval_suites"]["general"]["tasks"]]
     assert sorted(general["model"]) == sorted(MODELS)
     assert list(general.columns) == ["model", *[f"{task}{bound}" for task in tasks for bound in ("", " lo", " hi")]]
-    assert all((general[f"{task} lo"] <= general[task]).all() and (general[task] <= general[f"{task} hi"]).all()
-               for task in tasks)
+    assert all(
+        (general[f"{task} lo"] <= general[task]).all() and (general[task] <= general[f"{task} hi"]).all()
+        for task in tasks
+    )
     assert general[tasks].apply(lambda col: col.between(0, 100)).all().all()
     png = default_run / "results/plots/ruler/tlg_targets.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -75,4 +93,3 @@ def test_lm_eval_used_the_paper_fewshot_counts(default_run):
     expected = {t["name"]: t["num_fewshot"] for t in DEFAULT["lm_eval_suites"]["general"]["tasks"]}
     assert {name: task["num_fewshot"] for name, task in result["tasks"].items()} == expected
     assert all(not math.isnan(task["value"]) for task in result["tasks"].values())
-

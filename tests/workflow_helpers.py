@@ -61,16 +61,27 @@ def copy_run(run: Path, target: Path, writable: Iterable[str] = ()) -> Path:
 
 def snakemake_env(work: Path) -> dict:
     env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(work / "resources" / "hf_home"),
-               TOKENIZERS_PARALLELISM="false")
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_HOME=str(work / "resources" / "hf_home"),
+        TOKENIZERS_PARALLELISM="false",
+    )
     return env
 
 
-def snakemake(work: Path, *args: str, check: bool = True, timeout: int = 1800,
-              env: dict | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    work: Path, *args: str, check: bool = True, timeout: int = 1800, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """``env``: variables added to the run's environment (e.g. PYTHONPATH to an edited library)."""
-    result = subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=work, env={**snakemake_env(work), **(env or {})},
-                            capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(
+        [SNAKEMAKE, "--cores", "2", *args],
+        cwd=work,
+        env={**snakemake_env(work), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result
@@ -116,15 +127,20 @@ def local_rules(*configfiles: Path) -> set[str]:
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
 
     with SnakemakeApi(OutputSettings()) as api:
-        workflow = api.workflow(resource_settings=ResourceSettings(cores=1), storage_settings=StorageSettings(),
-                                config_settings=ConfigSettings(configfiles=list(configfiles)),
-                                snakefile=REPO / "workflow" / "Snakefile", workdir=REPO)
+        workflow = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            storage_settings=StorageSettings(),
+            config_settings=ConfigSettings(configfiles=list(configfiles)),
+            snakefile=REPO / "workflow" / "Snakefile",
+            workdir=REPO,
+        )
         workflow.dag()
         # Workflow.is_local says True for every rule under the local executor; this is what
         # it says under a cluster executor.
         parsed = workflow._workflow
-        return {rule.name for rule in parsed.rules
-                if rule.group is None and (rule.name in parsed._localrules or rule.norun)}
+        return {
+            rule.name for rule in parsed.rules if rule.group is None and (rule.name in parsed._localrules or rule.norun)
+        }
 
 
 def job_counts(jobs) -> Counter:
@@ -140,6 +156,9 @@ def tree_state(work: Path, folders: Iterable[str] = ("results", "resources", "co
             if "hf_home" in path.parts:
                 continue
             stat = path.lstat()
-            state[path.relative_to(work).as_posix()] = (stat.st_size if path.is_file() else 0, stat.st_mtime_ns,
-                                                         stat.st_ino)
+            state[path.relative_to(work).as_posix()] = (
+                stat.st_size if path.is_file() else 0,
+                stat.st_mtime_ns,
+                stat.st_ino,
+            )
     return state

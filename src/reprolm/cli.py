@@ -30,8 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     lineage_parser.add_argument("--json", action="store_true", help="print the lineage as JSON")
     lineage_parser.add_argument("--params", action="store_true", help="show each step's params in the tree")
     verify_parser = commands.add_parser("verify", help="re-hash recorded artifacts; exit 1 if any changed")
-    verify_parser.add_argument("paths", nargs="*", default=list(DEFAULT_VERIFIED),
-                               help="artifacts or folders to check (default: results resources)")
+    verify_parser.add_argument(
+        "paths",
+        nargs="*",
+        default=list(DEFAULT_VERIFIED),
+        help="artifacts or folders to check (default: results resources)",
+    )
     cost_parser = commands.add_parser("cost", help="GPU-hours behind results (each shared job once), by stage")
     cost_parser.add_argument("paths", nargs="+", help="results: tables, plots, models, scores")
     cost_parser.add_argument("--json", action="store_true", help="print the table as JSON records")
@@ -45,9 +49,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "plan":
         estimate = plan(args.root, args.configfile, width=args.width, device=args.device)
         if args.json:
-            print(json.dumps([{"rule": j.rule, "wildcards": j.wildcards, "stage": j.stage, "gpus": j.gpus,
-                               "seconds": j.seconds, "basis": j.basis, "peak_gpu_gb": j.peak_gpu_gb,
-                               "checkpoint_gb": j.checkpoint_gb} for j in estimate.jobs], indent=2))
+            print(
+                json.dumps(
+                    [
+                        {
+                            "rule": j.rule,
+                            "wildcards": j.wildcards,
+                            "stage": j.stage,
+                            "gpus": j.gpus,
+                            "seconds": j.seconds,
+                            "basis": j.basis,
+                            "peak_gpu_gb": j.peak_gpu_gb,
+                            "checkpoint_gb": j.checkpoint_gb,
+                        }
+                        for j in estimate.jobs
+                    ],
+                    indent=2,
+                )
+            )
         else:
             print(estimate.table().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
             print(estimate.summary())

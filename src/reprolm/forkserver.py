@@ -54,10 +54,25 @@ PREFIX_VARIABLE = "REPROLM_FORKSERVER_PREFIX"
 # Imported once by the server; each library is left out if it is not installed. vLLM is
 # never preloaded: it initialises CUDA, which does not survive a fork.
 PRELOADED = (
-    "torch", "numpy", "pyarrow.parquet", "pandas", "scipy.stats", "tokenizers", "safetensors.torch",
-    "transformers", "transformers.models.llama.modeling_llama", "transformers.models.qwen2.modeling_qwen2",
-    "transformers.models.gpt_neox.modeling_gpt_neox", "transformers.models.auto.tokenization_auto",
-    "datasets", "peft", "trl", "lm_eval", "lm_eval.evaluator", "lm_eval.tasks", "sacrebleu",
+    "torch",
+    "numpy",
+    "pyarrow.parquet",
+    "pandas",
+    "scipy.stats",
+    "tokenizers",
+    "safetensors.torch",
+    "transformers",
+    "transformers.models.llama.modeling_llama",
+    "transformers.models.qwen2.modeling_qwen2",
+    "transformers.models.gpt_neox.modeling_gpt_neox",
+    "transformers.models.auto.tokenization_auto",
+    "datasets",
+    "peft",
+    "trl",
+    "lm_eval",
+    "lm_eval.evaluator",
+    "lm_eval.tasks",
+    "sacrebleu",
 )
 # Caches that hold only what the installed libraries say, filled by the server once, before
 # it forks the first job that asks for them (``run_in_forkserver(warm_up=...)``).
@@ -88,7 +103,7 @@ def _receive_message(connection: socket.socket, max_fds: int = 0) -> tuple[dict,
         if not chunk:
             raise ConnectionError("fork server: connection closed inside a message")
         data += chunk
-    return json.loads(data[_HEADER.size:_HEADER.size + length]), fds
+    return json.loads(data[_HEADER.size : _HEADER.size + length]), fds
 
 
 def _read_line(replies) -> str | None:
@@ -110,8 +125,18 @@ def run_in_forkserver(warm_up: str | None = None) -> None:
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(address)
-        _send_message(connection, {"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
-                                   "env": dict(os.environ), "path": sys.path, "warm_up": warm_up}, [0, 1, 2])
+        _send_message(
+            connection,
+            {
+                "script": os.path.abspath(sys.argv[0]),
+                "argv": sys.argv,
+                "cwd": os.getcwd(),
+                "env": dict(os.environ),
+                "path": sys.path,
+                "warm_up": warm_up,
+            },
+            [0, 1, 2],
+        )
         replies = connection.makefile("rb")
         pid_line = _read_line(replies)
     except OSError:
@@ -183,8 +208,15 @@ def _keep_warm_reprolm(preloaded: dict[str, tuple[int, int]]) -> bool:
     package = sys.modules.get("reprolm")
     if package is None:
         return False
-    spec = next((spec for finder in sys.meta_path if hasattr(finder, "find_spec")
-                 if (spec := finder.find_spec("reprolm", None)) is not None), None)
+    spec = next(
+        (
+            spec
+            for finder in sys.meta_path
+            if hasattr(finder, "find_spec")
+            if (spec := finder.find_spec("reprolm", None)) is not None
+        ),
+        None,
+    )
     if spec is None or spec.origin != package.__file__:
         return False
     try:
@@ -204,8 +236,7 @@ def _warm_up(name: str) -> None:
         print(f"no warm-up {name!r}; known: {sorted(WARM_UPS)}", flush=True)
 
 
-def _run_child(connection: socket.socket, request: dict, fds: list[int],
-               preloaded: dict[str, tuple[int, int]]) -> None:
+def _run_child(connection: socket.socket, request: dict, fds: list[int], preloaded: dict[str, tuple[int, int]]) -> None:
     """In the forked child: become the job described by the script process's request."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -263,8 +294,11 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
         preloaded = _reprolm_sources()
         warmed: set[str] = set()
         if cuda_started():
-            print("a preloaded library initialised CUDA, which forked jobs cannot use: serving no job, "
-                  "each runs in its own process", flush=True)
+            print(
+                "a preloaded library initialised CUDA, which forked jobs cannot use: serving no job, "
+                "each runs in its own process",
+                flush=True,
+            )
             return
         listener.settimeout(1.0)
         # Ready: jobs that start from now on find the socket.
@@ -292,8 +326,11 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
                 # A module keeps the state of its file when it was imported.
                 preloaded = {**_reprolm_sources(), **preloaded}
                 if cuda_started():
-                    print(f"warm-up {request['warm_up']!r} initialised CUDA, which forked jobs cannot use: "
-                          "serving no more jobs, each runs in its own process", flush=True)
+                    print(
+                        f"warm-up {request['warm_up']!r} initialised CUDA, which forked jobs cannot use: "
+                        "serving no more jobs, each runs in its own process",
+                        flush=True,
+                    )
                     for fd in fds:
                         os.close(fd)
                     connection.close()
@@ -347,9 +384,15 @@ def launch(address: str, log_file: str | os.PathLike) -> subprocess.Popen:
     # through NVML, which leaves CUDA to the forked jobs (each job has its own environment).
     environment = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
     with open(log_file, "ab") as log:
-        server = subprocess.Popen([sys.executable, "-m", "reprolm.forkserver", str(listener.fileno()), address,
-                                   str(os.getpid())], pass_fds=[listener.fileno()], stdin=subprocess.DEVNULL,
-                                  stdout=log, stderr=log, start_new_session=True, env=environment)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "reprolm.forkserver", str(listener.fileno()), address, str(os.getpid())],
+            pass_fds=[listener.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            env=environment,
+        )
     listener.close()
     return server
 

@@ -116,15 +116,20 @@ def split_estimates(frame):
         cells = frame[column]
         pooled = cells.map(lambda v: isinstance(v, Estimate) and v.seeds > 1).any()
         out[column] = [v.value if isinstance(v, Estimate) else v for v in cells]
-        extra = {f"{column} lo": [v.low if isinstance(v, Estimate) else None for v in cells],
-                 f"{column} hi": [v.high if isinstance(v, Estimate) else None for v in cells]}
+        extra = {
+            f"{column} lo": [v.low if isinstance(v, Estimate) else None for v in cells],
+            f"{column} hi": [v.high if isinstance(v, Estimate) else None for v in cells],
+        }
         if pooled:
             extra[f"{column} seeds"] = [v.seeds if isinstance(v, Estimate) else None for v in cells]
             extra[f"{column} seed sd"] = [v.seed_sd if isinstance(v, Estimate) else None for v in cells]
         at = list(out.columns).index(column) + 1
         for offset, (key, values) in enumerate(extra.items()):
             out.insert(at + offset, key, pd.array(values, dtype="Float64" if "seeds" not in key else "Int64"))
-        kept += [{"row": row, "column": column, "replicates": [float(x) for x in v.replicates]}
-                 for row, v in enumerate(cells) if isinstance(v, Estimate) and v.replicates.size]
+        kept += [
+            {"row": row, "column": column, "replicates": [float(x) for x in v.replicates]}
+            for row, v in enumerate(cells)
+            if isinstance(v, Estimate) and v.replicates.size
+        ]
     # Figures with only a standard error have no replicates to keep.
     return out, pd.DataFrame(kept, columns=["row", "column", "replicates"]) if kept else None

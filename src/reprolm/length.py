@@ -30,7 +30,7 @@ class Window:
         return self.lo < count <= self.hi
 
     @classmethod
-    def parse(cls, pair: Sequence, where: str = "window") -> "Window":
+    def parse(cls, pair: Sequence, where: str = "window") -> Window:
         lo, hi = pair
         window = cls(float(lo), math.inf if hi is None else float(hi))
         # An inverted window contains nothing: every PM/FM computed with it would be wrong.
@@ -64,8 +64,13 @@ class LengthTarget:
 
 
 def _target(name, level, pm, fm, bin_, where: str = "length target"):
-    return LengthTarget(name, level, Window.parse(pm, f"{where}.pm"), Window.parse(fm, f"{where}.fm"),
-                        Window.parse(bin_, f"{where}.bin"))
+    return LengthTarget(
+        name,
+        level,
+        Window.parse(pm, f"{where}.pm"),
+        Window.parse(fm, f"{where}.fm"),
+        Window.parse(bin_, f"{where}.bin"),
+    )
 
 
 PAPER_TARGETS: tuple[LengthTarget, ...] = (
@@ -91,7 +96,7 @@ class TargetSet:
             raise ValueError("length targets must have unique names")
 
     @classmethod
-    def from_config(cls, spec) -> "TargetSet":
+    def from_config(cls, spec) -> TargetSet:
         if spec == "paper":
             return cls(PAPER_TARGETS)
         return cls(
@@ -106,9 +111,7 @@ class TargetSet:
         try:
             return self.by_name[str(name)]
         except KeyError:
-            raise KeyError(
-                f"unknown length target {name!r}; configured: {list(self.by_name)}"
-            ) from None
+            raise KeyError(f"unknown length target {name!r}; configured: {list(self.by_name)}") from None
 
     @property
     def names(self) -> list[str]:

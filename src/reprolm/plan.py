@@ -187,8 +187,12 @@ def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | Non
     if size and job.rule == "finetune":
         recipe = recipe_spec(config, wildcards["recipe"])
         if recipe.get("max_steps"):
-            examples = recipe["max_steps"] * recipe.get("per_device_train_batch_size", 1) * \
-                recipe.get("gradient_accumulation_steps", 1) * max(1, job.gpus)
+            examples = (
+                recipe["max_steps"]
+                * recipe.get("per_device_train_batch_size", 1)
+                * recipe.get("gradient_accumulation_steps", 1)
+                * max(1, job.gpus)
+            )
         else:
             rows = dataset_rows(config, recipe["dataset"], root)
             examples = rows * recipe.get("num_train_epochs", 1) if rows else None
@@ -210,8 +214,10 @@ def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | Non
         epochs, length = train.get("num_train_epochs", 1), train.get("max_length", 1024)
         documents = [train.get(key) for key in ("max_num_train", "max_num_valid", "max_num_test")]
         if all(documents):
-            flops = (6 * size * documents[0] * epochs * length
-                     + 2 * size * (documents[1] + documents[2]) * (epochs + 1) * length)
+            flops = (
+                6 * size * documents[0] * epochs * length
+                + 2 * size * (documents[1] + documents[2]) * (epochs + 1) * length
+            )
     if size:
         training = job.rule in ("finetune", "build_base_model", "train_before_test")
         held = size * (TRAINING_BYTES if training else INFERENCE_BYTES)
@@ -238,8 +244,9 @@ def calibrate(jobs: list[PlannedJob], root: Path) -> dict[str, tuple[float, int]
         usage = (json.loads(record_path.read_text()).get("execution") or {}).get("usage") or {}
         if usage.get("wall_seconds"):
             recorded[job.rule].append((usage["wall_seconds"], job.seconds))
-    ratios = {rule: (sum(a for a, _ in pairs) / sum(e for _, e in pairs), len(pairs))
-              for rule, pairs in recorded.items()}
+    ratios = {
+        rule: (sum(a for a, _ in pairs) / sum(e for _, e in pairs), len(pairs)) for rule, pairs in recorded.items()
+    }
     for job in jobs:
         if job.rule in ratios:
             job.seconds *= ratios[job.rule][0]
@@ -312,7 +319,9 @@ class Plan:
     @staticmethod
     def _row(study: str, stage: str, members: list[PlannedJob]) -> dict:
         return {
-            "study": study, "stage": stage, "jobs": len(members),
+            "study": study,
+            "stage": stage,
+            "jobs": len(members),
             "GPU hours": sum(j.gpu_seconds for j in members) / 3600,
             "CPU hours": sum(j.seconds for j in members if not j.gpus) / 3600,
             "largest job GPU GB": max((j.peak_gpu_gb for j in members), default=0.0),
@@ -323,9 +332,11 @@ class Plan:
     def summary(self) -> str:
         total = self.table().iloc[-1]
         unknown = sorted(base for base, (size, _) in self.sizes.items() if size is None)
-        text = (f"{int(total['jobs'])} jobs: {total['GPU hours']:.4g} GPU-hours on {self.device}, "
-                f"{total['CPU hours']:.4g} CPU-hours; about {makespan(self.jobs, self.width) / 3600:.3g} h "
-                f"of wall time on {self.width} GPUs")
+        text = (
+            f"{int(total['jobs'])} jobs: {total['GPU hours']:.4g} GPU-hours on {self.device}, "
+            f"{total['CPU hours']:.4g} CPU-hours; about {makespan(self.jobs, self.width) / 3600:.3g} h "
+            f"of wall time on {self.width} GPUs"
+        )
         if self.calibration:
             text += f"; calibrated on {sum(n for _, n in self.calibration.values())} recorded jobs"
         if unknown:
@@ -333,8 +344,14 @@ class Plan:
         return text + "."
 
 
-def plan(root: str | Path = ".", configfile: str | None = None, width: int = 8, device: str = "h100",
-         dry_run_text: str | None = None, calibrated: bool = True) -> Plan:
+def plan(
+    root: str | Path = ".",
+    configfile: str | None = None,
+    width: int = 8,
+    device: str = "h100",
+    dry_run_text: str | None = None,
+    calibrated: bool = True,
+) -> Plan:
     root = Path(root)
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; known: {sorted(DEVICES)}")

@@ -42,6 +42,7 @@ class Registry(Generic[T]):
     def register(self, name: str, entry: T | None = None):
         """``register(name, entry)``, or ``@register(name)`` as a decorator."""
         if entry is None:
+
             def decorate(value: T) -> T:
                 self._add(name, value)
                 return value
@@ -76,4 +77,3 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         return list(self._entries)
-

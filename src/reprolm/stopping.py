@@ -43,8 +43,9 @@ class JobStopped(RuntimeError):
     """The job was asked to stop, saved its progress and stopped; a rerun resumes."""
 
     def __init__(self, signal_name: str, progress: str):
-        super().__init__(f"stopped by {signal_name} after saving its progress ({progress}); "
-                         "a retry of this job resumes from there")
+        super().__init__(
+            f"stopped by {signal_name} after saving its progress ({progress}); a retry of this job resumes from there"
+        )
         self.signal_name = signal_name
         self.progress = progress
 

@@ -19,8 +19,16 @@ def write_accuracy_tables(scores, study: dict, settings: dict, tables: Path, plo
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [{"model": s.model, "accuracy": s.data["accuracy"], "unparsed": s.data["unparsed"],
-             "problems": len(s.data["ids"])} for s in scores if s.metric == "answer_accuracy"]
+    rows = [
+        {
+            "model": s.model,
+            "accuracy": s.data["accuracy"],
+            "unparsed": s.data["unparsed"],
+            "problems": len(s.data["ids"]),
+        }
+        for s in scores
+        if s.metric == "answer_accuracy"
+    ]
     frame = pd.DataFrame(rows).sort_values(["accuracy", "model"], ascending=[False, True], kind="stable")
     frame.insert(0, "rank", range(1, len(frame) + 1))
     write_table(frame, tables, "accuracy")
@@ -40,11 +48,25 @@ class GreedyAccuracy(Study):
     plots_caption = "Greedy accuracy per model."
     # Set beside the tiny model of tests/test_study_plugin.py, so that its row is filled: the
     # GEM paper's greedy GSM8K accuracy of Llama-3-8B fine-tuned with CE.
-    headlines = [{"figure": "GSM8K greedy accuracy", "model": "Llama-3-8B CE (GEM paper)", "paper": 47.2,
-                  "table": "accuracy", "where": {"model": "tiny_llama_small/pretrained"}, "column": "accuracy"}]
-    directions = [{"claim": "greedy decoding answers some problems right (accuracy above 0%)",
-                   "table": "accuracy", "column": "accuracy", "higher": {"model": "tiny_llama_small/pretrained"},
-                   "lower": 0}]
+    headlines = [
+        {
+            "figure": "GSM8K greedy accuracy",
+            "model": "Llama-3-8B CE (GEM paper)",
+            "paper": 47.2,
+            "table": "accuracy",
+            "where": {"model": "tiny_llama_small/pretrained"},
+            "column": "accuracy",
+        }
+    ]
+    directions = [
+        {
+            "claim": "greedy decoding answers some problems right (accuracy above 0%)",
+            "table": "accuracy",
+            "column": "accuracy",
+            "higher": {"model": "tiny_llama_small/pretrained"},
+            "lower": 0,
+        }
+    ]
     schema = {
         "type": "object",
         "additionalProperties": False,
@@ -52,9 +74,14 @@ class GreedyAccuracy(Study):
         "properties": {
             "bases": {"type": "array", "items": {"type": "string"}, "minItems": 1},
             "recipes": {"type": "array", "items": {"type": "string"}},
-            "evaluations": {"type": "array", "items": {
-                "type": "object", "required": ["promptset", "metric"],
-                "properties": {"promptset": {"type": "string"}, "metric": {"const": "answer_accuracy"}}}},
+            "evaluations": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["promptset", "metric"],
+                    "properties": {"promptset": {"type": "string"}, "metric": {"const": "answer_accuracy"}},
+                },
+            },
         },
     }
 

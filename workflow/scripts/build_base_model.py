@@ -8,7 +8,11 @@ from reprolm.provenance import tracked_step
 with tracked_step(snakemake) as log:
     corpus_names = snakemake.params.build["pretrain"]["corpus"]
     result = build_base_model(
-        snakemake.params.build, snakemake.input.tokenizer, dict(zip(corpus_names, snakemake.input.corpus)),
-        snakemake.params.schemas, snakemake.params.seed, snakemake.output[0],
+        snakemake.params.build,
+        snakemake.input.tokenizer,
+        dict(zip(corpus_names, snakemake.input.corpus)),
+        snakemake.params.schemas,
+        snakemake.params.seed,
+        snakemake.output[0],
     )
     log.info("pretraining: %s", result)

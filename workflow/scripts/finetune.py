@@ -21,7 +21,8 @@ with tracked_step(snakemake) as log:
         add_tokens=list(snakemake.params.add_tokens),
         deepspeed=snakemake.input.deepspeed[0] if snakemake.input.deepspeed else None,
         precision=snakemake.params.precision,
-        report_to=report_to(snakemake.config.get("tracking", {}),
-                            f"finetune/{snakemake.wildcards.base}/{snakemake.wildcards.recipe}"),
+        report_to=report_to(
+            snakemake.config.get("tracking", {}), f"finetune/{snakemake.wildcards.base}/{snakemake.wildcards.recipe}"
+        ),
     )
     launch(spec, snakemake.params.launcher, max(1, snakemake.resources.gpu), log_path=snakemake.log[0])

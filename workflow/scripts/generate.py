@@ -18,8 +18,11 @@ with tracked_step(snakemake) as log:
         length_prompt=params.length_prompt,
         targets=configured_targets(params.length_targets),
         backend=params.backend,
-        backend_options={"batch_size": params.batch_size, "dtype": params.precision,
-                         "tensor_parallel_size": max(1, snakemake.resources.gpu)},
+        backend_options={
+            "batch_size": params.batch_size,
+            "dtype": params.precision,
+            "tensor_parallel_size": max(1, snakemake.resources.gpu),
+        },
         seed=params.seed,
         output=snakemake.output[0],
         shard_size=params.shard_size,

@@ -14,5 +14,6 @@ with tracked_step(snakemake) as log:
     rows = pq.read_table(snakemake.input.generations).to_pylist()
     result = grade_generations(judge, rows)
     log.info("mean grade %.4f over %d prompts (%d unparsed)", result["mean"], len(rows), result["unparsed"])
-    write_json({"metric": "grade", "judge": snakemake.wildcards.judge, **result, **request_counts(judge)},
-               snakemake.output[0])
+    write_json(
+        {"metric": "grade", "judge": snakemake.wildcards.judge, **result, **request_counts(judge)}, snakemake.output[0]
+    )

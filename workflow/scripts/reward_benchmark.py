@@ -17,7 +17,21 @@ with tracked_step(snakemake) as log:
         result = model_ranking(judge, rows, load_elo(snakemake.input.elo))
     else:
         result = rating_agreement(judge, rows)
-    log.info("%s: pearson %.3f, spearman %.3f, kendall %.3f", metric, result["pearson"],
-             result["spearman"], result["kendall"])
-    write_json({"metric": metric, "judge": snakemake.wildcards.judge, "dataset": snakemake.wildcards.dataset,
-                "split": snakemake.wildcards.split, **result, **request_counts(judge)}, snakemake.output[0])
+    log.info(
+        "%s: pearson %.3f, spearman %.3f, kendall %.3f",
+        metric,
+        result["pearson"],
+        result["spearman"],
+        result["kendall"],
+    )
+    write_json(
+        {
+            "metric": metric,
+            "judge": snakemake.wildcards.judge,
+            "dataset": snakemake.wildcards.dataset,
+            "split": snakemake.wildcards.split,
+            **result,
+            **request_counts(judge),
+        },
+        snakemake.output[0],
+    )

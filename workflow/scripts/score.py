@@ -11,6 +11,9 @@ from reprolm.score.metrics import compute
 with tracked_step(snakemake) as log:
     rows = pq.read_table(snakemake.input.generations).to_pylist()
     assets = {"encoder_dir": snakemake.input.encoder[0]} if snakemake.input.encoder else {}
-    result = compute(snakemake.wildcards.metric, rows,
-                     {"length_targets": snakemake.params.length_targets, **snakemake.params.settings, **assets})
+    result = compute(
+        snakemake.wildcards.metric,
+        rows,
+        {"length_targets": snakemake.params.length_targets, **snakemake.params.settings, **assets},
+    )
     write_json(result, snakemake.output[0])

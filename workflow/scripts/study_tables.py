@@ -7,6 +7,9 @@ from reprolm.studies import study
 
 with tracked_step(snakemake):
     study({"study_modules": snakemake.params.study_modules}, snakemake.wildcards.study).write_tables(
-        snakemake.input.scores, snakemake.params.study, snakemake.params.config,
-        snakemake.output.tables, snakemake.output.plots,
+        snakemake.input.scores,
+        snakemake.params.study,
+        snakemake.params.config,
+        snakemake.output.tables,
+        snakemake.output.plots,
     )

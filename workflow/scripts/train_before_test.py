@@ -3,8 +3,8 @@ from reprolm.forkserver import run_in_forkserver
 run_in_forkserver(warm_up="lm_eval")
 
 from reprolm.provenance import tracked_step
-from reprolm.stopping import watch_for_stop
 from reprolm.score.lm_eval_bridge import TaskSpec
+from reprolm.stopping import watch_for_stop
 from reprolm.train.tracking import report_to
 from reprolm.train.train_before_test import train_before_test
 
@@ -13,16 +13,30 @@ watch_for_stop()
 with tracked_step(snakemake) as log:
     task = snakemake.params.task
     spec = TaskSpec(
-        name=task["name"], task=task["task"], num_fewshot=0, metric=task["metric"],
+        name=task["name"],
+        task=task["task"],
+        num_fewshot=0,
+        metric=task["metric"],
         data_dir=snakemake.input.docs[0] if snakemake.input.docs else None,
         gen_kwargs=task.get("gen_kwargs"),
     )
     result = train_before_test(
-        model_path=snakemake.input.model, spec=spec, recipe=snakemake.params.train,
-        seed=snakemake.params.seed, output=snakemake.output[0],
+        model_path=snakemake.input.model,
+        spec=spec,
+        recipe=snakemake.params.train,
+        seed=snakemake.params.seed,
+        output=snakemake.output[0],
         checkpoint_root=snakemake.params.checkpoint_root,
-        report_to=report_to(snakemake.config.get("tracking", {}), "/".join((
-            "train_before_test", snakemake.wildcards.base, snakemake.wildcards.recipe, snakemake.wildcards.task))),
+        report_to=report_to(
+            snakemake.config.get("tracking", {}),
+            "/".join(
+                ("train_before_test", snakemake.wildcards.base, snakemake.wildcards.recipe, snakemake.wildcards.task)
+            ),
+        ),
     )
-    log.info("direct %.4f, train-before-test %.4f (epoch %d)",
-             result["direct_eval"], result["train_before_test"], result["best_epoch"])
+    log.info(
+        "direct %.4f, train-before-test %.4f (epoch %d)",
+        result["direct_eval"],
+        result["train_before_test"],
+        result["best_epoch"],
+    )

@@ -11,5 +11,13 @@ with tracked_step(snakemake) as log:
     judge = job_judge(snakemake)
     result = judge_win_rate(judge, snakemake.input.answers, snakemake.input.get("reference"))
     log.info("win rate %.2f, length-controlled %.2f (n=%d)", result["win_rate"], result["lc_win_rate"], result["n"])
-    write_json({"metric": "win_rate", "judge": snakemake.wildcards.judge,
-                "reference": snakemake.params.reference, **result, **request_counts(judge)}, snakemake.output[0])
+    write_json(
+        {
+            "metric": "win_rate",
+            "judge": snakemake.wildcards.judge,
+            "reference": snakemake.params.reference,
+            **result,
+            **request_counts(judge),
+        },
+        snakemake.output[0],
+    )

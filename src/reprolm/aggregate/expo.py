@@ -32,10 +32,17 @@ def alpha_table(scores: list[Score]) -> pd.DataFrame:
     rows = []
     for search in _by_prefix(scores, "alpha_search"):
         for point in search.data["curve"]:
-            mean_grade = grade_estimate(point["ids"], point["grades"], point["mean_grade"],
-                                        f"{source_of(search)} alpha {point['alpha']:g}")
-            rows.append({"model": search.model, "alpha": point["alpha"], "mean_grade": mean_grade,
-                         "chosen": point["alpha"] == search.data["best_alpha"]})
+            mean_grade = grade_estimate(
+                point["ids"], point["grades"], point["mean_grade"], f"{source_of(search)} alpha {point['alpha']:g}"
+            )
+            rows.append(
+                {
+                    "model": search.model,
+                    "alpha": point["alpha"],
+                    "mean_grade": mean_grade,
+                    "chosen": point["alpha"] == search.data["best_alpha"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -47,11 +54,21 @@ def win_rate_table(scores: list[Score]) -> pd.DataFrame:
         original = win_rate_estimates(pair["original"].data, source_of(pair["original"]))
         expo = win_rate_estimates(pair["expo"].data, source_of(pair["expo"]))
         data = pair["original"].data
-        rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(pair["expo"].recipe)[1],
-                     "Win Rate (Ori)": original["win_rate"], "LC Win Rate (Ori)": original["lc_win_rate"],
-                     "Win Rate (+ ExPO)": expo["win_rate"], "LC Win Rate (+ ExPO)": expo["lc_win_rate"],
-                     "Length (Ori)": original["mean_length"], "Length (+ ExPO)": expo["mean_length"],
-                     "judge": data["judge"], "protocol": data["protocol"], "LC method": data["lc_method"]})
+        rows.append(
+            {
+                "model": f"{base}/{recipe}",
+                "alpha": split_expo(pair["expo"].recipe)[1],
+                "Win Rate (Ori)": original["win_rate"],
+                "LC Win Rate (Ori)": original["lc_win_rate"],
+                "Win Rate (+ ExPO)": expo["win_rate"],
+                "LC Win Rate (+ ExPO)": expo["lc_win_rate"],
+                "Length (Ori)": original["mean_length"],
+                "Length (+ ExPO)": expo["mean_length"],
+                "judge": data["judge"],
+                "protocol": data["protocol"],
+                "LC method": data["lc_method"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -60,12 +77,21 @@ def single_grade_table(scores: list[Score], promptset: str) -> pd.DataFrame:
     the prompts (a prompt's turns drawn together; the same prompts: paired)."""
     rows = []
     for (base, recipe), pair in _pairs([s for s in scores if s.name == promptset], "grade").items():
-        original, expo = (grade_estimate(s.data["ids"], s.data["grades"], s.data["mean"], source_of(s))
-                          for s in (pair["original"], pair["expo"]))
-        rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(pair["expo"].recipe)[1],
-                     "Original": original, "+ ExPO": expo,
-                     "scale": pair["original"].data["judge_scale"], "judge": pair["original"].data["judge"],
-                     "protocol": pair["original"].data["protocol"]})
+        original, expo = (
+            grade_estimate(s.data["ids"], s.data["grades"], s.data["mean"], source_of(s))
+            for s in (pair["original"], pair["expo"])
+        )
+        rows.append(
+            {
+                "model": f"{base}/{recipe}",
+                "alpha": split_expo(pair["expo"].recipe)[1],
+                "Original": original,
+                "+ ExPO": expo,
+                "scale": pair["original"].data["judge_scale"],
+                "judge": pair["original"].data["judge"],
+                "protocol": pair["original"].data["protocol"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -80,19 +106,32 @@ def lm_eval_table(scores: list[Score]) -> pd.DataFrame:
         before, after = lm_eval_estimates(original), lm_eval_estimates(expo)
         for task in original.data["task_order"]:
             metric = original.data["tasks"][task]["metric"]
-            rows.append({"model": f"{base}/{recipe}", "alpha": split_expo(expo.recipe)[1], "task": task,
-                         "Original": before[task][metric].scaled(100.0),
-                         "+ ExPO": after[task][metric].scaled(100.0)})
+            rows.append(
+                {
+                    "model": f"{base}/{recipe}",
+                    "alpha": split_expo(expo.recipe)[1],
+                    "task": task,
+                    "Original": before[task][metric].scaled(100.0),
+                    "+ ExPO": after[task][metric].scaled(100.0),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def judge_table(scores: list[Score]) -> pd.DataFrame:
     """The judge's accuracy on held-out preference pairs, with its interval over the pairs."""
-    return pd.DataFrame([
-        {"judge": s.data["judge"], "dataset": s.data["dataset"], "split": s.data["split"], "pairs": s.data["n"],
-         "accuracy": pair_accuracy_estimate(s.data, source_of(s))}
-        for s in _by_prefix(scores, "pair_accuracy")
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "judge": s.data["judge"],
+                "dataset": s.data["dataset"],
+                "split": s.data["split"],
+                "pairs": s.data["n"],
+                "accuracy": pair_accuracy_estimate(s.data, source_of(s)),
+            }
+            for s in _by_prefix(scores, "pair_accuracy")
+        ]
+    )
 
 
 def plot_alpha_curves(frame: pd.DataFrame, output: Path) -> None:

@@ -30,8 +30,9 @@ def _of(scores: list[Score], metric: str) -> list[Score]:
     return [s for s in scores if s.metric == metric]
 
 
-def correlation_estimates(predicted: Sequence[float], truth: Sequence[float], units: Sequence, data: Mapping,
-                          what: str) -> dict[str, Estimate]:
+def correlation_estimates(
+    predicted: Sequence[float], truth: Sequence[float], units: Sequence, data: Mapping, what: str
+) -> dict[str, Estimate]:
     """Pearson, Spearman and Kendall correlations of ``predicted`` with ``truth``, refitted on
     each bootstrap draw of the ``units`` (one per pair of values); ``data`` holds the score
     file's figures."""
@@ -42,7 +43,9 @@ def correlation_estimates(predicted: Sequence[float], truth: Sequence[float], un
         # out of the interval), with a warning on every such draw.
         warnings.simplefilter("ignore", stats.ConstantInputWarning)
         for name, function in CORRELATIONS.items():
-            estimate = each_draw(units, lambda draw: float(function(predicted[draw], truth[draw])[0]))
+            estimate = each_draw(
+                units, lambda draw, function=function: float(function(predicted[draw], truth[draw])[0])
+            )
             estimates[name] = as_scored(estimate, data[name], f"{what} {name}")
     return estimates
 
@@ -60,8 +63,9 @@ def reward_model_table(scores: list[Score], judges: list[str]) -> pd.DataFrame:
             rows[s.data["judge"]][f"{s.data['dataset']} {name}"] = estimate
     for s in _of(scores, "model_ranking"):
         models = list(s.data["elo"])
-        estimates = correlation_estimates([s.data["mean_score"][m] for m in models], list(s.data["elo"].values()),
-                                          models, s.data, source_of(s))
+        estimates = correlation_estimates(
+            [s.data["mean_score"][m] for m in models], list(s.data["elo"].values()), models, s.data, source_of(s)
+        )
         for name, estimate in estimates.items():
             rows[s.data["judge"]][f"{s.data['dataset']} {name}"] = estimate
     return pd.DataFrame(list(rows.values()))
@@ -77,8 +81,9 @@ def mean_scores(data: Mapping, what: str) -> dict[str, Estimate]:
     for model in data["elo"]:
         rows = answers_of[model]
         answers = Units([data["ids"][row] for row in rows])
-        means[model] = as_scored(answers.mean([data["scores"][row] for row in rows]), data["mean_score"][model],
-                                 f"{what} {model}")
+        means[model] = as_scored(
+            answers.mean([data["scores"][row] for row in rows]), data["mean_score"][model], f"{what} {model}"
+        )
     return means
 
 
@@ -87,8 +92,13 @@ def ranking_table(scores: list[Score]) -> pd.DataFrame:
     frame = None
     for s in _of(scores, "model_ranking"):
         means = mean_scores(s.data, source_of(s))
-        column = pd.DataFrame({"model": list(s.data["elo"]), "elo": list(s.data["elo"].values()),
-                               s.data["judge"]: [means[m] for m in s.data["elo"]]})
+        column = pd.DataFrame(
+            {
+                "model": list(s.data["elo"]),
+                "elo": list(s.data["elo"].values()),
+                s.data["judge"]: [means[m] for m in s.data["elo"]],
+            }
+        )
         frame = column if frame is None else frame.merge(column, on=["model", "elo"])
     return pd.DataFrame() if frame is None else frame.sort_values("elo", ascending=False)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reprolm.aggregate.lm_eval_estimates import lm_eval_estimates
 from reprolm.aggregate.judged import pair_accuracy_estimate, source_of
+from reprolm.aggregate.lm_eval_estimates import lm_eval_estimates
 from reprolm.aggregate.tables import Score
 from reprolm.aggregate.uncertainty import mean_of, mean_of_estimates
 from reprolm.io import atomic_path, split_estimates, write_table
@@ -56,9 +56,14 @@ def ifeval_table(scores: list[Score], study: Mapping, models: list) -> pd.DataFr
             row["Avg"] = mean_of_estimates([row[column] for column in IFEVAL_COLUMNS])
             row["prompts scored"] = summary["n_docs"]
             unscored = summary.get("unscored")
-            row["not scored"] = "" if not unscored else (
-                f"{unscored.get('docs', 'some')} prompts with "
-                + "; ".join(f"{instruction}: {why}" for instruction, why in unscored["instructions"].items()))
+            row["not scored"] = (
+                ""
+                if not unscored
+                else (
+                    f"{unscored.get('docs', 'some')} prompts with "
+                    + "; ".join(f"{instruction}: {why}" for instruction, why in unscored["instructions"].items())
+                )
+            )
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -90,8 +95,10 @@ def gsm8k_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.
             k = data["ks"][-1]
             row[f"Majority Voting (@{k})"] = maj[-1]
             row[f"Best-of-N (@{k})"] = passed[-1]
-            by_k += [{**_row(study, base, recipe), "k": k_, "maj@k": maj_k, "pass@k": pass_k}
-                     for k_, maj_k, pass_k in zip(data["ks"], maj, passed, strict=True)]
+            by_k += [
+                {**_row(study, base, recipe), "k": k_, "maj@k": maj_k, "pass@k": pass_k}
+                for k_, maj_k, pass_k in zip(data["ks"], maj, passed, strict=True)
+            ]
         if len(row) > 2:
             headline.append(row)
     return pd.DataFrame(headline), pd.DataFrame(by_k)
@@ -107,16 +114,24 @@ def chat_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.D
         if graded is None:
             continue
         rewards: dict = {}
-        for prompt_id, _sample, grades in sorted(zip(graded.data["ids"], graded.data["samples"], graded.data["grades"],
-                                                    strict=True)):
+        for prompt_id, _sample, grades in sorted(
+            zip(graded.data["ids"], graded.data["samples"], graded.data["grades"], strict=True)
+        ):
             rewards.setdefault(prompt_id, []).append(grades[-1])
         ns = spec["ns"]
         prompts = list(rewards)
-        result = {n: {name: mean_of(values, prompts)
-                      for name, values in best_and_mean_per_prompt(list(rewards.values()), n).items()} for n in ns}
+        result = {
+            n: {
+                name: mean_of(values, prompts)
+                for name, values in best_and_mean_per_prompt(list(rewards.values()), n).items()
+            }
+            for n in ns
+        }
         headline.append({**_row(study, base, recipe), f"Reward (Best-of-N @{ns[-1]})": result[ns[-1]]["best"]})
-        by_n += [{**_row(study, base, recipe), "n": n, "best-of-n": result[n]["best"], "mean-of-n": result[n]["mean"]}
-                 for n in ns]
+        by_n += [
+            {**_row(study, base, recipe), "n": n, "best-of-n": result[n]["best"], "mean-of-n": result[n]["mean"]}
+            for n in ns
+        ]
     return pd.DataFrame(headline), pd.DataFrame(by_n)
 
 
@@ -131,17 +146,30 @@ def diversity_table(scores: list[Score], study: Mapping, models: list, promptset
         data = score.data
         figures = {name: mean_of(values, data["ids"]) for name, values in data["per_prompt"].items()}
         figures["distinct"] = mean_of_estimates([figures[f"distinct_{n}"] for n in (1, 2, 3)])
-        rows.append({**_row(study, base, recipe), **{column: figures[key] for column, key in DIVERSITY_COLUMNS.items()},
-                     **{f"distinct-{n}": figures[f"distinct_{n}"] for n in (1, 2, 3)},
-                     "encoder": data["encoder"], "compat": data["compat"]})
+        rows.append(
+            {
+                **_row(study, base, recipe),
+                **{column: figures[key] for column, key in DIVERSITY_COLUMNS.items()},
+                **{f"distinct-{n}": figures[f"distinct_{n}"] for n in (1, 2, 3)},
+                "encoder": data["encoder"],
+                "compat": data["compat"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def judge_table(scores: list[Score], study: Mapping) -> pd.DataFrame:
     """The best-of-n reward model's accuracy on held-out preference pairs."""
-    rows = [{"judge": s.data["judge"], "dataset": s.data["dataset"], "pairs": s.data["n"],
-             "accuracy": pair_accuracy_estimate(s.data, source_of(s))}
-            for s in scores if s.metric == "pair_accuracy"]
+    rows = [
+        {
+            "judge": s.data["judge"],
+            "dataset": s.data["dataset"],
+            "pairs": s.data["n"],
+            "accuracy": pair_accuracy_estimate(s.data, source_of(s)),
+        }
+        for s in scores
+        if s.metric == "pair_accuracy"
+    ]
     return pd.DataFrame(rows)
 
 
@@ -163,8 +191,10 @@ def _save(figure, path: Path) -> None:
 
 def _bounds(rows: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
     """The interval columns ``write_table`` gives an estimate column, as float arrays."""
-    return (rows[f"{column} lo"].to_numpy(dtype=float, na_value=np.nan),
-            rows[f"{column} hi"].to_numpy(dtype=float, na_value=np.nan))
+    return (
+        rows[f"{column} lo"].to_numpy(dtype=float, na_value=np.nan),
+        rows[f"{column} hi"].to_numpy(dtype=float, na_value=np.nan),
+    )
 
 
 def plot_scaling(by_k: pd.DataFrame, path: Path) -> None:
@@ -177,8 +207,9 @@ def plot_scaling(by_k: pd.DataFrame, path: Path) -> None:
         for index, (model, rows) in enumerate(by_k[by_k["base"] == base].groupby("model", sort=False)):
             colour = f"C{index}"
             for column, marker, linestyle in (("maj@k", "o", "-"), ("pass@k", "s", "--")):
-                axis.plot(rows["k"], rows[column], marker=marker, linestyle=linestyle, color=colour,
-                          label=f"{model} {column}")
+                axis.plot(
+                    rows["k"], rows[column], marker=marker, linestyle=linestyle, color=colour, label=f"{model} {column}"
+                )
                 axis.fill_between(rows["k"], *_bounds(rows, column), color=colour, alpha=0.15, linewidth=0)
         axis.set_xscale("log", base=2)
         axis.set_xlabel("k (samples)")
@@ -199,8 +230,14 @@ def plot_diversity(tables: dict[str, pd.DataFrame], path: Path) -> None:
         for index, column in enumerate(DIVERSITY_COLUMNS):
             value = frame[column].to_numpy(dtype=float)
             low, high = _bounds(frame, column)
-            axis.bar([i + index * width for i in range(len(frame))], value, width=width, label=column,
-                     yerr=np.nan_to_num(np.stack([value - low, high - value])), capsize=2)
+            axis.bar(
+                [i + index * width for i in range(len(frame))],
+                value,
+                width=width,
+                label=column,
+                yerr=np.nan_to_num(np.stack([value - low, high - value])),
+                capsize=2,
+            )
         axis.set_xticks([i + width for i in range(len(frame))], labels, fontsize=7)
         axis.set_ylabel("diversity (x 100)")
         axis.set_title(promptset)
@@ -225,8 +262,10 @@ def write_gem_tables(scores: list[Score], study: Mapping, config: Mapping, table
         write_table(by_n, tables, "chat_best_of_n")
         if study.get("judge_validation"):
             write_table(judge_table(scores, study), tables, "reward_model")
-    diversity = {promptset: diversity_table(scores, study, models, promptset)
-                 for promptset in _evaluation_promptsets(study, "diversity")}
+    diversity = {
+        promptset: diversity_table(scores, study, models, promptset)
+        for promptset in _evaluation_promptsets(study, "diversity")
+    }
     for promptset, frame in diversity.items():
         write_table(frame, tables, f"diversity_{promptset}")
     if diversity:

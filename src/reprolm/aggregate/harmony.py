@@ -42,10 +42,37 @@ PAPER_TASKS: tuple[str, ...] = (
 # "{metric},{filter}" result key; a run's score is set beside the paper's only in this metric.
 PAPER_METRICS: dict[str, str] = {
     "cola": "mcc,none",
-    **{task: "acc,none" for task in ("mnli", "qnli", "rte", "mrpc", "qqp", "sst2", "boolq", "wic", "anli_r1",
-                                     "commonsense_qa", "social_iqa", "winogrande")},
-    **{task: "acc_norm,none" for task in ("openbookqa", "hellaswag", "arc_easy", "arc_challenge", "headqa_en",
-                                          "mathqa", "medmcqa", "piqa", "sciq")},
+    **{
+        task: "acc,none"
+        for task in (
+            "mnli",
+            "qnli",
+            "rte",
+            "mrpc",
+            "qqp",
+            "sst2",
+            "boolq",
+            "wic",
+            "anli_r1",
+            "commonsense_qa",
+            "social_iqa",
+            "winogrande",
+        )
+    },
+    **{
+        task: "acc_norm,none"
+        for task in (
+            "openbookqa",
+            "hellaswag",
+            "arc_easy",
+            "arc_challenge",
+            "headqa_en",
+            "mathqa",
+            "medmcqa",
+            "piqa",
+            "sciq",
+        )
+    },
     "nq_open": "exact_match,remove_whitespace",
     "gsm8k": "exact_match,flexible-extract",
 }
@@ -61,9 +88,7 @@ TASK_LABELS: dict[str, str] = {
 }  # fmt: skip
 
 
-def score_matrix(
-    scores: Mapping[str, Mapping[str, object]], tasks: Sequence[str] | None = None
-) -> pd.DataFrame:
+def score_matrix(scores: Mapping[str, Mapping[str, object]], tasks: Sequence[str] | None = None) -> pd.DataFrame:
     """Models x tasks from a nested ``task -> model -> score`` mapping (the layout of ``all_results.json``).
 
     ``tasks`` selects and orders the columns (default: the mapping's order). A model missing from a
@@ -80,9 +105,7 @@ def score_matrix(
     return frame
 
 
-def load_harmony_results(
-    path: str | Path, tasks: Sequence[str] | None = PAPER_TASKS
-) -> dict[str, pd.DataFrame]:
+def load_harmony_results(path: str | Path, tasks: Sequence[str] | None = PAPER_TASKS) -> dict[str, pd.DataFrame]:
     """Every table of an ``all_results.json`` (``direct_eval``, ``train_before_test``, their
     ``*_stderr``) as a score matrix; ``tasks=None`` keeps all tasks the file has."""
     tables = json.loads(Path(path).read_text())
@@ -123,8 +146,9 @@ def pc1_scores(matrix: pd.DataFrame) -> PC1:
     values = matrix.to_numpy(dtype=float)
     spread = values.std(axis=0, ddof=0)
     if (spread == 0).any():
-        raise ValueError(f"tasks with one score for every model cannot be standardised: "
-                         f"{matrix.columns[spread == 0].tolist()}")
+        raise ValueError(
+            f"tasks with one score for every model cannot be standardised: {matrix.columns[spread == 0].tolist()}"
+        )
     standardised = (values - values.mean(axis=0)) / spread
     _, singular, right = np.linalg.svd(standardised, full_matrices=False)
     direction = right[0] if right[0, 0] >= 0 else -right[0]
@@ -134,7 +158,6 @@ def pc1_scores(matrix: pd.DataFrame) -> PC1:
         loadings=pd.Series(direction, index=matrix.columns, name="PC1"),
         explained_variance_ratio=variance / variance.sum(),
     )
-
 
 
 def pc1_score_estimates(matrix: pd.DataFrame) -> dict[str, Estimate]:
@@ -156,8 +179,11 @@ def pc1_score_estimates(matrix: pd.DataFrame) -> dict[str, Estimate]:
 
     draws = unit_draws(list(matrix.columns), RESAMPLES)
     replicates = np.stack([scores_on(row) for row in draws])  # (draws, models)
-    return {model: Estimate(100 * float(full.scores[model]), 100 * replicates[:, index])
-            for index, model in enumerate(matrix.index)}
+    return {
+        model: Estimate(100 * float(full.scores[model]), 100 * replicates[:, index])
+        for index, model in enumerate(matrix.index)
+    }
+
 
 def leaderboard(matrix: pd.DataFrame, decimals: int | None = 2, pc1_tasks: list[str] | None = None) -> pd.DataFrame:
     """The README leaderboard: Rank, PC1 (x100), then the task scores, sorted by PC1 descending.
@@ -238,7 +264,7 @@ def drawn_kendall_taus(matrix: pd.DataFrame, draws: np.ndarray, min_models: int 
     taus = np.empty((len(draws), tasks, tasks))
     block = max(1, 2_000_000 // (models * models))  # bounds the (draws, models^2) weights
     for start in range(0, len(draws), block):
-        rows = np.asarray(draws[start:start + block])
+        rows = np.asarray(draws[start : start + block])
         counts = np.zeros((len(rows), models))
         np.add.at(counts, (np.arange(len(rows))[:, None], rows), 1.0)
         weights = (counts[:, :, None] * counts[:, None, :]).reshape(len(rows), -1)
@@ -249,7 +275,7 @@ def drawn_kendall_taus(matrix: pd.DataFrame, draws: np.ndarray, min_models: int 
         with np.errstate(invalid="ignore", divide="ignore"):
             tau = numerator / denominator
         tau[(denominator == 0) | (distinct_common < min_models)] = np.nan
-        taus[start:start + block] = tau
+        taus[start : start + block] = tau
     taus[:, np.arange(tasks), np.arange(tasks)] = np.nan
     return taus
 
@@ -269,7 +295,9 @@ class ConsistencyEstimates:
     per_task: dict[str, Estimate]
 
 
-def consistency_estimates(matrix: pd.DataFrame, min_models: int = 5, resamples: int = RESAMPLES) -> ConsistencyEstimates:
+def consistency_estimates(
+    matrix: pd.DataFrame, min_models: int = 5, resamples: int = RESAMPLES
+) -> ConsistencyEstimates:
     """:func:`ranking_consistency`'s figures with a bootstrap over models, the units a ranking
     is made of: each replicate draws the models with replacement and recomputes every tau on
     the drawn multiset (:func:`drawn_kendall_taus`). The draws are seeded by the model names,
@@ -342,8 +370,21 @@ def binary_standard_error(score: float, documents: int, metric: str) -> float:
     return math.sqrt(score * (1 - score) / (documents - 1))
 
 
-COMPARISON_COLUMNS = ["model", "hub id", "task", "metric", "evaluation", "this run", "this run stderr", "paper",
-                      "paper stderr", "difference", "stderr of difference", "within 1 stderr", "within 2 stderr"]
+COMPARISON_COLUMNS = [
+    "model",
+    "hub id",
+    "task",
+    "metric",
+    "evaluation",
+    "this run",
+    "this run stderr",
+    "paper",
+    "paper stderr",
+    "difference",
+    "stderr of difference",
+    "within 1 stderr",
+    "within 2 stderr",
+]
 
 
 def reference_comparison(run: pd.DataFrame, reference: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -357,18 +398,29 @@ def reference_comparison(run: pd.DataFrame, reference: Mapping[str, pd.DataFrame
     rows = []
     for entry in run.to_dict("records"):
         scores, errors = reference[entry["evaluation"]], reference[f"{entry['evaluation']}_stderr"]
-        if (PAPER_METRICS.get(entry["task"]) != entry["metric"] or entry["task"] not in scores.columns
-                or entry["hub id"] not in scores.index or not math.isfinite(scores.loc[entry["hub id"], entry["task"]])):
+        if (
+            PAPER_METRICS.get(entry["task"]) != entry["metric"]
+            or entry["task"] not in scores.columns
+            or entry["hub id"] not in scores.index
+            or not math.isfinite(scores.loc[entry["hub id"], entry["task"]])
+        ):
             continue
         paper, paper_error = scores.loc[entry["hub id"], entry["task"]], errors.loc[entry["hub id"], entry["task"]]
         ours, our_error = entry["this run"], entry["this run stderr"]
         combined = math.hypot(paper_error, our_error) if math.isfinite(our_error) else paper_error
-        rows.append({**{key: entry[key] for key in ("model", "hub id", "task", "metric", "evaluation")},
-                     "this run": 100 * ours, "this run stderr": 100 * our_error, "paper": 100 * paper,
-                     "paper stderr": 100 * paper_error, "difference": 100 * (ours - paper),
-                     "stderr of difference": 100 * combined,
-                     "within 1 stderr": within_standard_error(ours, paper, combined, 1),
-                     "within 2 stderr": within_standard_error(ours, paper, combined, 2)})
+        rows.append(
+            {
+                **{key: entry[key] for key in ("model", "hub id", "task", "metric", "evaluation")},
+                "this run": 100 * ours,
+                "this run stderr": 100 * our_error,
+                "paper": 100 * paper,
+                "paper stderr": 100 * paper_error,
+                "difference": 100 * (ours - paper),
+                "stderr of difference": 100 * combined,
+                "within 1 stderr": within_standard_error(ours, paper, combined, 1),
+                "within 2 stderr": within_standard_error(ours, paper, combined, 2),
+            }
+        )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
@@ -411,7 +463,9 @@ def _bars(per_task: pd.Series, tasks) -> tuple[np.ndarray, np.ndarray]:
     """Heights and matplotlib's (2, n) error distances of per-task figures that may be
     estimates (no bar where a figure has no interval)."""
     cells = [per_task.get(task) for task in tasks]
-    values = np.array([c.value if isinstance(c, Estimate) else (np.nan if c is None else c) for c in cells], dtype=float)
+    values = np.array(
+        [c.value if isinstance(c, Estimate) else (np.nan if c is None else c) for c in cells], dtype=float
+    )
     low = np.array([c.low if isinstance(c, Estimate) else np.nan for c in cells], dtype=float)
     high = np.array([c.high if isinstance(c, Estimate) else np.nan for c in cells], dtype=float)
     return values, np.nan_to_num(np.stack([values - low, high - values]))

@@ -9,12 +9,12 @@ from pathlib import Path
 import pandas as pd
 
 from reprolm.aggregate.harmony import (
-    pc1_score_estimates,
     binary_standard_error,
     consistency_estimates,
     informative_tasks,
     leaderboard,
     load_harmony_results,
+    pc1_score_estimates,
     pc1_share_estimate,
     plot_consistency,
     plot_tau_heatmap,
@@ -40,8 +40,9 @@ def score_matrices(scores: list[Score], task_order: list[str]) -> dict[str, pd.D
 def standard_error_matrices(scores: list[Score], task_order: list[str]) -> dict[str, pd.DataFrame]:
     """Each score's standard error over its test documents (:func:`binary_standard_error`),
     laid out as :func:`score_matrices`."""
-    return _matrices(scores, task_order,
-                     lambda s, key: binary_standard_error(s.data[key], s.data["sizes"]["test"], s.data["metric"]))
+    return _matrices(
+        scores, task_order, lambda s, key: binary_standard_error(s.data[key], s.data["sizes"]["test"], s.data["metric"])
+    )
 
 
 def _matrices(scores: list[Score], task_order: list[str], cell) -> dict[str, pd.DataFrame]:
@@ -60,7 +61,9 @@ def scores_with_intervals(matrix: pd.DataFrame, errors: pd.DataFrame) -> pd.Data
     no standard error)."""
     table = pd.DataFrame(index=matrix.index)
     for task in matrix.columns:
-        table[task] = [Estimate(100 * value, standard_error=100 * error) for value, error in zip(matrix[task], errors[task])]
+        table[task] = [
+            Estimate(100 * value, standard_error=100 * error) for value, error in zip(matrix[task], errors[task])
+        ]
     return table.reset_index()
 
 
@@ -73,11 +76,22 @@ def run_scores(scores: list[Score], study: Mapping, hub_ids: Mapping[str, str]) 
         if score.recipe != PRETRAINED or score.base not in hub_ids:
             continue
         for key in KINDS.values():
-            rows.append({"model": score.model, "hub id": hub_ids[score.base], "task": tasks[score.name],
-                         "metric": score.data["metric"], "evaluation": key, "this run": score.data[key],
-                         "this run stderr": binary_standard_error(score.data[key], score.data["sizes"]["test"],
-                                                                  score.data["metric"])})
-    return pd.DataFrame(rows, columns=["model", "hub id", "task", "metric", "evaluation", "this run", "this run stderr"])
+            rows.append(
+                {
+                    "model": score.model,
+                    "hub id": hub_ids[score.base],
+                    "task": tasks[score.name],
+                    "metric": score.data["metric"],
+                    "evaluation": key,
+                    "this run": score.data[key],
+                    "this run stderr": binary_standard_error(
+                        score.data[key], score.data["sizes"]["test"], score.data["metric"]
+                    ),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["model", "hub id", "task", "metric", "evaluation", "this run", "this run stderr"]
+    )
 
 
 def write_harmony_tables(scores: list[Score], study: Mapping, settings: Mapping, tables: Path, plots: Path) -> None:
@@ -95,9 +109,14 @@ def write_harmony_tables(scores: list[Score], study: Mapping, settings: Mapping,
         # written anyway, empty, as the tau is with too few models: the table's columns do not
         # depend on the run's size, and the paper comparison (which refuses an absent column as
         # a misnamed figure) leaves the figure empty.
-        row = {"evaluation": kind, "mean_kendall_tau": estimates.mean, "models": len(matrix),
-               "pc1_tasks": len(usable.columns), "excluded_from_pc1": " ".join(constant),
-               "pc1_explained_variance": math.nan}
+        row = {
+            "evaluation": kind,
+            "mean_kendall_tau": estimates.mean,
+            "models": len(matrix),
+            "pc1_tasks": len(usable.columns),
+            "excluded_from_pc1": " ".join(constant),
+            "pc1_explained_variance": math.nan,
+        }
         if len(usable.columns) >= 1 and len(usable) >= 2:
             row["pc1_explained_variance"] = pc1_share_estimate(matrix)
             board = leaderboard(matrix.loc[usable.index], pc1_tasks=list(usable.columns))
@@ -105,8 +124,9 @@ def write_harmony_tables(scores: list[Score], study: Mapping, settings: Mapping,
             board["PC1"] = [pc1_estimates[model] for model in board.index]
             write_table(board.reset_index(), tables, f"leaderboard_{kind}")
         summary.append(row)
-        plot_tau_heatmap(estimates.consistency.tau, plots / f"tau_{kind}.png",
-                         title=f"Kendall tau-b, {kind.replace('_', ' ')}")
+        plot_tau_heatmap(
+            estimates.consistency.tau, plots / f"tau_{kind}.png", title=f"Kendall tau-b, {kind.replace('_', ' ')}"
+        )
     write_table(pd.DataFrame(summary), tables, "consistency_summary", decimals=3)
     write_table(pd.DataFrame(per_task).rename_axis("task").reset_index(), tables, "consistency_per_task", decimals=3)
     plot_consistency(per_task["direct"], per_task["train_before_test"], plots / "consistency.png")

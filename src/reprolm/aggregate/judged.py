@@ -52,8 +52,10 @@ class Units:
 
 def as_scored(estimate: Estimate, figure: float, what: str) -> Estimate:
     """The score file's ``figure`` with the replicates of ``estimate``, its recomputation."""
-    if not (math.isclose(estimate.value, figure, rel_tol=1e-9, abs_tol=1e-9)
-            or (math.isnan(estimate.value) and math.isnan(figure))):
+    if not (
+        math.isclose(estimate.value, figure, rel_tol=1e-9, abs_tol=1e-9)
+        or (math.isnan(estimate.value) and math.isnan(figure))
+    ):
         raise ValueError(f"{what}: the per-prompt verdicts give {estimate.value!r}, the score file {figure!r}")
     return Estimate(float(figure), estimate.replicates)
 
@@ -80,15 +82,18 @@ def win_rate_estimates(data: Mapping, what: str) -> dict[str, Estimate]:
 
     estimates = {
         "win_rate": as_scored(prompts.mean(preferences, scale=100), data["win_rate"], f"{what} win_rate"),
-        "mean_length": as_scored(prompts.mean(np.where(usable, answer_lengths, np.nan)), data["mean_length"],
-                                 f"{what} mean_length"),
+        "mean_length": as_scored(
+            prompts.mean(np.where(usable, answer_lengths, np.nan)), data["mean_length"], f"{what} mean_length"
+        ),
     }
     if "lc_win_rate_replicates" in data:
-        estimates["lc_win_rate"] = Estimate(float(data["lc_win_rate"]),
-                                            np.asarray(data["lc_win_rate_replicates"], dtype=float))
+        estimates["lc_win_rate"] = Estimate(
+            float(data["lc_win_rate"]), np.asarray(data["lc_win_rate_replicates"], dtype=float)
+        )
     else:
-        estimates["lc_win_rate"] = as_scored(each_draw(prompts.ids, length_controlled), data["lc_win_rate"],
-                                             f"{what} lc_win_rate")
+        estimates["lc_win_rate"] = as_scored(
+            each_draw(prompts.ids, length_controlled), data["lc_win_rate"], f"{what} lc_win_rate"
+        )
     return estimates
 
 

@@ -22,7 +22,9 @@ def _made_how(model_dir: str) -> dict:
     return {
         "made by": record.get("rule"),
         "objective": recipe.get("objective", "sft") if recipe else None,
-        "loss": f"{loss.get('kind')} ({', '.join(f'{k}={v}' for k, v in sorted(loss.items()) if k != 'kind')})" if loss else None,
+        "loss": f"{loss.get('kind')} ({', '.join(f'{k}={v}' for k, v in sorted(loss.items()) if k != 'kind')})"
+        if loss
+        else None,
         "dataset": recipe.get("dataset"),
         "started from": starts[0] if starts else None,
         "checkpoint sha256": next((o["sha256"] for o in record.get("outputs", [])), None),
@@ -30,14 +32,26 @@ def _made_how(model_dir: str) -> dict:
     }
 
 
-def leaderboard(models: Sequence[Sequence[str]], grade_files: Sequence[str], model_dirs: Sequence[str],
-                studies: Mapping[str, Sequence[Sequence[str]]]) -> pd.DataFrame:
+def leaderboard(
+    models: Sequence[Sequence[str]],
+    grade_files: Sequence[str],
+    model_dirs: Sequence[str],
+    studies: Mapping[str, Sequence[Sequence[str]]],
+) -> pd.DataFrame:
     rows = []
     for (base, recipe), grade_file, model_dir in zip(models, grade_files, model_dirs, strict=True):
         grades = json.loads(Path(grade_file).read_text())
         used_by = [study for study, pairs in studies.items() if [base, recipe] in [list(p) for p in pairs]]
-        rows.append({"model": f"{base}/{recipe}", "studies": ", ".join(used_by), "mean grade": grades["mean"],
-                     "judge": grades["judge"], **_made_how(model_dir), "lineage": f"reprolm lineage {model_dir}"})
+        rows.append(
+            {
+                "model": f"{base}/{recipe}",
+                "studies": ", ".join(used_by),
+                "mean grade": grades["mean"],
+                "judge": grades["judge"],
+                **_made_how(model_dir),
+                "lineage": f"reprolm lineage {model_dir}",
+            }
+        )
     frame = pd.DataFrame(rows).sort_values("mean grade", ascending=False, kind="stable")
     frame.insert(0, "rank", range(1, len(frame) + 1))
     return frame
@@ -46,5 +60,10 @@ def leaderboard(models: Sequence[Sequence[str]], grade_files: Sequence[str], mod
 def write_leaderboard(models, grade_files, model_dirs, studies, output: str) -> None:
     from reprolm.io import write_table
 
-    write_table(leaderboard(models, grade_files, model_dirs, studies), Path(output).parent, Path(output).stem,
-                decimals=4, markdown=False)
+    write_table(
+        leaderboard(models, grade_files, model_dirs, studies),
+        Path(output).parent,
+        Path(output).stem,
+        decimals=4,
+        markdown=False,
+    )

@@ -23,7 +23,9 @@ def _by_metric(scores: list[Score], metric: str) -> list[Score]:
     return [s for s in scores if s.metric == metric]
 
 
-def pooled_by_prompt(ids: Sequence, inside: Sequence[float], counted: Sequence[float], scale: float = 100.0) -> Estimate:
+def pooled_by_prompt(
+    ids: Sequence, inside: Sequence[float], counted: Sequence[float], scale: float = 100.0
+) -> Estimate:
     """sum(inside) / sum(counted) x ``scale`` over the outputs, with prompts as the bootstrap
     units: a prompt's outputs (one per target, or several samples) are drawn together."""
     units = list(dict.fromkeys(ids))
@@ -40,9 +42,11 @@ def _check_figure(score: Score, what: str, estimate: Estimate, reported: float) 
     length targets changed after scoring)."""
     same = (math.isnan(reported) and math.isnan(estimate.value)) or math.isclose(estimate.value, reported)
     if not same:
-        raise ValueError(f"{score.metric} score of {score.model} on {score.name}: {what} is {reported} in the "
-                         f"score file, but its per-output word counts give {estimate.value} with the configured "
-                         "length targets (rescore it)")
+        raise ValueError(
+            f"{score.metric} score of {score.model} on {score.name}: {what} is {reported} in the "
+            f"score file, but its per-output word counts give {estimate.value} with the configured "
+            "length targets (rescore it)"
+        )
     return estimate
 
 
@@ -54,10 +58,13 @@ def _window_estimates(score: Score, targets: TargetSet, row: Mapping, members: s
     label = row.get("target", row["level"])
     estimates = {}
     for kind in ("PM", "FM"):
-        inside = [member and getattr(targets[name], kind.lower()).contains(words)
-                  for words, name, member in zip(data["word_counts"], data["target_names"], counted, strict=True)]
-        estimates[kind] = _check_figure(score, f"{kind} of {label}", pooled_by_prompt(data["ids"], inside, counted),
-                                        row[kind])
+        inside = [
+            member and getattr(targets[name], kind.lower()).contains(words)
+            for words, name, member in zip(data["word_counts"], data["target_names"], counted, strict=True)
+        ]
+        estimates[kind] = _check_figure(
+            score, f"{kind} of {label}", pooled_by_prompt(data["ids"], inside, counted), row[kind]
+        )
     return estimates
 
 
@@ -67,15 +74,21 @@ def tlg_levels(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
     rows = []
     for s in _by_metric(scores, "length_levels"):
         for row in s.data["levels"]:
-            members = set(targets.names) if row["level"] == "All" else \
-                {t.name for t in targets if f"Level:{t.level}" == row["level"]}
+            members = (
+                set(targets.names)
+                if row["level"] == "All"
+                else {t.name for t in targets if f"Level:{t.level}" == row["level"]}
+            )
             rows.append({"model": s.model, **row, **_window_estimates(s, targets, row, members)})
     return pd.DataFrame(rows, columns=LEVEL_COLUMNS)
 
 
 def tlg_targets(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
-    rows = [{"model": s.model, **row, **_window_estimates(s, targets, row, {row["target"]})}
-            for s in _by_metric(scores, "length_levels") for row in s.data["targets"]]
+    rows = [
+        {"model": s.model, **row, **_window_estimates(s, targets, row, {row["target"]})}
+        for s in _by_metric(scores, "length_levels")
+        for row in s.data["targets"]
+    ]
     return pd.DataFrame(rows, columns=["model", "level", "target", *LEVEL_COLUMNS[2:]])
 
 
@@ -86,16 +99,29 @@ def length_error_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
         data = s.data
         values = [targets[name].value for name in data["target_names"]]
         numeric = [value is not None for value in values]
-        exact = pooled_by_prompt(data["ids"], [value is not None and words == value
-                                               for words, value in zip(data["word_counts"], values, strict=True)],
-                                 numeric)
-        squared = pooled_by_prompt(data["ids"], [0 if value is None else (words - value) ** 2
-                                                 for words, value in zip(data["word_counts"], values, strict=True)],
-                                   numeric, scale=1.0)
+        exact = pooled_by_prompt(
+            data["ids"],
+            [value is not None and words == value for words, value in zip(data["word_counts"], values, strict=True)],
+            numeric,
+        )
+        squared = pooled_by_prompt(
+            data["ids"],
+            [
+                0 if value is None else (words - value) ** 2
+                for words, value in zip(data["word_counts"], values, strict=True)
+            ],
+            numeric,
+            scale=1.0,
+        )
         rmse = Estimate(math.sqrt(squared.value), np.sqrt(squared.replicates))
-        rows.append({"model": s.model,
-                     "exact_match": _check_figure(s, "exact_match", exact, data["errors"]["exact_match"]),
-                     "rmse": _check_figure(s, "rmse", rmse, data["errors"]["rmse"]), "n": data["errors"]["n"]})
+        rows.append(
+            {
+                "model": s.model,
+                "exact_match": _check_figure(s, "exact_match", exact, data["errors"]["exact_match"]),
+                "rmse": _check_figure(s, "rmse", rmse, data["errors"]["rmse"]),
+                "n": data["errors"]["n"],
+            }
+        )
     return pd.DataFrame(rows, columns=["model", "exact_match", "rmse", "n"])
 
 
@@ -107,12 +133,18 @@ def multi_mlt_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
         per_target = {}
         for name, reported in data["per_target_FM"].items():
             asked = [target == name for target in data["target_names"]]
-            inside = [member and targets[name].fm.contains(words)
-                      for words, member in zip(data["word_counts"], asked, strict=True)]
+            inside = [
+                member and targets[name].fm.contains(words)
+                for words, member in zip(data["word_counts"], asked, strict=True)
+            ]
             per_target[name] = _check_figure(s, f"FM of {name}", pooled_by_prompt(data["ids"], inside, asked), reported)
-        rows.append({"model": s.model, **{n: per_target.get(n) for n in targets.names},
-                     "Avg FM": _check_figure(s, "Avg FM", mean_of_estimates(list(per_target.values())),
-                                             data["avg_FM"])})
+        rows.append(
+            {
+                "model": s.model,
+                **{n: per_target.get(n) for n in targets.names},
+                "Avg FM": _check_figure(s, "Avg FM", mean_of_estimates(list(per_target.values())), data["avg_FM"]),
+            }
+        )
     return pd.DataFrame(rows, columns=["model", *targets.names, "Avg FM"])
 
 
@@ -124,10 +156,17 @@ def self_mlt_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
         data = s.data
         every = [1] * len(data["ids"])
         inside = self_mlt_inside(data["word_counts"], data["mlt_names"], targets)
-        rows.append({"model": s.model, **data["emitted"], "no MLT": data["no_mlt"],
-                     "FM": _check_figure(s, "FM", pooled_by_prompt(data["ids"], inside, every), data["FM"]),
-                     "Avg": _check_figure(s, "Avg", pooled_by_prompt(data["ids"], data["word_counts"], every, 1.0),
-                                          data["avg_words"])})
+        rows.append(
+            {
+                "model": s.model,
+                **data["emitted"],
+                "no MLT": data["no_mlt"],
+                "FM": _check_figure(s, "FM", pooled_by_prompt(data["ids"], inside, every), data["FM"]),
+                "Avg": _check_figure(
+                    s, "Avg", pooled_by_prompt(data["ids"], data["word_counts"], every, 1.0), data["avg_words"]
+                ),
+            }
+        )
     return pd.DataFrame(rows, columns=["model", *targets.names, "no MLT", "FM", "Avg"])
 
 
@@ -141,8 +180,13 @@ def ttest_table(scores: list[Score], mlt_recipe: str, plain_recipe: str, compat:
             continue
         if data["ids"] != other["ids"]:
             raise ValueError(f"{base}: {mlt_recipe} and {plain_recipe} generations cover different prompts")
-        rows.append({"base": base, "compared": f"{mlt_recipe} vs {plain_recipe}",
-                     **length_ttest(data["word_counts"], other["word_counts"], compat)})
+        rows.append(
+            {
+                "base": base,
+                "compared": f"{mlt_recipe} vs {plain_recipe}",
+                **length_ttest(data["word_counts"], other["word_counts"], compat),
+            }
+        )
     return pd.DataFrame(rows, columns=["base", "compared", "t", "p", "compat"])
 
 
@@ -152,8 +196,9 @@ def general_table(scores: list[Score]) -> pd.DataFrame:
     for s in _by_metric(scores, "lm_eval"):
         estimates = lm_eval_estimates(s)
         row = {"model": s.model}
-        row.update({task: estimates[task][s.data["tasks"][task]["metric"]].scaled(100.0)
-                    for task in s.data["task_order"]})
+        row.update(
+            {task: estimates[task][s.data["tasks"][task]["metric"]].scaled(100.0) for task in s.data["task_order"]}
+        )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -171,8 +216,15 @@ def plot_targets(frame: pd.DataFrame, output: Path) -> None:
         rows = frame[frame["model"] == model]
         positions = range(len(rows))
         for kind, offset in (("PM", -0.2), ("FM", 0.2)):
-            axis.bar([p + offset for p in positions], rows[kind], width=0.4, label=kind,
-                     yerr=_error_bars(rows, kind), capsize=2, error_kw={"elinewidth": 0.8})
+            axis.bar(
+                [p + offset for p in positions],
+                rows[kind],
+                width=0.4,
+                label=kind,
+                yerr=_error_bars(rows, kind),
+                capsize=2,
+                error_kw={"elinewidth": 0.8},
+            )
         axis.set_xticks(list(positions), rows["target"])
         axis.set_ylim(0, 100)
         axis.set_title(model)

@@ -36,20 +36,26 @@ class SampleLogError(ValueError):
 def samples_file(score: Score) -> Path:
     """The per-document log written beside an lm-eval score file."""
     if score.path is None:
-        raise ValueError(f"lm-eval score {score.model}/{score.name} was not read from a file "
-                         "(load it with reprolm.aggregate.tables.load_scores), so its per-document log cannot be found")
+        raise ValueError(
+            f"lm-eval score {score.model}/{score.name} was not read from a file "
+            "(load it with reprolm.aggregate.tables.load_scores), so its per-document log cannot be found"
+        )
     return Path(lm_eval_samples_path(score.path))
 
 
 def read_samples(path: Path) -> list[dict]:
     if not path.is_file():
-        raise SampleLogError(f"{path}: lm-eval's per-document log is missing; the lm_eval rule writes it beside "
-                             f"the score {path.name.removesuffix(LM_EVAL_SAMPLES_SUFFIX)}.json (rerun that job)")
+        raise SampleLogError(
+            f"{path}: lm-eval's per-document log is missing; the lm_eval rule writes it beside "
+            f"the score {path.name.removesuffix(LM_EVAL_SAMPLES_SUFFIX)}.json (rerun that job)"
+        )
     with gzip.open(path, "rt") as stream:
         return [json.loads(line) for line in stream]
 
 
-def lm_eval_estimates(score: Score, metrics: Mapping[str, Sequence[str]] | None = None) -> dict[str, dict[str, Estimate]]:
+def lm_eval_estimates(
+    score: Score, metrics: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, dict[str, Estimate]]:
     """Per spec, per lm-eval metric key (``"acc_norm,none"``): its reported value with a
     bootstrap over documents. ``metrics``: the keys wanted per spec (default: each spec's
     reported ``metric``). Raises :class:`SampleLogError` naming the log where it is missing,
@@ -79,11 +85,13 @@ def _metric_estimate(path: Path, spec: str, key: str, summary: Mapping, records:
     estimate = document_estimate(metric, values, ids)
     reported = summary["metrics"].get(key)
     reported = math.nan if reported is None else reported
-    agree = (math.isnan(reported) and math.isnan(estimate.value)) or \
-        math.isclose(estimate.value, reported, rel_tol=1e-9, abs_tol=1e-12)
+    agree = (math.isnan(reported) and math.isnan(estimate.value)) or math.isclose(
+        estimate.value, reported, rel_tol=1e-9, abs_tol=1e-12
+    )
     if not agree:
-        raise SampleLogError(f"{where}: the per-document values give {estimate.value!r}, "
-                             f"but lm-eval reported {reported!r}")
+        raise SampleLogError(
+            f"{where}: the per-document values give {estimate.value!r}, but lm-eval reported {reported!r}"
+        )
     # lm-eval's own figure, which the per-document values reproduce up to summation order.
     return dataclasses.replace(estimate, value=reported)
 
@@ -94,8 +102,11 @@ def document_estimate(metric: str, values: Sequence, doc_ids: Sequence) -> Estim
     are recomputed on each draw's (gold, prediction) pairs; any other metric is the mean of
     its per-document values."""
     if metric.startswith("inst_level_"):
-        return ratio_of_sums([sum(_number(metric, check) for check in checks) for checks in values],
-                             [len(checks) for checks in values], doc_ids)
+        return ratio_of_sums(
+            [sum(_number(metric, check) for check in checks) for checks in values],
+            [len(checks) for checks in values],
+            doc_ids,
+        )
     if metric in CORPUS_METRICS:
         import sklearn.metrics
 
@@ -124,5 +135,7 @@ def _number(metric: str, value) -> float:
             return float(text)
         except ValueError:
             pass
-    raise SampleLogError(f"lm-eval metric {metric!r} has a per-document value that is not a number ({value!r}): "
-                         "no per-document bootstrap is defined for it here")
+    raise SampleLogError(
+        f"lm-eval metric {metric!r} has a per-document value that is not a number ({value!r}): "
+        "no per-document bootstrap is defined for it here"
+    )

@@ -59,7 +59,9 @@ def _cell(tables: Path, study: str, table: str, where: Mapping, column: str, ent
     value = _number(row[column])
     if value is None:
         return Cell(None)
-    bounds = [_number(row[f"{column} {side}"]) if f"{column} {side}" in frame.columns else None for side in ("lo", "hi")]
+    bounds = [
+        _number(row[f"{column} {side}"]) if f"{column} {side}" in frame.columns else None for side in ("lo", "hi")
+    ]
     return Cell(value, *bounds, _replicates(path, int(rows.index[0]), column))
 
 
@@ -86,19 +88,41 @@ def headline_table(sources: Sources, tables: Path, studies: list[str]) -> pd.Dat
         for index, item in enumerate(spec.get("headlines", [])):
             if item["study"] not in studies:
                 continue
-            cell = _cell(tables, item["study"], item["table"], item["where"], item["column"],
-                         f"{source}: headlines[{index}]")
-            rows.append({"study": item["study"], "figure": item["figure"], "model": item["model"],
-                         "paper": item["paper"], "this run": cell.value, "this run lo": cell.low,
-                         "this run hi": cell.high,
-                         "difference": None if cell.value is None else cell.value - item["paper"]})
+            cell = _cell(
+                tables, item["study"], item["table"], item["where"], item["column"], f"{source}: headlines[{index}]"
+            )
+            rows.append(
+                {
+                    "study": item["study"],
+                    "figure": item["figure"],
+                    "model": item["model"],
+                    "paper": item["paper"],
+                    "this run": cell.value,
+                    "this run lo": cell.low,
+                    "this run hi": cell.high,
+                    "difference": None if cell.value is None else cell.value - item["paper"],
+                }
+            )
     return pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
 
 
 # The level of the per-claim test; the Holm-adjusted p-values hold the family of claims to it.
 ALPHA = 0.05
-DIRECTION_COLUMNS = ["study", "claim", "expected higher", "expected lower", "difference", "difference lo",
-                     "difference hi", "p", "p (Holm)", "paired", "verdict", "shown", "shown after Holm"]
+DIRECTION_COLUMNS = [
+    "study",
+    "claim",
+    "expected higher",
+    "expected lower",
+    "difference",
+    "difference lo",
+    "difference hi",
+    "p",
+    "p (Holm)",
+    "paired",
+    "verdict",
+    "shown",
+    "shown after Holm",
+]
 
 
 def _verdict(result: Difference | None) -> str:
@@ -127,9 +151,13 @@ def direction_table(sources: Sources, tables: Path, studies: list[str]) -> pd.Da
             cells = []
             for side, column in zip(("higher", "lower"), columns, strict=True):
                 where = item[side]
-                cells.append(Cell(float(where)) if isinstance(where, (int, float)) else
-                             _cell(tables, item["study"], item["table"], where, column,
-                                   f"{source}: directions[{index}].{side}"))
+                cells.append(
+                    Cell(float(where))
+                    if isinstance(where, (int, float))
+                    else _cell(
+                        tables, item["study"], item["table"], where, column, f"{source}: directions[{index}].{side}"
+                    )
+                )
             higher, lower = cells
             result = None
             if higher.value is not None and lower.value is not None:
@@ -137,12 +165,20 @@ def direction_table(sources: Sources, tables: Path, studies: list[str]) -> pd.Da
                     result = Difference(higher.value - lower.value, math.nan, math.nan, math.nan, False)
                 else:
                     result = difference(higher.estimate(), lower.estimate())
-            rows.append({"study": item["study"], "claim": item["claim"], "expected higher": higher.value,
-                         "expected lower": lower.value, "difference": None if result is None else result.value,
-                         "difference lo": None if result is None else result.low,
-                         "difference hi": None if result is None else result.high,
-                         "p": None if result is None else result.p,
-                         "paired": None if result is None else result.paired, "verdict": _verdict(result)})
+            rows.append(
+                {
+                    "study": item["study"],
+                    "claim": item["claim"],
+                    "expected higher": higher.value,
+                    "expected lower": lower.value,
+                    "difference": None if result is None else result.value,
+                    "difference lo": None if result is None else result.low,
+                    "difference hi": None if result is None else result.high,
+                    "p": None if result is None else result.p,
+                    "paired": None if result is None else result.paired,
+                    "verdict": _verdict(result),
+                }
+            )
     adjusted = holm([math.nan if row["p"] is None else row["p"] for row in rows])
     for row, p_holm in zip(rows, adjusted, strict=True):
         row["p (Holm)"] = None if math.isnan(p_holm) else p_holm
@@ -190,13 +226,20 @@ def study_headlines(studies: Iterable) -> dict[str, dict]:
         spec = {"headlines": list(study.headlines), "directions": list(study.directions)}
         # The study is implied: an entry naming one would be compared under another's tables.
         check_entries(spec, f"study {study.name!r}", implied=frozenset({"study"}))
-        declared[study.name] = {section: [{"study": study.name, **entry} for entry in entries]
-                                for section, entries in spec.items()}
+        declared[study.name] = {
+            section: [{"study": study.name, **entry} for entry in entries] for section, entries in spec.items()
+        }
     return declared
 
 
-def write_paper_comparison(headlines_file: str, declared: Mapping[str, Mapping], tables: str, studies: list[str],
-                           headline_csv: str, direction_csv: str) -> None:
+def write_paper_comparison(
+    headlines_file: str,
+    declared: Mapping[str, Mapping],
+    tables: str,
+    studies: list[str],
+    headline_csv: str,
+    direction_csv: str,
+) -> None:
     """The headline file's entries and the studies' own (``declared``, from
     :func:`study_headlines`), looked up in the enabled ``studies``' tables."""
     from reprolm.io import write_table
@@ -207,6 +250,12 @@ def write_paper_comparison(headlines_file: str, declared: Mapping[str, Mapping],
     direction = direction_table(sources, Path(tables), studies)
     write_table(headline, Path(headline_csv).parent, Path(headline_csv).stem, decimals=3, markdown=False)
     # p-values keep their precision: a rounded 0.000 says less than the replicates do.
-    write_table(direction.round({c: 3 for c in ("expected higher", "expected lower", "difference", "difference lo",
-                                                "difference hi")}),
-                Path(direction_csv).parent, Path(direction_csv).stem, decimals=None, markdown=False)
+    write_table(
+        direction.round(
+            {c: 3 for c in ("expected higher", "expected lower", "difference", "difference lo", "difference hi")}
+        ),
+        Path(direction_csv).parent,
+        Path(direction_csv).stem,
+        decimals=None,
+        markdown=False,
+    )

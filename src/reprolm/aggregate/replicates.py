@@ -36,7 +36,8 @@ def replicate_sets(scores: Sequence[Score]) -> list[list[Score]]:
         recipe, recipe_seed = split_seed(score.recipe)
         name, sampling_seed = split_seed(score.name)
         groups.setdefault((score.metric, score.base, recipe, name), []).append(
-            ((*_order(recipe_seed), *_order(sampling_seed)), dataclasses.replace(score, recipe=recipe, name=name)))
+            ((*_order(recipe_seed), *_order(sampling_seed)), dataclasses.replace(score, recipe=recipe, name=name))
+        )
     ordered = [[entry[1] for entry in sorted(group, key=lambda entry: entry[0])] for group in groups.values()]
     count = max((len(members) for members in ordered), default=1)
     return [[members[r] if r < len(members) else members[0] for members in ordered] for r in range(count)]
@@ -73,16 +74,21 @@ def pool_tables(runs: Sequence[Sequence[CollectedTable]]) -> list[CollectedTable
     first = runs[0]
     for index, run in enumerate(runs[1:], start=1):
         if [table.name for table in run] != [table.name for table in first]:
-            raise ValueError(f"replicate set {index} made tables {[t.name for t in run]}, "
-                             f"the first made {[t.name for t in first]}")
+            raise ValueError(
+                f"replicate set {index} made tables {[t.name for t in run]}, the first made {[t.name for t in first]}"
+            )
     pooled = []
     for position, table in enumerate(first):
         frames = [run[position].frame for run in runs]
         for index, frame in enumerate(frames[1:], start=1):
             if frame.shape != table.frame.shape or list(frame.columns) != list(table.frame.columns):
-                raise ValueError(f"table {table.name!r}: replicate set {index} has shape {frame.shape} and columns "
-                                 f"{list(frame.columns)}, the first {table.frame.shape} and {list(table.frame.columns)}")
-        cells = {column: [_pool_cell([frame[column].iloc[row] for frame in frames]) for row in range(len(table.frame))]
-                 for column in table.frame.columns}
+                raise ValueError(
+                    f"table {table.name!r}: replicate set {index} has shape {frame.shape} and columns "
+                    f"{list(frame.columns)}, the first {table.frame.shape} and {list(table.frame.columns)}"
+                )
+        cells = {
+            column: [_pool_cell([frame[column].iloc[row] for frame in frames]) for row in range(len(table.frame))]
+            for column in table.frame.columns
+        }
         pooled.append(dataclasses.replace(table, frame=pd.DataFrame(cells, columns=table.frame.columns)))
     return pooled

@@ -58,8 +58,13 @@ class Estimate:
         return self.interval[1]
 
     def scaled(self, factor: float) -> Estimate:
-        return Estimate(self.value * factor, self.replicates * factor, self.seeds, self.seed_sd * abs(factor),
-                        self.standard_error * abs(factor))
+        return Estimate(
+            self.value * factor,
+            self.replicates * factor,
+            self.seeds,
+            self.seed_sd * abs(factor),
+            self.standard_error * abs(factor),
+        )
 
 
 # The share of draws that must define a figure for its interval to be given. A draw can
@@ -120,8 +125,9 @@ def mean_of(values: Sequence[float], units: Sequence, scale: float = 1.0) -> Est
     return bootstrap(units, lambda draws: array[draws].mean(axis=1))
 
 
-def ratio_of_sums(numerators: Sequence[float], denominators: Sequence[float], units: Sequence,
-                  scale: float = 1.0) -> Estimate:
+def ratio_of_sums(
+    numerators: Sequence[float], denominators: Sequence[float], units: Sequence, scale: float = 1.0
+) -> Estimate:
     """sum(numerators) / sum(denominators) x ``scale`` over the drawn units: a pooled
     percentage (Ruler's level scores: outputs in window over outputs of the level); nan in a
     replicate that draws no unit of the denominator."""
@@ -139,8 +145,9 @@ def ratio_of_sums(numerators: Sequence[float], denominators: Sequence[float], un
 def mean_of_estimates(estimates: Sequence[Estimate]) -> Estimate:
     """The plain mean of figures over the same units (an average of columns): their draws
     are the same, so each replicate is the mean of the figures' replicates of that draw."""
-    return Estimate(sum(e.value for e in estimates) / len(estimates),
-                    np.stack([e.replicates for e in estimates]).mean(axis=0))
+    return Estimate(
+        sum(e.value for e in estimates) / len(estimates), np.stack([e.replicates for e in estimates]).mean(axis=0)
+    )
 
 
 def each_draw(units: Sequence, figure: Callable[[np.ndarray], float], resamples: int = RESAMPLES) -> Estimate:
@@ -191,8 +198,9 @@ def difference(first: Estimate | float, second: Estimate | float, paired: bool =
         raise ValueError("a difference of two constants has no interval")
     if first_reps is not None and second_reps is not None and first_reps.size != second_reps.size:
         raise ValueError(f"replicates differ in number: {first_reps.size} vs {second_reps.size}")
-    diffs = (first_reps if first_reps is not None else first_value) - \
-        (second_reps if second_reps is not None else second_value)
+    diffs = (first_reps if first_reps is not None else first_value) - (
+        second_reps if second_reps is not None else second_value
+    )
     low, high = percentile_interval(diffs)
     if math.isnan(low):
         p = math.nan
@@ -200,8 +208,9 @@ def difference(first: Estimate | float, second: Estimate | float, paired: bool =
         diffs = diffs[np.isfinite(diffs)]
         tail = min((diffs <= 0).sum(), (diffs >= 0).sum())
         p = float(min(1.0, 2 * (tail + 1) / (diffs.size + 1)))
-    return Difference(first_value - second_value, low, high, p,
-                      paired and first_reps is not None and second_reps is not None)
+    return Difference(
+        first_value - second_value, low, high, p, paired and first_reps is not None and second_reps is not None
+    )
 
 
 def _parts(side: Estimate | float) -> tuple[float, np.ndarray | None]:

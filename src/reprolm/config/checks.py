@@ -13,8 +13,8 @@ from pathlib import Path
 from reprolm.config.errors import ConfigError, require, require_grader
 from reprolm.config.lookups import expo_reference, expo_reference_dir
 from reprolm.config.resources import model_settings
-from reprolm.score.judges import LOCAL_JUDGES
 from reprolm.paths import PRETRAINED, split_expo
+from reprolm.score.judges import LOCAL_JUDGES
 from reprolm.train.precision import PRECISIONS
 
 
@@ -71,9 +71,11 @@ def preflight(config: Mapping, task_cache: str = LM_EVAL_TASK_CACHE) -> None:
     from reprolm.score.task_facts import refuse_metrics_not_reported
     from reprolm.studies import enabled_studies
 
-    configured = {f"lm_eval_suites.{name}.tasks[{index}]": task
-                  for name, suite in config.get("lm_eval_suites", {}).items()
-                  for index, task in enumerate(suite["tasks"])}
+    configured = {
+        f"lm_eval_suites.{name}.tasks[{index}]": task
+        for name, suite in config.get("lm_eval_suites", {}).items()
+        for index, task in enumerate(suite["tasks"])
+    }
     try:
         refuse_metrics_not_reported(configured, task_cache)
     except ValueError as error:
@@ -95,8 +97,9 @@ def _check_sources(config: Mapping) -> None:
         except KeyError as error:
             raise ConfigError(str(error)) from None
         if "fixture" in spec and schema.fixture is None:
-            raise ConfigError(f"sources.{name}.fixture: schema {schema.name!r} has no fixture; "
-                              "name a hub dataset for this source")
+            raise ConfigError(
+                f"sources.{name}.fixture: schema {schema.name!r} has no fixture; name a hub dataset for this source"
+            )
         if "files" in spec:
             try:
                 file_splits(name, spec["files"])
@@ -157,8 +160,10 @@ def _check_references(config: Mapping) -> None:
         if spec["kind"] in LOCAL_JUDGES:
             require_model(config, spec["model"], f"judges.{name}.model")
         # Sources a judge reads, each of the one schema it can read.
-        judge_sources = {"judge_prompts": ("fastchat_judge_prompts", "FastChat's MT-Bench grading"),
-                         "length_control": ("alpaca_eval_gamed", "AlpacaEval's length control (its df_gamed.csv)")}
+        judge_sources = {
+            "judge_prompts": ("fastchat_judge_prompts", "FastChat's MT-Bench grading"),
+            "length_control": ("alpaca_eval_gamed", "AlpacaEval's length control (its df_gamed.csv)"),
+        }
         for field, (wanted, reader) in judge_sources.items():
             if not spec.get(field):
                 continue
@@ -166,8 +171,9 @@ def _check_references(config: Mapping) -> None:
             require(spec[field], sources, key)
             schema = sources[spec[field]]["schema"]
             if schema != wanted:
-                raise ConfigError(f"{key}: source {spec[field]!r} has schema {schema!r}; {reader} reads "
-                                  f"schema {wanted!r}")
+                raise ConfigError(
+                    f"{key}: source {spec[field]!r} has schema {schema!r}; {reader} reads schema {wanted!r}"
+                )
     if config.get("leaderboard"):
         require(config["leaderboard"]["promptset"], config.get("promptsets", {}), "leaderboard.promptset")
         require_grader(config["leaderboard"]["judge"], config.get("judges", {}), "leaderboard.judge")
@@ -189,8 +195,10 @@ def _check_length_targets(config: Mapping, studies: list) -> None:
     reader = next(_length_target_readers(config, studies), None)
     if reader:
         where, name = reader
-        raise ConfigError(f"{where}: {name!r} needs length_targets ('paper' or a list of targets), which the "
-                          "config does not set; set it, or leave out what needs it")
+        raise ConfigError(
+            f"{where}: {name!r} needs length_targets ('paper' or a list of targets), which the "
+            "config does not set; set it, or leave out what needs it"
+        )
 
 
 def _length_target_readers(config: Mapping, studies: list):
@@ -224,18 +232,24 @@ def _check_base_models(config: Mapping) -> None:
     for name, spec in config["base_models"].items():
         precision = model_settings(config, name, "finetune")["precision"]
         if precision not in PRECISIONS:
-            raise ConfigError(f"base_models.{name}.resources.finetune.precision: {precision!r} cannot train; "
-                              f"choose from {list(PRECISIONS)}")
+            raise ConfigError(
+                f"base_models.{name}.resources.finetune.precision: {precision!r} cannot train; "
+                f"choose from {list(PRECISIONS)}"
+            )
         build = spec.get("build")
         if not build:
             continue
         hidden, heads, kv_heads = build["hidden_size"], build["num_heads"], build.get("num_kv_heads")
         if hidden % heads:
-            raise ConfigError(f"base_models.{name}.build: hidden_size {hidden} is not divisible by "
-                              f"num_heads {heads}; use a num_heads that divides it")
+            raise ConfigError(
+                f"base_models.{name}.build: hidden_size {hidden} is not divisible by "
+                f"num_heads {heads}; use a num_heads that divides it"
+            )
         if kv_heads and heads % kv_heads:
-            raise ConfigError(f"base_models.{name}.build: num_heads {heads} is not divisible by "
-                              f"num_kv_heads {kv_heads}; use a num_kv_heads that divides it")
+            raise ConfigError(
+                f"base_models.{name}.build: num_heads {heads} is not divisible by "
+                f"num_kv_heads {kv_heads}; use a num_kv_heads that divides it"
+            )
 
 
 def check_sampled_evaluations(config: Mapping, evaluations: list, where: str) -> None:
@@ -245,8 +259,12 @@ def check_sampled_evaluations(config: Mapping, evaluations: list, where: str) ->
     for index, evaluation in enumerate(evaluations):
         samples = config["promptsets"][evaluation["promptset"]]["sampling"].get("n", 1)
         if evaluation["metric"] == "answer_voting" and ks and max(ks) > samples:
-            raise ConfigError(f"{where}[{index}]: metrics.answer_voting.ks asks for @{max(ks)}, but promptset "
-                              f"{evaluation['promptset']!r} samples n={samples} answers per prompt")
+            raise ConfigError(
+                f"{where}[{index}]: metrics.answer_voting.ks asks for @{max(ks)}, but promptset "
+                f"{evaluation['promptset']!r} samples n={samples} answers per prompt"
+            )
         if evaluation["metric"] == "diversity" and samples < 2:
-            raise ConfigError(f"{where}[{index}]: diversity compares a prompt's samples, but promptset "
-                              f"{evaluation['promptset']!r} samples n={samples}; set sampling.n to 2 or more")
+            raise ConfigError(
+                f"{where}[{index}]: diversity compares a prompt's samples, but promptset "
+                f"{evaluation['promptset']!r} samples n={samples}; set sampling.n to 2 or more"
+            )

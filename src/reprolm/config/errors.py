@@ -28,5 +28,7 @@ def require_grader(name, judges: Mapping, where: str) -> None:
     kind = judges[name]["kind"]
     if kind in PAIRWISE_ONLY_JUDGES:
         graders = sorted(n for n, spec in judges.items() if spec["kind"] not in PAIRWISE_ONLY_JUDGES)
-        raise ConfigError(f"{where}: judge {name!r} ({kind}) only compares two answers, and this key grades "
-                          f"single answers; judges that grade: {graders}")
+        raise ConfigError(
+            f"{where}: judge {name!r} ({kind}) only compares two answers, and this key grades "
+            f"single answers; judges that grade: {graders}"
+        )

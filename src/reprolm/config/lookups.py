@@ -8,9 +8,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from reprolm.config.errors import ConfigError
-from reprolm.paths import (PRETRAINED, base_model_dir, generations_file, grade_path, hub_model_dir, lm_eval_data_dir,
-                           lm_eval_samples_path, model_dir, nltk_data_dir, parse_score_path, raw_dir, score_path,
-                           seed_name, split_expo, split_seed)
+from reprolm.paths import (
+    PRETRAINED,
+    base_model_dir,
+    generations_file,
+    grade_path,
+    hub_model_dir,
+    lm_eval_data_dir,
+    lm_eval_samples_path,
+    model_dir,
+    nltk_data_dir,
+    parse_score_path,
+    raw_dir,
+    score_path,
+    seed_name,
+    split_expo,
+    split_seed,
+)
 from reprolm.score.judges import LOCAL_JUDGES
 
 
@@ -77,9 +91,11 @@ def replicate_score_paths(config: Mapping, paths: list[str]) -> list[str]:
         if parsed.base not in config.get("base_models", {}):
             expanded.append(path)  # a judge's score on a dataset: no model in it
             continue
-        expanded += [score_path(parsed.metric, parsed.base, recipe, name)
-                     for recipe in replicate_names(config, parsed.recipe)
-                     for name in replicate_promptsets(config, parsed.name)]
+        expanded += [
+            score_path(parsed.metric, parsed.base, recipe, name)
+            for recipe in replicate_names(config, parsed.recipe)
+            for name in replicate_promptsets(config, parsed.name)
+        ]
     return list(dict.fromkeys(expanded))
 
 
@@ -123,8 +139,10 @@ def expo_reference(config: Mapping, recipe: str) -> str:
     """The recipe (or ``pretrained``) that ``recipe``'s model is extrapolated away from."""
     references = config.get("expo", {}).get("references", {})
     if recipe not in references:
-        raise ConfigError(f"expo.references has no entry for recipe {recipe!r}, so '{recipe}+expo<alpha>' "
-                          f"cannot be built; declared: {sorted(references)}")
+        raise ConfigError(
+            f"expo.references has no entry for recipe {recipe!r}, so '{recipe}+expo<alpha>' "
+            f"cannot be built; declared: {sorted(references)}"
+        )
     return references[recipe]
 
 
@@ -135,8 +153,10 @@ def expo_reference_dir(config: Mapping, base: str, recipe: str) -> str:
     if recipe == PRETRAINED:
         references = config.get("expo", {}).get("base_references", {})
         if base not in references:
-            raise ConfigError(f"expo.base_references has no entry for base model {base!r}, so "
-                              f"'{base}/{PRETRAINED}+expo<alpha>' cannot be built; declared: {sorted(references)}")
+            raise ConfigError(
+                f"expo.base_references has no entry for base model {base!r}, so "
+                f"'{base}/{PRETRAINED}+expo<alpha>' cannot be built; declared: {sorted(references)}"
+            )
         return base_model_dir(references[base])
     return model_dir(base, expo_reference(config, recipe))
 
@@ -161,8 +181,10 @@ def judge_files(config: Mapping, judge: str) -> dict[str, str]:
 def judged_generations(online: Mapping) -> dict[str, str]:
     """A policy's samples on a prompt set and the judge's grades of them."""
     base, recipe = online["model"].split("/", 1)
-    return {"generations": generations_file(base, recipe, online["promptset"]),
-            "grades": grade_path(online["judge"], base, recipe, online["promptset"])}
+    return {
+        "generations": generations_file(base, recipe, online["promptset"]),
+        "grades": grade_path(online["judge"], base, recipe, online["promptset"]),
+    }
 
 
 def reference_generations(config: Mapping, promptset: str, base: str) -> str | None:
@@ -208,8 +230,11 @@ def nltk_data(suite: Mapping) -> list[str]:
 
     packages = suite.get("nltk_data")
     if packages is None:
-        packages = {resource.rsplit("/", 1)[-1] for task in suite["tasks"]
-                    for resource in NLTK_DATA_NEEDED.get(task["task"], {}).values()}
+        packages = {
+            resource.rsplit("/", 1)[-1]
+            for task in suite["tasks"]
+            for resource in NLTK_DATA_NEEDED.get(task["task"], {}).values()
+        }
     return [nltk_data_dir(package) for package in sorted(packages)]
 
 

@@ -13,8 +13,17 @@ from collections.abc import Mapping
 
 from reprolm.score.judges import LOCAL_JUDGES
 
-STAGE_DEFAULTS = {"gpus": 0, "threads": 1, "mem_mb": 4000, "runtime": 60, "launcher": "none",
-                  "precision": "float32", "tensor_parallel": False, "cpus_per_gpu": 8, "stop_warning_s": 300}
+STAGE_DEFAULTS = {
+    "gpus": 0,
+    "threads": 1,
+    "mem_mb": 4000,
+    "runtime": 60,
+    "launcher": "none",
+    "precision": "float32",
+    "tensor_parallel": False,
+    "cpus_per_gpu": 8,
+    "stop_warning_s": 300,
+}
 # Passed to snakemake-executor-plugin-slurm as they are; unset ones are left to the profile.
 ROUTING_KEYS = ("slurm_partition", "slurm_account", "qos", "constraint", "gpu_model")
 # Sizes a retry may grow (config ``retry_growth``); the rest of a job's request never changes.

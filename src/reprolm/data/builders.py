@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 from reprolm.data.sources import read_all_splits, read_source
 from reprolm.data.upstream import UPSTREAM_SCHEMAS, UpstreamSchema, history
 from reprolm.io import atomic_path
-from reprolm.registry import Registry
 from reprolm.length import TargetSet, count_words, reads_length_targets
+from reprolm.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ def _schema(ctx: BuildContext, source: str) -> UpstreamSchema:
 def single_turn(conversations: list[dict]) -> list[dict]:
     """OpenHermes records with exactly two turns, human then gpt."""
     return [
-        record for record in conversations
+        record
+        for record in conversations
         if len(record["conversations"]) == 2
         and record["conversations"][0]["from"] == "human"
         and record["conversations"][1]["from"] == "gpt"
@@ -75,10 +76,12 @@ def build_tlg(ctx: BuildContext) -> dict[str, list[dict]]:
         raise ValueError(f"tlg needs {num} single-turn conversations, the source has {len(data)}")
     # Drawn for all ``num`` rows after the shuffle, as the original does.
     lengths = [rng.choice(ctx.targets.names) for _ in range(num)]
-    return {"test": [
-        {"id": index, "Instruction": record["conversations"][0]["value"], "TargetLength": length}
-        for index, (record, length) in enumerate(zip(data, lengths))
-    ]}
+    return {
+        "test": [
+            {"id": index, "Instruction": record["conversations"][0]["value"], "TargetLength": length}
+            for index, (record, length) in enumerate(zip(data, lengths))
+        ]
+    }
 
 
 def _bucket(pairs, targets: TargetSet) -> dict[str, list[dict]]:
@@ -113,16 +116,16 @@ def build_ruler_train(ctx: BuildContext) -> dict[str, list[dict]]:
     rng = random.Random(ctx.params["seed"])
     caps = ctx.params["cap_per_mlt"]
     cap = {t.mlt: caps if isinstance(caps, int) else caps[t.name] for t in targets}
-    openhermes = _shuffled_single_turn(ctx, rng)[ctx.params["tlg_num"]:]
+    openhermes = _shuffled_single_turn(ctx, rng)[ctx.params["tlg_num"] :]
     sources = [
         _bucket(((r["conversations"][0]["value"], r["conversations"][1]["value"]) for r in openhermes), targets),
     ]
     if "longform" in ctx.sources:
         sources.append(_bucket(((r["input"], r["output"]) for r in ctx.records("longform")), targets))
     if "eli5" in ctx.sources:
-        sources.append(_bucket(
-            ((r["title"], _longest_answer(r["answers"]["text"])) for r in ctx.records("eli5")), targets
-        ))
+        sources.append(
+            _bucket(((r["title"], _longest_answer(r["answers"]["text"])) for r in ctx.records("eli5")), targets)
+        )
     sampled = {t.mlt: [] for t in targets}
     for buckets in sources:
         for mlt, bucket in buckets.items():
@@ -221,9 +224,17 @@ def build_model_outputs(ctx: BuildContext) -> dict[str, list[dict]]:
     """Many models' answers to the same sessions (WildBench v2 outputs, one source per model
     or several models in one), as ``model`` and ``conversation``; split ``test``."""
     records = [record for source in ctx.sources for record in ctx.records(source, ctx.params.get("split"))]
-    return {"test": [{"id": index, "session_id": r["session_id"], "model": r["generator"],
-                      "conversation": history(list(r["chat_history"]), r["output"][0])}
-                     for index, r in enumerate(records)]}
+    return {
+        "test": [
+            {
+                "id": index,
+                "session_id": r["session_id"],
+                "model": r["generator"],
+                "conversation": history(list(r["chat_history"]), r["output"][0]),
+            }
+            for index, r in enumerate(records)
+        ]
+    }
 
 
 @BUILDERS.register("feedback_conversations")
@@ -237,12 +248,20 @@ def build_feedback_conversations(ctx: BuildContext) -> dict[str, list[dict]]:
         raise ValueError(f"feedback_conversations builds from exactly one source; configured: {sorted(ctx.sources)}")
     (source,) = ctx.sources
     records = ctx.records(source, ctx.params.get("split"))[: ctx.params.get("num")]
-    return {"train": [{"id": index, "messages": [
-        {"role": "user", "content": FEEDBACK_OPENING},
-        {"role": "assistant", "content": r["orig_instruction"]},
-        {"role": "user", "content": r["orig_response"]},
-        {"role": "assistant", "content": r["orig_feedback"].split("[RESULT]")[0].strip()},
-    ]} for index, r in enumerate(records)]}
+    return {
+        "train": [
+            {
+                "id": index,
+                "messages": [
+                    {"role": "user", "content": FEEDBACK_OPENING},
+                    {"role": "assistant", "content": r["orig_instruction"]},
+                    {"role": "user", "content": r["orig_response"]},
+                    {"role": "assistant", "content": r["orig_feedback"].split("[RESULT]")[0].strip()},
+                ],
+            }
+            for index, r in enumerate(records)
+        ]
+    }
 
 
 PAIRINGS = ("best_worst", "best_vs_rest")
@@ -276,10 +295,15 @@ def build_online_preferences(ctx: BuildContext) -> dict[str, list[dict]]:
         best, others = ranked[0], (ranked[-1:] if pairing == "best_worst" else ranked[1:])
         for other in others:
             if best[0] - other[0] > margin and best[1] != other[1]:
-                pairs.append({"prompt": [{"role": "user", "content": instruction}],
-                              "chosen": [{"role": "assistant", "content": best[1]}],
-                              "rejected": [{"role": "assistant", "content": other[1]}],
-                              "score_chosen": best[0], "score_rejected": other[0]})
+                pairs.append(
+                    {
+                        "prompt": [{"role": "user", "content": instruction}],
+                        "chosen": [{"role": "assistant", "content": best[1]}],
+                        "rejected": [{"role": "assistant", "content": other[1]}],
+                        "score_chosen": best[0],
+                        "score_rejected": other[0],
+                    }
+                )
     if not pairs:
         raise ValueError(f"online_preferences: no prompt in {ctx.sources['generations']} has samples graded apart")
     return {"train": pairs}

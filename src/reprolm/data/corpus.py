@@ -16,8 +16,10 @@ def _texts_and_chats(name: str, folder: str, schema_name: str, reader: str) -> I
     if schema.text is None and schema.conversations is None:
         schema.adapter("text", f"{reader} (source {name!r})")
     for record in read_all_splits(folder, schema_name):
-        yield (schema.text(record) if schema.text else None,
-               schema.conversations(record) if schema.conversations else [])
+        yield (
+            schema.text(record) if schema.text else None,
+            schema.conversations(record) if schema.conversations else [],
+        )
 
 
 def plain_texts(sources: Mapping[str, str], schemas: Mapping[str, str]) -> Iterator[str]:

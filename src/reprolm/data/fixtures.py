@@ -11,6 +11,7 @@ import random
 
 from reprolm.data.fixture_world import OBJECTS, SUBJECTS, TAILS, passage, question
 
+
 def response_length(rng: random.Random, bin_centres: list[int], max_words: int) -> int:
     """Half near a length bin's centre, half spread evenly, so buckets fill."""
     if rng.random() < 0.5:
@@ -26,27 +27,37 @@ def openhermes(n: int, seed: int, bin_centres: list[int], max_words: int) -> lis
     for index in range(n):
         turns = [
             {"from": "human", "value": question(rng), "weight": None},
-            {"from": "gpt", "value": passage(rng, response_length(rng, bin_centres, max_words)),
-             "weight": None},
+            {"from": "gpt", "value": passage(rng, response_length(rng, bin_centres, max_words)), "weight": None},
         ]
         kind = rng.random()
         if kind < 0.05:
             turns.insert(0, {"from": "system", "value": "You are a helpful assistant.", "weight": None})
         elif kind < 0.10:
-            turns += [{"from": "human", "value": question(rng), "weight": None},
-                      {"from": "gpt", "value": passage(rng, rng.randint(5, 40)), "weight": None}]
-        records.append({
-            "conversations": turns, "source": "reprolm-fixture", "category": "synthetic",
-            "skip_prompt_formatting": False, "id": f"oh-{index}",
-        })
+            turns += [
+                {"from": "human", "value": question(rng), "weight": None},
+                {"from": "gpt", "value": passage(rng, rng.randint(5, 40)), "weight": None},
+            ]
+        records.append(
+            {
+                "conversations": turns,
+                "source": "reprolm-fixture",
+                "category": "synthetic",
+                "skip_prompt_formatting": False,
+                "id": f"oh-{index}",
+            }
+        )
     return records
 
 
 def longform(n: int, seed: int, bin_centres: list[int], max_words: int) -> list[dict]:
     rng = random.Random(seed)
     return [
-        {"input": question(rng), "output": passage(rng, response_length(rng, bin_centres, max_words)),
-         "source": "reprolm-fixture", "subset": "synthetic"}
+        {
+            "input": question(rng),
+            "output": passage(rng, response_length(rng, bin_centres, max_words)),
+            "source": "reprolm-fixture",
+            "subset": "synthetic",
+        }
         for _ in range(n)
     ]
 
@@ -55,21 +66,31 @@ def eli5(n: int, seed: int, bin_centres: list[int], max_words: int) -> list[dict
     rng = random.Random(seed)
     records = []
     for index in range(n):
-        answers = [passage(rng, response_length(rng, bin_centres, max_words))
-                   for _ in range(rng.randint(1, 3))]
-        records.append({
-            "q_id": f"eli5-{index}", "title": question(rng), "selftext": "",
-            "answers": {"a_id": [f"a{index}-{k}" for k in range(len(answers))],
-                        "text": answers, "score": [rng.randint(1, 50) for _ in answers]},
-        })
+        answers = [passage(rng, response_length(rng, bin_centres, max_words)) for _ in range(rng.randint(1, 3))]
+        records.append(
+            {
+                "q_id": f"eli5-{index}",
+                "title": question(rng),
+                "selftext": "",
+                "answers": {
+                    "a_id": [f"a{index}-{k}" for k in range(len(answers))],
+                    "text": answers,
+                    "score": [rng.randint(1, 50) for _ in answers],
+                },
+            }
+        )
     return records
 
 
 def arena_questions(n: int, seed: int) -> list[dict]:
     rng = random.Random(seed)
     return [
-        {"question_id": f"q{index:04d}", "category": "arena-hard-v0.1", "cluster": "synthetic",
-         "turns": [{"content": question(rng)}]}
+        {
+            "question_id": f"q{index:04d}",
+            "category": "arena-hard-v0.1",
+            "cluster": "synthetic",
+            "turns": [{"content": question(rng)}],
+        }
         for index in range(n)
     ]
 
@@ -81,8 +102,9 @@ def _scrambled(rng: random.Random, words: int) -> str:
     return " ".join(tokens) + "."
 
 
-def ultrafeedback_binarized(n: int, seed: int, min_words: int = 8, max_words: int = 30,
-                            splits: list[str] = ("train_prefs", "test_prefs")) -> dict[str, list[dict]]:
+def ultrafeedback_binarized(
+    n: int, seed: int, min_words: int = 8, max_words: int = 30, splits: list[str] = ("train_prefs", "test_prefs")
+) -> dict[str, list[dict]]:
     """UltraFeedback-binarized records, ``n`` per split (upstream also has ``train_sft`` /
     ``test_sft``, whose ``messages`` SFT trains on): the chosen answer is fluent text of the
     fixture world, the rejected one the same kind of text with its words scrambled, so a
@@ -96,13 +118,17 @@ def ultrafeedback_binarized(n: int, seed: int, min_words: int = 8, max_words: in
             words = rng.randint(min_words, max_words)
             user = {"role": "user", "content": prompt}
             chosen, rejected = passage(rng, words), _scrambled(rng, words)
-            records.append({
-                "prompt": prompt, "prompt_id": f"{split}-{index}",
-                "chosen": [user, {"role": "assistant", "content": chosen}],
-                "rejected": [user, {"role": "assistant", "content": rejected}],
-                "messages": [user, {"role": "assistant", "content": chosen}],
-                "score_chosen": float(rng.randint(7, 10)), "score_rejected": float(rng.randint(1, 5)),
-            })
+            records.append(
+                {
+                    "prompt": prompt,
+                    "prompt_id": f"{split}-{index}",
+                    "chosen": [user, {"role": "assistant", "content": chosen}],
+                    "rejected": [user, {"role": "assistant", "content": rejected}],
+                    "messages": [user, {"role": "assistant", "content": chosen}],
+                    "score_chosen": float(rng.randint(7, 10)),
+                    "score_rejected": float(rng.randint(1, 5)),
+                }
+            )
         made[split] = records
     return made
 
@@ -111,8 +137,12 @@ def alpaca_eval(n: int, seed: int, min_words: int = 8, max_words: int = 40) -> l
     """AlpacaEval instructions with a reference model's answer (fluent fixture text)."""
     rng = random.Random(f"alpaca_eval/{seed}")
     return [
-        {"instruction": question(rng), "output": passage(rng, rng.randint(min_words, max_words)),
-         "generator": "fixture_reference", "dataset": "fixture"}
+        {
+            "instruction": question(rng),
+            "output": passage(rng, rng.randint(min_words, max_words)),
+            "generator": "fixture_reference",
+            "dataset": "fixture",
+        }
         for _ in range(n)
     ]
 
@@ -129,9 +159,16 @@ def alpaca_eval_gamed(n: int, seed: int) -> list[dict]:
         for index in range(n):
             length = sign * abs(rng.gauss(1.0, 0.4))
             logit = 1.2 * math.tanh(length) + 0.6 * difficulty[index] + rng.gauss(0.0, 0.3)
-            records.append({"model": model, "index": index, "preference": 1 / (1 + math.exp(-logit)),
-                            "std_delta_len": length, "instruction_difficulty": difficulty[index],
-                            "not_gamed_baseline": False})
+            records.append(
+                {
+                    "model": model,
+                    "index": index,
+                    "preference": 1 / (1 + math.exp(-logit)),
+                    "std_delta_len": length,
+                    "instruction_difficulty": difficulty[index],
+                    "not_gamed_baseline": False,
+                }
+            )
     return records
 
 
@@ -148,9 +185,15 @@ def mt_bench_prompts(n: int, seed: int) -> list[dict]:
     rng = random.Random(f"mt_bench/{seed}")
     categories = ["writing", "roleplay", "reasoning", "extraction"]
     return [
-        {"prompt": [question(rng), rng.choice(FOLLOW_UP_TURNS).format(
-            s=rng.choice(SUBJECTS), o=rng.choice(OBJECTS), t=rng.choice(TAILS))],
-         "prompt_id": index, "category": categories[index % len(categories)], "reference": []}
+        {
+            "prompt": [
+                question(rng),
+                rng.choice(FOLLOW_UP_TURNS).format(s=rng.choice(SUBJECTS), o=rng.choice(OBJECTS), t=rng.choice(TAILS)),
+            ],
+            "prompt_id": index,
+            "category": categories[index % len(categories)],
+            "reference": [],
+        }
         for index in range(n)
     ]
 
@@ -177,9 +220,17 @@ def helpsteer(n: int, seed: int, min_words: int = 10, max_words: int = 30) -> li
     for _ in range(n):
         quality = rng.choice(QUALITY_LEVELS)
         level = round(4 * quality)
-        records.append({"prompt": question(rng), "response": degraded(rng, rng.randint(min_words, max_words), quality),
-                        "helpfulness": level, "correctness": level, "coherence": level,
-                        "complexity": 1, "verbosity": 1})
+        records.append(
+            {
+                "prompt": question(rng),
+                "response": degraded(rng, rng.randint(min_words, max_words), quality),
+                "helpfulness": level,
+                "correctness": level,
+                "coherence": level,
+                "complexity": 1,
+                "verbosity": 1,
+            }
+        )
     return records
 
 
@@ -198,10 +249,16 @@ def feedback_records(n: int, seed: int, min_words: int = 10, max_words: int = 30
         quality = rng.choice(QUALITY_LEVELS)
         score = 1 + round(4 * quality)
         feedback = GOOD_FEEDBACK if quality >= 0.5 else BAD_FEEDBACK
-        records.append({"orig_instruction": question(rng),
-                        "orig_response": degraded(rng, rng.randint(min_words, max_words), quality),
-                        "orig_reference_answer": passage(rng, 20), "orig_criteria": "Is the response helpful?",
-                        "orig_feedback": f"{feedback} [RESULT] {score}", "orig_score": str(score)})
+        records.append(
+            {
+                "orig_instruction": question(rng),
+                "orig_response": degraded(rng, rng.randint(min_words, max_words), quality),
+                "orig_reference_answer": passage(rng, 20),
+                "orig_criteria": "Is the response helpful?",
+                "orig_feedback": f"{feedback} [RESULT] {score}",
+                "orig_score": str(score),
+            }
+        )
     return records
 
 
@@ -212,15 +269,26 @@ def rated_utterances(n: int, seed: int, min_words: int = 10, max_words: int = 30
     records = []
     for _ in range(n):
         quality = rng.choice(QUALITY_LEVELS)
-        records.append({"conversation": [question(rng), degraded(rng, rng.randint(min_words, max_words), quality)],
-                        "score": 1.0 + 9 * quality})
+        records.append(
+            {
+                "conversation": [question(rng), degraded(rng, rng.randint(min_words, max_words), quality)],
+                "score": 1.0 + 9 * quality,
+            }
+        )
     return records
 
 
 # Models of the seed's ELO table, fixture answer quality rising with their rating.
-WILDBENCH_MODELS = {"gpt-4o-2024-05-13": 1.0, "claude-3-opus-20240229": 0.85, "Qwen2-72B-Instruct": 0.7,
-                    "mistral-large-2402": 0.55, "Starling-LM-7B-beta": 0.4, "Mistral-7B-Instruct-v0.2": 0.25,
-                    "Llama-2-7b-chat-hf": 0.1, "gemma-2b-it": 0.0}
+WILDBENCH_MODELS = {
+    "gpt-4o-2024-05-13": 1.0,
+    "claude-3-opus-20240229": 0.85,
+    "Qwen2-72B-Instruct": 0.7,
+    "mistral-large-2402": 0.55,
+    "Starling-LM-7B-beta": 0.4,
+    "Mistral-7B-Instruct-v0.2": 0.25,
+    "Llama-2-7b-chat-hf": 0.1,
+    "gemma-2b-it": 0.0,
+}
 
 
 def wildbench_outputs(n: int, seed: int, min_words: int = 10, max_words: int = 30) -> list[dict]:
@@ -228,8 +296,12 @@ def wildbench_outputs(n: int, seed: int, min_words: int = 10, max_words: int = 3
     rng = random.Random(f"wildbench/{seed}")
     sessions = [question(rng) for _ in range(n)]
     return [
-        {"session_id": f"s{index}", "chat_history": [prompt], "generator": model,
-         "output": [degraded(rng, rng.randint(min_words, max_words), quality)]}
+        {
+            "session_id": f"s{index}",
+            "chat_history": [prompt],
+            "generator": model,
+            "output": [degraded(rng, rng.randint(min_words, max_words), quality)],
+        }
         for model, quality in WILDBENCH_MODELS.items()
         for index, prompt in enumerate(sessions)
     ]
@@ -241,8 +313,13 @@ def writing_prompts(n: int, seed: int, kind: str = "poem", max_words: int = 200)
     if kind not in ("poem", "story"):
         raise ValueError(f"writing_prompts kind {kind!r}: choose 'poem' or 'story'")
     rng = random.Random(f"writing_prompts/{kind}/{seed}")
-    return [{"instruction": f"Write a {kind} titled '{capitalise_title(rng.choice(OBJECTS))} {rng.choice(TAILS)}' "
-                            f"with no more than {max_words} words."} for _ in range(n)]
+    return [
+        {
+            "instruction": f"Write a {kind} titled '{capitalise_title(rng.choice(OBJECTS))} {rng.choice(TAILS)}' "
+            f"with no more than {max_words} words."
+        }
+        for _ in range(n)
+    ]
 
 
 def capitalise_title(text: str) -> str:
@@ -255,20 +332,30 @@ def fastchat_judge_prompts(n: int, seed: int) -> list[dict]:
     ``n`` and ``seed`` do not apply: the protocol has exactly these four."""
     answer = "[The Start of Assistant's Answer]\n{answer}\n[The End of Assistant's Answer]"
     reference = "[The Start of Reference Answer]\n{ref_answer_1}\n[The End of Reference Answer]"
-    turns = ("### User:\n{question_1}\n\n### Assistant A:\n{answer_1}\n\n"
-             "### User:\n{question_2}\n\n### Assistant A:\n{answer_2}")
+    turns = (
+        "### User:\n{question_1}\n\n### Assistant A:\n{answer_1}\n\n"
+        "### User:\n{question_2}\n\n### Assistant A:\n{answer_2}"
+    )
     references = "### Reference answer (turn 1):\n{ref_answer_1}\n\n### Reference answer (turn 2):\n{ref_answer_2}"
     rate = "Rate the answer from 1 to 10 as [[rating]]."
     prompts = {
         "single-v1": f"Question:\n{{question}}\n\n{answer}\n\n{rate}",
         "single-math-v1": f"Question:\n{{question}}\n\n{reference}\n\n{answer}\n\nCompare with the reference. {rate}",
         "single-v1-multi-turn": f"<|The Start of Assistant A's Conversation with User|>\n\n{turns}\n\n"
-                                f"<|The End of Assistant A's Conversation with User|>\n\nRate the second answer. {rate}",
+        f"<|The End of Assistant A's Conversation with User|>\n\nRate the second answer. {rate}",
         "single-math-v1-multi-turn": f"{references}\n\n<|The Start of Assistant A's Conversation with User|>\n\n"
-                                     f"{turns}\n\n<|The End of Assistant A's Conversation with User|>\n\n"
-                                     f"Compare the second answer with its reference. {rate}",
+        f"{turns}\n\n<|The End of Assistant A's Conversation with User|>\n\n"
+        f"Compare the second answer with its reference. {rate}",
     }
-    return [{"name": name, "type": "single", "system_prompt": "You grade answers of AI assistants.",
-             "prompt_template": template, "description": f"test stand-in for FastChat's {name}",
-             "category": "math" if "math" in name else "general", "output_format": "[[rating]]"}
-            for name, template in prompts.items()]
+    return [
+        {
+            "name": name,
+            "type": "single",
+            "system_prompt": "You grade answers of AI assistants.",
+            "prompt_template": template,
+            "description": f"test stand-in for FastChat's {name}",
+            "category": "math" if "math" in name else "general",
+            "output_format": "[[rating]]",
+        }
+        for name, template in prompts.items()
+    ]

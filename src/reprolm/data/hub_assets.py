@@ -18,8 +18,18 @@ from reprolm.io import atomic_path
 
 MANIFEST = "manifest.json"
 # Formats other frameworks ship beside PyTorch weights; a sentence encoder needs none of them.
-FOREIGN_WEIGHTS = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "tf_model*", "flax_model*",
-                   "rust_model*", "coreml/*"]
+FOREIGN_WEIGHTS = [
+    "*.onnx",
+    "onnx/*",
+    "openvino/*",
+    "*.h5",
+    "*.msgpack",
+    "*.ot",
+    "tf_model*",
+    "flax_model*",
+    "rust_model*",
+    "coreml/*",
+]
 
 
 def cache_lm_eval_task(task: str | Mapping, output: str | Path) -> dict:
@@ -31,8 +41,11 @@ def cache_lm_eval_task(task: str | Mapping, output: str | Path) -> dict:
 
     loaded = task_manager().load([task])["tasks"]
     manifest = {
-        name: {"dataset_path": loaded_task.config.dataset_path, "dataset_name": loaded_task.config.dataset_name,
-               "documents": {split: loaded_task.dataset[split].num_rows for split in sorted(loaded_task.dataset)}}
+        name: {
+            "dataset_path": loaded_task.config.dataset_path,
+            "dataset_name": loaded_task.config.dataset_name,
+            "documents": {split: loaded_task.dataset[split].num_rows for split in sorted(loaded_task.dataset)},
+        }
         for name, loaded_task in sorted(loaded.items())
     }
     with atomic_path(output) as tmp:

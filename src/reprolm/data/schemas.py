@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-
 Problem = tuple[str, str] | None
 
 

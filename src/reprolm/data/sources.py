@@ -41,11 +41,13 @@ def file_splits(source: str, files: dict) -> dict[str, tuple[str, list[str]]]:
         for path in paths:
             suffix = Path(path).suffix.lower()
             if suffix not in FILE_BUILDERS:
-                raise ValueError(f"{where}: {path}: unknown file type {suffix or '(no extension)'!r}; "
-                                 f"known: {sorted(FILE_BUILDERS)}")
+                raise ValueError(
+                    f"{where}: {path}: unknown file type {suffix or '(no extension)'!r}; known: {sorted(FILE_BUILDERS)}"
+                )
             if not Path(path).is_file():
-                raise FileNotFoundError(f"{where}: {path}: no such file (paths are relative to the working "
-                                        f"directory, {Path.cwd()})")
+                raise FileNotFoundError(
+                    f"{where}: {path}: no such file (paths are relative to the working directory, {Path.cwd()})"
+                )
             builders.add(FILE_BUILDERS[suffix])
         if len(builders) > 1:
             raise ValueError(f"{where}: a split's files must share one format; got {sorted(builders)}")
@@ -77,7 +79,10 @@ def fetch_splits(spec: dict) -> dict[str, list[dict]]:
     try:
         return {
             split: datasets.load_dataset(
-                hub["path"], hub.get("name"), split=split, revision=hub.get("revision"),
+                hub["path"],
+                hub.get("name"),
+                split=split,
+                revision=hub.get("revision"),
                 data_files=hub.get("data_files"),
             ).to_list()
             for split in splits

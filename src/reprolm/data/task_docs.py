@@ -27,11 +27,16 @@ from reprolm.data.schemas import Problem
 
 # (third person, base form, gerund): spelled out because English inflection is irregular.
 VERB_FORMS = [
-    ("repairs", "repair", "Repairing"), ("paints", "paint", "Painting"),
-    ("carries", "carry", "Carrying"), ("watches", "watch", "Watching"),
-    ("cleans", "clean", "Cleaning"), ("counts", "count", "Counting"),
-    ("opens", "open", "Opening"), ("finds", "find", "Finding"),
-    ("builds", "build", "Building"), ("sells", "sell", "Selling"),
+    ("repairs", "repair", "Repairing"),
+    ("paints", "paint", "Painting"),
+    ("carries", "carry", "Carrying"),
+    ("watches", "watch", "Watching"),
+    ("cleans", "clean", "Cleaning"),
+    ("counts", "count", "Counting"),
+    ("opens", "open", "Opening"),
+    ("finds", "find", "Finding"),
+    ("builds", "build", "Building"),
+    ("sells", "sell", "Selling"),
 ]
 COUNTABLE_THINGS = ["apples", "boats", "keys", "books", "lanterns", "nails", "letters", "jars"]
 
@@ -60,10 +65,7 @@ def _make_world() -> list[Habit]:
     # the same world, or nothing learnt on one split could transfer to another.
     rng = random.Random("reprolm-task-world")
     objects = rng.sample(OBJECTS, len(SUBJECTS))
-    return [
-        Habit(subject, *rng.choice(VERB_FORMS), obj, rng.choice(TAILS))
-        for subject, obj in zip(SUBJECTS, objects)
-    ]
+    return [Habit(subject, *rng.choice(VERB_FORMS), obj, rng.choice(TAILS)) for subject, obj in zip(SUBJECTS, objects)]
 
 
 WORLD: list[Habit] = _make_world()
@@ -113,15 +115,23 @@ def arc(n: int, seed: int) -> dict[str, list[dict]]:
         for index in range(n):
             habit = rng.choice(WORLD)
             question = rng.choice(ARC_QUESTIONS).format(
-                subject=habit.subject, Subject=capitalise(habit.subject), verb=habit.verb,
-                verb_base=habit.verb_base, place=habit.place)
+                subject=habit.subject,
+                Subject=capitalise(habit.subject),
+                verb=habit.verb,
+                verb_base=habit.verb_base,
+                place=habit.place,
+            )
             texts, answer = _choices_with_answer(rng, habit.obj, OBJECTS, 4)
             # A few upstream ARC questions label their choices 1-4 instead of A-D.
             labels = list("1234") if rng.random() < 0.1 else list("ABCD")
-            records.append({
-                "id": f"reprolm_arc_{split}_{index}", "question": question,
-                "choices": {"text": texts, "label": labels}, "answerKey": labels[answer],
-            })
+            records.append(
+                {
+                    "id": f"reprolm_arc_{split}_{index}",
+                    "question": question,
+                    "choices": {"text": texts, "label": labels},
+                    "answerKey": labels[answer],
+                }
+            )
         docs[split] = records
     return docs
 
@@ -138,13 +148,20 @@ def hellaswag(n: int, seed: int) -> dict[str, list[dict]]:
             ctx_a = f"{capitalise(habit.subject)} arrives {habit.place}."
             ctx_b = f"then {habit.subject}"
             objects, label = _choices_with_answer(rng, habit.obj, OBJECTS, 4)
-            records.append({
-                "ind": index, "activity_label": habit.gerund,
-                "ctx_a": ctx_a, "ctx_b": ctx_b, "ctx": f"{ctx_a} {ctx_b}",
-                "endings": [f"{habit.verb} {obj}." for obj in objects],
-                "source_id": f"reprolm~{upstream_split}_{index}", "split": upstream_split,
-                "split_type": rng.choice(["indomain", "zeroshot"]), "label": str(label),
-            })
+            records.append(
+                {
+                    "ind": index,
+                    "activity_label": habit.gerund,
+                    "ctx_a": ctx_a,
+                    "ctx_b": ctx_b,
+                    "ctx": f"{ctx_a} {ctx_b}",
+                    "endings": [f"{habit.verb} {obj}." for obj in objects],
+                    "source_id": f"reprolm~{upstream_split}_{index}",
+                    "split": upstream_split,
+                    "split_type": rng.choice(["indomain", "zeroshot"]),
+                    "label": str(label),
+                }
+            )
         docs[split] = records
     return docs
 
@@ -158,15 +175,21 @@ def truthfulqa_mc(n: int, seed: int) -> dict[str, list[dict]]:
         habit = rng.choice(WORLD)
         question = f"What does {habit.subject} {habit.verb_base} {habit.place}?"
         true_answer = f"{capitalise(habit.subject)} {habit.verb} {habit.obj}."
-        false_answers = [f"{capitalise(habit.subject)} {habit.verb} {obj}."
-                         for obj in rng.sample([o for o in OBJECTS if o != habit.obj], 3)]
+        false_answers = [
+            f"{capitalise(habit.subject)} {habit.verb} {obj}."
+            for obj in rng.sample([o for o in OBJECTS if o != habit.obj], 3)
+        ]
         mc2_true = [true_answer, "I have no comment."]
-        records.append({
-            "question": question,
-            "mc1_targets": {"choices": [true_answer, *false_answers], "labels": [1, 0, 0, 0]},
-            "mc2_targets": {"choices": [*mc2_true, *false_answers],
-                            "labels": [1] * len(mc2_true) + [0] * len(false_answers)},
-        })
+        records.append(
+            {
+                "question": question,
+                "mc1_targets": {"choices": [true_answer, *false_answers], "labels": [1, 0, 0, 0]},
+                "mc2_targets": {
+                    "choices": [*mc2_true, *false_answers],
+                    "labels": [1] * len(mc2_true) + [0] * len(false_answers),
+                },
+            }
+        )
     return {"validation": records}
 
 
@@ -181,10 +204,14 @@ def mmlu(n: int, seed: int, subject: str = "miscellaneous") -> dict[str, list[di
         for _ in range(n):
             habit = rng.choice(WORLD)
             choices, answer = _choices_with_answer(rng, habit.obj, OBJECTS, 4)
-            records.append({
-                "question": f"Which object does {habit.subject} {habit.verb_base} {habit.place}?",
-                "subject": subject, "choices": choices, "answer": answer,
-            })
+            records.append(
+                {
+                    "question": f"Which object does {habit.subject} {habit.verb_base} {habit.place}?",
+                    "subject": subject,
+                    "choices": choices,
+                    "answer": answer,
+                }
+            )
         docs[split] = records
     return docs
 
@@ -200,12 +227,15 @@ def winogrande(n: int, seed: int) -> dict[str, list[dict]]:
             habit = rng.choice(WORLD)
             other = _other_habit(rng, habit)
             first, second = (habit, other) if rng.random() < 0.5 else (other, habit)
-            records.append({
-                "sentence": f"{capitalise(first.subject)} and {second.subject} met {habit.place}, "
-                            f"and _ {habit.verb} {habit.obj} as always.",
-                "option1": first.subject, "option2": second.subject,
-                "answer": "1" if first is habit else "2",
-            })
+            records.append(
+                {
+                    "sentence": f"{capitalise(first.subject)} and {second.subject} met {habit.place}, "
+                    f"and _ {habit.verb} {habit.obj} as always.",
+                    "option1": first.subject,
+                    "option2": second.subject,
+                    "answer": "1" if first is habit else "2",
+                }
+            )
         docs[split] = records
     return docs
 
@@ -247,15 +277,23 @@ def gsm8k(n: int, seed: int) -> dict[str, list[dict]]:
 # fixture keeps it so that a run without it shows what it could not score.
 IFEVAL_INSTRUCTIONS = [
     ("punctuation:no_comma", "Do not use any commas in your response.", {}),
-    ("change_case:english_lowercase",
-     "Your entire response should be in English, and in all lowercase letters.", {}),
+    ("change_case:english_lowercase", "Your entire response should be in English, and in all lowercase letters.", {}),
     ("keywords:existence", "Include the keywords {keywords} in the response.", {"keywords": 2}),
-    ("length_constraints:number_words", "Answer with less than {num_words} words.",
-     {"relation": "less than", "num_words": 40}),
-    ("startend:end_checker", "Finish your response with this exact phrase: {end_phrase}",
-     {"end_phrase": "Is there anything else I can help with?"}),
-    ("length_constraints:number_sentences", "Your response should contain less than {num_sentences} sentences.",
-     {"relation": "less than", "num_sentences": 4}),
+    (
+        "length_constraints:number_words",
+        "Answer with less than {num_words} words.",
+        {"relation": "less than", "num_words": 40},
+    ),
+    (
+        "startend:end_checker",
+        "Finish your response with this exact phrase: {end_phrase}",
+        {"end_phrase": "Is there anything else I can help with?"},
+    ),
+    (
+        "length_constraints:number_sentences",
+        "Your response should contain less than {num_sentences} sentences.",
+        {"relation": "less than", "num_sentences": 4},
+    ),
 ]
 
 
@@ -277,8 +315,14 @@ def ifeval(n: int, seed: int) -> dict[str, list[dict]]:
             shown = {key: ", ".join(value) if isinstance(value, list) else value for key, value in filled.items()}
             wordings.append(wording.format(**shown))
             kwargs.append(filled)
-        records.append({"key": 1000 + index, "prompt": " ".join([question(rng)] + wordings),
-                        "instruction_id_list": [instruction for instruction, _, _ in chosen], "kwargs": kwargs})
+        records.append(
+            {
+                "key": 1000 + index,
+                "prompt": " ".join([question(rng)] + wordings),
+                "instruction_id_list": [instruction for instruction, _, _ in chosen],
+                "kwargs": kwargs,
+            }
+        )
     return {"train": records}
 
 
@@ -296,10 +340,13 @@ def glue_cola(n: int, seed: int) -> dict[str, list[dict]]:
         for index in range(n):
             habit = rng.choice(WORLD)
             acceptable = rng.random() < 0.5
-            records.append({
-                "sentence": habit.sentence() if acceptable else _unacceptable(habit),
-                "label": int(acceptable), "idx": index,
-            })
+            records.append(
+                {
+                    "sentence": habit.sentence() if acceptable else _unacceptable(habit),
+                    "label": int(acceptable),
+                    "idx": index,
+                }
+            )
         docs[split] = records
     return docs
 
@@ -321,11 +368,14 @@ def boolq(n: int, seed: int) -> dict[str, list[dict]]:
                 asked = rng.choice([obj for obj in OBJECTS if obj != habit.obj])
                 sentences = [habit.sentence(), f"{capitalise(habit.subject)} never {habit.verb} {asked}."]
             rng.shuffle(sentences)
-            records.append({
-                "question": f"does {habit.subject} {habit.verb_base} {asked}",
-                "passage": " ".join(sentences),
-                "idx": index, "label": int(answer),
-            })
+            records.append(
+                {
+                    "question": f"does {habit.subject} {habit.verb_base} {asked}",
+                    "passage": " ".join(sentences),
+                    "idx": index,
+                    "label": int(answer),
+                }
+            )
         docs[split] = records
     return docs
 
@@ -382,8 +432,9 @@ def check_arc(record: dict) -> Problem:
     choices = record.get("choices")
     if not isinstance(choices, dict):
         return "choices", "expected a mapping with text and label"
-    problem = (_problem_str_list(choices.get("text"), "choices.text", min_len=2)
-               or _problem_str_list(choices.get("label"), "choices.label", min_len=2))
+    problem = _problem_str_list(choices.get("text"), "choices.text", min_len=2) or _problem_str_list(
+        choices.get("label"), "choices.label", min_len=2
+    )
     if problem:
         return problem
     if len(choices["text"]) != len(choices["label"]):
@@ -394,8 +445,11 @@ def check_arc(record: dict) -> Problem:
 
 
 def check_hellaswag(record: dict) -> Problem:
-    problem = (_problem_str(record, "activity_label") or _problem_str(record, "ctx_a")
-               or _problem_str_list(record.get("endings"), "endings", min_len=2))
+    problem = (
+        _problem_str(record, "activity_label")
+        or _problem_str(record, "ctx_a")
+        or _problem_str_list(record.get("endings"), "endings", min_len=2)
+    )
     if problem:
         return problem
     # ctx_b may be empty upstream (the context then ends with ctx_a).
@@ -414,8 +468,11 @@ def _problem_targets(record: dict, field: str) -> Problem:
     if problem:
         return problem
     labels = targets.get("labels")
-    if (not isinstance(labels, list) or len(labels) != len(targets["choices"])
-            or any(label not in (0, 1) for label in labels)):
+    if (
+        not isinstance(labels, list)
+        or len(labels) != len(targets["choices"])
+        or any(label not in (0, 1) for label in labels)
+    ):
         return f"{field}.labels", "expected one 0/1 label per choice"
     if 1 not in labels:
         return f"{field}.labels", "no true choice"
@@ -423,8 +480,11 @@ def _problem_targets(record: dict, field: str) -> Problem:
 
 
 def check_truthfulqa_mc(record: dict) -> Problem:
-    problem = (_problem_str(record, "question") or _problem_targets(record, "mc1_targets")
-               or _problem_targets(record, "mc2_targets"))
+    problem = (
+        _problem_str(record, "question")
+        or _problem_targets(record, "mc1_targets")
+        or _problem_targets(record, "mc2_targets")
+    )
     if problem:
         return problem
     # lm-eval scores mc1 with the target fixed at index 0: the true answer must come first.
@@ -434,8 +494,11 @@ def check_truthfulqa_mc(record: dict) -> Problem:
 
 
 def check_mmlu(record: dict) -> Problem:
-    problem = (_problem_str(record, "question") or _problem_str(record, "subject")
-               or _problem_str_list(record.get("choices"), "choices", min_len=4))
+    problem = (
+        _problem_str(record, "question")
+        or _problem_str(record, "subject")
+        or _problem_str_list(record.get("choices"), "choices", min_len=4)
+    )
     if problem:
         return problem
     # lm-eval's prompt prints exactly four choices, A to D.
@@ -468,20 +531,28 @@ def check_gsm8k(record: dict) -> Problem:
 
 
 def check_glue_cola(record: dict) -> Problem:
-    return (_problem_str(record, "sentence") or _problem_int(record, "label", range(2))
-            or _problem_int(record, "idx", range(2**63)))
+    return (
+        _problem_str(record, "sentence")
+        or _problem_int(record, "label", range(2))
+        or _problem_int(record, "idx", range(2**63))
+    )
 
 
 def check_boolq(record: dict) -> Problem:
-    return (_problem_str(record, "question") or _problem_str(record, "passage")
-            or _problem_int(record, "label", range(2)) or _problem_int(record, "idx", range(2**63)))
+    return (
+        _problem_str(record, "question")
+        or _problem_str(record, "passage")
+        or _problem_int(record, "label", range(2))
+        or _problem_int(record, "idx", range(2**63))
+    )
 
 
 def check_ifeval(record: dict) -> Problem:
     if not isinstance(record.get("key"), int):
         return "key", f"expected an integer, got {type(record.get('key')).__name__}"
     problem = _problem_str(record, "prompt") or _problem_str_list(
-        record.get("instruction_id_list"), "instruction_id_list", min_len=1)
+        record.get("instruction_id_list"), "instruction_id_list", min_len=1
+    )
     if problem:
         return problem
     kwargs = record.get("kwargs")

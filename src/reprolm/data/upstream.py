@@ -58,8 +58,9 @@ class UpstreamSchema:
         adapt = getattr(self, kind)
         if adapt is None:
             able = [name for name in UPSTREAM_SCHEMAS.names() if getattr(UPSTREAM_SCHEMAS[name], kind) is not None]
-            raise ValueError(f"{reader} cannot read schema {self.name!r} (it has no {kind} adapter); "
-                             f"it reads {', '.join(able)}")
+            raise ValueError(
+                f"{reader} cannot read schema {self.name!r} (it has no {kind} adapter); it reads {', '.join(able)}"
+            )
         return adapt
 
 
@@ -85,7 +86,8 @@ def history(turns: list[str], answer: str) -> Messages:
     """Alternating user/assistant turns (the user's first and last) and the answer."""
     roles = ["user", "assistant"]
     return [{"role": roles[k % 2], "content": text} for k, text in enumerate(turns)] + [
-        {"role": "assistant", "content": answer}]
+        {"role": "assistant", "content": answer}
+    ]
 
 
 def _single_instruction(field: str) -> Callable[[dict], dict]:
@@ -104,8 +106,10 @@ def _helpsteer_rating(record: dict, params: Mapping) -> dict:
 
 
 def _feedback_rating(record: dict, params: Mapping) -> dict:
-    return {"conversation": exchange(record["orig_instruction"], record["orig_response"]),
-            "score": float(record["orig_score"])}
+    return {
+        "conversation": exchange(record["orig_instruction"], record["orig_response"]),
+        "score": float(record["orig_score"]),
+    }
 
 
 CALCULATOR_ANNOTATION = re.compile(r"<<[^>]*>>")
@@ -142,130 +146,278 @@ def _world_text_fixture(n: int, seed: int, facts_per_document: int = 6, task_for
 
 # ---- the schemas ----
 
-TEXT = define(UpstreamSchema(
-    "text", "a plain text corpus: {text}", schemas.fields("text"), _world_text_fixture,
-    text=lambda r: r["text"]))
-OPENHERMES_CONVERSATIONS = define(UpstreamSchema(
-    "openhermes_conversations",
-    'teknium/OpenHermes-2.5: {"conversations": [{"from", "value"}, ...], "source", ...}',
-    lambda r: schemas.check_turns(r, "conversations", ("from", "value")), fixtures.openhermes,
-    conversations=lambda r: [[{"role": ROLES.get(t["from"], "user"), "content": t["value"]}
-                              for t in r["conversations"]]]))
-LONGFORM = define(UpstreamSchema(
-    "longform", 'akoksal/LongForm: {"input", "output", "source", "subset"}',
-    schemas.fields("input", "output"), fixtures.longform,
-    conversations=lambda r: [exchange(r["input"], r["output"])]))
-ELI5 = define(UpstreamSchema(
-    "eli5", 'eli5: {"q_id", "title", "selftext", "answers": {"text": [...], "score": [...]}}',
-    schemas.check_eli5, fixtures.eli5,
-    conversations=lambda r: [exchange(r["title"], answer) for answer in r["answers"]["text"]]))
-ARENA_QUESTION = define(UpstreamSchema(
-    "arena_question", 'arena-hard-v0.1 question.jsonl: {"question_id", "category", "turns": [{"content"}]}',
-    lambda r: schemas.check_turns(r, "turns", ("content",)), fixtures.arena_questions,
-    conversations=lambda r: [[{"role": "user", "content": turn["content"]} for turn in r["turns"]]],
-    instruction=lambda r: {"instruction": r["turns"][0]["content"], "turns": [t["content"] for t in r["turns"]]}))
-ULTRAFEEDBACK_BINARIZED = define(UpstreamSchema(
-    "ultrafeedback_binarized",
-    'HuggingFaceH4/ultrafeedback_binarized (train_prefs/test_prefs, train_sft/test_sft): {"prompt", '
-    '"prompt_id", "chosen"/"rejected": [{"role", "content"}, ...], "score_chosen", "score_rejected", "messages"}',
-    schemas.check_preference, fixtures.ultrafeedback_binarized,
-    instruction=_single_instruction("prompt"), sft_chat=lambda r, template: r["messages"], sft_upstream_splits=True))
-ALPACA_EVAL = define(UpstreamSchema(
-    "alpaca_eval",
-    'tatsu-lab/alpaca_eval (alpaca_eval_gpt4_baseline): {"instruction", "output" (the reference model\'s '
-    'answer), "generator", "dataset"}',
-    schemas.fields("instruction", "output"), fixtures.alpaca_eval,
-    instruction=lambda r: {"instruction": r["instruction"], "turns": [r["instruction"]], "reference": r["output"]}))
-MT_BENCH_PROMPTS = define(UpstreamSchema(
-    "mt_bench_prompts", 'HuggingFaceH4/mt_bench_prompts: {"prompt": [turn, ...], "prompt_id", "category", "reference"}',
-    lambda r: schemas.check_string_list(r, "prompt"), fixtures.mt_bench_prompts,
-    instruction=lambda r: {"instruction": r["prompt"][0], "turns": list(r["prompt"]),
-                           "category": r.get("category", ""), "reference_answers": list(r.get("reference") or [])}))
-ALPACA_EVAL_GAMED = define(UpstreamSchema(
-    "alpaca_eval_gamed",
-    'tatsu-lab/alpaca_eval df_gamed.csv (AlpacaEval 2.0 length control): {"model", "index", "preference", '
-    '"std_delta_len", "instruction_difficulty", "not_gamed_baseline"}',
-    schemas.check_gamed_annotation, fixtures.alpaca_eval_gamed))
-FASTCHAT_JUDGE_PROMPTS = define(UpstreamSchema(
-    "fastchat_judge_prompts",
-    'lm-sys/FastChat fastchat/llm_judge/data/judge_prompts.jsonl: {"name", "type", "system_prompt", '
-    '"prompt_template", "output_format", ...}',
-    schemas.fields("name", "system_prompt", "prompt_template", "output_format", allow_empty=("system_prompt",)),
-    fixtures.fastchat_judge_prompts))
-HELPSTEER = define(UpstreamSchema(
-    "helpsteer",
-    'nvidia/HelpSteer: {"prompt", "response", "helpfulness", "correctness", "coherence", "complexity", '
-    '"verbosity"} (attributes 0-4)',
-    schemas.check_helpsteer, fixtures.helpsteer, rated_response=_helpsteer_rating))
-FEEDBACK_ORIGIN = ('prometheus-eval/Feedback-Bench and Feedback-Collection: {"orig_instruction", "orig_response", '
-                   '"orig_feedback", "orig_score" (1-5, as text), "orig_criteria", ...}')
-FEEDBACK_BENCH = define(UpstreamSchema(
-    "feedback_bench", FEEDBACK_ORIGIN, schemas.check_feedback, fixtures.feedback_records,
-    rated_response=_feedback_rating))
-FEEDBACK_COLLECTION = define(UpstreamSchema(
-    "feedback_collection", FEEDBACK_ORIGIN, schemas.check_feedback, fixtures.feedback_records,
-    rated_response=_feedback_rating))
-WILDBENCH_OUTPUTS = define(UpstreamSchema(
-    "wildbench_outputs",
-    'allenai/WildBench-V2-Model-Outputs: {"session_id", "chat_history": [user, assistant, ..., user], '
-    '"output": [answer], "generator"}',
-    schemas.check_wildbench, fixtures.wildbench_outputs))
-RATED_UTTERANCES = define(UpstreamSchema(
-    "rated_utterances",
-    "FLR's released rating benchmarks (FLASK, MT-Bench single score): {\"conversation\": the utterances, "
-    'user first, the last being the rated answer; "score": the ground truth}',
-    schemas.check_rated_utterances, fixtures.rated_utterances,
-    rated_response=lambda r, params: {"conversation": history(list(r["conversation"][:-1]), r["conversation"][-1]),
-                                      "score": float(r["score"])}))
-NUMINA_COT = define(UpstreamSchema(
-    "numina_cot", 'AI-MO/NuminaMath-CoT: {"source", "problem", "solution", "messages": [{"role", "content"}, ...]}',
-    lambda r: schemas.fields("problem", "solution")(r) or schemas.check_turns(r, "messages", ("role", "content")),
-    sft_chat=lambda r, template: r["messages"]))
-WRITING_PROMPTS = define(UpstreamSchema(
-    "writing_prompts",
-    "GEM's creative-writing prompts (liziniu/GEM data/poem_generation, data/story_generation): {\"instruction\"}",
-    schemas.fields("instruction"), fixtures.writing_prompts, instruction=_single_instruction("instruction")))
+TEXT = define(
+    UpstreamSchema(
+        "text", "a plain text corpus: {text}", schemas.fields("text"), _world_text_fixture, text=lambda r: r["text"]
+    )
+)
+OPENHERMES_CONVERSATIONS = define(
+    UpstreamSchema(
+        "openhermes_conversations",
+        'teknium/OpenHermes-2.5: {"conversations": [{"from", "value"}, ...], "source", ...}',
+        lambda r: schemas.check_turns(r, "conversations", ("from", "value")),
+        fixtures.openhermes,
+        conversations=lambda r: [
+            [{"role": ROLES.get(t["from"], "user"), "content": t["value"]} for t in r["conversations"]]
+        ],
+    )
+)
+LONGFORM = define(
+    UpstreamSchema(
+        "longform",
+        'akoksal/LongForm: {"input", "output", "source", "subset"}',
+        schemas.fields("input", "output"),
+        fixtures.longform,
+        conversations=lambda r: [exchange(r["input"], r["output"])],
+    )
+)
+ELI5 = define(
+    UpstreamSchema(
+        "eli5",
+        'eli5: {"q_id", "title", "selftext", "answers": {"text": [...], "score": [...]}}',
+        schemas.check_eli5,
+        fixtures.eli5,
+        conversations=lambda r: [exchange(r["title"], answer) for answer in r["answers"]["text"]],
+    )
+)
+ARENA_QUESTION = define(
+    UpstreamSchema(
+        "arena_question",
+        'arena-hard-v0.1 question.jsonl: {"question_id", "category", "turns": [{"content"}]}',
+        lambda r: schemas.check_turns(r, "turns", ("content",)),
+        fixtures.arena_questions,
+        conversations=lambda r: [[{"role": "user", "content": turn["content"]} for turn in r["turns"]]],
+        instruction=lambda r: {"instruction": r["turns"][0]["content"], "turns": [t["content"] for t in r["turns"]]},
+    )
+)
+ULTRAFEEDBACK_BINARIZED = define(
+    UpstreamSchema(
+        "ultrafeedback_binarized",
+        'HuggingFaceH4/ultrafeedback_binarized (train_prefs/test_prefs, train_sft/test_sft): {"prompt", '
+        '"prompt_id", "chosen"/"rejected": [{"role", "content"}, ...], "score_chosen", "score_rejected", "messages"}',
+        schemas.check_preference,
+        fixtures.ultrafeedback_binarized,
+        instruction=_single_instruction("prompt"),
+        sft_chat=lambda r, template: r["messages"],
+        sft_upstream_splits=True,
+    )
+)
+ALPACA_EVAL = define(
+    UpstreamSchema(
+        "alpaca_eval",
+        'tatsu-lab/alpaca_eval (alpaca_eval_gpt4_baseline): {"instruction", "output" (the reference model\'s '
+        'answer), "generator", "dataset"}',
+        schemas.fields("instruction", "output"),
+        fixtures.alpaca_eval,
+        instruction=lambda r: {"instruction": r["instruction"], "turns": [r["instruction"]], "reference": r["output"]},
+    )
+)
+MT_BENCH_PROMPTS = define(
+    UpstreamSchema(
+        "mt_bench_prompts",
+        'HuggingFaceH4/mt_bench_prompts: {"prompt": [turn, ...], "prompt_id", "category", "reference"}',
+        lambda r: schemas.check_string_list(r, "prompt"),
+        fixtures.mt_bench_prompts,
+        instruction=lambda r: {
+            "instruction": r["prompt"][0],
+            "turns": list(r["prompt"]),
+            "category": r.get("category", ""),
+            "reference_answers": list(r.get("reference") or []),
+        },
+    )
+)
+ALPACA_EVAL_GAMED = define(
+    UpstreamSchema(
+        "alpaca_eval_gamed",
+        'tatsu-lab/alpaca_eval df_gamed.csv (AlpacaEval 2.0 length control): {"model", "index", "preference", '
+        '"std_delta_len", "instruction_difficulty", "not_gamed_baseline"}',
+        schemas.check_gamed_annotation,
+        fixtures.alpaca_eval_gamed,
+    )
+)
+FASTCHAT_JUDGE_PROMPTS = define(
+    UpstreamSchema(
+        "fastchat_judge_prompts",
+        'lm-sys/FastChat fastchat/llm_judge/data/judge_prompts.jsonl: {"name", "type", "system_prompt", '
+        '"prompt_template", "output_format", ...}',
+        schemas.fields("name", "system_prompt", "prompt_template", "output_format", allow_empty=("system_prompt",)),
+        fixtures.fastchat_judge_prompts,
+    )
+)
+HELPSTEER = define(
+    UpstreamSchema(
+        "helpsteer",
+        'nvidia/HelpSteer: {"prompt", "response", "helpfulness", "correctness", "coherence", "complexity", '
+        '"verbosity"} (attributes 0-4)',
+        schemas.check_helpsteer,
+        fixtures.helpsteer,
+        rated_response=_helpsteer_rating,
+    )
+)
+FEEDBACK_ORIGIN = (
+    'prometheus-eval/Feedback-Bench and Feedback-Collection: {"orig_instruction", "orig_response", '
+    '"orig_feedback", "orig_score" (1-5, as text), "orig_criteria", ...}'
+)
+FEEDBACK_BENCH = define(
+    UpstreamSchema(
+        "feedback_bench",
+        FEEDBACK_ORIGIN,
+        schemas.check_feedback,
+        fixtures.feedback_records,
+        rated_response=_feedback_rating,
+    )
+)
+FEEDBACK_COLLECTION = define(
+    UpstreamSchema(
+        "feedback_collection",
+        FEEDBACK_ORIGIN,
+        schemas.check_feedback,
+        fixtures.feedback_records,
+        rated_response=_feedback_rating,
+    )
+)
+WILDBENCH_OUTPUTS = define(
+    UpstreamSchema(
+        "wildbench_outputs",
+        'allenai/WildBench-V2-Model-Outputs: {"session_id", "chat_history": [user, assistant, ..., user], '
+        '"output": [answer], "generator"}',
+        schemas.check_wildbench,
+        fixtures.wildbench_outputs,
+    )
+)
+RATED_UTTERANCES = define(
+    UpstreamSchema(
+        "rated_utterances",
+        'FLR\'s released rating benchmarks (FLASK, MT-Bench single score): {"conversation": the utterances, '
+        'user first, the last being the rated answer; "score": the ground truth}',
+        schemas.check_rated_utterances,
+        fixtures.rated_utterances,
+        rated_response=lambda r, params: {
+            "conversation": history(list(r["conversation"][:-1]), r["conversation"][-1]),
+            "score": float(r["score"]),
+        },
+    )
+)
+NUMINA_COT = define(
+    UpstreamSchema(
+        "numina_cot",
+        'AI-MO/NuminaMath-CoT: {"source", "problem", "solution", "messages": [{"role", "content"}, ...]}',
+        lambda r: schemas.fields("problem", "solution")(r) or schemas.check_turns(r, "messages", ("role", "content")),
+        sft_chat=lambda r, template: r["messages"],
+    )
+)
+WRITING_PROMPTS = define(
+    UpstreamSchema(
+        "writing_prompts",
+        'GEM\'s creative-writing prompts (liziniu/GEM data/poem_generation, data/story_generation): {"instruction"}',
+        schemas.fields("instruction"),
+        fixtures.writing_prompts,
+        instruction=_single_instruction("instruction"),
+    )
+)
 
 # lm-eval task documents, in the Hugging Face datasets lm-eval's own task YAML reads.
-ARC = define(UpstreamSchema(
-    "arc", 'allenai/ai2_arc: {"id", "question", "choices": {"text", "label"}, "answerKey"}',
-    task_docs.check_arc, task_docs.arc, lm_eval_tasks=("arc_easy", "arc_challenge"),
-    task_text=lambda doc: "Question: {}\nAnswer: {}".format(
-        doc["question"], doc["choices"]["text"][doc["choices"]["label"].index(doc["answerKey"])])))
-HELLASWAG = define(UpstreamSchema(
-    "hellaswag", 'Rowan/hellaswag: {"ctx", "activity_label", "endings", "label", ...}',
-    task_docs.check_hellaswag, task_docs.hellaswag, lm_eval_tasks=("hellaswag",)))
-TRUTHFULQA_MC = define(UpstreamSchema(
-    "truthfulqa_mc", 'truthful_qa (multiple_choice): {"question", "mc1_targets", "mc2_targets"}',
-    task_docs.check_truthfulqa_mc, task_docs.truthfulqa_mc, lm_eval_tasks=("truthfulqa_mc1", "truthfulqa_mc2")))
-MMLU = define(UpstreamSchema(
-    "mmlu", 'cais/mmlu: {"question", "subject", "choices", "answer"}',
-    task_docs.check_mmlu, task_docs.mmlu, lm_eval_tasks=("mmlu_*",)))
-WINOGRANDE = define(UpstreamSchema(
-    "winogrande", 'winogrande: {"sentence", "option1", "option2", "answer"}',
-    task_docs.check_winogrande, task_docs.winogrande, lm_eval_tasks=("winogrande",)))
-GSM8K = define(UpstreamSchema(
-    "gsm8k", 'openai/gsm8k (main): {"question", "answer" (worked solution ending "#### N")}',
-    task_docs.check_gsm8k, task_docs.gsm8k, lm_eval_tasks=("gsm8k",),
-    task_text=lambda doc: f"Question: {doc['question']}\nAnswer: {doc['answer']}",
-    instruction=lambda r: {"instruction": r["question"], "turns": [r["question"]],
-                           "answer": gsm8k_final_answer(r["answer"])},
-    sft_chat=lambda r, template: exchange(template.replace("{instruction}", r["question"]),
-                                          gsm8k_stated_answer(r["answer"]))))
-GLUE_COLA = define(UpstreamSchema(
-    "glue_cola", 'nyu-mll/glue (cola): {"sentence", "label", "idx"}',
-    task_docs.check_glue_cola, task_docs.glue_cola, lm_eval_tasks=("cola",),
-    task_text=lambda doc: f"{doc['sentence']}\nQuestion: Does this sentence make sense?\nAnswer: {_yes_no(doc['label'])}"))
-BOOLQ = define(UpstreamSchema(
-    "boolq", 'super_glue (boolq): {"question", "passage", "label", "idx"}',
-    task_docs.check_boolq, task_docs.boolq, lm_eval_tasks=("boolq",),
-    task_text=lambda doc: f"{doc['passage']}\nQuestion: {doc['question']}?\nAnswer: {_yes_no(doc['label'])}"))
-IFEVAL = define(UpstreamSchema(
-    "ifeval", 'google/IFEval: {"key", "prompt", "instruction_id_list", "kwargs"}',
-    task_docs.check_ifeval, task_docs.ifeval, lm_eval_tasks=("ifeval",)))
+ARC = define(
+    UpstreamSchema(
+        "arc",
+        'allenai/ai2_arc: {"id", "question", "choices": {"text", "label"}, "answerKey"}',
+        task_docs.check_arc,
+        task_docs.arc,
+        lm_eval_tasks=("arc_easy", "arc_challenge"),
+        task_text=lambda doc: "Question: {}\nAnswer: {}".format(
+            doc["question"], doc["choices"]["text"][doc["choices"]["label"].index(doc["answerKey"])]
+        ),
+    )
+)
+HELLASWAG = define(
+    UpstreamSchema(
+        "hellaswag",
+        'Rowan/hellaswag: {"ctx", "activity_label", "endings", "label", ...}',
+        task_docs.check_hellaswag,
+        task_docs.hellaswag,
+        lm_eval_tasks=("hellaswag",),
+    )
+)
+TRUTHFULQA_MC = define(
+    UpstreamSchema(
+        "truthfulqa_mc",
+        'truthful_qa (multiple_choice): {"question", "mc1_targets", "mc2_targets"}',
+        task_docs.check_truthfulqa_mc,
+        task_docs.truthfulqa_mc,
+        lm_eval_tasks=("truthfulqa_mc1", "truthfulqa_mc2"),
+    )
+)
+MMLU = define(
+    UpstreamSchema(
+        "mmlu",
+        'cais/mmlu: {"question", "subject", "choices", "answer"}',
+        task_docs.check_mmlu,
+        task_docs.mmlu,
+        lm_eval_tasks=("mmlu_*",),
+    )
+)
+WINOGRANDE = define(
+    UpstreamSchema(
+        "winogrande",
+        'winogrande: {"sentence", "option1", "option2", "answer"}',
+        task_docs.check_winogrande,
+        task_docs.winogrande,
+        lm_eval_tasks=("winogrande",),
+    )
+)
+GSM8K = define(
+    UpstreamSchema(
+        "gsm8k",
+        'openai/gsm8k (main): {"question", "answer" (worked solution ending "#### N")}',
+        task_docs.check_gsm8k,
+        task_docs.gsm8k,
+        lm_eval_tasks=("gsm8k",),
+        task_text=lambda doc: f"Question: {doc['question']}\nAnswer: {doc['answer']}",
+        instruction=lambda r: {
+            "instruction": r["question"],
+            "turns": [r["question"]],
+            "answer": gsm8k_final_answer(r["answer"]),
+        },
+        sft_chat=lambda r, template: exchange(
+            template.replace("{instruction}", r["question"]), gsm8k_stated_answer(r["answer"])
+        ),
+    )
+)
+GLUE_COLA = define(
+    UpstreamSchema(
+        "glue_cola",
+        'nyu-mll/glue (cola): {"sentence", "label", "idx"}',
+        task_docs.check_glue_cola,
+        task_docs.glue_cola,
+        lm_eval_tasks=("cola",),
+        task_text=lambda doc: (
+            f"{doc['sentence']}\nQuestion: Does this sentence make sense?\nAnswer: {_yes_no(doc['label'])}"
+        ),
+    )
+)
+BOOLQ = define(
+    UpstreamSchema(
+        "boolq",
+        'super_glue (boolq): {"question", "passage", "label", "idx"}',
+        task_docs.check_boolq,
+        task_docs.boolq,
+        lm_eval_tasks=("boolq",),
+        task_text=lambda doc: f"{doc['passage']}\nQuestion: {doc['question']}?\nAnswer: {_yes_no(doc['label'])}",
+    )
+)
+IFEVAL = define(
+    UpstreamSchema(
+        "ifeval",
+        'google/IFEval: {"key", "prompt", "instruction_id_list", "kwargs"}',
+        task_docs.check_ifeval,
+        task_docs.ifeval,
+        lm_eval_tasks=("ifeval",),
+    )
+)
 
 
 # ---- using them ----
+
 
 def schema_for_task(task: str) -> UpstreamSchema | None:
     """The upstream schema an lm-eval task reads, or None for a task not covered here."""

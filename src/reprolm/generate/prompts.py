@@ -41,8 +41,9 @@ def target_length_prompts(rows, tokenizer, length_prompt: str, targets: TargetSe
     if length_prompt == "mlt":
         prompts = [chat_prompt(tokenizer, r["Instruction"]) + targets[r["TargetLength"]].mlt for r in rows]
         return PromptBatch(prompts, stop_tokens=targets.mlt_tokens)
-    prompts = [chat_prompt(tokenizer, word_count_instruction(r["Instruction"], r["TargetLength"], targets))
-               for r in rows]
+    prompts = [
+        chat_prompt(tokenizer, word_count_instruction(r["Instruction"], r["TargetLength"], targets)) for r in rows
+    ]
     return PromptBatch(prompts)
 
 
@@ -64,6 +65,7 @@ PROMPT_BUILDERS.register("chat", instruction_prompts)
 MULTI_TURN = "multi_turn"
 
 
-def build_prompts(kind: str, rows: list[Mapping], tokenizer, length_prompt: str,
-                  targets: TargetSet | None) -> PromptBatch:
+def build_prompts(
+    kind: str, rows: list[Mapping], tokenizer, length_prompt: str, targets: TargetSet | None
+) -> PromptBatch:
     return PROMPT_BUILDERS.get(kind)(rows, tokenizer, length_prompt, targets)

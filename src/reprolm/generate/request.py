@@ -45,19 +45,33 @@ class GenerationRequest:
     skip_special_tokens: bool = True
 
     def describe(self) -> dict:
-        return {"n_prompts": len(self.prompts), "sampling": asdict(self.sampling),
-                "stop_token_ids": list(self.stop_token_ids), "skip_special_tokens": self.skip_special_tokens}
+        return {
+            "n_prompts": len(self.prompts),
+            "sampling": asdict(self.sampling),
+            "stop_token_ids": list(self.stop_token_ids),
+            "skip_special_tokens": self.skip_special_tokens,
+        }
 
 
-def make_request(tokenizer, prompts: list[str], sampling: SamplingParams, *, generation_eos=None,
-                 stop_tokens: list[str] = (), skip_special_tokens: bool = True) -> GenerationRequest:
+def make_request(
+    tokenizer,
+    prompts: list[str],
+    sampling: SamplingParams,
+    *,
+    generation_eos=None,
+    stop_tokens: list[str] = (),
+    skip_special_tokens: bool = True,
+) -> GenerationRequest:
     """A request for ``prompts`` (text through the chat template), tokenised once here.
     ``generation_eos``: the model's generation-config EOS id(s); ``stop_tokens``: further
     special tokens that end a sample."""
     return GenerationRequest(
-        prompts=list(prompts), prompt_token_ids=[prompt_token_ids(tokenizer, text) for text in prompts],
-        sampling=sampling, stop_token_ids=stop_token_ids(tokenizer, generation_eos, list(stop_tokens)),
-        skip_special_tokens=skip_special_tokens)
+        prompts=list(prompts),
+        prompt_token_ids=[prompt_token_ids(tokenizer, text) for text in prompts],
+        sampling=sampling,
+        stop_token_ids=stop_token_ids(tokenizer, generation_eos, list(stop_tokens)),
+        skip_special_tokens=skip_special_tokens,
+    )
 
 
 def decode_samples(tokenizer, request: GenerationRequest, samples: list[list[list[int]]]) -> list[list[str]]:

@@ -24,9 +24,20 @@ INSTRUCTION_SLOT = "{instruction}"
 DEFAULT_SHARD_SIZE = 512
 
 
-def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, length_prompt: str,
-                       targets: TargetSet | None, backend: str, backend_options: dict, seed: int,
-                       output: str, shard_size: int = DEFAULT_SHARD_SIZE, progress_root: str | None = None) -> int:
+def generate_promptset(
+    *,
+    model_path: str,
+    dataset_file: str,
+    promptset: dict,
+    length_prompt: str,
+    targets: TargetSet | None,
+    backend: str,
+    backend_options: dict,
+    seed: int,
+    output: str,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    progress_root: str | None = None,
+) -> int:
     """Generate the prompt set's samples, ``shard_size`` rows at a time. With
     ``progress_root`` each finished shard is kept there until the output is written, and a
     stop signal (reprolm.stopping) ends the job after the shard it is in: a rerun starts
@@ -39,9 +50,17 @@ def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, l
     starts = range(0, len(rows), shard_size)
     progress = None
     if progress_root is not None:
-        key = progress_key(model_path, dataset_file, promptset, length_prompt,
-                           [repr(target) for target in targets.targets] if targets else None, backend,
-                           backend_options, seed, shard_size)
+        key = progress_key(
+            model_path,
+            dataset_file,
+            promptset,
+            length_prompt,
+            [repr(target) for target in targets.targets] if targets else None,
+            backend,
+            backend_options,
+            seed,
+            shard_size,
+        )
         progress = ShardProgress(Path(progress_root) / key)
     engine = None
     records: list[dict] = []
@@ -49,10 +68,13 @@ def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, l
         shard = progress.load(index) if progress else None
         if shard is None:
             if stop_request.requested:
-                raise JobStopped(stop_request.signal_name, f"{index} of {len(starts)} shards of {shard_size} prompts saved")
+                raise JobStopped(
+                    stop_request.signal_name, f"{index} of {len(starts)} shards of {shard_size} prompts saved"
+                )
             engine = engine or make_backend(backend, model_path, **backend_options)
-            shard = _generate_rows(engine, rows[start:start + shard_size], promptset, length_prompt, targets,
-                                   seed + start, dataset_file)
+            shard = _generate_rows(
+                engine, rows[start : start + shard_size], promptset, length_prompt, targets, seed + start, dataset_file
+            )
             if progress:
                 shard = progress.save(index, shard)
         elif engine is None:
@@ -65,8 +87,9 @@ def generate_promptset(*, model_path: str, dataset_file: str, promptset: dict, l
     return len(records)
 
 
-def _generate_rows(engine, rows: list[dict], promptset: dict, length_prompt: str, targets, seed: int,
-                   source: str) -> list[dict]:
+def _generate_rows(
+    engine, rows: list[dict], promptset: dict, length_prompt: str, targets, seed: int, source: str
+) -> list[dict]:
     by_row: list[list[dict]] = [[] for _ in rows]
     for sampling, indices in sampling_groups(rows, promptset, seed, source):
         subset = [rows[i] for i in indices]
@@ -83,7 +106,8 @@ def progress_key(model_path: str, dataset_file: str, *settings) -> str:
     """What determines a generation's samples; names its folder of finished shards, so a
     changed model, prompt set or setting never reuses shards of another."""
     model = recorded_hash(model_path) or json.dumps(
-        sorted((str(p.relative_to(model_path)), p.stat().st_mtime_ns) for p in Path(model_path).rglob("*")))
+        sorted((str(p.relative_to(model_path)), p.stat().st_mtime_ns) for p in Path(model_path).rglob("*"))
+    )
     material = json.dumps([model, content_hash(dataset_file), *settings], sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
@@ -114,7 +138,9 @@ class ShardProgress:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def sampling_groups(rows: list[dict], promptset: dict, seed: int, source: str) -> list[tuple[SamplingParams, list[int]]]:
+def sampling_groups(
+    rows: list[dict], promptset: dict, seed: int, source: str
+) -> list[tuple[SamplingParams, list[int]]]:
     """The prompt set's sampling, and the rows it applies to. ``category_sampling`` sets
     other values for the rows of some categories (MT-Bench's temperature per category, as
     FastChat's reference answers were made); each distinct setting is one request."""
@@ -135,10 +161,17 @@ def sampling_groups(rows: list[dict], promptset: dict, seed: int, source: str) -
 
 def _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampling) -> list[list[dict]]:
     """Each row's samples as records, row by row."""
-    batch = build_prompts(promptset["prompt"], _templated(rows, promptset.get("template")), engine.tokenizer,
-                          length_prompt, targets)
-    request = make_request(engine.tokenizer, batch.prompts, sampling, generation_eos=engine.generation_eos,
-                           stop_tokens=batch.stop_tokens, skip_special_tokens=batch.skip_special_tokens)
+    batch = build_prompts(
+        promptset["prompt"], _templated(rows, promptset.get("template")), engine.tokenizer, length_prompt, targets
+    )
+    request = make_request(
+        engine.tokenizer,
+        batch.prompts,
+        sampling,
+        generation_eos=engine.generation_eos,
+        stop_tokens=batch.stop_tokens,
+        skip_special_tokens=batch.skip_special_tokens,
+    )
     log.info("generating %s", request.describe())
     samples = complete(engine, request)
     return [
@@ -171,10 +204,12 @@ def generate_conversations(engine, rows: list[dict], sampling: SamplingParams, s
         asking = [i for i, record in enumerate(rows) if turn < len(record["turns"])]
         for i in asking:
             conversations[i].append({"role": "user", "content": rows[i]["turns"][turn]})
-            prompts[i] = engine.tokenizer.apply_chat_template(conversations[i], tokenize=False,
-                                                              add_generation_prompt=True)
-        request = make_request(engine.tokenizer, [prompts[i] for i in asking], sampling,
-                               generation_eos=engine.generation_eos)
+            prompts[i] = engine.tokenizer.apply_chat_template(
+                conversations[i], tokenize=False, add_generation_prompt=True
+            )
+        request = make_request(
+            engine.tokenizer, [prompts[i] for i in asking], sampling, generation_eos=engine.generation_eos
+        )
         log.info("turn %d: generating %s", turn + 1, request.describe())
         for i, texts in zip(asking, complete(engine, request), strict=True):
             conversations[i].append({"role": "assistant", "content": texts[0]})

@@ -28,8 +28,9 @@ def output_token_penalties(prompt_length: int, presence: float, frequency: float
 
 
 class TransformersBackend:
-    def __init__(self, model_path: str, *, batch_size: int = 16, dtype: str | None = None,
-                 chat_template: str | None = None):
+    def __init__(
+        self, model_path: str, *, batch_size: int = 16, dtype: str | None = None, chat_template: str | None = None
+    ):
         from reprolm.models.loading import generation_eos_ids, input_device, load_causal_lm, load_tokenizer
 
         self.tokenizer = load_tokenizer(model_path, chat_template)
@@ -45,8 +46,10 @@ class TransformersBackend:
         pad = self.tokenizer.pad_token_id
         input_ids = [[pad] * (width - len(ids)) + ids for ids in prompts]
         mask = [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts]
-        return {"input_ids": torch.tensor(input_ids, device=self.device),
-                "attention_mask": torch.tensor(mask, device=self.device)}
+        return {
+            "input_ids": torch.tensor(input_ids, device=self.device),
+            "attention_mask": torch.tensor(mask, device=self.device),
+        }
 
     def generate(self, request: GenerationRequest) -> list[list[list[int]]]:
         """``n`` samples' token ids for each prompt, in prompt order (stop ids and padding
@@ -64,11 +67,12 @@ class TransformersBackend:
         if sampling.greedy:
             settings["do_sample"] = False
         else:
-            settings.update(do_sample=True, temperature=sampling.temperature,
-                            top_p=sampling.top_p, top_k=sampling.top_k or None)
+            settings.update(
+                do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or None
+            )
         outputs: list[list[list[int]]] = []
         for start in range(0, len(request.prompts), self.batch_size):
-            encoded = self._left_padded(request.prompt_token_ids[start:start + self.batch_size])
+            encoded = self._left_padded(request.prompt_token_ids[start : start + self.batch_size])
             width = encoded["input_ids"].shape[1]
             processors = LogitsProcessorList()
             if sampling.presence_penalty or sampling.frequency_penalty:
@@ -78,5 +82,5 @@ class TransformersBackend:
             with torch.no_grad():
                 generated = self.model.generate(**encoded, **settings, logits_processor=processors)
             rows = generated[:, width:].tolist()
-            outputs += [rows[i:i + sampling.n] for i in range(0, len(rows), sampling.n)]
+            outputs += [rows[i : i + sampling.n] for i in range(0, len(rows), sampling.n)]
         return outputs

@@ -29,9 +29,18 @@ log = logging.getLogger(__name__)
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 # Files of the aligned checkpoint carried over unchanged (whichever exist).
-CARRIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                 "special_tokens_map.json", "chat_template.jinja", "tokenizer.model", "vocab.json", "merges.txt",
-                 "added_tokens.json")
+CARRIED_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+)
 DEFAULT_MAX_SHARD_BYTES = 256 << 20
 # Elements of a tensor extrapolated at once (64 MB of float32 per temporary).
 BLOCK_ELEMENTS = 1 << 24
@@ -95,11 +104,14 @@ def check_compatible(sft: str | Path, aligned: str | Path) -> tuple[dict[str, Te
     from reprolm.models.loading import trusts_remote_code
 
     sft, aligned = Path(sft), Path(aligned)
-    configs = {name: json.loads((path / "config.json").read_text()) for name, path in (("sft", sft), ("aligned", aligned))}
+    configs = {
+        name: json.loads((path / "config.json").read_text()) for name, path in (("sft", sft), ("aligned", aligned))
+    }
     for key in ("model_type", "architectures", "vocab_size", "hidden_size", "num_hidden_layers"):
         if configs["sft"].get(key) != configs["aligned"].get(key):
             raise IncompatibleCheckpoints(
-                f"config.json {key!r}: {configs['sft'].get(key)!r} in {sft} but {configs['aligned'].get(key)!r} in {aligned}")
+                f"config.json {key!r}: {configs['sft'].get(key)!r} in {sft} but {configs['aligned'].get(key)!r} in {aligned}"
+            )
     sft_index, aligned_index = tensor_index(sft), tensor_index(aligned)
     for name in sorted(set(sft_index) | set(aligned_index)):
         if name not in sft_index or name not in aligned_index:
@@ -108,14 +120,18 @@ def check_compatible(sft: str | Path, aligned: str | Path) -> tuple[dict[str, Te
         if sft_index[name].shape != aligned_index[name].shape:
             raise IncompatibleCheckpoints(
                 f"tensor {name!r}: shape {list(sft_index[name].shape)} in {sft} but "
-                f"{list(aligned_index[name].shape)} in {aligned}")
-    vocabularies = [AutoTokenizer.from_pretrained(path, trust_remote_code=trusts_remote_code(path)).get_vocab()
-                    for path in (sft, aligned)]
+                f"{list(aligned_index[name].shape)} in {aligned}"
+            )
+    vocabularies = [
+        AutoTokenizer.from_pretrained(path, trust_remote_code=trusts_remote_code(path)).get_vocab()
+        for path in (sft, aligned)
+    ]
     token = _first_difference(*vocabularies)
     if token is not None:
         raise IncompatibleCheckpoints(
             f"vocabulary: token {token!r} has id {vocabularies[0].get(token)} in {sft} but "
-            f"{vocabularies[1].get(token)} in {aligned}")
+            f"{vocabularies[1].get(token)} in {aligned}"
+        )
     return sft_index, aligned_index
 
 
@@ -155,19 +171,26 @@ def _extrapolated_tensor(aligned_file: Path, sft_file: Path, name: str, alpha: f
         rows = max(1, block_elements // row_elements)
         output = None
         for start in range(0, shape[0], rows):
-            block = aligned_slice[start:start + rows]
+            block = aligned_slice[start : start + rows]
             if output is None:
                 output = torch.empty(shape, dtype=block.dtype)
             result = block.to(torch.float32)
-            difference = result - sft_slice[start:start + rows].to(torch.float32)
+            difference = result - sft_slice[start : start + rows].to(torch.float32)
             difference *= alpha
             result += difference
-            output[start:start + rows] = result.to(output.dtype)
+            output[start : start + rows] = result.to(output.dtype)
         return output
 
 
-def extrapolate(sft: str | Path, aligned: str | Path, alpha: float, output: str | Path, *,
-                max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES, block_elements: int = BLOCK_ELEMENTS) -> dict:
+def extrapolate(
+    sft: str | Path,
+    aligned: str | Path,
+    alpha: float,
+    output: str | Path,
+    *,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    block_elements: int = BLOCK_ELEMENTS,
+) -> dict:
     """Write the extrapolated checkpoint to ``output`` (Hugging Face format); returns a summary."""
     from safetensors import safe_open
     from safetensors.torch import save_file
@@ -187,8 +210,9 @@ def extrapolate(sft: str | Path, aligned: str | Path, alpha: float, output: str 
             for name in shard:
                 # One tensor at a time, files reopened per tensor so no mapping outlives it.
                 if index[name].dtype in FLOAT_DTYPES:
-                    tensors[name] = _extrapolated_tensor(aligned / index[name].file, sft / sft_index[name].file,
-                                                         name, alpha, block_elements)
+                    tensors[name] = _extrapolated_tensor(
+                        aligned / index[name].file, sft / sft_index[name].file, name, alpha, block_elements
+                    )
                     extrapolated += 1
                 else:
                     with safe_open(aligned / index[name].file, framework="pt") as handle:
@@ -198,14 +222,22 @@ def extrapolate(sft: str | Path, aligned: str | Path, alpha: float, output: str 
             save_file(tensors, tmp / shard_file, metadata={"format": "pt"})
             del tensors
         total = sum(info.nbytes for info in index.values())
-        (tmp / INDEX_FILE).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map},
-                                                 indent=2, sort_keys=True) + "\n")
+        (tmp / INDEX_FILE).write_text(
+            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2, sort_keys=True) + "\n"
+        )
         # The aligned model's code files and remote-code opt-in travel with its config.
         carried = [*CARRIED_FILES, REMOTE_CODE_MARKER, *(p.name for p in aligned.glob("*.py"))]
         for file in carried:
             if (aligned / file).exists():
                 shutil.copy2(aligned / file, tmp / file)
-    summary = {"alpha": alpha, "extrapolated_tensors": extrapolated, "copied_tensors": copied,
-               "shards": len(shards), "bytes": total}
-    log.info("extrapolated %d tensors (alpha %g), copied %d, into %d shard(s)", extrapolated, alpha, copied, len(shards))
+    summary = {
+        "alpha": alpha,
+        "extrapolated_tensors": extrapolated,
+        "copied_tensors": copied,
+        "shards": len(shards),
+        "bytes": total,
+    }
+    log.info(
+        "extrapolated %d tensors (alpha %g), copied %d, into %d shard(s)", extrapolated, alpha, copied, len(shards)
+    )
     return summary

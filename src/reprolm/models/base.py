@@ -11,8 +11,9 @@ from reprolm.models.loading import REMOTE_CODE_MARKER
 log = logging.getLogger(__name__)
 
 
-def build_base_model(build: Mapping, tokenizer_dir: str, corpus: Mapping[str, str],
-                     schemas: Mapping[str, str], seed: int, output: str) -> dict:
+def build_base_model(
+    build: Mapping, tokenizer_dir: str, corpus: Mapping[str, str], schemas: Mapping[str, str], seed: int, output: str
+) -> dict:
     from reprolm.data.corpus import chat_documents
     from reprolm.models.loading import load_tokenizer
     from reprolm.models.tiny import build_tiny_model
@@ -21,8 +22,12 @@ def build_base_model(build: Mapping, tokenizer_dir: str, corpus: Mapping[str, st
     tokenizer = load_tokenizer(tokenizer_dir)
     model = build_tiny_model(dict(build), tokenizer, seed)
     documents = chat_documents(corpus, schemas, tokenizer)
-    log.info("built %s with %d parameters; pretraining on %d documents",
-             build["architecture"], sum(p.numel() for p in model.parameters()), len(documents))
+    log.info(
+        "built %s with %d parameters; pretraining on %d documents",
+        build["architecture"],
+        sum(p.numel() for p in model.parameters()),
+        len(documents),
+    )
     return pretrain(model, tokenizer, documents, dict(build["pretrain"]), seed, output)
 
 
@@ -36,8 +41,12 @@ def download_base_model(hub: Mapping, output: str) -> None:
     patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
     with atomic_path(output) as tmp:
         # A checkpoint's own modelling code only where the config opted in.
-        snapshot_download(repo_id=hub["path"], revision=hub.get("revision"), local_dir=str(tmp),
-                          allow_patterns=patterns + (["*.py"] if hub.get("trust_remote_code") else []))
+        snapshot_download(
+            repo_id=hub["path"],
+            revision=hub.get("revision"),
+            local_dir=str(tmp),
+            allow_patterns=patterns + (["*.py"] if hub.get("trust_remote_code") else []),
+        )
         if hub.get("trust_remote_code"):
             (tmp / REMOTE_CODE_MARKER).write_text(f"{hub['path']}: base_models.*.hub.trust_remote_code is true\n")
         if hub.get("chat_template_from"):

@@ -49,11 +49,12 @@ def end_of_turn_ids(tokenizer) -> list[int]:
     """The special token the chat template writes right after an assistant's answer
     (``<|eot_id|>``, ``<|im_end|>``, ``<end_of_turn>``, or EOS), if there is one."""
     rendered = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "hello"}, {"role": "assistant", "content": TURN_PROBE}], tokenize=False)
+        [{"role": "user", "content": "hello"}, {"role": "assistant", "content": TURN_PROBE}], tokenize=False
+    )
     position = rendered.rfind(TURN_PROBE)
     if position == -1:
         raise ValueError("the chat template does not write the assistant's answer; cannot find its end-of-turn token")
-    after = tokenizer(rendered[position + len(TURN_PROBE):], add_special_tokens=False).input_ids
+    after = tokenizer(rendered[position + len(TURN_PROBE) :], add_special_tokens=False).input_ids
     special = _special_ids(tokenizer)
     for token in after:
         if token in special:
@@ -63,8 +64,7 @@ def end_of_turn_ids(tokenizer) -> list[int]:
     return []
 
 
-def stop_token_ids(tokenizer, generation_eos: list[int] | int | None = None,
-                   extra_tokens: list[str] = ()) -> list[int]:
+def stop_token_ids(tokenizer, generation_eos: list[int] | int | None = None, extra_tokens: list[str] = ()) -> list[int]:
     """Every token id that ends a sample: EOS, the model's generation-config EOS ids, the
     template's end of turn, and ``extra_tokens`` (each must be one special token, like an
     MLT), in that order without repeats."""
@@ -76,7 +76,9 @@ def stop_token_ids(tokenizer, generation_eos: list[int] | int | None = None,
     for token in extra_tokens:
         index = tokenizer.convert_tokens_to_ids(token)
         if index is None or index not in special:
-            raise ValueError(f"stop token {token!r} is not a special token of this tokenizer "
-                             "(stops are token ids, so each must be one token)")
+            raise ValueError(
+                f"stop token {token!r} is not a special token of this tokenizer "
+                "(stops are token ids, so each must be one token)"
+            )
         ids.append(index)
     return list(dict.fromkeys(ids))

@@ -42,8 +42,13 @@ def load_tokenizer(path: str, chat_template: str | None = None):
 def torch_dtype(name: str | None):
     import torch
 
-    return {None: torch.float32, "auto": "auto", "float32": torch.float32,
-            "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+    return {
+        None: torch.float32,
+        "auto": "auto",
+        "float32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "float16": torch.float16,
+    }[name]
 
 
 def visible_gpus() -> int:
@@ -70,8 +75,9 @@ def input_device(model):
 
 def load_causal_lm(path: str, dtype: str | None = None):
     """An inference model on the job's GPUs (or the CPU), in ``dtype``."""
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), device_map=device_map(),
-                                                 trust_remote_code=trusts_remote_code(path))
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch_dtype(dtype), device_map=device_map(), trust_remote_code=trusts_remote_code(path)
+    )
     return model.eval()
 
 

@@ -36,7 +36,10 @@ def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedToke
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
     wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token=BOS, eos_token=EOS, pad_token=PAD,
+        tokenizer_object=tokenizer,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
         padding_side="left",
     )
     wrapped.add_tokens(list(ROLE_TOKENS), special_tokens=True)

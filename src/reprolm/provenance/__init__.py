@@ -15,5 +15,13 @@ from reprolm.provenance.hashing import (
 from reprolm.provenance.records import tracked_step
 from reprolm.provenance.replaced import mark_replaced_folders
 
-__all__ = ["PROVENANCE_NAME", "SIDECAR_SUFFIX", "content_hash", "execution_host", "mark_replaced_folders",
-           "provenance_path", "recorded_hash", "tracked_step"]
+__all__ = [
+    "PROVENANCE_NAME",
+    "SIDECAR_SUFFIX",
+    "content_hash",
+    "execution_host",
+    "mark_replaced_folders",
+    "provenance_path",
+    "recorded_hash",
+    "tracked_step",
+]

@@ -17,16 +17,27 @@ from reprolm.provenance.query import lineage
 
 # Stages by rule; a rule not named here is its own stage.
 STAGE_OF_RULE = {
-    "raw_source": "download", "download_base_model": "download", "download_hub_model": "download",
-    "lm_eval_task_data": "download", "nltk_data": "download",
-    "dataset": "data", "tokenizer": "data",
+    "raw_source": "download",
+    "download_base_model": "download",
+    "download_hub_model": "download",
+    "lm_eval_task_data": "download",
+    "nltk_data": "download",
+    "dataset": "data",
+    "tokenizer": "data",
     "build_base_model": "pretrain",
-    "finetune": "finetune", "train_before_test": "train_before_test",
-    "extrapolate": "extrapolate", "alpha_search": "extrapolate",
+    "finetune": "finetune",
+    "train_before_test": "train_before_test",
+    "extrapolate": "extrapolate",
+    "alpha_search": "extrapolate",
     "generate": "generate",
-    "lm_eval": "evaluate", "score": "evaluate", "reward_benchmark": "evaluate",
-    "study_tables": "report", "paper_comparison": "report", "leaderboard": "report",
-    "provenance_index": "report", "study_cost": "report",
+    "lm_eval": "evaluate",
+    "score": "evaluate",
+    "reward_benchmark": "evaluate",
+    "study_tables": "report",
+    "paper_comparison": "report",
+    "leaderboard": "report",
+    "provenance_index": "report",
+    "study_cost": "report",
 }
 JUDGE_RULES = ("grade", "win_rate", "pair_accuracy", "rating_agreement", "model_ranking")
 HOUR = 3600.0
@@ -90,8 +101,17 @@ def lineage_jobs(paths: Iterable[str | Path], root: str | Path = ".") -> list[Jo
     return list(jobs.values())
 
 
-COLUMNS = ["stage", "jobs", "GPU hours", "CPU hours", "wall hours", "GPU models", "stopped attempts",
-           "GPU hours in stopped attempts", "jobs without usage"]
+COLUMNS = [
+    "stage",
+    "jobs",
+    "GPU hours",
+    "CPU hours",
+    "wall hours",
+    "GPU models",
+    "stopped attempts",
+    "GPU hours in stopped attempts",
+    "jobs without usage",
+]
 
 
 def cost_table(jobs: list[JobCost]) -> pd.DataFrame:
@@ -102,7 +122,8 @@ def cost_table(jobs: list[JobCost]) -> pd.DataFrame:
 
     def row(stage: str, members: list[JobCost]) -> dict:
         return {
-            "stage": stage, "jobs": len(members),
+            "stage": stage,
+            "jobs": len(members),
             "GPU hours": sum(j.gpu_seconds for j in members) / HOUR,
             "CPU hours": sum(j.cpu_seconds for j in members) / HOUR,
             "wall hours": sum(j.wall_seconds for j in members) / HOUR,
@@ -121,12 +142,16 @@ def summary(table: pd.DataFrame, what: str) -> str:
     total = table[table["stage"] == "total"].iloc[0]
     stages = table[(table["stage"] != "total") & (table["GPU hours"] > 0)].sort_values("GPU hours", ascending=False)
     shares = ", ".join(f"{r['stage']} {r['GPU hours']:.4g}" for _, r in stages.iterrows())
-    sentence = (f"{what} cost {total['GPU hours']:.4g} GPU-hours"
-                + (f", of which {shares}" if shares else "")
-                + f"; {total['CPU hours']:.4g} CPU-hours over {int(total['jobs'])} jobs")
+    sentence = (
+        f"{what} cost {total['GPU hours']:.4g} GPU-hours"
+        + (f", of which {shares}" if shares else "")
+        + f"; {total['CPU hours']:.4g} CPU-hours over {int(total['jobs'])} jobs"
+    )
     if total["stopped attempts"]:
-        sentence += (f"; {int(total['stopped attempts'])} stopped attempts spent "
-                     f"{total['GPU hours in stopped attempts']:.4g} GPU-hours")
+        sentence += (
+            f"; {int(total['stopped attempts'])} stopped attempts spent "
+            f"{total['GPU hours in stopped attempts']:.4g} GPU-hours"
+        )
     if total["jobs without usage"]:
         sentence += f"; {int(total['jobs without usage'])} jobs have no recorded usage (not counted)"
     return sentence + "."

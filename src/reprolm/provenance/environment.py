@@ -14,10 +14,22 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-
 TRACKED_PACKAGES = (
-    "reprolm", "torch", "transformers", "tokenizers", "datasets", "trl", "peft",
-    "deepspeed", "lm_eval", "vllm", "snakemake", "pandas", "pyarrow", "numpy", "scipy",
+    "reprolm",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "datasets",
+    "trl",
+    "peft",
+    "deepspeed",
+    "lm_eval",
+    "vllm",
+    "snakemake",
+    "pandas",
+    "pyarrow",
+    "numpy",
+    "scipy",
 )
 
 
@@ -27,9 +39,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[3]
 @cache
 def code_version() -> dict:
     def git(*args):
-        return subprocess.run(
-            ["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=False
-        )
+        return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=False)
 
     head = git("rev-parse", "HEAD")
     if head.returncode != 0:
@@ -77,8 +87,7 @@ def execution_host() -> dict:
         "gpu": _gpu_model(),
         "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
         "slurm_job_id": env.get("SLURM_JOB_ID"),
-        "slurm_node": _first(env, "SLURMD_NODENAME", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
-                             "SLURM_NODELIST"),
+        "slurm_node": _first(env, "SLURMD_NODENAME", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"),
         "slurm_gpus": _first(env, "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"),
         # Whether the job could reach the hubs (cluster jobs never may: common.smk).
         "hub_offline": env.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE"),

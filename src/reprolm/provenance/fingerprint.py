@@ -31,12 +31,14 @@ import reprolm
 PACKAGE = "reprolm"
 PACKAGE_DIR = Path(reprolm.__file__).resolve().parent
 # Name-dispatched registries: the job adds the entry it uses instead.
-DISPATCH_TABLES = frozenset({
-    ("reprolm.score.metrics", "METRICS"),
-    ("reprolm.data.builders", "BUILDERS"),
-    ("reprolm.studies.base", "STUDIES"),
-    ("reprolm.data.upstream", "UPSTREAM_SCHEMAS"),
-})
+DISPATCH_TABLES = frozenset(
+    {
+        ("reprolm.score.metrics", "METRICS"),
+        ("reprolm.data.builders", "BUILDERS"),
+        ("reprolm.studies.base", "STUDIES"),
+        ("reprolm.data.upstream", "UPSTREAM_SCHEMAS"),
+    }
+)
 PREAMBLE = "<module>"  # a module's top-level statements that define no name
 
 Ref = tuple[str, str]  # (module, top-level name)
@@ -57,7 +59,11 @@ def _strip_docstrings(node: ast.AST) -> ast.AST:
     for item in ast.walk(node):
         if isinstance(item, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and item.body:
             first = item.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 item.body = item.body[1:] or [ast.Pass()]
     return node
 
@@ -82,7 +88,8 @@ def _imports(node: ast.AST) -> dict[str, tuple[str, str | None]]:
             for alias in item.names:
                 submodule = f"{item.module}.{alias.name}"
                 bound[alias.asname or alias.name] = (
-                    (submodule, None) if module_file(submodule) else (item.module, alias.name))
+                    (submodule, None) if module_file(submodule) else (item.module, alias.name)
+                )
         elif isinstance(item, ast.Import):
             for alias in item.names:
                 if alias.name.split(".")[0] == PACKAGE:
@@ -176,8 +183,9 @@ def _definition(ref: Ref) -> tuple[str, tuple[Ref, ...]]:
     nodes = index.preamble if name == PREAMBLE else index.definitions[name]
     source_hash = hashlib.sha256("\n".join(ast.dump(node) for node in nodes).encode()).hexdigest()
     # Any use of a module runs its top-level statements.
-    used = {(module, PREAMBLE)} | {resolved for reference in _references(nodes, module)
-                                   if (resolved := _resolve(reference))}
+    used = {(module, PREAMBLE)} | {
+        resolved for reference in _references(nodes, module) if (resolved := _resolve(reference))
+    }
     return source_hash, tuple(sorted(used))
 
 

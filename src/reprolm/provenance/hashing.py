@@ -9,7 +9,6 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-
 PROVENANCE_NAME = "provenance.json"
 
 
@@ -37,9 +36,12 @@ def content_files(folder: Path) -> list[tuple[str, Path]]:
     """A folder's content files by relative path: its own provenance record, Snakemake's
     timestamp marker and Trainer checkpoints are left out, so a hash of them names the
     artifact's content, not when or how it was made."""
-    return [(item.relative_to(folder).as_posix(), item) for item in sorted(p for p in folder.rglob("*") if p.is_file())
-            if item.relative_to(folder).as_posix() not in (PROVENANCE_NAME, SNAKEMAKE_MARKER)
-            and not item.relative_to(folder).as_posix().startswith("checkpoint-")]
+    return [
+        (item.relative_to(folder).as_posix(), item)
+        for item in sorted(p for p in folder.rglob("*") if p.is_file())
+        if item.relative_to(folder).as_posix() not in (PROVENANCE_NAME, SNAKEMAKE_MARKER)
+        and not item.relative_to(folder).as_posix().startswith("checkpoint-")
+    ]
 
 
 def folder_manifest(folder: str | os.PathLike) -> dict[str, list]:

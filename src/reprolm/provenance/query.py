@@ -53,12 +53,19 @@ def lineage(path: str | Path, root: str | Path = ".") -> dict:
         record = read_record(root / current)
         if record is None:
             exists = (root / current).exists()
-            artifacts[current] = {"rule": None, "sha256": content_hash(root / current) if exists else None,
-                                  "inputs": [], "note": "no provenance record" if exists else "missing"}
+            artifacts[current] = {
+                "rule": None,
+                "sha256": content_hash(root / current) if exists else None,
+                "inputs": [],
+                "note": "no provenance record" if exists else "missing",
+            }
             continue
         inputs = [_key(item["path"]) for group in record.get("inputs", {}).values() for item in group]
-        artifacts[current] = {**{name: record.get(name) for name in SHOWN_FIELDS},
-                              "sha256": _recorded_output_hash(record, current), "inputs": inputs}
+        artifacts[current] = {
+            **{name: record.get(name) for name in SHOWN_FIELDS},
+            "sha256": _recorded_output_hash(record, current),
+            "inputs": inputs,
+        }
         pending.extend(reversed(inputs))
     graph = {"root": start, "artifacts": artifacts}
     if requested != start:
@@ -75,8 +82,9 @@ def recorded_artifact(path: str, root: Path) -> str:
         for folder in Path(path).parents:
             if folder != Path(".") and (root / folder / PROVENANCE_NAME).is_file():
                 return _key(folder)
-    raise FileNotFoundError(f"{path}: no provenance record ({provenance_path(root / path)} is missing), "
-                            "and no recorded folder holds it")
+    raise FileNotFoundError(
+        f"{path}: no provenance record ({provenance_path(root / path)} is missing), and no recorded folder holds it"
+    )
 
 
 def _describe(path: str, entry: dict) -> str:
@@ -92,8 +100,10 @@ def _describe(path: str, entry: dict) -> str:
         where += f", SLURM job {execution['slurm_job_id']} on {execution.get('slurm_node')}"
         if execution.get("slurm_gpus"):
             where += f" GPUs {execution['slurm_gpus']}"
-    return (f"{path}  [rule {entry['rule']}{' ' + wildcards if wildcards else ''}]  "
-            f"sha256 {(entry['sha256'] or '?')[:12]}  code {commit}  {entry.get('finished')} on {where}")
+    return (
+        f"{path}  [rule {entry['rule']}{' ' + wildcards if wildcards else ''}]  "
+        f"sha256 {(entry['sha256'] or '?')[:12]}  code {commit}  {entry.get('finished')} on {where}"
+    )
 
 
 def format_tree(graph: dict, show_params: bool = False) -> str:
@@ -102,8 +112,9 @@ def format_tree(graph: dict, show_params: bool = False) -> str:
     artifacts, lines, expanded = graph["artifacts"], [], set()
     requested = graph.get("requested")
     if requested:
-        lines.append(f"{requested['path']}  sha256 {requested['sha256'][:12]}  (in {requested['inside']}, "
-                     "whose record follows)")
+        lines.append(
+            f"{requested['path']}  sha256 {requested['sha256'][:12]}  (in {requested['inside']}, whose record follows)"
+        )
 
     def visit(path: str, prefix: str, connector: str, child_prefix: str) -> None:
         entry = artifacts[path]
@@ -176,8 +187,12 @@ def verify(paths: Iterable[str | Path], root: str | Path = ".") -> Verification:
                 found[(output["path"], "missing")] = None
             elif now != output["sha256"]:
                 found[(output["path"], "modified after it was made")] = None
-        changed = [item["path"] for group in record.get("inputs", {}).values() for item in group
-                   if current(_key(item["path"])) != item["sha256"]]
+        changed = [
+            item["path"]
+            for group in record.get("inputs", {}).values()
+            for item in group
+            if current(_key(item["path"])) != item["sha256"]
+        ]
         if changed:
             for output in record.get("outputs", []):
                 found[(output["path"], f"inputs changed since it was made: {', '.join(changed)}")] = None
@@ -196,22 +211,24 @@ def provenance_table(paths: Iterable[str | Path], root: str | Path = ".") -> lis
         entry = artifacts[path]
         code = entry.get("code") or {}
         execution = entry.get("execution") or {}
-        rows.append({
-            "artifact": path,
-            "rule": entry["rule"],
-            "wildcards": " ".join(f"{k}={v}" for k, v in sorted((entry.get("wildcards") or {}).items())),
-            "sha256": entry["sha256"],
-            "commit": code.get("commit"),
-            "dirty": code.get("dirty"),
-            "library code": ((entry.get("params") or {}).get("code") or "")[:16] or None,
-            "host": execution.get("host"),
-            "slurm job": execution.get("slurm_job_id"),
-            "gpus": execution.get("slurm_gpus") or execution.get("cuda_visible_devices"),
-            "cpu seconds": (execution.get("usage") or {}).get("cpu_seconds"),
-            "peak memory MB": (execution.get("usage") or {}).get("max_rss_mb"),
-            "finished": entry.get("finished"),
-            "inputs": len(entry["inputs"]),
-        })
+        rows.append(
+            {
+                "artifact": path,
+                "rule": entry["rule"],
+                "wildcards": " ".join(f"{k}={v}" for k, v in sorted((entry.get("wildcards") or {}).items())),
+                "sha256": entry["sha256"],
+                "commit": code.get("commit"),
+                "dirty": code.get("dirty"),
+                "library code": ((entry.get("params") or {}).get("code") or "")[:16] or None,
+                "host": execution.get("host"),
+                "slurm job": execution.get("slurm_job_id"),
+                "gpus": execution.get("slurm_gpus") or execution.get("cuda_visible_devices"),
+                "cpu seconds": (execution.get("usage") or {}).get("cpu_seconds"),
+                "peak memory MB": (execution.get("usage") or {}).get("max_rss_mb"),
+                "finished": entry.get("finished"),
+                "inputs": len(entry["inputs"]),
+            }
+        )
     return rows
 
 

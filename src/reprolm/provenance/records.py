@@ -19,7 +19,6 @@ from reprolm.provenance.hashing import content_hash, folder_manifest, manifest_h
 from reprolm.provenance.redaction import redact
 from reprolm.stopping import JobStopped, being_preempted, forget_stops, record_stop, stopped_attempts, wait_for_requeue
 
-
 log = logging.getLogger(__name__)
 
 
@@ -36,17 +35,22 @@ def _named(items) -> dict:
 
 
 def build_record(
-    *, rule: str, wildcards: Mapping, params: Mapping, inputs: Mapping[str, list[str]],
-    outputs: list[str], seed, started: str, finished: str, usage: dict,
+    *,
+    rule: str,
+    wildcards: Mapping,
+    params: Mapping,
+    inputs: Mapping[str, list[str]],
+    outputs: list[str],
+    seed,
+    started: str,
+    finished: str,
+    usage: dict,
 ) -> dict:
     return {
         "rule": rule,
         "wildcards": dict(wildcards),
         "params": redact(dict(params)),
-        "inputs": {
-            name: [{"path": p, "sha256": content_hash(p)} for p in paths]
-            for name, paths in inputs.items()
-        },
+        "inputs": {name: [{"path": p, "sha256": content_hash(p)} for p in paths] for name, paths in inputs.items()},
         "outputs": [_output_entry(p) for p in outputs],
         "code": code_version(),
         "packages": package_versions(),
@@ -114,8 +118,7 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
             yield step_log
         except JobStopped as stop:
             preempted = being_preempted()
-            noted = record_stop(smk.rule, outputs, stop, job_usage(time.monotonic() - clock, smk.threads),
-                                preempted)
+            noted = record_stop(smk.rule, outputs, stop, job_usage(time.monotonic() - clock, smk.threads), preempted)
             step_log.warning("%s; noted in %s", stop, noted)
             if preempted:
                 wait_for_requeue()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-
 SECRET_MARKERS = ("token", "secret", "password", "api_key", "apikey", "credential")
 
 
@@ -16,10 +15,7 @@ def is_secret_key(key: str) -> bool:
 def redact(value):
     """A JSON-ready copy of ``value`` with every secret-looking key's value removed."""
     if isinstance(value, Mapping):
-        return {
-            str(k): ("<redacted>" if is_secret_key(str(k)) else redact(v))
-            for k, v in value.items()
-        }
+        return {str(k): ("<redacted>" if is_secret_key(str(k)) else redact(v)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
     if isinstance(value, (str, int, float, bool)) or value is None:

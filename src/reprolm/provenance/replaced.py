@@ -36,8 +36,11 @@ def changed_since_record(folder: str | os.PathLike, root: str | os.PathLike = ".
 
 
 # Where the workflow's folder outputs live (models, raw sources, tokenizers, tables).
-FOLDER_RECORDS = ("resources/*/*/" + PROVENANCE_NAME, "results/*/*/" + PROVENANCE_NAME,
-                  "results/*/*/*/" + PROVENANCE_NAME)
+FOLDER_RECORDS = (
+    "resources/*/*/" + PROVENANCE_NAME,
+    "results/*/*/" + PROVENANCE_NAME,
+    "results/*/*/*/" + PROVENANCE_NAME,
+)
 
 
 def mark_replaced_folders(root: str | os.PathLike = ".") -> list[str]:

@@ -49,8 +49,16 @@ class AlpacaEvalJudge:
     kind = "alpaca_eval"
     scale = "preference for the answer over the reference (0-1)"
 
-    def __init__(self, annotator: str, base_url: str, api_key_env: str, gamed_annotations: str,
-                 max_retries: int = DEFAULT_MAX_RETRIES, name: str | None = None, cache: JudgeCache | None = None):
+    def __init__(
+        self,
+        annotator: str,
+        base_url: str,
+        api_key_env: str,
+        gamed_annotations: str,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        name: str | None = None,
+        cache: JudgeCache | None = None,
+    ):
         """``max_retries``: the OpenAI client's retries of a transient failure (no connection,
         HTTP 408, 409, 429, 5xx; exponential backoff or the server's Retry-After). On top, the
         package asks again up to 10 times, 2 s apart, after an error whose message mentions a
@@ -62,13 +70,16 @@ class AlpacaEvalJudge:
         self.name = name or annotator
         key = os.environ.get(api_key_env)
         if not key:
-            raise ValueError(f"AlpacaEval judge {self.name!r} at {base_url}: environment variable "
-                             f"{api_key_env!r} (its API key) is not set")
+            raise ValueError(
+                f"AlpacaEval judge {self.name!r} at {base_url}: environment variable "
+                f"{api_key_env!r} (its API key) is not set"
+            )
         configs = Path(alpaca_eval.__file__).parent / "evaluators_configs"
         if not (configs / annotator / "configs.yaml").is_file():
             known = sorted(p.name for p in configs.iterdir() if (p / "configs.yaml").is_file())
-            raise ValueError(f"alpaca_eval {alpaca_eval.__version__} has no annotator {annotator!r}; "
-                             f"it has {', '.join(known)}")
+            raise ValueError(
+                f"alpaca_eval {alpaca_eval.__version__} has no annotator {annotator!r}; it has {', '.join(known)}"
+            )
         self.annotator, self.base_url, self._key, self.max_retries = annotator, base_url, key, max_retries
         self.cache = cache if cache is not None else JudgeCache({})
         self.version = alpaca_eval.__version__
@@ -85,8 +96,10 @@ class AlpacaEvalJudge:
         return f"alpaca_eval's GLM {GLM} (length, instruction difficulty, regularised to the gamed baselines)"
 
     def score(self, conversations):
-        raise ValueError(f"the AlpacaEval judge {self.annotator!r} compares two answers; it gives no single "
-                         "grade (grade with a chat_endpoint or reward_model judge)")
+        raise ValueError(
+            f"the AlpacaEval judge {self.annotator!r} compares two answers; it gives no single "
+            "grade (grade with a chat_endpoint or reward_model judge)"
+        )
 
     def annotate(self, instructions: Sequence[str], answers: Sequence[str], references: Sequence[str]) -> list[float]:
         """AlpacaEval's preference per pair, in its encoding: 1 the reference, 2 the answer
@@ -97,11 +110,22 @@ class AlpacaEvalJudge:
         def ask(positions: list[int]) -> list[float]:
             return self._annotate([pairs[p] for p in positions])
 
-        requests = [({"alpaca_eval": self.version, "annotator": self.annotator, "instruction": instruction,
-                      "output_1": reference, "output_2": answer}, [answer, reference])
-                    for instruction, reference, answer in pairs]
-        return self.cache.fetch_many(requests, ask, per_call=PAIRS_PER_CALL,
-                                     keep=lambda preference: not math.isnan(preference))
+        requests = [
+            (
+                {
+                    "alpaca_eval": self.version,
+                    "annotator": self.annotator,
+                    "instruction": instruction,
+                    "output_1": reference,
+                    "output_2": answer,
+                },
+                [answer, reference],
+            )
+            for instruction, reference, answer in pairs
+        ]
+        return self.cache.fetch_many(
+            requests, ask, per_call=PAIRS_PER_CALL, keep=lambda preference: not math.isnan(preference)
+        )
 
     def _annotate(self, pairs: Sequence[tuple[str, str, str]]) -> list[float]:
         """The package's verdicts on (instruction, reference, answer) triples."""
@@ -116,8 +140,11 @@ class AlpacaEvalJudge:
                 outputs_2=[{"instruction": i, "output": a} for i, _, a in pairs],
                 is_ordered=True,
                 # The client from these arguments, not from a client-config file or the environment.
-                client_config_path="", openai_api_keys=[self._key], openai_api_base=self.base_url,
-                openai_organization_ids=None, client_kwargs={"max_retries": self.max_retries},
+                client_config_path="",
+                openai_api_keys=[self._key],
+                openai_api_base=self.base_url,
+                openai_organization_ids=None,
+                client_kwargs={"max_retries": self.max_retries},
             )
         except (openai.APIStatusError, openai.APIConnectionError) as error:
             # Not chained: the client's error repeats the endpoint's body unmasked.
@@ -127,27 +154,42 @@ class AlpacaEvalJudge:
     def prefer(self, instructions: Sequence[str], answers: Sequence[str], references: Sequence[str]) -> list[float]:
         return [p - 1.0 for p in self.annotate(instructions, answers, references)]
 
-    def win_rates(self, ids: Sequence[int], instructions: Sequence[str], answers: Sequence[str],
-                  references: Sequence[str], answers_file: str = "answers") -> dict:
+    def win_rates(
+        self,
+        ids: Sequence[int],
+        instructions: Sequence[str],
+        answers: Sequence[str],
+        references: Sequence[str],
+        answers_file: str = "answers",
+    ) -> dict:
         """The package's leaderboard metrics for the answers against the references, the
         replicates of its length-controlled win rate (:meth:`length_controlled_estimate`) and,
         per pair, the verdict and both lengths (the tables resample the rest from these)."""
         self._check_ids(ids, answers_file)
         preferences = self.annotate(instructions, answers, references)
         length_controlled = self.length_controlled_estimate(ids, preferences, answers, references)
-        return {**self.metrics(ids, preferences, answers, references, answers_file),
-                "lc_win_rate_replicates": length_controlled.replicates.tolist(),
-                "preferences": [p - 1.0 for p in preferences],
-                "answer_lengths": [len(a) for a in answers],
-                "reference_lengths": [len(r) for r in references]}
+        return {
+            **self.metrics(ids, preferences, answers, references, answers_file),
+            "lc_win_rate_replicates": length_controlled.replicates.tolist(),
+            "preferences": [p - 1.0 for p in preferences],
+            "answer_lengths": [len(a) for a in answers],
+            "reference_lengths": [len(r) for r in references],
+        }
 
-    def metrics(self, ids: Sequence[int], preferences: Sequence[float], answers: Sequence[str],
-                references: Sequence[str], answers_file: str = "answers") -> dict:
+    def metrics(
+        self,
+        ids: Sequence[int],
+        preferences: Sequence[float],
+        answers: Sequence[str],
+        references: Sequence[str],
+        answers_file: str = "answers",
+    ) -> dict:
         """``get_length_controlled_winrate`` on verdicts in AlpacaEval's encoding."""
         kept = [i for i, p in enumerate(preferences) if not math.isnan(p)]
         if not kept:
-            raise ValueError(f"{answers_file}: the AlpacaEval judge gave no usable verdict on any of "
-                             f"{len(preferences)} pairs")
+            raise ValueError(
+                f"{answers_file}: the AlpacaEval judge gave no usable verdict on any of {len(preferences)} pairs"
+            )
         with self._length_control_data():
             metrics = _package_metrics(self._annotations(ids, preferences, answers, references), warn=True)
         return {
@@ -165,8 +207,9 @@ class AlpacaEvalJudge:
             "mean_reference_length": float(sum(len(references[i]) for i in kept) / len(kept)),
         }
 
-    def length_controlled_estimate(self, ids: Sequence[int], preferences: Sequence[float], answers: Sequence[str],
-                                   references: Sequence[str]) -> Estimate:
+    def length_controlled_estimate(
+        self, ids: Sequence[int], preferences: Sequence[float], answers: Sequence[str], references: Sequence[str]
+    ) -> Estimate:
         """The package's length-controlled win rate with its GLM refitted on each bootstrap
         draw of the prompts (by their ids, so the draws are those of every other figure over
         these prompts). Its ``lc_standard_error`` is no such interval: it is the spread of the
@@ -174,29 +217,44 @@ class AlpacaEvalJudge:
         The GLM is fitted on the scoring node: the table job has no length-control data."""
         annotations = self._annotations(ids, preferences, answers, references)
         with self._length_control_data():
-            return each_draw(list(ids), lambda rows: float(_package_metrics(annotations.iloc[rows], warn=False)
-                                                           ["length_controlled_winrate"]), RESAMPLES)
+            return each_draw(
+                list(ids),
+                lambda rows: float(_package_metrics(annotations.iloc[rows], warn=False)["length_controlled_winrate"]),
+                RESAMPLES,
+            )
 
-    def _annotations(self, ids: Sequence[int], preferences: Sequence[float], answers: Sequence[str],
-                     references: Sequence[str]):
+    def _annotations(
+        self, ids: Sequence[int], preferences: Sequence[float], answers: Sequence[str], references: Sequence[str]
+    ):
         """The frame the package's metrics read, indexed by the instructions' positions (how
         it finds their difficulty)."""
         import pandas as pd
 
-        return pd.DataFrame({"output_1": list(references), "output_2": list(answers),
-                             "preference": list(preferences), "generator_1": "reference",
-                             "generator_2": "answers", "annotator": self.annotator},
-                            index=pd.Index(list(ids)))
+        return pd.DataFrame(
+            {
+                "output_1": list(references),
+                "output_2": list(answers),
+                "preference": list(preferences),
+                "generator_1": "reference",
+                "generator_2": "answers",
+                "annotator": self.annotator,
+            },
+            index=pd.Index(list(ids)),
+        )
 
     def _check_ids(self, ids: Sequence[int], answers_file: str) -> None:
         if len(set(ids)) != len(ids):
-            raise ValueError(f"{answers_file}: AlpacaEval takes one answer per instruction; prompt ids repeat "
-                             "(sample once: sampling.n 1)")
+            raise ValueError(
+                f"{answers_file}: AlpacaEval takes one answer per instruction; prompt ids repeat "
+                "(sample once: sampling.n 1)"
+            )
         unknown = [i for i in ids if i not in self.instructions_known]
         if unknown:
-            raise KeyError(f"{answers_file}: prompt ids {unknown[:5]} are not AlpacaEval instruction positions "
-                           f"known to {self.gamed_source} (it has {len(self.instructions_known)}); build the prompt "
-                           "set from the whole alpaca_eval split, in order")
+            raise KeyError(
+                f"{answers_file}: prompt ids {unknown[:5]} are not AlpacaEval instruction positions "
+                f"known to {self.gamed_source} (it has {len(self.instructions_known)}); build the prompt "
+                "set from the whole alpaca_eval split, in order"
+            )
 
     @contextmanager
     def _length_control_data(self):
@@ -220,8 +278,13 @@ def _package_metrics(annotations, warn: bool) -> dict:
     wanted on every bootstrap draw)."""
     from alpaca_eval.metrics.glm_winrate import get_length_controlled_winrate
 
-    return get_length_controlled_winrate(annotations, glm_name=GLM, save_weights_dir=None,
-                                         is_add_glm_preference_inplace=False, is_warn_extreme_changes=warn)
+    return get_length_controlled_winrate(
+        annotations,
+        glm_name=GLM,
+        save_weights_dir=None,
+        is_add_glm_preference_inplace=False,
+        is_warn_extreme_changes=warn,
+    )
 
 
 @contextmanager
@@ -232,8 +295,9 @@ def _hub_file(gamed_file: Path):
 
     def fetch(repo_id: str, filename: str, **_options) -> str:
         if (repo_id, filename) != (HUB_DATASET, GAMED_FILE):
-            raise RuntimeError(f"alpaca_eval asked the hub for {repo_id}/{filename}; reprolm hands it only "
-                               f"{HUB_DATASET}/{GAMED_FILE}")
+            raise RuntimeError(
+                f"alpaca_eval asked the hub for {repo_id}/{filename}; reprolm hands it only {HUB_DATASET}/{GAMED_FILE}"
+            )
         return str(gamed_file)
 
     hub_download = glm_winrate.hf_hub_download

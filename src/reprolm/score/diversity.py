@@ -33,14 +33,20 @@ def _words(text: str, compat: str) -> list[str]:
     try:
         return word_tokenize(text)
     except LookupError as missing:
-        raise LookupError("diversity compat 'original' tokenises with NLTK's word_tokenize, which needs NLTK's "
-                          "'punkt_tab' data where the job runs (python -m nltk.downloader punkt_tab, or set "
-                          "NLTK_DATA to a folder holding it)") from missing
+        raise LookupError(
+            "diversity compat 'original' tokenises with NLTK's word_tokenize, which needs NLTK's "
+            "'punkt_tab' data where the job runs (python -m nltk.downloader punkt_tab, or set "
+            "NLTK_DATA to a folder holding it)"
+        ) from missing
 
 
 def distinct_n(samples: Sequence[str], n: int, prompt: str = "", compat: str = "paper") -> float:
-    grams = [tuple(words[i:i + n]) for text in _texts(samples, prompt, compat)
-             for words in [_words(text, compat)] for i in range(len(words) - n + 1)]
+    grams = [
+        tuple(words[i : i + n])
+        for text in _texts(samples, prompt, compat)
+        for words in [_words(text, compat)]
+        for i in range(len(words) - n + 1)
+    ]
     return 100.0 * len(set(grams)) / len(grams) if grams else 0.0
 
 
@@ -53,7 +59,7 @@ def self_bleu_diversity(samples: Sequence[str], prompt: str = "", compat: str = 
     bleu = BLEU(effective_order=True)
     scores = []
     for index, text in enumerate(texts):
-        others = texts[:index] + texts[index + 1:]
+        others = texts[:index] + texts[index + 1 :]
         # paper: every other sample is a reference; original: one stream, so only its first.
         scores.append(bleu.sentence_score(text, others if compat == "paper" else others[:1]).score)
     return 100.0 - sum(scores) / len(scores)

@@ -67,8 +67,16 @@ class FollowUpScorer:
     scale = "FLR reward (positive - negative follow-up score)"
     protocol = "FLR: follow-up likelihood as reward; preference = sigmoid(r_answer - r_reference)"
 
-    def __init__(self, model_path: str, followups: Mapping[str, Mapping[str, list[str]]], compat: str = "paper",
-                 format: str = "chat", batch_size: int = 16, max_length: int = 2048, precision: str = "float32"):
+    def __init__(
+        self,
+        model_path: str,
+        followups: Mapping[str, Mapping[str, list[str]]],
+        compat: str = "paper",
+        format: str = "chat",
+        batch_size: int = 16,
+        max_length: int = 2048,
+        precision: str = "float32",
+    ):
         from transformers import AutoModelForCausalLM
 
         from reprolm.models.loading import device_map, input_device, load_tokenizer, torch_dtype, trusts_remote_code
@@ -79,8 +87,11 @@ class FollowUpScorer:
             raise ValueError(f"FLR format {format!r}: choose from {FORMATS}")
         self.tokenizer = load_tokenizer(model_path)
         self.model = AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=torch_dtype(precision), device_map=device_map(),
-            trust_remote_code=trusts_remote_code(model_path)).eval()
+            model_path,
+            dtype=torch_dtype(precision),
+            device_map=device_map(),
+            trust_remote_code=trusts_remote_code(model_path),
+        ).eval()
         self.device = input_device(self.model)
         self.followups, self.compat, self.format = followups, compat, format
         self.batch_size, self.max_length = batch_size, max_length
@@ -105,28 +116,39 @@ class FollowUpScorer:
         # An over-long conversation loses its beginning, never a follow-up.
         longest = max(map(len, targets))
         if longest >= self.max_length:
-            raise ValueError(f"FLR max_length {self.max_length} leaves no room for the conversation: "
-                             f"the longest follow-up has {longest} tokens")
+            raise ValueError(
+                f"FLR max_length {self.max_length} leaves no room for the conversation: "
+                f"the longest follow-up has {longest} tokens"
+            )
         prefix = self._prefix(conversation)
-        prefix = prefix[max(0, len(prefix) + longest - self.max_length):]
+        prefix = prefix[max(0, len(prefix) + longest - self.max_length) :]
         with torch.no_grad():
             out = self.model(torch.tensor([prefix], device=self.device), use_cache=True)
         cache, width = out.past_key_values, len(prefix)
         first = out.logits[0, -1].float().log_softmax(-1)
         scores = []
         for start in range(0, len(targets), self.batch_size):
-            chunk = targets[start:start + self.batch_size]
+            chunk = targets[start : start + self.batch_size]
             flat = torch.tensor([token for target in chunk for token in target], device=self.device)
-            owner = torch.repeat_interleave(torch.arange(len(chunk), device=self.device),
-                                            torch.tensor([len(t) for t in chunk], device=self.device))
+            owner = torch.repeat_interleave(
+                torch.arange(len(chunk), device=self.device), torch.tensor([len(t) for t in chunk], device=self.device)
+            )
             offset = torch.cat([torch.arange(len(t), device=self.device) for t in chunk])
             visible = torch.ones(len(flat), width + len(flat), dtype=torch.bool, device=self.device)
             visible[:, width:] = (owner[:, None] == owner[None, :]) & (offset[:, None] >= offset[None, :])
             mask = torch.zeros(visible.shape, dtype=self.model.dtype, device=self.device)
             mask[~visible] = torch.finfo(self.model.dtype).min
             with torch.no_grad():
-                logits = self.model(flat[None], past_key_values=cache, attention_mask=mask[None, None],
-                                    position_ids=(width + offset)[None]).logits[0].float()
+                logits = (
+                    self.model(
+                        flat[None],
+                        past_key_values=cache,
+                        attention_mask=mask[None, None],
+                        position_ids=(width + offset)[None],
+                    )
+                    .logits[0]
+                    .float()
+                )
             cache.crop(-len(flat))  # back to the prefix for the next chunk
             # Token 0 of a follow-up is predicted by the prefix's last position, token k by its token k-1.
             logprobs = first[flat].clone()
@@ -146,7 +168,7 @@ class FollowUpScorer:
         target = self.tokenizer(followup, add_special_tokens=False).input_ids
         with torch.no_grad():
             logits = self.model(torch.tensor([prefix + target], device=self.device)).logits[0].float()
-        logprobs = logits[len(prefix) - 1:-1].log_softmax(-1)
+        logprobs = logits[len(prefix) - 1 : -1].log_softmax(-1)
         return logprobs.gather(1, torch.tensor(target, device=self.device)[:, None]).mean().item()
 
     def _original_scores(self, pairs: list[tuple[Sequence[Mapping], str]]) -> list[float]:
@@ -156,19 +178,21 @@ class FollowUpScorer:
 
         rows = []
         for conversation, followup in pairs:
-            ids = self.tokenizer.apply_chat_template(self._messages(conversation, followup), tokenize=True,
-                                                     return_dict=True)["input_ids"]
+            ids = self.tokenizer.apply_chat_template(
+                self._messages(conversation, followup), tokenize=True, return_dict=True
+            )["input_ids"]
             targets = self.tokenizer(followup).input_ids
             rows.append((ids, len(ids) - len(targets), targets))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
         values = [math.nan] * len(rows)
         for start in range(0, len(order), self.batch_size):
-            batch = order[start:start + self.batch_size]
+            batch = order[start : start + self.batch_size]
             width = max(len(rows[i][0]) for i in batch)
             ids = torch.tensor([rows[i][0] + [pad] * (width - len(rows[i][0])) for i in batch], device=self.device)
-            mask = torch.tensor([[1] * len(rows[i][0]) + [0] * (width - len(rows[i][0])) for i in batch],
-                                device=self.device)
+            mask = torch.tensor(
+                [[1] * len(rows[i][0]) + [0] * (width - len(rows[i][0])) for i in batch], device=self.device
+            )
             with torch.no_grad():
                 logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
             for row, i in enumerate(batch):
@@ -178,11 +202,15 @@ class FollowUpScorer:
 
     def followup_scores(self, conversations: Sequence[Sequence[Mapping]]) -> list[dict[str, dict[str, list[float]]]]:
         """Every follow-up's score, per conversation, category and side."""
-        slots = [(category, side, utterance) for category, sides in self.followups.items()
-                 for side, utterances in sides.items() for utterance in utterances]
+        slots = [
+            (category, side, utterance)
+            for category, sides in self.followups.items()
+            for side, utterances in sides.items()
+            for utterance in utterances
+        ]
         if self.compat == "original":
             flat = self._original_scores([(c, u) for c in conversations for _, _, u in slots])
-            values = [flat[k * len(slots):(k + 1) * len(slots)] for k in range(len(conversations))]
+            values = [flat[k * len(slots) : (k + 1) * len(slots)] for k in range(len(conversations))]
         else:
             token_ids = {u: self.tokenizer(u, add_special_tokens=False).input_ids for _, _, u in slots}
             values = [self._paper_scores(c, [token_ids[u] for _, _, u in slots]) for c in conversations]
@@ -196,8 +224,11 @@ class FollowUpScorer:
 
     def category_rewards(self, conversations: Sequence[Sequence[Mapping]]) -> list[dict[str, float]]:
         return [
-            {category: sum(sides["positive"]) / len(sides["positive"]) - sum(sides["negative"]) / len(sides["negative"])
-             for category, sides in scores.items()}
+            {
+                category: sum(sides["positive"]) / len(sides["positive"])
+                - sum(sides["negative"]) / len(sides["negative"])
+                for category, sides in scores.items()
+            }
             for scores in self.followup_scores(conversations)
         ]
 
@@ -206,10 +237,14 @@ class FollowUpScorer:
 
     def prefer(self, instructions: Sequence[str], answers: Sequence[str], references: Sequence[str]) -> list[float]:
         """Bradley-Terry on the two rewards, as for a reward model."""
-        exchanges = [[{"role": "user", "content": i}, {"role": "assistant", "content": a}]
-                     for i, a in zip(instructions, answers, strict=True)]
-        reference_exchanges = [[{"role": "user", "content": i}, {"role": "assistant", "content": r}]
-                               for i, r in zip(instructions, references, strict=True)]
+        exchanges = [
+            [{"role": "user", "content": i}, {"role": "assistant", "content": a}]
+            for i, a in zip(instructions, answers, strict=True)
+        ]
+        reference_exchanges = [
+            [{"role": "user", "content": i}, {"role": "assistant", "content": r}]
+            for i, r in zip(instructions, references, strict=True)
+        ]
         rewards = self.score(exchanges + reference_exchanges)
         n = len(exchanges)
         return [1.0 / (1.0 + math.exp(rewards[n + k] - rewards[k])) for k in range(n)]

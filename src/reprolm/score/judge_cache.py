@@ -56,16 +56,25 @@ class JudgeCache:
     def key(self, request: Mapping, judged: Sequence[str]) -> str:
         """``request``: everything sent but the credentials; ``judged``: the model outputs it
         judges."""
-        return sha256_text(json.dumps({"judge": self.spec, "request": request,
-                                       "judged": [sha256_text(text) for text in judged]},
-                                      sort_keys=True, ensure_ascii=False))
+        return sha256_text(
+            json.dumps(
+                {"judge": self.spec, "request": request, "judged": [sha256_text(text) for text in judged]},
+                sort_keys=True,
+                ensure_ascii=False,
+            )
+        )
 
     def fetch(self, request: Mapping, judged: Sequence[str], ask: Callable[[], Any]) -> Any:
         """The cached verdict on ``request``, else ``ask()``'s, stored."""
         return self.fetch_many([(request, judged)], lambda _positions: [ask()])[0]
 
-    def fetch_many(self, requests: Sequence[tuple[Mapping, Sequence[str]]], ask: Callable[[list[int]], list],
-                   per_call: int | None = None, keep: Callable[[Any], bool] = lambda verdict: True) -> list:
+    def fetch_many(
+        self,
+        requests: Sequence[tuple[Mapping, Sequence[str]]],
+        ask: Callable[[list[int]], list],
+        per_call: int | None = None,
+        keep: Callable[[Any], bool] = lambda verdict: True,
+    ) -> list:
         """Each request's cached verdict; the others from ``ask(positions)``, at most
         ``per_call`` positions a call, each call's verdicts stored (those ``keep`` accepts)
         before the next, so a job killed halfway keeps what it paid for."""
@@ -75,7 +84,7 @@ class JudgeCache:
         self.cached += len(keys) - len(missing)
         step = per_call or len(missing) or 1
         for start in range(0, len(missing), step):
-            positions = missing[start:start + step]
+            positions = missing[start : start + step]
             answers = ask(positions)
             self.requested += len(positions)
             for position, verdict in zip(positions, answers, strict=True):
@@ -111,4 +120,3 @@ class JudgeCache:
             return
         with atomic_path(self._path(key)) as tmp:
             tmp.write_text(json.dumps({"key": key, "verdict": verdict}, ensure_ascii=False))
-

@@ -54,12 +54,16 @@ class RewardModelJudge:
 
         self.tokenizer = load_tokenizer(model_path)
         self.model = AutoModelForSequenceClassification.from_pretrained(
-            model_path, dtype=torch_dtype(precision), device_map=device_map(),
-            trust_remote_code=trusts_remote_code(model_path)).eval()
+            model_path,
+            dtype=torch_dtype(precision),
+            device_map=device_map(),
+            trust_remote_code=trusts_remote_code(model_path),
+        ).eval()
         self.device = input_device(self.model)
         if self.model.config.num_labels != 1:
-            raise ValueError(f"{model_path}: a reward model has one output, this one has "
-                             f"num_labels={self.model.config.num_labels}")
+            raise ValueError(
+                f"{model_path}: a reward model has one output, this one has num_labels={self.model.config.num_labels}"
+            )
         # Hub reward models often ship without a pad token; the head finds each row's last
         # real token through it, so batches need one.
         if self.tokenizer.pad_token_id is None:
@@ -76,8 +80,10 @@ class RewardModelJudge:
         for start in range(0, len(conversations), self.batch_size):
             # The head reads the last token, where the answer ends: over-long conversations
             # lose their beginning, never their end.
-            encoded = [self.tokenizer.apply_chat_template(c, tokenize=True, return_dict=True)["input_ids"][-self.max_length:]
-                       for c in conversations[start:start + self.batch_size]]
+            encoded = [
+                self.tokenizer.apply_chat_template(c, tokenize=True, return_dict=True)["input_ids"][-self.max_length :]
+                for c in conversations[start : start + self.batch_size]
+            ]
             width = max(map(len, encoded))
             input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids in encoded], device=self.device)
             mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in encoded], device=self.device)
@@ -146,8 +152,17 @@ class ChatEndpointJudge:
     # Not AlpacaEval's annotator (kind alpaca_eval) nor FastChat's MT-Bench judge prompts.
     protocol = "chat endpoint with reprolm's grading and pairwise prompts"
 
-    def __init__(self, base_url: str, model: str, api_key_env: str, seed: int = 0, max_tokens: int = 512,
-                 max_retries: int = DEFAULT_MAX_RETRIES, name: str | None = None, cache: JudgeCache | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str,
+        seed: int = 0,
+        max_tokens: int = 512,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        name: str | None = None,
+        cache: JudgeCache | None = None,
+    ):
         """``name``: the judge's key under ``judges`` (errors name it); ``cache``: where its
         verdicts are kept (none by default)."""
         from openai import OpenAI
@@ -155,8 +170,9 @@ class ChatEndpointJudge:
         self.name = name or model
         key = os.environ.get(api_key_env)
         if not key:
-            raise ValueError(f"judge {self.name!r} at {base_url}: environment variable {api_key_env!r} "
-                             "(its API key) is not set")
+            raise ValueError(
+                f"judge {self.name!r} at {base_url}: environment variable {api_key_env!r} (its API key) is not set"
+            )
         # The client itself retries transient failures with exponential backoff (0.5 s,
         # doubling, at most 8 s) or after the server's Retry-After, and raises others at once.
         self.client = OpenAI(base_url=base_url, api_key=key, max_retries=max_retries)
@@ -167,8 +183,13 @@ class ChatEndpointJudge:
     def _complete(self, messages: list[dict], judged: Sequence[str]) -> str:
         """The endpoint's reply to ``messages``, which judge the model outputs ``judged``;
         a request sent before is answered from the cache."""
-        request = {"model": self.model, "messages": messages, "temperature": 0.0, "max_tokens": self.max_tokens,
-                   "seed": self.seed}
+        request = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": 0.0,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+        }
         return self.cache.fetch(request, judged, lambda: self._send(request))
 
     def _send(self, request: Mapping) -> str:
@@ -219,14 +240,33 @@ class FastChatMTBenchJudge(ChatEndpointJudge):
     ``single-math-v1`` and their ``-multi-turn`` forms), as its ``gen_judgment.py``: the
     prompt's system message, temperature 0, the first ``[[rating]]`` (else ``[rating]``)."""
 
-    protocol = ("FastChat MT-Bench single-answer grading (its judge prompts, reference answers for math, "
-                "reasoning, coding); win rates with reprolm's pairwise prompt")
+    protocol = (
+        "FastChat MT-Bench single-answer grading (its judge prompts, reference answers for math, "
+        "reasoning, coding); win rates with reprolm's pairwise prompt"
+    )
 
-    def __init__(self, base_url: str, model: str, api_key_env: str, judge_prompts: Mapping[str, Mapping],
-                 seed: int = 0, max_tokens: int = 2048, max_retries: int = DEFAULT_MAX_RETRIES,
-                 name: str | None = None, cache: JudgeCache | None = None):
-        super().__init__(base_url, model, api_key_env, seed=seed, max_tokens=max_tokens, max_retries=max_retries,
-                         name=name, cache=cache)
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str,
+        judge_prompts: Mapping[str, Mapping],
+        seed: int = 0,
+        max_tokens: int = 2048,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        name: str | None = None,
+        cache: JudgeCache | None = None,
+    ):
+        super().__init__(
+            base_url,
+            model,
+            api_key_env,
+            seed=seed,
+            max_tokens=max_tokens,
+            max_retries=max_retries,
+            name=name,
+            cache=cache,
+        )
         self.prompts = judge_prompts
 
     def _rate(self, name: str, values: Mapping[str, str], judged: Sequence[str]) -> float:
@@ -245,21 +285,28 @@ class FastChatMTBenchJudge(ChatEndpointJudge):
             questions = [turn["content"] for turn in conversation if turn["role"] == "user"]
             answers = [turn["content"] for turn in conversation if turn["role"] == "assistant"]
             if not 1 <= len(answers) <= 2:
-                raise ValueError(f"prompt {row.get('id')!r}: FastChat's MT-Bench grading takes one or two turns, "
-                                 f"not {len(answers)}")
+                raise ValueError(
+                    f"prompt {row.get('id')!r}: FastChat's MT-Bench grading takes one or two turns, not {len(answers)}"
+                )
             with_reference = row.get("category") in REFERENCE_CATEGORIES
             references = list(row.get("reference_answers") or [])
             if with_reference and len(references) < len(answers):
-                raise KeyError(f"prompt {row.get('id')!r}: category {row['category']!r} is graded against reference "
-                               f"answers, and the row has {len(references)} for {len(answers)} turns")
+                raise KeyError(
+                    f"prompt {row.get('id')!r}: category {row['category']!r} is graded against reference "
+                    f"answers, and the row has {len(references)} for {len(answers)} turns"
+                )
             kind = "single-math-v1" if with_reference else "single-v1"
             first = {"question": questions[0], "answer": answers[0]}
             if with_reference:
                 first["ref_answer_1"] = references[0]
             row_grades = [self._rate(kind, first, answers[:1])]
             if len(answers) == 2:
-                both = {"question_1": questions[0], "question_2": questions[1],
-                        "answer_1": answers[0], "answer_2": answers[1]}
+                both = {
+                    "question_1": questions[0],
+                    "question_2": questions[1],
+                    "answer_1": answers[0],
+                    "answer_2": answers[1],
+                }
                 if with_reference:
                     both.update(ref_answer_1=references[0], ref_answer_2=references[1])
                 row_grades.append(self._rate(f"{kind}-multi-turn", both, answers))
@@ -308,31 +355,47 @@ def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | N
 
     if files.get("followups") is None:
         raise ValueError("an flr judge needs its follow-ups file")
-    return FollowUpScorer(files["judge_model"], load_followups(files["followups"], spec.get("categories")),
-                          compat=spec.get("compat", "paper"), format=spec.get("format", "chat"),
-                          batch_size=spec.get("batch_size", 16), max_length=spec.get("max_length", 2048),
-                          precision=spec.get("precision", "float32"))
+    return FollowUpScorer(
+        files["judge_model"],
+        load_followups(files["followups"], spec.get("categories")),
+        compat=spec.get("compat", "paper"),
+        format=spec.get("format", "chat"),
+        batch_size=spec.get("batch_size", 16),
+        max_length=spec.get("max_length", 2048),
+        precision=spec.get("precision", "float32"),
+    )
 
 
 @JUDGES.register("reward_model")
 def _reward_model_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
-    return RewardModelJudge(files["judge_model"], batch_size=spec.get("batch_size", 8),
-                            max_length=spec.get("max_length", 1024), precision=spec.get("precision", "float32"))
+    return RewardModelJudge(
+        files["judge_model"],
+        batch_size=spec.get("batch_size", 8),
+        max_length=spec.get("max_length", 1024),
+        precision=spec.get("precision", "float32"),
+    )
 
 
 @JUDGES.register("chat_endpoint")
 def _chat_endpoint_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
-    requests = {"seed": seed, "max_retries": spec.get("max_retries", DEFAULT_MAX_RETRIES), "name": name,
-                "cache": cache}
+    requests = {"seed": seed, "max_retries": spec.get("max_retries", DEFAULT_MAX_RETRIES), "name": name, "cache": cache}
     if spec.get("judge_prompts"):
         if files.get("judge_prompts") is None:
-            raise ValueError(f"judge {name or spec['model']!r} grades with FastChat's prompts: it needs the "
-                             f"{spec['judge_prompts']!r} source's folder")
-        return FastChatMTBenchJudge(spec["base_url"], spec["model"], spec["api_key_env"],
-                                    read_judge_prompts(files["judge_prompts"]),
-                                    max_tokens=spec.get("max_tokens", 2048), **requests)
-    return ChatEndpointJudge(spec["base_url"], spec["model"], spec["api_key_env"],
-                             max_tokens=spec.get("max_tokens", 512), **requests)
+            raise ValueError(
+                f"judge {name or spec['model']!r} grades with FastChat's prompts: it needs the "
+                f"{spec['judge_prompts']!r} source's folder"
+            )
+        return FastChatMTBenchJudge(
+            spec["base_url"],
+            spec["model"],
+            spec["api_key_env"],
+            read_judge_prompts(files["judge_prompts"]),
+            max_tokens=spec.get("max_tokens", 2048),
+            **requests,
+        )
+    return ChatEndpointJudge(
+        spec["base_url"], spec["model"], spec["api_key_env"], max_tokens=spec.get("max_tokens", 512), **requests
+    )
 
 
 @JUDGES.register("alpaca_eval")
@@ -341,14 +404,28 @@ def _alpaca_eval_judge(spec: Mapping, files: Mapping[str, str], seed: int, name:
 
     annotator = spec.get("annotator", DEFAULT_ANNOTATOR)
     if files.get("length_control") is None:
-        raise ValueError(f"the AlpacaEval judge {name or annotator!r} needs its length-control source's folder "
-                         f"({spec['length_control']!r})")
-    return AlpacaEvalJudge(annotator, spec["base_url"], spec["api_key_env"], files["length_control"],
-                           max_retries=spec.get("max_retries", DEFAULT_MAX_RETRIES), name=name, cache=cache)
+        raise ValueError(
+            f"the AlpacaEval judge {name or annotator!r} needs its length-control source's folder "
+            f"({spec['length_control']!r})"
+        )
+    return AlpacaEvalJudge(
+        annotator,
+        spec["base_url"],
+        spec["api_key_env"],
+        files["length_control"],
+        max_retries=spec.get("max_retries", DEFAULT_MAX_RETRIES),
+        name=name,
+        cache=cache,
+    )
 
 
-def make_judge(spec: Mapping, files: Mapping[str, str] | None = None, seed: int = 0, name: str | None = None,
-               cache_folder: str | os.PathLike | None = None):
+def make_judge(
+    spec: Mapping,
+    files: Mapping[str, str] | None = None,
+    seed: int = 0,
+    name: str | None = None,
+    cache_folder: str | os.PathLike | None = None,
+):
     """The judge a ``judges.{name}`` spec describes. ``files``: what its jobs read (a
     model's folder as ``judge_model``, FLR's ``followups``, FastChat's ``judge_prompts``
     source folder, AlpacaEval's ``length_control`` source folder; ``reprolm.config.lookups.judge_files``); an endpoint's key comes from

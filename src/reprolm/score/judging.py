@@ -54,8 +54,9 @@ def _turn_grades(judge, rows) -> list[list[float]]:
     return grades
 
 
-def length_controlled_win_rate(preferences: Sequence[float], answer_lengths: Sequence[int],
-                               reference_lengths: Sequence[int], l2: float = 1e-3) -> dict:
+def length_controlled_win_rate(
+    preferences: Sequence[float], answer_lengths: Sequence[int], reference_lengths: Sequence[int], l2: float = 1e-3
+) -> dict:
     """AlpacaEval 2.0's length control, without its per-instruction difficulty term (which
     needs many models' verdicts on the same instructions).
 
@@ -135,15 +136,18 @@ def pair_accuracy(judge, pairs: Sequence[Mapping]) -> dict:
     }
 
 
-def reference_answers(rows: Sequence[Mapping], answers_file: str, reference_rows: Sequence[Mapping] | None,
-                      reference_file: str | None) -> list[str]:
+def reference_answers(
+    rows: Sequence[Mapping], answers_file: str, reference_rows: Sequence[Mapping] | None, reference_file: str | None
+) -> list[str]:
     """The reference answer to each prompt: the benchmark's own (``reference`` column, e.g.
     AlpacaEval's GPT-4 Turbo outputs) or a reference model's generation of the same prompt id."""
     if reference_rows is None:
         for index, row in enumerate(rows):
             if not isinstance(row.get("reference"), str):
-                raise KeyError(f"{answers_file}: row {index}: no 'reference' answer; give the prompt set a "
-                               "source with reference outputs or a reference model")
+                raise KeyError(
+                    f"{answers_file}: row {index}: no 'reference' answer; give the prompt set a "
+                    "source with reference outputs or a reference model"
+                )
         return [row["reference"] for row in rows]
     by_id = {row["id"]: row["text"] for row in reference_rows}
     missing = [row["id"] for row in rows if row["id"] not in by_id]
@@ -165,8 +169,14 @@ def judge_win_rate(judge, answers_file: str, reference_file: str | None = None) 
     instructions = [row["instruction"] for row in rows]
     ids = [row["id"] for row in rows]
     if hasattr(judge, "win_rates"):  # a protocol with metrics of its own (AlpacaEval's package)
-        return {"protocol": judge.protocol, "ids": ids,
-                **judge.win_rates(ids, instructions, answers, references, answers_file)}
+        return {
+            "protocol": judge.protocol,
+            "ids": ids,
+            **judge.win_rates(ids, instructions, answers, references, answers_file),
+        }
     preferences = judge.prefer(instructions, answers, references)
-    return {"protocol": judge.protocol, "ids": ids,
-            **win_rates(preferences, [len(a) for a in answers], [len(r) for r in references])}
+    return {
+        "protocol": judge.protocol,
+        "ids": ids,
+        **win_rates(preferences, [len(a) for a in answers], [len(r) for r in references]),
+    }

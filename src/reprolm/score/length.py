@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-
 from reprolm.length import TargetSet, count_words, leading_mlt, strip_mlt
 
 
@@ -51,8 +50,7 @@ def _score_row(label: str, rows: Iterable[Mapping[str, int]]) -> dict:
 def level_scores(counts: Mapping[str, Mapping[str, int]], targets: TargetSet) -> list[dict]:
     """Rows ``Level:0`` .. and ``All``: counts pooled over the level's targets."""
     rows = [
-        _score_row(f"Level:{level}", (counts[t.name] for t in targets if t.level == level))
-        for level in targets.levels
+        _score_row(f"Level:{level}", (counts[t.name] for t in targets if t.level == level)) for level in targets.levels
     ]
     rows.append(_score_row("All", counts.values()))
     return rows
@@ -69,16 +67,10 @@ def target_scores(counts: Mapping[str, Mapping[str, int]], targets: TargetSet) -
     return rows
 
 
-def multi_mlt_scores(
-    word_counts: Sequence[int], target_names: Sequence[str], targets: TargetSet
-) -> dict:
+def multi_mlt_scores(word_counts: Sequence[int], target_names: Sequence[str], targets: TargetSet) -> dict:
     """Per-target FM and their plain mean ("Avg FM" of the multi-MLT table)."""
     counts = in_out_counts(word_counts, target_names, targets)
-    per_target = {
-        name: _percent(c["FM_in"], c["FM_out"])
-        for name, c in counts.items()
-        if c["FM_in"] + c["FM_out"]
-    }
+    per_target = {name: _percent(c["FM_in"], c["FM_out"]) for name, c in counts.items() if c["FM_in"] + c["FM_out"]}
     return {"per_target_FM": per_target, "avg_FM": sum(per_target.values()) / len(per_target)}
 
 
@@ -116,13 +108,12 @@ def self_mlt_inside(word_counts: Sequence[int], mlt_names: Sequence[str | None],
     """Per output: whether its word count is in the FM window of the MLT it emitted (False
     for an output with no known MLT)."""
     known = set(targets.names)
-    return [name in known and targets[name].fm.contains(words)
-            for words, name in zip(word_counts, mlt_names, strict=True)]
+    return [
+        name in known and targets[name].fm.contains(words) for words, name in zip(word_counts, mlt_names, strict=True)
+    ]
 
 
-def length_errors(
-    word_counts: Sequence[int], target_names: Sequence[str], targets: TargetSet
-) -> dict:
+def length_errors(word_counts: Sequence[int], target_names: Sequence[str], targets: TargetSet) -> dict:
     """Exact-length rate (%) and RMSE of the length, over targets with a numeric value."""
     pairs = [
         (n, targets[name].value)
@@ -136,9 +127,7 @@ def length_errors(
     return {"exact_match": 100.0 * exact / len(pairs), "rmse": rmse, "n": len(pairs)}
 
 
-def length_ttest(
-    ruler_lengths: Sequence[int], vanilla_lengths: Sequence[int], compat: str = "paper"
-) -> dict:
+def length_ttest(ruler_lengths: Sequence[int], vanilla_lengths: Sequence[int], compat: str = "paper") -> dict:
     """t-test of output lengths, Ruler vs vanilla on the same prompts.
 
     ``paper``: Welch's test (unequal variances). ``original``: Student's test, as the

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gzip
 import json
-
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from reprolm.data.schemas import DataError
-from reprolm.io import atomic_path
 from reprolm.data.upstream import schema_for_task
+from reprolm.io import atomic_path
 
 if TYPE_CHECKING:
     from lm_eval.api.model import LM
@@ -116,7 +115,8 @@ def _local_data_override(spec: TaskSpec, config: dict[str, Any]) -> dict[str, An
             found = sorted(path.name for path in data_dir.glob("*.parquet")) if data_dir.is_dir() else "folder missing"
             raise FileNotFoundError(
                 f"{data_dir}: no {split}.parquet, which lm-eval task {spec.task!r} (spec {spec.name!r}) "
-                f"reads for {purpose}; found: {found}")
+                f"reads for {purpose}; found: {found}"
+            )
     if spec.num_fewshot > 0:
         _check_fewshot_pool(spec, data_dir / f"{fewshot_pool}.parquet", same_as_evaluated=fewshot_pool == evaluated)
 
@@ -140,8 +140,9 @@ def _check_fewshot_pool(spec: TaskSpec, path: Path, *, same_as_evaluated: bool) 
     needed = spec.num_fewshot + int(same_as_evaluated)
     rows = pq.ParquetFile(path).metadata.num_rows
     if rows < needed:
-        raise ValueError(f"{path}: {rows} documents, but spec {spec.name!r} needs {needed} "
-                         f"for {spec.num_fewshot}-shot examples")
+        raise ValueError(
+            f"{path}: {rows} documents, but spec {spec.name!r} needs {needed} for {spec.num_fewshot}-shot examples"
+        )
 
 
 def _validate_local_docs(task: str, data_files: dict[str, str]) -> None:
@@ -169,13 +170,15 @@ def task_config(spec: TaskSpec) -> dict[str, Any]:
     if fixed_shots == 0 and spec.num_fewshot != 0:
         raise ValueError(
             f"spec {spec.name!r}: lm-eval task {spec.task!r} is defined zero-shot; "
-            f"num_fewshot={spec.num_fewshot} cannot apply")
+            f"num_fewshot={spec.num_fewshot} cannot apply"
+        )
     config["num_fewshot"] = spec.num_fewshot
     if spec.gen_kwargs:
         if config.get("output_type") != "generate_until":
             raise ValueError(
                 f"spec {spec.name!r}: gen_kwargs given, but lm-eval task {spec.task!r} is "
-                f"{config.get('output_type')!r}, not generate_until")
+                f"{config.get('output_type')!r}, not generate_until"
+            )
         config["generation_kwargs"] = {**(config.get("generation_kwargs") or {}), **spec.gen_kwargs}
     if spec.data_dir is not None:
         config.update(_local_data_override(spec, config))
@@ -212,8 +215,10 @@ def unscorable_instructions(task: str) -> dict[str, str]:
         try:
             nltk.data.find(resource)
         except LookupError:
-            missing[instruction] = (f"NLTK's {resource} data is not installed and cannot be downloaded offline "
-                                    f"(install it with `python -m nltk.downloader {resource.split('/')[-1]}`)")
+            missing[instruction] = (
+                f"NLTK's {resource} data is not installed and cannot be downloaded offline "
+                f"(install it with `python -m nltk.downloader {resource.split('/')[-1]}`)"
+            )
     return missing
 
 
@@ -242,8 +247,9 @@ def load_task_docs(spec: TaskSpec, split: str) -> list[dict]:
     """The raw documents (upstream schema, before ``process_docs``) of one split."""
     task = build_task(spec)
     if split not in task.dataset:
-        raise KeyError(f"spec {spec.name!r}: lm-eval task {spec.task!r} has no split {split!r}; "
-                       f"loaded: {sorted(task.dataset)}")
+        raise KeyError(
+            f"spec {spec.name!r}: lm-eval task {spec.task!r} has no split {split!r}; loaded: {sorted(task.dataset)}"
+        )
     return task.dataset[split].to_list()
 
 
@@ -262,8 +268,16 @@ def hf_placement(gpus: int) -> dict:
     return {"device": "cuda"} if gpus == 1 else {"parallelize": True}
 
 
-def language_model(model, tokenizer=None, *, backend: str = "hf", batch_size: int | str = 8,
-                   dtype: str = "auto", tensor_parallel_size: int = 1, seed: int = LM_EVAL_DEFAULT_SEED) -> LM:
+def language_model(
+    model,
+    tokenizer=None,
+    *,
+    backend: str = "hf",
+    batch_size: int | str = 8,
+    dtype: str = "auto",
+    tensor_parallel_size: int = 1,
+    seed: int = LM_EVAL_DEFAULT_SEED,
+) -> LM:
     """lm-eval's model wrapper.
 
     ``hf``: ``model`` is a checkpoint path (loaded on the job's GPUs, or the CPU, in ``dtype``,
@@ -278,17 +292,29 @@ def language_model(model, tokenizer=None, *, backend: str = "hf", batch_size: in
 
     if backend == "hf":
         if isinstance(model, (str, Path)):
-            return get_model("hf")(pretrained=str(model), tokenizer=tokenizer, dtype=dtype, batch_size=batch_size,
-                                   trust_remote_code=trusts_remote_code(model), **hf_placement(visible_gpus()))
+            return get_model("hf")(
+                pretrained=str(model),
+                tokenizer=tokenizer,
+                dtype=dtype,
+                batch_size=batch_size,
+                trust_remote_code=trusts_remote_code(model),
+                **hf_placement(visible_gpus()),
+            )
         if tokenizer is None:
             raise ValueError("an already-loaded model needs its tokenizer")
         return get_model("hf")(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
     if backend == "vllm":
         if not isinstance(model, (str, Path)) or not isinstance(tokenizer, (str, Path, type(None))):
             raise TypeError("the vllm backend loads model and tokenizer itself: pass paths, not loaded objects")
-        return get_model("vllm")(pretrained=str(model), tokenizer=None if tokenizer is None else str(tokenizer),
-                                 dtype=dtype, batch_size=batch_size, tensor_parallel_size=tensor_parallel_size,
-                                 seed=seed, trust_remote_code=trusts_remote_code(model))
+        return get_model("vllm")(
+            pretrained=str(model),
+            tokenizer=None if tokenizer is None else str(tokenizer),
+            dtype=dtype,
+            batch_size=batch_size,
+            tensor_parallel_size=tensor_parallel_size,
+            seed=seed,
+            trust_remote_code=trusts_remote_code(model),
+        )
     raise ValueError(f"unknown backend {backend!r}; known: 'hf', 'vllm'")
 
 
@@ -303,7 +329,9 @@ def _summarise(spec: TaskSpec, config: dict[str, Any], output: dict) -> dict[str
     task_results = output["results"][spec.task]
     if spec.metric not in task_results:
         reported = sorted(key for key in task_results if "," in key and "_stderr" not in key)
-        raise KeyError(f"spec {spec.name!r}: lm-eval task {spec.task!r} reports no {spec.metric!r}; reported: {reported}")
+        raise KeyError(
+            f"spec {spec.name!r}: lm-eval task {spec.task!r} reports no {spec.metric!r}; reported: {reported}"
+        )
     metric, _, filter_name = spec.metric.partition(",")
     return {
         "task": spec.task,
@@ -317,8 +345,12 @@ def _summarise(spec: TaskSpec, config: dict[str, Any], output: dict) -> dict[str
         "n_docs_available": output["n-samples"][spec.task]["original"],
         "num_fewshot": output["n-shot"][spec.task],
         "task_version": output["versions"][spec.task],
-        "data": str(spec.data_dir) if spec.data_dir is not None else f"{config['dataset_path']}:{config.get('dataset_name')}",
-        "unscored": _unscored_docs(spec, config, unscorable) if (unscorable := unscorable_instructions(spec.task)) else None,
+        "data": str(spec.data_dir)
+        if spec.data_dir is not None
+        else f"{config['dataset_path']}:{config.get('dataset_name')}",
+        "unscored": _unscored_docs(spec, config, unscorable)
+        if (unscorable := unscorable_instructions(spec.task))
+        else None,
     }
 
 
@@ -328,9 +360,15 @@ def sample_records(spec: TaskSpec, logged: list[dict], task: str | None = None) 
     is the reported score), the ``target``, the request ``arguments`` and the model's
     ``filtered_resps``, and lm-eval's hashes of the document and prompt."""
     kept = ("doc_id", "target", "arguments", "filtered_resps", "filter", "doc_hash", "prompt_hash", "target_hash")
-    return [{"spec": spec.name, "task": task or spec.task, **{key: sample.get(key) for key in kept},
-             "values": {metric: sample[metric] for metric in sample.get("metrics", []) if metric in sample}}
-            for sample in logged]
+    return [
+        {
+            "spec": spec.name,
+            "task": task or spec.task,
+            **{key: sample.get(key) for key in kept},
+            "values": {metric: sample[metric] for metric in sample.get("metrics", []) if metric in sample},
+        }
+        for sample in logged
+    ]
 
 
 @cache
@@ -363,10 +401,22 @@ def environment_report_once() -> Iterator[None]:
         evaluator.add_env_info = collect
 
 
-def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int | str = 8, dtype: str = "auto", limit: int | None = None, backend: str = "hf", tensor_parallel_size: int = 1,
-                   seed: int = LM_EVAL_DEFAULT_SEED, bootstrap_iters: int = 100_000,
-                   apply_chat_template: bool = False, samples_output: str | None = None,
-                   response_cache: str | Path | None = None) -> dict[str, Any]:
+def evaluate_tasks(
+    model,
+    tokenizer,
+    tasks: list[TaskSpec],
+    *,
+    batch_size: int | str = 8,
+    dtype: str = "auto",
+    limit: int | None = None,
+    backend: str = "hf",
+    tensor_parallel_size: int = 1,
+    seed: int = LM_EVAL_DEFAULT_SEED,
+    bootstrap_iters: int = 100_000,
+    apply_chat_template: bool = False,
+    samples_output: str | None = None,
+    response_cache: str | Path | None = None,
+) -> dict[str, Any]:
     """Evaluate one model on every task through ``lm_eval.simple_evaluate``.
 
     ``response_cache``: a folder for lm-eval's response cache (``use_cache``, one SQLite file
@@ -398,17 +448,31 @@ def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int |
     # Fail on a missing split or a bad document before spending time loading the model.
     configs = {spec.name: task_config(spec) for spec in tasks}
 
-    lm = language_model(model, tokenizer, backend=backend, batch_size=batch_size, dtype=dtype,
-                        tensor_parallel_size=tensor_parallel_size, seed=seed)
+    lm = language_model(
+        model,
+        tokenizer,
+        backend=backend,
+        batch_size=batch_size,
+        dtype=dtype,
+        tensor_parallel_size=tensor_parallel_size,
+        seed=seed,
+    )
     summaries, samples = {}, []
     with environment_report_once():
         for spec in tasks:
             output = lm_eval.simple_evaluate(
-                model=lm, tasks=[configs[spec.name]], task_manager=task_manager(),
-                limit=spec.limit if spec.limit is not None else limit, bootstrap_iters=bootstrap_iters,
-                log_samples=samples_output is not None, random_seed=seed,
-                use_cache=None if response_cache is None else str(Path(response_cache) / spec.name), numpy_random_seed=seed, torch_random_seed=seed,
-                fewshot_random_seed=seed, apply_chat_template=apply_chat_template,
+                model=lm,
+                tasks=[configs[spec.name]],
+                task_manager=task_manager(),
+                limit=spec.limit if spec.limit is not None else limit,
+                bootstrap_iters=bootstrap_iters,
+                log_samples=samples_output is not None,
+                random_seed=seed,
+                use_cache=None if response_cache is None else str(Path(response_cache) / spec.name),
+                numpy_random_seed=seed,
+                torch_random_seed=seed,
+                fewshot_random_seed=seed,
+                apply_chat_template=apply_chat_template,
             )
             summaries[spec.name] = _summarise(spec, configs[spec.name], output)
             if samples_output is not None:
@@ -421,5 +485,10 @@ def evaluate_tasks(model, tokenizer, tasks: list[TaskSpec], *, batch_size: int |
             # No time or file name in the gzip header: the same samples give the same bytes.
             with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as stream:
                 stream.write(lines.encode())
-    return {"lm_eval_version": version("lm_eval"), "backend": backend, "seed": seed,
-            "apply_chat_template": apply_chat_template, "tasks": summaries}
+    return {
+        "lm_eval_version": version("lm_eval"),
+        "backend": backend,
+        "seed": seed,
+        "apply_chat_template": apply_chat_template,
+        "tasks": summaries,
+    }

@@ -59,8 +59,12 @@ def length_multi_mlt(rows, context) -> dict:
     targets = _targets(context)
     words = [count_words(r["text"]) for r in rows]
     names = [str(r["TargetLength"]) for r in rows]
-    return {**length.multi_mlt_scores(words, names, targets),
-            "word_counts": words, "target_names": names, "ids": [r["id"] for r in rows]}
+    return {
+        **length.multi_mlt_scores(words, names, targets),
+        "word_counts": words,
+        "target_names": names,
+        "ids": [r["id"] for r in rows],
+    }
 
 
 @METRICS.register("length_self_mlt")
@@ -68,8 +72,10 @@ def length_multi_mlt(rows, context) -> dict:
 def length_self_mlt(rows, context) -> dict:
     """The MLTs a model chose, FM against their windows and mean words; per output its word
     count, leading MLT and prompt id."""
-    return {**length.self_generated_scores([r["text"] for r in rows], _targets(context)),
-            "ids": [r["id"] for r in rows]}
+    return {
+        **length.self_generated_scores([r["text"] for r in rows], _targets(context)),
+        "ids": [r["id"] for r in rows],
+    }
 
 
 def _references(rows, compat: str) -> dict:
@@ -78,11 +84,14 @@ def _references(rows, compat: str) -> dict:
     references = {}
     for index, row in enumerate(rows):
         if row.get("answer") is None:
-            raise KeyError(f"generation row {index} (prompt id {row.get('id')!r}) has no reference 'answer'; "
-                           "answer metrics need a prompt set built from a GSM8K-schema source")
+            raise KeyError(
+                f"generation row {index} (prompt id {row.get('id')!r}) has no reference 'answer'; "
+                "answer metrics need a prompt set built from a GSM8K-schema source"
+            )
         answer = str(row["answer"])
-        references[row["id"]] = original_answer(f"The answer is: {answer}") if compat == "original" \
-            else normalise_number(answer)
+        references[row["id"]] = (
+            original_answer(f"The answer is: {answer}") if compat == "original" else normalise_number(answer)
+        )
     return references
 
 
@@ -95,8 +104,13 @@ def answer_accuracy(rows, context) -> dict:
     first = {row["id"]: extract_answer(row["text"], compat) for row in rows if row["sample"] == 0}
     ids = sorted(first)
     correct = [first[i] is not None and first[i] == references[i] for i in ids]
-    return {"accuracy": 100.0 * sum(correct) / len(correct), "unparsed": sum(first[i] is None for i in ids),
-            "correct": correct, "ids": ids, "compat": compat}
+    return {
+        "accuracy": 100.0 * sum(correct) / len(correct),
+        "unparsed": sum(first[i] is None for i in ids),
+        "correct": correct,
+        "ids": ids,
+        "compat": compat,
+    }
 
 
 @METRICS.register("answer_voting")
@@ -109,14 +123,21 @@ def answer_voting(rows, context) -> dict:
     answers = samples_by_prompt(rows, lambda row: extract_answer(row["text"], compat))
     ids = sorted(answers)
     samples = min(len(a) for a in answers.values())
-    ks = context.get("ks") or [2 ** p for p in range(samples.bit_length()) if 2 ** p <= samples]
+    ks = context.get("ks") or [2**p for p in range(samples.bit_length()) if 2**p <= samples]
     outcomes = voting_outcomes([answers[i] for i in ids], [references[i] for i in ids], ks, compat)
     scores = voting_percentages(outcomes)
-    return {"ks": list(ks), "maj": [scores[k]["maj"] for k in ks], "pass": [scores[k]["pass"] for k in ks],
-            "samples_per_prompt": samples, "unparsed": sum(a is None for i in ids for a in answers[i]),
-            "compat": compat, "ids": ids,
-            # Per k, per prompt (in ``ids`` order): voting right, reference among the first k.
-            "maj_correct": [outcomes[k]["maj"] for k in ks], "pass_correct": [outcomes[k]["pass"] for k in ks]}
+    return {
+        "ks": list(ks),
+        "maj": [scores[k]["maj"] for k in ks],
+        "pass": [scores[k]["pass"] for k in ks],
+        "samples_per_prompt": samples,
+        "unparsed": sum(a is None for i in ids for a in answers[i]),
+        "compat": compat,
+        "ids": ids,
+        # Per k, per prompt (in ``ids`` order): voting right, reference among the first k.
+        "maj_correct": [outcomes[k]["maj"] for k in ks],
+        "pass_correct": [outcomes[k]["pass"] for k in ks],
+    }
 
 
 @METRICS.register("diversity")
@@ -142,10 +163,16 @@ def diversity(rows, context) -> dict:
         per_prompt["embedding"].append(embedding_diversity(samples, encoder, prompt, compat))
     means = {name: float(np.mean(values)) for name, values in per_prompt.items()}
     means["distinct"] = float(np.mean([means[f"distinct_{n}"] for n in (1, 2, 3)]))
-    return {**means, "compat": compat, "encoder": encoder_name, "prompts": len(texts),
-            "samples_per_prompt": min(map(len, texts.values())),
-            # Each prompt's scores, in ``ids`` order, which the tables resample.
-            "ids": list(texts), "per_prompt": per_prompt}
+    return {
+        **means,
+        "compat": compat,
+        "encoder": encoder_name,
+        "prompts": len(texts),
+        "samples_per_prompt": min(map(len, texts.values())),
+        # Each prompt's scores, in ``ids`` order, which the tables resample.
+        "ids": list(texts),
+        "per_prompt": per_prompt,
+    }
 
 
 def compute(name: str, rows: list[Mapping], context: Mapping) -> dict:
@@ -153,4 +180,3 @@ def compute(name: str, rows: list[Mapping], context: Mapping) -> dict:
     if not rows:
         raise ValueError(f"metric {name!r}: no generations to score")
     return {"metric": name, **function(rows, context)}
-

@@ -12,7 +12,6 @@ import numpy as np
 import yaml
 from scipy import stats
 
-
 CORRELATIONS = {"pearson": stats.pearsonr, "spearman": stats.spearmanr, "kendall": stats.kendalltau}
 
 
@@ -32,8 +31,13 @@ def rating_agreement(judge, rows: Sequence[Mapping]) -> dict:
     item's id, score and rating are kept: the tables refit the correlations on bootstrap draws."""
     scores = judge.score([list(row["conversation"]) for row in rows])
     truth = [float(row["score"]) for row in rows]
-    return {**correlations(scores, truth), "n": len(rows), "scores": scores, "ratings": truth,
-            "ids": [row["id"] for row in rows]}
+    return {
+        **correlations(scores, truth),
+        "n": len(rows),
+        "scores": scores,
+        "ratings": truth,
+        "ids": [row["id"] for row in rows],
+    }
 
 
 def load_elo(path: str | Path) -> dict[str, float]:

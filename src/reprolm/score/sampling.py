@@ -77,8 +77,9 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def voting_outcomes(answers: Sequence[Sequence[str | None]], references: Sequence[str],
-                    ks: Sequence[int], compat: str = "paper") -> dict[int, dict[str, list[bool]]]:
+def voting_outcomes(
+    answers: Sequence[Sequence[str | None]], references: Sequence[str], ks: Sequence[int], compat: str = "paper"
+) -> dict[int, dict[str, list[bool]]]:
     """Per k, per prompt: whether majority voting among the first k samples is right
     (``maj``: the most common answer, ties to the earliest, is the reference) and whether
     the reference is among them (``pass``). An unparsed answer (None) casts no vote; with
@@ -102,16 +103,18 @@ def voting_outcomes(answers: Sequence[Sequence[str | None]], references: Sequenc
     return outcomes
 
 
-def majority_and_pass_at_k(answers: Sequence[Sequence[str | None]], references: Sequence[str],
-                           ks: Sequence[int], compat: str = "paper") -> dict:
+def majority_and_pass_at_k(
+    answers: Sequence[Sequence[str | None]], references: Sequence[str], ks: Sequence[int], compat: str = "paper"
+) -> dict:
     """Per k, over prompts: maj@k and pass@k x 100 (see :func:`voting_outcomes`)."""
     return voting_percentages(voting_outcomes(answers, references, ks, compat))
 
 
 def voting_percentages(outcomes: Mapping[int, Mapping[str, Sequence[bool]]]) -> dict:
     """Per k: the percentage of prompts voting right (``maj``) and passing (``pass``)."""
-    return {k: {name: 100.0 * sum(hits) / len(hits) for name, hits in outcome.items()}
-            for k, outcome in outcomes.items()}
+    return {
+        k: {name: 100.0 * sum(hits) / len(hits) for name, hits in outcome.items()} for k, outcome in outcomes.items()
+    }
 
 
 def best_and_mean_per_prompt(rewards: Sequence[Sequence[float]], n: int) -> dict[str, list[float]]:
@@ -123,8 +126,9 @@ def best_and_mean_per_prompt(rewards: Sequence[Sequence[float]], n: int) -> dict
 
 def best_and_mean_of_n(rewards: Sequence[Sequence[float]], ns: Sequence[int]) -> dict:
     """Per n, over prompts: the mean of the best and the mean of the first n samples' rewards."""
-    return {n: {name: float(np.mean(values)) for name, values in best_and_mean_per_prompt(rewards, n).items()}
-            for n in ns}
+    return {
+        n: {name: float(np.mean(values)) for name, values in best_and_mean_per_prompt(rewards, n).items()} for n in ns
+    }
 
 
 def samples_by_prompt(rows: Sequence[Mapping], value) -> dict:

@@ -19,8 +19,11 @@ def _facts(task: str) -> dict:
     config = builtin_task_config(task)
     if "group" in config:
         # A group (MMLU) reports its aggregate metrics, each under its own filters.
-        metrics = [f"{m['metric']},{f}" for m in config.get("aggregate_metric_list") or []
-                   for f in m.get("filter_list") or ["none"]]
+        metrics = [
+            f"{m['metric']},{f}"
+            for m in config.get("aggregate_metric_list") or []
+            for f in m.get("filter_list") or ["none"]
+        ]
     else:
         filters = [f["name"] for f in config.get("filter_list") or []] or ["none"]
         metrics = [f"{m['metric']},{f}" for m in config.get("metric_list") or [] for f in filters]
@@ -50,8 +53,10 @@ def refuse_tasks_without_training_split(tasks: list[dict], cache: str | Path, wh
     refused = [t["name"] for t in tasks if not facts[t["task"]]["training_split"]]
     if refused:
         usable = [t["name"] for t in tasks if facts[t["task"]]["training_split"]]
-        raise ValueError(f"{where}: tasks without a training split cannot be trained on: {refused}; "
-                         f"configured tasks that have one: {usable}")
+        raise ValueError(
+            f"{where}: tasks without a training split cannot be trained on: {refused}; "
+            f"configured tasks that have one: {usable}"
+        )
 
 
 def refuse_metrics_not_reported(tasks: Mapping[str, Mapping], cache: str | Path) -> None:
@@ -62,5 +67,7 @@ def refuse_metrics_not_reported(tasks: Mapping[str, Mapping], cache: str | Path)
     for where, task in tasks.items():
         reported = facts[task["task"]]["metrics"]
         if task["metric"] not in reported:
-            raise ValueError(f"{where}.metric: lm-eval's task {task['task']!r} does not report "
-                             f"{task['metric']!r}; it reports {reported}")
+            raise ValueError(
+                f"{where}.metric: lm-eval's task {task['task']!r} does not report "
+                f"{task['metric']!r}; it reports {reported}"
+            )

@@ -72,7 +72,9 @@ class Study:
         for recipe in spec.get("recipes", []):
             require_recipe(config, recipe, allowed, f"{self.name}.recipes")
         for index, evaluation in enumerate(spec.get("evaluations", [])):
-            require(evaluation["promptset"], config.get("promptsets", {}), f"{self.name}.evaluations[{index}].promptset")
+            require(
+                evaluation["promptset"], config.get("promptsets", {}), f"{self.name}.evaluations[{index}].promptset"
+            )
             for recipe in evaluation.get("recipes", []):
                 require_recipe(config, recipe, recipes + [PRETRAINED], f"{self.name}.evaluations[{index}].recipes")
         suite = spec.get("lm_eval_suite")
@@ -156,7 +158,9 @@ class Study:
             with tempfile.TemporaryDirectory() as unused_plots:
                 for index, scores in enumerate(sets):
                     with collected_tables() as collected:
-                        writer(scores, study_config, settings, tables_tmp, plots_tmp if index == 0 else Path(unused_plots))
+                        writer(
+                            scores, study_config, settings, tables_tmp, plots_tmp if index == 0 else Path(unused_plots)
+                        )
                     runs.append(collected)
             for table in pool_tables(runs):
                 table.write()

@@ -59,12 +59,15 @@ class Expo(Study):
         # only would pool seeds on one side and not the other.
         for recipe in spec.get("recipes", []):
             if len(config.get("recipes", {}).get(recipe, {}).get("seeds", [])) > 1:
-                raise ConfigError(f"recipes.{recipe}.seeds: {recipe!r} is extrapolated by the expo study, and "
-                                  "replicates of extrapolated models are not made; give it one seed")
+                raise ConfigError(
+                    f"recipes.{recipe}.seeds: {recipe!r} is extrapolated by the expo study, and "
+                    "replicates of extrapolated models are not made; give it one seed"
+                )
         search = spec["alpha_search"]["promptset"]
         if len(promptsets[search].get("seeds", [])) > 1:
-            raise ConfigError(f"promptsets.{search}.seeds: the expo alpha search chooses one alpha on one sampling; "
-                              "give it one seed")
+            raise ConfigError(
+                f"promptsets.{search}.seeds: the expo alpha search chooses one alpha on one sampling; give it one seed"
+            )
 
     def score_paths(self, config: Mapping) -> list[str]:
         """Known before any alpha search: the study judge's accuracy on held-out pairs."""
@@ -75,8 +78,9 @@ class Expo(Study):
     def table_inputs(self, config: Mapping, checkpoint_output: CheckpointOutput) -> list[str]:
         paths = self.score_paths(config)
         for base, recipe in self.models(config):
-            search = checkpoint_output("alpha_search", base=base, recipe=recipe,
-                                       promptset=config["expo"]["alpha_search"]["promptset"])
+            search = checkpoint_output(
+                "alpha_search", base=base, recipe=recipe, promptset=config["expo"]["alpha_search"]["promptset"]
+            )
             paths += [search] + evaluation_scores(config, base, recipe, chosen_alpha(search))
         return paths
 
@@ -87,8 +91,11 @@ class Expo(Study):
 
     def settings(self, config: Mapping) -> dict:
         spec = config["expo"]
-        return {"judges": {name: config["judges"][name]
-                           for name in {spec["judge"], win_rate_judge(spec), single_grade_judge(spec)}}}
+        return {
+            "judges": {
+                name: config["judges"][name] for name in {spec["judge"], win_rate_judge(spec), single_grade_judge(spec)}
+            }
+        }
 
 
 def alpha_search_grades(config: Mapping, base: str, recipe: str) -> dict[str, str]:
@@ -116,8 +123,15 @@ def choose_alpha(grades: Mapping[float, Mapping]) -> dict:
     the curve for comparison but is not a candidate: the study evaluates an extrapolation.
     Each point keeps its per-prompt grades (``ids``, ``grades``) for the table's interval.
     """
-    curve = [{"alpha": alpha, "mean_grade": grades[alpha]["mean"], "ids": grades[alpha]["ids"],
-              "grades": grades[alpha]["grades"]} for alpha in sorted(grades)]
+    curve = [
+        {
+            "alpha": alpha,
+            "mean_grade": grades[alpha]["mean"],
+            "ids": grades[alpha]["ids"],
+            "grades": grades[alpha]["grades"],
+        }
+        for alpha in sorted(grades)
+    ]
     candidates = [point for point in curve if point["alpha"] > 0 and not math.isnan(point["mean_grade"])]
     if not candidates:
         raise ValueError(f"alpha search: no alpha above 0 has a usable grade; curve {curve}")

@@ -42,8 +42,10 @@ class Gem(Study):
             require_grader(best_of_n["judge"], config.get("judges", {}), "gem.best_of_n.judge")
             samples = config["promptsets"][best_of_n["promptset"]]["sampling"].get("n", 1)
             if max(best_of_n["ns"]) > samples:
-                raise ConfigError(f"gem.best_of_n.ns asks for best-of-{max(best_of_n['ns'])}, but promptset "
-                                  f"{best_of_n['promptset']!r} samples n={samples} answers per prompt")
+                raise ConfigError(
+                    f"gem.best_of_n.ns asks for best-of-{max(best_of_n['ns'])}, but promptset "
+                    f"{best_of_n['promptset']!r} samples n={samples} answers per prompt"
+                )
         check_sampled_evaluations(config, spec.get("evaluations", []), "gem.evaluations")
         if spec.get("judge_validation"):
             require(spec["judge_validation"], config.get("datasets", {}), "gem.judge_validation")
@@ -63,8 +65,11 @@ class Gem(Study):
         best_of_n = spec.get("best_of_n")
         if not best_of_n:
             return paths
-        paths += [grade_path(best_of_n["judge"], base, recipe, best_of_n["promptset"])
-                  for base, recipe in self.models(config) if recipe in best_of_n.get("recipes", [recipe])]
+        paths += [
+            grade_path(best_of_n["judge"], base, recipe, best_of_n["promptset"])
+            for base, recipe in self.models(config)
+            if recipe in best_of_n.get("recipes", [recipe])
+        ]
         if spec.get("judge_validation"):
             paths.append(judge_score_path("pair_accuracy", best_of_n["judge"], spec["judge_validation"]))
         return paths

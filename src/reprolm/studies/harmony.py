@@ -10,7 +10,6 @@ from reprolm.paths import score_path
 from reprolm.studies.base import Study, register_study
 
 
-
 class Harmony(Study):
     name = "harmony"
     tables = "reprolm.aggregate.harmony_tables:write_harmony_tables"
@@ -50,8 +49,10 @@ class Harmony(Study):
                 require(task["source"], config["sources"], f"harmony.tasks[{index}].source")
         reference = config["harmony"].get("reference_results")
         if reference and not Path(reference).is_file():
-            raise ConfigError(f"harmony.reference_results: {reference} does not exist (the paper's all_results.json; "
-                              "config/reference/lm-harmony/all_results.json ships with the project)")
+            raise ConfigError(
+                f"harmony.reference_results: {reference} does not exist (the paper's all_results.json; "
+                "config/reference/lm-harmony/all_results.json ships with the project)"
+            )
 
     def table_files(self, config: Mapping) -> list[str]:
         reference = config["harmony"].get("reference_results")
@@ -71,14 +72,21 @@ class Harmony(Study):
         # The paper's published scores (all_results.json), and the hub checkpoint each base
         # is, to find a base's scores in them.
         bases = config["harmony"]["bases"]
-        return {"reference_results": config["harmony"].get("reference_results"),
-                "hub_ids": {base: config["base_models"][base]["hub"]["path"]
-                            for base in bases if "hub" in config["base_models"][base]}}
+        return {
+            "reference_results": config["harmony"].get("reference_results"),
+            "hub_ids": {
+                base: config["base_models"][base]["hub"]["path"]
+                for base in bases
+                if "hub" in config["base_models"][base]
+            },
+        }
 
     def score_paths(self, config: Mapping) -> list[str]:
         tasks = [task["name"] for task in config["harmony"].get("tasks", [])]
         return super().score_paths(config) + [
-            score_path("train_before_test", base, recipe, task) for base, recipe in self.models(config) for task in tasks
+            score_path("train_before_test", base, recipe, task)
+            for base, recipe in self.models(config)
+            for task in tasks
         ]
 
 

@@ -24,8 +24,10 @@ class Ruler(Study):
         percentile bootstrap interval over prompts (over documents for lm-eval; a multi-MLT prompt's
         outputs at every target are drawn together), paired across models on the same prompts.
     """
-    plots_caption = ("PM and FM per target length, one panel per model, with their 95% bootstrap intervals "
-                     "(see the tables for the windows).")
+    plots_caption = (
+        "PM and FM per target length, one panel per model, with their 95% bootstrap intervals "
+        "(see the tables for the windows)."
+    )
 
     def check_section(self, config: Mapping) -> None:
         # The windows themselves are checked with the rest of the config.

@@ -21,8 +21,9 @@ def prompt_ids(tokenizer, messages: list[dict]) -> list[int]:
     return chat_prompt(tokenizer, messages)[1]
 
 
-def completion_example(tokenizer, messages: list[dict], completion: str, max_length: int,
-                       loss_on_prompt: bool = False) -> dict:
+def completion_example(
+    tokenizer, messages: list[dict], completion: str, max_length: int, loss_on_prompt: bool = False
+) -> dict:
     prompt = prompt_ids(tokenizer, messages)
     answer = tokenizer(completion, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
     input_ids = (prompt + answer)[:max_length]
@@ -35,10 +36,12 @@ def completion_example(tokenizer, messages: list[dict], completion: str, max_len
 
 def _completion_format(to_chat: Callable[[Mapping, Mapping], tuple[list[dict], str]]):
     """A format that turns a row into (prompt messages, completion), loss on the completion."""
+
     def example(tokenizer, record: Mapping, recipe: Mapping) -> dict:
         messages, completion = to_chat(record, recipe)
-        return completion_example(tokenizer, messages, completion, recipe["max_length"],
-                                  loss_on_prompt=recipe.get("loss_on_prompt", False))
+        return completion_example(
+            tokenizer, messages, completion, recipe["max_length"], loss_on_prompt=recipe.get("loss_on_prompt", False)
+        )
 
     return example
 
@@ -61,6 +64,7 @@ def assistant_spans_example(tokenizer, messages: list[dict], max_length: int) ->
     """A whole chat with the loss on every assistant turn's content and end of turn; the
     assistant header and every other turn are masked. Span boundaries come from rendering
     the chat template up to each assistant turn."""
+
     def ids(turns, generation_prompt):
         text = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=generation_prompt)
         return prompt_token_ids(tokenizer, text)
@@ -69,7 +73,7 @@ def assistant_spans_example(tokenizer, messages: list[dict], max_length: int) ->
     labels = [IGNORE_INDEX] * len(input_ids)
     for index, turn in enumerate(messages):
         if turn["role"] == "assistant":
-            start, end = len(ids(messages[:index], True)), len(ids(messages[:index + 1], False))
+            start, end = len(ids(messages[:index], True)), len(ids(messages[: index + 1], False))
             labels[start:end] = input_ids[start:end]
     input_ids, labels = input_ids[:max_length], labels[:max_length]
     return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids), "labels": labels}

@@ -30,9 +30,18 @@ log = logging.getLogger(__name__)
 FINISHED, FINISHED_MARK = "finished", "finished.key"
 
 TRAINING_KEYS = (
-    "learning_rate", "num_train_epochs", "per_device_train_batch_size",
-    "gradient_accumulation_steps", "lr_scheduler_type", "warmup_ratio", "weight_decay",
-    "adam_beta2", "max_steps", "logging_steps", "save_steps", "gradient_checkpointing",
+    "learning_rate",
+    "num_train_epochs",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "lr_scheduler_type",
+    "warmup_ratio",
+    "weight_decay",
+    "adam_beta2",
+    "max_steps",
+    "logging_steps",
+    "save_steps",
+    "gradient_checkpointing",
 )
 TRAINER_STATE = "trainer_state.json"
 
@@ -73,7 +82,7 @@ class FinetuneSpec:
         Path(path).write_text(json.dumps(asdict(self), indent=2, sort_keys=True))
 
     @classmethod
-    def load(cls, path: str | Path) -> "FinetuneSpec":
+    def load(cls, path: str | Path) -> FinetuneSpec:
         return cls(**json.loads(Path(path).read_text()))
 
 
@@ -94,8 +103,9 @@ def latest_checkpoint(folder: Path) -> str | None:
     trainer_state.json), and would again on every rerun; the complete checkpoint before it
     is where the run really stopped.
     """
-    checkpoints = sorted((p for p in folder.glob("checkpoint-*") if _complete(p)),
-                         key=lambda p: int(p.name.split("-")[-1]))
+    checkpoints = sorted(
+        (p for p in folder.glob("checkpoint-*") if _complete(p)), key=lambda p: int(p.name.split("-")[-1])
+    )
     return str(checkpoints[-1]) if checkpoints else None
 
 
@@ -165,13 +175,16 @@ def preference_trainer(model, tokenizer, args, records: list[dict], source: str,
     for row, record in enumerate(records):
         for field_name in PREFERENCE_FIELDS:
             if not record.get(field_name):
-                raise KeyError(f"{source}: row {row}: missing or empty field {field_name!r} (a {kind} recipe "
-                               f"needs {list(PREFERENCE_FIELDS)}, e.g. from the preference_pairs builder)")
+                raise KeyError(
+                    f"{source}: row {row}: missing or empty field {field_name!r} (a {kind} recipe "
+                    f"needs {list(PREFERENCE_FIELDS)}, e.g. from the preference_pairs builder)"
+                )
     pairs = Dataset.from_list([{name: record[name] for name in PREFERENCE_FIELDS} for record in records])
     log.info("%d preference pairs", len(pairs))
     if kind == "kto":
-        return KTOTrainer(model=model, args=args, train_dataset=unpair_preference_dataset(pairs),
-                          processing_class=tokenizer)
+        return KTOTrainer(
+            model=model, args=args, train_dataset=unpair_preference_dataset(pairs), processing_class=tokenizer
+        )
     trainer_class = DPOTrainer if kind == "dpo" else RewardTrainer
     return trainer_class(model=model, args=args, train_dataset=pairs, processing_class=tokenizer)
 
@@ -182,8 +195,7 @@ def run(spec: FinetuneSpec) -> None:
     import pyarrow.parquet as pq
     import torch
     from datasets import Dataset
-    from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, DataCollatorForSeq2Seq,
-                              Trainer)
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, DataCollatorForSeq2Seq, Trainer
 
     from reprolm.models.loading import load_tokenizer, trusts_remote_code
     from reprolm.train.examples import build_examples
@@ -210,11 +222,16 @@ def run(spec: FinetuneSpec) -> None:
     if objective(spec.recipe) == "reward":
         # A scalar head on the language model; it reads the score at the last non-pad token.
         model = AutoModelForSequenceClassification.from_pretrained(
-            spec.base_model, dtype=torch.float32, num_labels=1, pad_token_id=tokenizer.pad_token_id,
-            trust_remote_code=trusts_remote_code(spec.base_model)).train()
+            spec.base_model,
+            dtype=torch.float32,
+            num_labels=1,
+            pad_token_id=tokenizer.pad_token_id,
+            trust_remote_code=trusts_remote_code(spec.base_model),
+        ).train()
     else:
-        model = AutoModelForCausalLM.from_pretrained(spec.base_model, dtype=torch.float32,
-                                                     trust_remote_code=trusts_remote_code(spec.base_model)).train()
+        model = AutoModelForCausalLM.from_pretrained(
+            spec.base_model, dtype=torch.float32, trust_remote_code=trusts_remote_code(spec.base_model)
+        ).train()
     if spec.add_tokens:
         model.resize_token_embeddings(len(tokenizer))
 
@@ -224,8 +241,7 @@ def run(spec: FinetuneSpec) -> None:
     else:
         examples = build_examples(tokenizer, records, spec.recipe, spec.train_file)
         trainable = [e for e in examples if any(label != -100 for label in e["labels"])]
-        log.info("%d training examples (%d fully masked by truncation)", len(trainable),
-                 len(examples) - len(trainable))
+        log.info("%d training examples (%d fully masked by truncation)", len(trainable), len(examples) - len(trainable))
         trainer = Trainer(
             model=model,
             args=args,

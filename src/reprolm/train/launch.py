@@ -32,14 +32,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def launch_command(launcher: str, nproc: int, spec_path: str, port: int,
-                   visible_devices: str | None = None) -> list[str]:
+def launch_command(
+    launcher: str, nproc: int, spec_path: str, port: int, visible_devices: str | None = None
+) -> list[str]:
     """The launcher's command line; ``visible_devices`` is the job's CUDA_VISIBLE_DEVICES."""
     bindir = Path(sys.executable).parent
     if launcher == "torchrun":
         torchrun = shutil.which("torchrun", path=str(bindir)) or "torchrun"
-        return [torchrun, f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1",
-                f"--master_port={port}", "-m", "reprolm.train.finetune", spec_path]
+        return [
+            torchrun,
+            f"--nproc_per_node={nproc}",
+            "--master_addr=127.0.0.1",
+            f"--master_port={port}",
+            "-m",
+            "reprolm.train.finetune",
+            spec_path,
+        ]
     if launcher == "deepspeed":
         deepspeed = shutil.which("deepspeed", path=str(bindir)) or "deepspeed"
         # --num_gpus makes the deepspeed launcher drop CUDA_VISIBLE_DEVICES and use GPUs
@@ -48,8 +56,16 @@ def launch_command(launcher: str, nproc: int, spec_path: str, port: int,
         slots = [f"--include=localhost:{','.join(devices[:nproc])}"] if devices else [f"--num_gpus={nproc}"]
         # --no_local_rank: the worker takes LOCAL_RANK from the environment, and its only
         # argument is the spec.
-        return [deepspeed, *slots, "--master_addr=127.0.0.1", f"--master_port={port}", "--no_local_rank",
-                "--module", "reprolm.train.finetune", spec_path]
+        return [
+            deepspeed,
+            *slots,
+            "--master_addr=127.0.0.1",
+            f"--master_port={port}",
+            "--no_local_rank",
+            "--module",
+            "reprolm.train.finetune",
+            spec_path,
+        ]
     raise ValueError(f"unknown launcher {launcher!r}; choose from {LAUNCHERS}")
 
 
@@ -85,8 +101,7 @@ def launch(spec: FinetuneSpec, launcher: str = "none", nproc: int = 1, log_path:
         if spec.deepspeed:
             # DeepSpeed initialises torch.distributed from a launcher's RANK/WORLD_SIZE/
             # MASTER_ADDR; in-process it falls back to MPI discovery and fails obscurely.
-            raise ValueError(f"DeepSpeed config {spec.deepspeed} needs launcher torchrun or deepspeed, "
-                             "not none")
+            raise ValueError(f"DeepSpeed config {spec.deepspeed} needs launcher torchrun or deepspeed, not none")
         run(spec)
         return
     env = launcher_environment()
@@ -97,14 +112,19 @@ def launch(spec: FinetuneSpec, launcher: str = "none", nproc: int = 1, log_path:
     with tempfile.TemporaryDirectory() as tmp:
         spec_path = str(Path(tmp) / "finetune_spec.json")
         spec.save(spec_path)
-        command = launch_command(launcher, max(1, nproc), spec_path, free_port(),
-                                 env.get("CUDA_VISIBLE_DEVICES"))
+        command = launch_command(launcher, max(1, nproc), spec_path, free_port(), env.get("CUDA_VISIBLE_DEVICES"))
         log = open(log_path, "a") if log_path else None
         stop_note = stop_note_path(spec)
         stop_note.unlink(missing_ok=True)
         try:
-            result = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT if log else None,
-                                    check=False, preexec_fn=_ignore_stop_signals)
+            result = subprocess.run(
+                command,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT if log else None,
+                check=False,
+                preexec_fn=_ignore_stop_signals,
+            )
         finally:
             if log:
                 log.close()

@@ -39,7 +39,7 @@ def _chunks(logits: torch.Tensor, labels: torch.Tensor, chunk: int):
     for row in range(logits.shape[0]):
         targets = labels[row, 1:]
         for start in range(0, targets.shape[0], chunk):
-            y = targets[start:start + chunk]
+            y = targets[start : start + chunk]
             kept = (y != IGNORE_INDEX).nonzero()[:, 0]
             if len(kept):
                 yield row, start + kept, y[kept]
@@ -69,8 +69,14 @@ class _GEMLoss(torch.autograd.Function):
         return weights.mul_(grad_output / ctx.normaliser), None, None, None, None, None
 
 
-def gem_loss(logits: torch.Tensor, labels: torch.Tensor, beta: float = 0.7, h: str = "linear",
-             num_items_in_batch: int | torch.Tensor | None = None, chunk_tokens: int = 1024) -> torch.Tensor:
+def gem_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    beta: float = 0.7,
+    h: str = "linear",
+    num_items_in_batch: int | torch.Tensor | None = None,
+    chunk_tokens: int = 1024,
+) -> torch.Tensor:
     """GEM on causal-LM ``logits`` (batch x length x vocab) and unshifted ``labels``;
     positions labelled -100 are dropped. The mean is over ``num_items_in_batch`` tokens when
     given (the Trainer's count across gradient-accumulation steps), else over this batch's."""

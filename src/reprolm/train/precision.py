@@ -17,8 +17,9 @@ def mixed_precision(precision: str | None, where: str) -> dict:
     if precision not in PRECISIONS:
         raise ValueError(f"{where}: precision {precision!r} cannot train; choose from {list(PRECISIONS)}")
     if precision == "float16" and not torch.cuda.is_available():
-        raise ValueError(f"{where}: float16 training needs a GPU (its loss scaling runs on CUDA); "
-                         "use bfloat16 or float32 here")
+        raise ValueError(
+            f"{where}: float16 training needs a GPU (its loss scaling runs on CUDA); use bfloat16 or float32 here"
+        )
     flags = {"bf16": precision == "bfloat16", "fp16": precision == "float16"}
     if flags["bf16"] and not torch.cuda.is_available():
         # transformers autocasts to bf16 on the CPU only when told it trains there.

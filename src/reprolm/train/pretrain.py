@@ -13,7 +13,7 @@ log = logging.getLogger(__name__)
 def pack(token_lists: list[list[int]], block_size: int) -> list[dict]:
     """Concatenate documents and cut them into equal blocks (the usual LM packing)."""
     stream = [token for tokens in token_lists for token in tokens]
-    blocks = [stream[i:i + block_size] for i in range(0, len(stream) - block_size + 1, block_size)]
+    blocks = [stream[i : i + block_size] for i in range(0, len(stream) - block_size + 1, block_size)]
     return [{"input_ids": b, "attention_mask": [1] * block_size, "labels": list(b)} for b in blocks]
 
 
@@ -41,8 +41,9 @@ def pretrain(model, tokenizer, texts: list[str], settings: dict, seed: int, outp
             seed=seed,
             data_seed=seed,
         )
-        trainer = Trainer(model=model, args=args, train_dataset=Dataset.from_list(blocks),
-                          data_collator=default_data_collator)
+        trainer = Trainer(
+            model=model, args=args, train_dataset=Dataset.from_list(blocks), data_collator=default_data_collator
+        )
         result = trainer.train()
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp))

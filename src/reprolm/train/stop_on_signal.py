@@ -38,5 +38,6 @@ class StopOnSignal(TrainerCallback):
 
     def raise_if_stopped(self) -> None:
         if self.stopped_at is not None:
-            raise JobStopped(stop_request.signal_name or "a stop signal on another worker",
-                             f"checkpoint at step {self.stopped_at}")
+            raise JobStopped(
+                stop_request.signal_name or "a stop signal on another worker", f"checkpoint at step {self.stopped_at}"
+            )

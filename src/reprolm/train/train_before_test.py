@@ -31,8 +31,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprolm.io import atomic_path
-from reprolm.train.finetune import TRAINER_STATE, latest_checkpoint
-from reprolm.train.precision import mixed_precision
 from reprolm.score.lm_eval_bridge import (
     TaskSpec,
     build_task,
@@ -40,6 +38,8 @@ from reprolm.score.lm_eval_bridge import (
     eval_split,
     evaluate_tasks,
 )
+from reprolm.train.finetune import TRAINER_STATE, latest_checkpoint
+from reprolm.train.precision import mixed_precision
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def harmony_splits(spec: TaskSpec, caps: Mapping[str, int | None], seed: int = 0
         np.random.seed(seed)
         order = np.random.permutation(len(train))
         n_train, n_valid = int(0.8 * len(train)), int(0.2 * len(train))
-        valid = train.select(order[n_train:n_train + n_valid])
+        valid = train.select(order[n_train : n_train + n_valid])
         train = train.select(order[:n_train])
         test = dataset[config.test_split or config.validation_split]
     return HarmonySplits(
@@ -126,13 +126,15 @@ def training_records(task, raw, *, chat_template: bool, completion_only: bool, t
     for doc in processed(task, raw):
         question, target = training_example(task, doc)
         if chat_template:
-            prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
-                                                   add_generation_prompt=True)
+            prompt = tokenizer.apply_chat_template(
+                [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+            )
             completion = target + tokenizer.eos_token
         else:
             prompt, completion = question, " " + target
-        records.append({"prompt": prompt, "completion": completion} if completion_only
-                       else {"text": prompt + completion})
+        records.append(
+            {"prompt": prompt, "completion": completion} if completion_only else {"text": prompt + completion}
+        )
     return records
 
 
@@ -147,12 +149,25 @@ def _write_eval_docs(raw, task_name: str, folder: Path) -> Path:
 class EpochEvaluator:
     """Scores the in-memory model on the valid and test sets (no reload between epochs)."""
 
-    def __init__(self, spec: TaskSpec, splits: HarmonySplits, workdir: Path, batch_size: int, seed: int,
-                 chat_template: bool):
-        self.valid = TaskSpec(spec.name, spec.task, 0, spec.metric, _write_eval_docs(splits.valid, spec.task, workdir / "valid"),
-                              spec.gen_kwargs)
-        self.test = TaskSpec(spec.name, spec.task, 0, spec.metric, _write_eval_docs(splits.test, spec.task, workdir / "test"),
-                             spec.gen_kwargs)
+    def __init__(
+        self, spec: TaskSpec, splits: HarmonySplits, workdir: Path, batch_size: int, seed: int, chat_template: bool
+    ):
+        self.valid = TaskSpec(
+            spec.name,
+            spec.task,
+            0,
+            spec.metric,
+            _write_eval_docs(splits.valid, spec.task, workdir / "valid"),
+            spec.gen_kwargs,
+        )
+        self.test = TaskSpec(
+            spec.name,
+            spec.task,
+            0,
+            spec.metric,
+            _write_eval_docs(splits.test, spec.task, workdir / "test"),
+            spec.gen_kwargs,
+        )
         self.batch_size, self.seed, self.chat_template = batch_size, seed, chat_template
 
     def __call__(self, model, tokenizer) -> dict[str, float]:
@@ -160,8 +175,15 @@ class EpochEvaluator:
         model.eval()
         scores = {}
         for name, spec in (("valid", self.valid), ("test", self.test)):
-            result = evaluate_tasks(model, tokenizer, [spec], batch_size=self.batch_size, seed=self.seed,
-                                    bootstrap_iters=0, apply_chat_template=self.chat_template)
+            result = evaluate_tasks(
+                model,
+                tokenizer,
+                [spec],
+                batch_size=self.batch_size,
+                seed=self.seed,
+                bootstrap_iters=0,
+                apply_chat_template=self.chat_template,
+            )
             scores[name] = result["tasks"][spec.name]["value"]
         if was_training:
             model.train()
@@ -178,9 +200,16 @@ def run_key(model_path: str, spec: TaskSpec, recipe: Mapping, seed: int) -> str:
     retry resumes only its own run."""
     from reprolm.provenance import recorded_hash
 
-    material = {"model_sha256": recorded_hash(model_path), "model": str(model_path), "task": spec.task,
-                "metric": spec.metric, "docs_sha256": recorded_hash(spec.data_dir) if spec.data_dir else None,
-                "gen_kwargs": spec.gen_kwargs, "recipe": dict(recipe), "seed": seed}
+    material = {
+        "model_sha256": recorded_hash(model_path),
+        "model": str(model_path),
+        "task": spec.task,
+        "metric": spec.metric,
+        "docs_sha256": recorded_hash(spec.data_dir) if spec.data_dir else None,
+        "gen_kwargs": spec.gen_kwargs,
+        "recipe": dict(recipe),
+        "seed": seed,
+    }
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -194,12 +223,15 @@ def place_for_training(model_path: str, gpus: int):
 
     from reprolm.models.loading import device_map, trusts_remote_code
 
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32, device_map=device_map(gpus),
-                                                 trust_remote_code=trusts_remote_code(model_path))
+    model = AutoModelForCausalLM.from_pretrained(
+        model_path, dtype=torch.float32, device_map=device_map(gpus), trust_remote_code=trusts_remote_code(model_path)
+    )
     used = {d for d in (getattr(model, "hf_device_map", None) or {}).values() if d not in ("cpu", "disk")}
     if gpus > 1 and len(used) < 2:
-        raise ValueError(f"{model_path}: train-before-test was granted {gpus} GPUs but the model fits on one; "
-                         "grant it 1 (resources.train_before_test.gpus)")
+        raise ValueError(
+            f"{model_path}: train-before-test was granted {gpus} GPUs but the model fits on one; "
+            "grant it 1 (resources.train_before_test.gpus)"
+        )
     return model
 
 
@@ -225,8 +257,16 @@ class EpochProgress:
             tmp.write_text(json.dumps({"direct": self.direct, "epochs": self.epochs}, indent=2) + "\n")
 
 
-def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed: int, output: str,
-                      checkpoint_root: str, report_to: list[str] | None = None) -> dict:
+def train_before_test(
+    *,
+    model_path: str,
+    spec: TaskSpec,
+    recipe: Mapping,
+    seed: int,
+    output: str,
+    checkpoint_root: str,
+    report_to: list[str] | None = None,
+) -> dict:
     """Evaluate, train with an evaluation after every epoch, report. Checkpoints (LoRA
     adapters or weights, optimiser, schedule, RNG) are saved every epoch under
     ``checkpoint_root``; a rerun of a killed run resumes from the latest complete one.
@@ -248,16 +288,22 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
     tokenizer = load_tokenizer(model_path)
     tokenizer.padding_side = "right"
     model = place_for_training(model_path, visible_gpus())
-    records = training_records(splits.task, splits.train, chat_template=recipe.get("chat_template", False),
-                               completion_only=recipe.get("completion_only", False), tokenizer=tokenizer)
+    records = training_records(
+        splits.task,
+        splits.train,
+        chat_template=recipe.get("chat_template", False),
+        completion_only=recipe.get("completion_only", False),
+        tokenizer=tokenizer,
+    )
     checkpoint_dir = Path(checkpoint_root) / run_key(model_path, spec, recipe, seed)
     resume = latest_checkpoint(checkpoint_dir)
     progress = EpochProgress(checkpoint_dir)
     progress.resume_at(resume)
     with tempfile.TemporaryDirectory() as scratch:
         # Models trained on chat-formatted text are asked through the same template.
-        evaluate = EpochEvaluator(spec, splits, Path(scratch), recipe.get("eval_batch_size", 8), seed,
-                                  recipe.get("chat_template", False))
+        evaluate = EpochEvaluator(
+            spec, splits, Path(scratch), recipe.get("eval_batch_size", 8), seed, recipe.get("chat_template", False)
+        )
         if progress.direct is None:
             progress.direct = evaluate(model, tokenizer)
             progress.save()
@@ -277,8 +323,11 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
             model=model,
             processing_class=tokenizer,
             train_dataset=Dataset.from_list(records),
-            peft_config=LoraConfig(task_type="CAUSAL_LM", r=lora["r"], lora_alpha=lora["alpha"],
-                                   lora_dropout=lora["dropout"]) if lora else None,
+            peft_config=LoraConfig(
+                task_type="CAUSAL_LM", r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"]
+            )
+            if lora
+            else None,
             callbacks=[stop, EvaluateEachEpoch()],
             args=SFTConfig(
                 output_dir=str(checkpoint_dir),
@@ -307,9 +356,14 @@ def train_before_test(*, model_path: str, spec: TaskSpec, recipe: Mapping, seed:
     direct, epochs = progress.direct, progress.epochs
     best = best_epoch(epochs)
     result = {
-        "task": spec.task, "metric": spec.metric, "sizes": splits.sizes(),
-        "direct": direct, "epochs": epochs, "best_epoch": best["epoch"],
-        "train_before_test": best["test"], "direct_eval": direct["test"],
+        "task": spec.task,
+        "metric": spec.metric,
+        "sizes": splits.sizes(),
+        "direct": direct,
+        "epochs": epochs,
+        "best_epoch": best["epoch"],
+        "train_before_test": best["test"],
+        "direct_eval": direct["test"],
     }
     with atomic_path(output) as tmp:
         tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
