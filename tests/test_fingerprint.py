@@ -86,8 +86,8 @@ def test_a_registry_is_followed_by_the_entry_the_job_names_not_as_a_whole(librar
     _edit(
         library,
         "score/metrics.py",
-        '"samples_per_prompt": samples, "unparsed"',
-        '"samples_per_prompt": int(samples), "unparsed"',
+        '"samples_per_prompt": samples,',
+        '"samples_per_prompt": int(samples),',
     )
     assert _fingerprint(library, voting) != before[voting]
     assert _fingerprint(library, accuracy) == before[accuracy]
@@ -102,8 +102,8 @@ def test_a_job_reading_sources_depends_on_their_schemas_only(library):
     _edit(
         library,
         "data/upstream.py",
-        'sft_chat=lambda r, template: exchange(template.replace("{instruction}", r["question"]),',
-        'sft_chat=lambda r, template: exchange(template.replace("{instruction}", r["question"].strip()),',
+        'template.replace("{instruction}", r["question"]), gsm8k_stated_answer',
+        'template.replace("{instruction}", r["question"].strip()), gsm8k_stated_answer',
     )
     assert _fingerprint(library, gsm8k) != before_gsm8k
     assert _fingerprint(library, arc) == before_arc

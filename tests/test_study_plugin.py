@@ -143,7 +143,12 @@ def test_a_misconfigured_plugin_study_fails_before_any_job(tmp_path, change, mes
 def test_a_plugin_studys_misdeclared_figure_fails_before_any_job(tmp_path):
     work = scratch_copy(tmp_path / "work")
     edited = tmp_path / "greedy_accuracy.py"
-    edited.write_text(STUDY_FILE.read_text().replace('"column": "accuracy"}]', '"colum": "accuracy"}]'))
+    misdeclared = STUDY_FILE.read_text().replace(
+        '"where": {"model": "tiny_llama_small/pretrained"},\n            "column": "accuracy",',
+        '"where": {"model": "tiny_llama_small/pretrained"},\n            "colum": "accuracy",',
+    )
+    assert misdeclared != STUDY_FILE.read_text()
+    edited.write_text(misdeclared)
     (work / "bad.yaml").write_text(yaml.safe_dump(_config(study_modules=[str(edited)])))
     result = snakemake(work, "-n", "--configfile", "bad.yaml", check=False)
     assert result.returncode != 0
