@@ -4,6 +4,7 @@ in the stable forms results are compared by (sorted JSON; CSV with a markdown re
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -20,7 +21,11 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     """A temporary sibling path that replaces ``target`` only if the body succeeds.
 
     Works for files and folders; on failure the temporary is removed and ``target`` is
-    left as it was, so no partial output is ever visible under the final name.
+    left as it was, so no partial output is ever visible under the final name. The
+    temporary is a sibling in ``target``'s own folder, so the final rename never crosses
+    file systems, whatever is mounted or symlinked above that folder; moving something
+    from elsewhere into the temporary is the caller's, with ``shutil.move``, which copies
+    across file systems.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -35,6 +40,30 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
         elif tmp.exists():
             tmp.unlink()
+
+
+# A hard link refused where a copy does instead: another file system (EXDEV), one that has
+# no hard links (EPERM on some network and FUSE file systems, ENOTSUP), or a file's link
+# count at its limit (EMLINK).
+LINK_REFUSED = frozenset({errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK})
+
+
+def link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> str | os.PathLike:
+    """Hard-link ``source`` as ``target``, or copy it (content and times) where the link is
+    refused (``LINK_REFUSED``): the same bytes either way. Returns ``target``, so that it
+    serves as ``shutil.copytree``'s ``copy_function``."""
+    try:
+        os.link(source, target)
+    except OSError as error:
+        if error.errno not in LINK_REFUSED:
+            raise
+        shutil.copy2(source, target)
+    return target
+
+
+def link_or_copy_tree(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """The folder ``source`` as ``target``, each file hard-linked or, where refused, copied."""
+    shutil.copytree(source, target, copy_function=link_or_copy)
 
 
 def write_json(result: Mapping, output: str | os.PathLike) -> None:

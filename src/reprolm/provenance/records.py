@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from reprolm.io import atomic_path
+from reprolm.oserrors import os_fault
 from reprolm.provenance.environment import code_version, execution_host, job_usage, package_versions
 from reprolm.provenance.hashing import content_hash, folder_manifest, manifest_hash, provenance_path
 from reprolm.provenance.redaction import redact
@@ -123,6 +124,17 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
             if preempted:
                 wait_for_requeue()
             raise
+        except Exception as error:
+            # Logged here, while the log is still this job's: the log Snakemake points the
+            # user to ends with the exception, not only the terminal. An OS fault on one of
+            # the outputs is named in words (reprolm.oserrors).
+            fault = os_fault(error, outputs) or error
+            if fault is not error:
+                fault.__cause__ = error
+            step_log.error("rule %s failed", smk.rule, exc_info=fault)
+            if fault is error:
+                raise
+            raise fault from error
         record = build_record(
             rule=smk.rule,
             wildcards=_named(smk.wildcards),

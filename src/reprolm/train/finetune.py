@@ -20,7 +20,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from reprolm.io import atomic_path
+from reprolm.io import atomic_path, link_or_copy_tree
+from reprolm.oserrors import folder_bytes, naming_os_faults, os_fault
 from reprolm.provenance import recorded_hash
 from reprolm.stopping import STOPPED_EXIT_STATUS, JobStopped, watch_for_stop
 from reprolm.train.precision import mixed_precision
@@ -255,7 +256,8 @@ def run(spec: FinetuneSpec) -> None:
     resume = latest_checkpoint(spec.checkpoint_dir)
     if resume:
         log.info("resuming from %s", resume)
-    trainer.train(resume_from_checkpoint=resume)
+    with naming_os_faults(spec.checkpoint_dir, "a checkpoint", checkpoint_bytes(model)):
+        trainer.train(resume_from_checkpoint=resume)
     stop.raise_if_stopped()
 
     # Under ZeRO-3 gathering the full weights is a collective, so every rank calls
@@ -265,11 +267,27 @@ def run(spec: FinetuneSpec) -> None:
     staging = spec.checkpoint_dir / "final"
     if trainer.is_world_process_zero():
         shutil.rmtree(staging, ignore_errors=True)
-    trainer.save_model(str(staging))
+    with naming_os_faults(staging, "the model", model_bytes(model)):
+        trainer.save_model(str(staging))
     if trainer.is_world_process_zero():
-        with atomic_path(spec.output_dir) as tmp:
-            shutil.move(staging, tmp)
+        # A move across file systems (checkpoints on scratch, models elsewhere) is a copy.
+        with naming_os_faults(spec.output_dir, "the model", folder_bytes(staging)):
+            with atomic_path(spec.output_dir) as tmp:
+                shutil.move(staging, tmp)
         keep_finished(spec)
+
+
+def model_bytes(model) -> int:
+    """The saved weights' size: parameter count x dtype size (``ds_numel``: the whole count of
+    a parameter ZeRO-3 partitions across ranks)."""
+    return sum(getattr(p, "ds_numel", p.numel()) * p.element_size() for p in model.parameters())
+
+
+def checkpoint_bytes(model) -> int:
+    """A Trainer checkpoint's size, roughly: the weights and Adam's two float32 moments per
+    trainable parameter."""
+    trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
+    return model_bytes(model) + 2 * 4 * trainable
 
 
 def keep_finished(spec: FinetuneSpec) -> None:
@@ -279,11 +297,21 @@ def keep_finished(spec: FinetuneSpec) -> None:
     exits; SLURM then reports a timeout and Snakemake deletes the model and retries. The
     retry finds the links (``restore_finished``) instead of training again. They cost no
     disk while the model exists, and the next finetune of the same base and recipe, under
-    any settings, clears them.
+    any settings, clears them. Where checkpoints and models are on different file systems
+    the links are copies; where even a copy does not fit, the checkpoints stay instead (a
+    retry resumes from the last one) and the log says so.
     """
     finished = spec.checkpoint_dir / FINISHED
     shutil.rmtree(finished, ignore_errors=True)
-    shutil.copytree(spec.output_dir, finished, copy_function=os.link)
+    try:
+        link_or_copy_tree(spec.output_dir, finished)
+    except OSError as error:
+        shutil.rmtree(finished, ignore_errors=True)
+        fault = os_fault(error, [finished], "a copy of the finished model", folder_bytes(spec.output_dir))
+        if fault is None:
+            raise
+        log.warning("%s; the checkpoints in %s stay for a retry instead", fault, spec.checkpoint_dir)
+        return
     # Written last: links without it are an interrupted copy, never restored.
     (spec.checkpoint_dir / FINISHED_MARK).write_text(spec.key() + "\n")
     for entry in spec.checkpoint_dir.iterdir():
@@ -305,7 +333,7 @@ def restore_finished(spec: FinetuneSpec) -> bool:
         return False
     if int(os.environ.get("RANK", "0")) == 0:
         with atomic_path(spec.output_dir) as tmp:
-            shutil.copytree(spec.checkpoint_dir / FINISHED, tmp, copy_function=os.link)
+            link_or_copy_tree(spec.checkpoint_dir / FINISHED, tmp)
     log.info("kept the model an earlier attempt finished (%s)", spec.checkpoint_dir / FINISHED)
     return True
 
