@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
+from reprolm.config import overlays
 from reprolm.length import TargetSet
 from workflow_helpers import REPO
 
-DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+DEFAULT = overlays.load(REPO / "config" / "config.yaml", REPO)
 MODELS = [f"{b}/{r}" for b in DEFAULT["ruler"]["bases"] for r in DEFAULT["ruler"]["recipes"]]
 TARGETS = TargetSet.from_config(DEFAULT["length_targets"])
 EXPO = DEFAULT["expo"]

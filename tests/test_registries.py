@@ -8,6 +8,7 @@ import copy
 import pytest
 import yaml
 
+from reprolm.config import overlays
 from reprolm.config.checks import check_config
 from reprolm.config.errors import ConfigError
 from reprolm.registry import DuplicateName, Registry, UnknownName
@@ -169,7 +170,7 @@ def test_config_checks_catch_what_the_schema_cannot():
 
 
 def _small(study: str) -> dict:
-    return yaml.safe_load((REPO / f"tests/configs/config-{study}.yaml").read_text())
+    return overlays.load(REPO / f"tests/configs/config-{study}.yaml", REPO)
 
 
 def test_a_config_without_length_targets_is_refused_only_where_something_reads_them():

@@ -1,4 +1,5 @@
-"""The per-study small configs (tests/configs/config-{study}.yaml) are subsets of the default.
+"""The per-study small configs (tests/configs/config-{study}.yaml) are subsets of the default:
+overlays of config/config.yaml that leave things out.
 
 tests/test_determinism.py runs each of them clean and expects the same bytes as the default
 run at the same paths; that holds only if every source, tokenizer, base model, dataset,
@@ -11,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from default_config import DEFAULT
+from reprolm.config import overlays
 from workflow_helpers import REPO
 
 CONFIGS = sorted((REPO / "tests" / "configs").glob("config-*.yaml"))
@@ -49,7 +50,7 @@ def test_there_is_a_small_config_for_every_default_study():
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.stem)
 def test_small_config_keeps_the_default_params_of_everything_it_keeps(path: Path):
-    small = yaml.safe_load(path.read_text())
+    small = overlays.load(path, REPO)
     study = path.stem.removeprefix("config-")
     assert small["studies"] == [study]
     assert set(small) <= {"studies", study, *NAMED, *WHOLE}, sorted(set(small))
@@ -68,6 +69,13 @@ def test_small_config_keeps_the_default_params_of_everything_it_keeps(path: Path
         else:
             assert value == DEFAULT[study][key], f"{path.name}: {study}.{key} differs from config/config.yaml"
     assert set(DEFAULT[study]) - set(small[study]) <= TRIMMED[study]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.stem)
+def test_small_config_is_a_short_overlay_of_the_default(path: Path):
+    lines = path.read_text().splitlines()
+    assert "extends: config/config.yaml" in lines
+    assert len(lines) <= 60, f"{path.name}: {len(lines)} lines"
 
 
 def test_trimming_is_told_from_changing():

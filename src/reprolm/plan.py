@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
+from reprolm.config import overlays
 from reprolm.config.lookups import promptset_spec, recipe_spec
 from reprolm.provenance.cost import stage_of
 from reprolm.provenance.hashing import provenance_path
@@ -356,7 +356,7 @@ def plan(
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; known: {sorted(DEVICES)}")
     config_path = root / (configfile or "config/config.yaml")
-    config = yaml.safe_load(config_path.read_text())
+    config = overlays.load(config_path, root)
     jobs = parse_dry_run(dry_run_text if dry_run_text is not None else dry_run(root, configfile))
     sizes = {base: model_parameters(config, base, root) for base in config.get("base_models", {})}
     for job in jobs:
