@@ -19,7 +19,7 @@ from reprolm.config.resources import (
 )
 from reprolm.data.builders import BUILDERS
 from reprolm.provenance import mark_replaced_folders
-from reprolm.data.sources import source_file_paths
+from reprolm.data.sources import source_inputs
 from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
 from reprolm.score.judges import judge_name_regex
@@ -159,8 +159,15 @@ raw_dir = paths.raw_dir
 
 
 def raw_source_files(wildcards):
-    """A files source's own files: editing one reruns the source and what reads it."""
-    return source_file_paths(config["sources"][wildcards.source])
+    """A files or released source's own files: editing one reruns the source and what reads
+    it. Released files not downloaded yet refuse a real run before any job (a dry run warns).
+    """
+    return source_inputs(
+        wildcards.source,
+        config["sources"][wildcards.source],
+        workflow.dryrun,
+        logger.warning,
+    )
 
 
 def tokenizer_inputs(wildcards):

@@ -87,7 +87,9 @@ def preflight(config: Mapping, task_cache: str = LM_EVAL_TASK_CACHE) -> None:
 def _check_sources(config: Mapping) -> None:
     """Every source's schema is one the pipeline knows, a fixture source's schema has a
     fixture (a misspelt schema would otherwise fail only in the job that reads the source),
-    and a files source's files exist in formats it reads."""
+    a files source's files exist in formats it reads, and a released source names its
+    format's files (whether they are downloaded is asked when the DAG is built)."""
+    from reprolm.data.released_ratings import check_released
     from reprolm.data.sources import file_splits
     from reprolm.data.upstream import UPSTREAM_SCHEMAS
 
@@ -104,6 +106,11 @@ def _check_sources(config: Mapping) -> None:
             try:
                 file_splits(name, spec["files"])
             except (ValueError, FileNotFoundError) as error:
+                raise ConfigError(str(error)) from None
+        if "released" in spec:
+            try:
+                check_released(name, spec)
+            except ValueError as error:
                 raise ConfigError(str(error)) from None
 
 

@@ -1,5 +1,5 @@
-"""Raw sources: fixtures made locally, datasets downloaded from the hub, or the researcher's
-own files, to parquet.
+"""Raw sources: fixtures made locally, datasets downloaded from the hub, the researcher's own
+files, or a benchmark's released files converted, to parquet.
 
 A source is a folder ``resources/raw/{source}/`` with one ``{split}.parquet`` per split.
 """
@@ -7,11 +7,18 @@ A source is a folder ``resources/raw/{source}/`` with one ``{split}.parquet`` pe
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from reprolm.data.released_ratings import (
+    convert_released,
+    missing_released_files,
+    refuse_missing_released_files,
+    released_paths,
+)
 from reprolm.data.upstream import load_records, make_fixture, validate_records
 from reprolm.io import atomic_path
 
@@ -23,8 +30,23 @@ LOADING_SCRIPT_REFUSAL = "Dataset scripts are no longer supported"
 
 
 def source_file_paths(spec: dict) -> list[str]:
-    """Every file a ``files`` source names (none for other sources)."""
+    """Every file a ``files`` or ``released`` source names (none for other sources)."""
+    if "released" in spec:
+        return released_paths(spec["released"])
     return [path for paths in _split_paths(spec.get("files", {})).values() for path in paths]
+
+
+def source_inputs(source: str, spec: dict, dry_run: bool, warn: Callable[[str], None]) -> list[str]:
+    """The files a source's job reads. Released files not downloaded yet refuse the run
+    while its DAG is built, before any job, naming each path and the URL to fetch it from; a
+    dry run warns the same and leaves them out, so that it still shows the DAG."""
+    if "released" in spec:
+        if not dry_run:
+            refuse_missing_released_files(source, spec)
+        for line in missing_released_files(source, spec):
+            warn(f"{line} (a real run is refused until it is)")
+        return [path for path in source_file_paths(spec) if Path(path).is_file()]
+    return source_file_paths(spec)
 
 
 def _split_paths(files: dict) -> dict[str, list[str]]:
@@ -56,9 +78,11 @@ def file_splits(source: str, files: dict) -> dict[str, tuple[str, list[str]]]:
 
 
 def fetch_splits(spec: dict) -> dict[str, list[dict]]:
-    """The records a source spec names, by split: ``fixture`` options, a ``hub`` dataset, or
-    the researcher's own ``files``."""
+    """The records a source spec names, by split: ``fixture`` options, a ``hub`` dataset, the
+    researcher's own ``files``, or a benchmark's ``released`` files (one split, train)."""
     source = spec.get("name", "?")
+    if "released" in spec:
+        return {"train": convert_released(source, spec)}
     if "fixture" in spec:
         try:
             made = make_fixture(spec["schema"], **dict(spec["fixture"]))
@@ -118,6 +142,8 @@ def _records_origin(spec: dict, split: str, output: str | Path) -> str:
     if "files" in spec:
         paths = _split_paths(spec["files"])[split]
         return f"sources.{spec.get('name', '?')}.files.{split} ({', '.join(paths)})"
+    if "released" in spec:
+        return f"sources.{spec.get('name', '?')}.released, as converted"
     return f"{output}/{split}.parquet"
 
 

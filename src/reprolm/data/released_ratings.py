@@ -1,0 +1,332 @@
+"""FLR's rating benchmarks read from the files their makers released, as ``rated_utterances``
+records (``conversation``: the utterances, user first, the rated answer last; ``score``).
+
+FLR's own copies of FLASK and MT-Bench single-score sit on its authors' Google Drive in no
+documented format; the files they come from are public: FLASK's GPT-4 reviews of 15 models'
+answers (kaistAI/FLASK ``gpt_review/outputs``) and MT-Bench's GPT-4 single-answer grades
+with the questions and the graded models' answers (FastChat's ``llm_judge`` data). A source
+names them as ``released: {format, files: {role: path | [paths]}}``; the researcher
+downloads each file to its path, and a missing one is refused with the URL to fetch it from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from reprolm.data.schemas import DataError
+from reprolm.registry import Registry
+
+LOG = logging.getLogger(__name__)
+
+FLASK_REVIEWS_URL = (
+    "https://raw.githubusercontent.com/kaistAI/FLASK/3b4e22bc34aa9dc15ea0c51be3cbf5f3c8b1b5e5/gpt_review/outputs/"
+)
+MT_BENCH_URL = "https://huggingface.co/spaces/lmsys/mt-bench/resolve/main/data/mt_bench/"
+# FLASK's per-skill scale, and MT-Bench's single-answer grade.
+FLASK_SCORES = (1, 5)
+MT_BENCH_SCORES = (1, 10)
+# What FLASK's review parser writes for a skill GPT-4 judged not applicable.
+NOT_APPLICABLE = "N/A"
+# What FastChat writes as the score of a judgment it found no rating in.
+MT_BENCH_UNRATED = -1
+
+
+@dataclass(frozen=True)
+class FileRole:
+    """One kind of file a format reads: what it is, and the folder URL its file name is
+    fetched from."""
+
+    description: str
+    url_folder: str
+    many: bool = False
+
+
+@dataclass(frozen=True)
+class ReleasedFormat:
+    name: str
+    # The upstream schema of the records it makes, which the source must name.
+    schema: str
+    roles: dict[str, FileRole]
+    # {role: [paths]} -> rated_utterances records
+    convert: Callable[[dict[str, list[str]]], list[dict]]
+
+
+RELEASED_FORMATS: Registry[ReleasedFormat] = Registry("released format")
+
+
+def role_paths(files: dict) -> dict[str, list[str]]:
+    return {role: [paths] if isinstance(paths, str) else list(paths) for role, paths in files.items()}
+
+
+def check_released(source: str, spec: dict) -> ReleasedFormat:
+    """The format is known, makes the source's schema, and the files name exactly its roles
+    (one path for a single-file role); the files themselves are not looked at."""
+    where, released = f"sources.{source}.released", spec["released"]
+    released_format = RELEASED_FORMATS.get(released["format"], f"{where}.format")
+    if spec["schema"] != released_format.schema:
+        raise ValueError(
+            f"sources.{source}.schema: format {released_format.name!r} makes {released_format.schema!r} records; "
+            f"got {spec['schema']!r}"
+        )
+    files = role_paths(released["files"])
+    missing, unknown = sorted(set(released_format.roles) - set(files)), sorted(set(files) - set(released_format.roles))
+    if missing or unknown:
+        raise ValueError(
+            f"{where}.files: format {released_format.name!r} reads files {sorted(released_format.roles)}; "
+            f"missing {missing}, unknown {unknown}"
+        )
+    for role, paths in files.items():
+        if len(paths) > 1 and not released_format.roles[role].many:
+            raise ValueError(f"{where}.files.{role}: one file ({released_format.roles[role].description}); got {paths}")
+    return released_format
+
+
+def released_paths(released: dict) -> list[str]:
+    return [path for paths in role_paths(released["files"]).values() for path in paths]
+
+
+def missing_released_files(source: str, spec: dict) -> list[str]:
+    """One line per file not at its path: the key, the path, and the URL to download it from."""
+    released_format, released = check_released(source, spec), spec["released"]
+    return [
+        f"sources.{source}.released.files.{role}: {path}: no such file; download "
+        f"{released_format.roles[role].url_folder}{Path(path).name} ({released_format.roles[role].description}) "
+        "to that path (relative to the working directory)"
+        for role, paths in role_paths(released["files"]).items()
+        for path in paths
+        if not Path(path).is_file()
+    ]
+
+
+def refuse_missing_released_files(source: str, spec: dict) -> None:
+    missing = missing_released_files(source, spec)
+    if missing:
+        raise FileNotFoundError(
+            f"sources.{source}: {len(missing)} released file(s) are not downloaded yet:\n" + "\n".join(missing)
+        )
+
+
+def convert_released(source: str, spec: dict) -> list[dict]:
+    """The source's records, every file checked to be there before any is read."""
+    released_format = check_released(source, spec)
+    refuse_missing_released_files(source, spec)
+    return released_format.convert(role_paths(spec["released"]["files"]))
+
+
+# ---- reading the released files ----
+
+
+def json_lines(path: str) -> Iterator[tuple[int, dict]]:
+    """(row, record) of a JSON-lines file; rows count lines from 0, blank ones included."""
+    with open(path, "rb") as lines:
+        for row, raw in enumerate(lines):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DataError(path, row, "<line>", f"not UTF-8 text ({error})") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise DataError(path, row, "<line>", f"not JSON ({error})") from None
+            if not isinstance(record, dict):
+                raise DataError(path, row, "<line>", f"expected a JSON object, got {type(record).__name__}")
+            yield row, record
+
+
+def text_field(path: str, row: int, record: dict, field: str) -> str:
+    value = record.get(field)
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(path, row, field, "expected a non-empty string" if field in record else "missing")
+    return value
+
+
+def integer_field(path: str, row: int, record: dict, field: str) -> int:
+    value = record.get(field)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise DataError(path, row, field, f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def score_in(path: str, row: int, field: str, value, scale: tuple[int, int]) -> float:
+    low, high = scale
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise DataError(path, row, field, f"expected a score from {low} to {high}, got {value!r}")
+    if not low <= value <= high:
+        raise DataError(path, row, field, f"score {value} is outside {low}-{high}")
+    return float(value)
+
+
+def text_list(path: str, row: int, values, field: str) -> list[str]:
+    if not isinstance(values, list) or not values:
+        raise DataError(path, row, field, "expected a non-empty list of strings")
+    for index, value in enumerate(values):
+        if not isinstance(value, str):
+            raise DataError(path, row, f"{field}[{index}]", f"expected a string, got {type(value).__name__}")
+    return values
+
+
+# ---- FLASK ----
+
+
+def flask_model(path: str) -> str:
+    """The reviewed model, from the review file's name (``chatgpt_review.jsonl``; some files
+    lack the suffix)."""
+    return Path(path).stem.removesuffix("_review")
+
+
+def flask_ratings(files: dict[str, list[str]]) -> list[dict]:
+    """One record per reviewed answer: the instruction (``text``) and the model's answer
+    (``target_txt``), scored by the mean of GPT-4's 1-5 scores of the instruction's skills
+    (``score``: skill -> score or "N/A"). FLASK reports skills only; the mean is our overall
+    score. A review whose scores GPT-4 left unparsable (an empty ``score``) or all "N/A" is
+    left out, as FLASK's own aggregation leaves it out, and counted in the log."""
+    records, unscored = [], Counter()
+    for path in files["reviews"]:
+        model = flask_model(path)
+        for row, review in json_lines(path):
+            question = text_field(path, row, review, "text")
+            answer = text_field(path, row, review, "target_txt")
+            skills = review.get("score")
+            if not isinstance(skills, dict):
+                raise DataError(path, row, "score", f"expected skill scores (a mapping), got {type(skills).__name__}")
+            scores = [
+                score_in(path, row, f"score.{skill}", value, FLASK_SCORES)
+                for skill, value in skills.items()
+                if value != NOT_APPLICABLE
+            ]
+            if not scores:
+                unscored[path] += 1
+                continue
+            records.append(
+                {
+                    "conversation": [question, answer],
+                    "score": sum(scores) / len(scores),
+                    "model": model,
+                    "question_id": integer_field(path, row, review, "question_id"),
+                }
+            )
+    for path, count in unscored.items():
+        LOG.info("%s: %d review(s) without a skill score left out", path, count)
+    return records
+
+
+RELEASED_FORMATS.register(
+    "flask_reviews",
+    ReleasedFormat(
+        "flask_reviews",
+        "rated_utterances",
+        {"reviews": FileRole("FLASK's GPT-4 reviews of one model's answers", FLASK_REVIEWS_URL, many=True)},
+        flask_ratings,
+    ),
+)
+
+
+# ---- MT-Bench single-answer grades ----
+
+
+def mt_bench_questions(path: str) -> dict[int, list[str]]:
+    """question_id -> the question's user turns (FastChat's ``question.jsonl``)."""
+    questions = {}
+    for row, record in json_lines(path):
+        questions[integer_field(path, row, record, "question_id")] = text_list(path, row, record.get("turns"), "turns")
+    return questions
+
+
+def mt_bench_answers(path: str) -> dict[int, list[str]]:
+    """question_id -> the model's answer turns (``model_answer/{model}.jsonl``: the first of
+    ``choices``, as FastChat's judging reads it)."""
+    answers = {}
+    for row, record in json_lines(path):
+        question_id = integer_field(path, row, record, "question_id")
+        choices = record.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise DataError(path, row, "choices", "expected a non-empty list of {index, turns}")
+        answers[question_id] = text_list(path, row, choices[0].get("turns"), "choices[0].turns")
+    return answers
+
+
+def mt_bench_single_ratings(files: dict[str, list[str]]) -> list[dict]:
+    """One record per GPT-4 single-answer grade (``model_judgment/gpt-4_single.jsonl``:
+    question_id, model, judge, score 1-10, turn 1 or 2) of a model whose answers are given:
+    the question's turns up to the graded one with the model's answers between them. A
+    model is named by its answer file, as FastChat names it; grades of other models are
+    left out (the answer files choose the models), as are FastChat's unrated judgments
+    (score -1) and repeated grades of one answer, all counted in the log."""
+    [questions_path], [judgments_path] = files["questions"], files["judgments"]
+    questions = mt_bench_questions(questions_path)
+    answers = {Path(path).stem: (path, mt_bench_answers(path)) for path in files["answers"]}
+    records, seen, left_out = [], set(), Counter()
+    for row, judgment in json_lines(judgments_path):
+        model = text_field(judgments_path, row, judgment, "model")
+        question_id = integer_field(judgments_path, row, judgment, "question_id")
+        turn = integer_field(judgments_path, row, judgment, "turn")
+        judge = judgment.get("judge")
+        if not (isinstance(judge, list) and len(judge) == 2 and all(isinstance(part, str) for part in judge)):
+            raise DataError(judgments_path, row, "judge", f"expected [judge model, prompt name], got {judge!r}")
+        if model not in answers:
+            left_out["grades of models without an answer file"] += 1
+            continue
+        if judgment.get("score") == MT_BENCH_UNRATED:
+            left_out["unrated judgments (score -1)"] += 1
+            continue
+        score = score_in(judgments_path, row, "score", judgment.get("score"), MT_BENCH_SCORES)
+        if (model, question_id, turn) in seen:
+            left_out["repeated grades of one answer"] += 1
+            continue
+        seen.add((model, question_id, turn))
+        if question_id not in questions:
+            raise DataError(judgments_path, row, "question_id", f"question {question_id} is not in {questions_path}")
+        answers_path, model_answers = answers[model]
+        if question_id not in model_answers:
+            raise DataError(judgments_path, row, "question_id", f"{answers_path} has no answer to {question_id}")
+        user_turns, answer_turns = questions[question_id], model_answers[question_id]
+        if turn not in (1, 2) or turn > min(len(user_turns), len(answer_turns)):
+            raise DataError(
+                judgments_path,
+                row,
+                "turn",
+                f"turn {turn} of question {question_id}, which has {len(user_turns)} question turn(s) and "
+                f"{len(answer_turns)} answer turn(s) in {answers_path}",
+            )
+        conversation = [text for pair in zip(user_turns[:turn], answer_turns[:turn]) for text in pair]
+        records.append(
+            {
+                "conversation": conversation,
+                "score": score,
+                "model": model,
+                "question_id": question_id,
+                "turn": turn,
+                "judge": "/".join(judge),
+            }
+        )
+    for reason, count in left_out.items():
+        LOG.info("%s: %d %s left out", judgments_path, count, reason)
+    if not records:
+        raise ValueError(
+            f"{judgments_path}: no grade of the models whose answers are given ({sorted(answers)}); "
+            "an answer file's name is the model's name in the judgments"
+        )
+    return records
+
+
+RELEASED_FORMATS.register(
+    "mt_bench_single",
+    ReleasedFormat(
+        "mt_bench_single",
+        "rated_utterances",
+        {
+            "questions": FileRole("MT-Bench's 80 two-turn questions", MT_BENCH_URL),
+            "answers": FileRole("one model's MT-Bench answers", MT_BENCH_URL + "model_answer/", many=True),
+            "judgments": FileRole("GPT-4's single-answer grades", MT_BENCH_URL + "model_judgment/"),
+        },
+        mt_bench_single_ratings,
+    ),
+)
