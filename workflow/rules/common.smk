@@ -11,6 +11,10 @@ from reprolm.config.checks import check_config, preflight
 from reprolm.config.params import canonical
 from reprolm.config.resources import (
     attempt_size,
+    check_gpu_routing,
+    cluster_submission,
+    command_line_resource,
+    judge_base,
     judge_settings,
     model_settings,
     routed_keys,
@@ -18,6 +22,7 @@ from reprolm.config.resources import (
     stop_signal,
 )
 from reprolm.data.builders import BUILDERS
+from reprolm.hub_token import hub_environment
 from reprolm.provenance import mark_replaced_folders
 from reprolm.data.sources import source_inputs
 from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
@@ -28,8 +33,9 @@ from reprolm.studies import enabled_studies, study
 from reprolm.studies.expo import alpha_search_grades, extrapolated_models
 from reprolm.studies.harmony import task_spec
 
-# Hub caches live inside the project, never in the user's home.
-os.environ.setdefault("HF_HOME", os.path.abspath("resources/hf_home"))
+# Hub caches live inside the project, never in the user's home; the token of the user's
+# `huggingface-cli login` stays found (HF_TOKEN_PATH) by this process and every job.
+os.environ.update(hub_environment(os.environ, os.path.abspath("resources/hf_home")))
 # Cluster jobs read the hubs only through what the download rules (local rules, on the
 # submitting host) put in resources/: many compute nodes have no internet, where a library
 # reaching for the hub would wait on timeouts or fail. Local jobs keep the caller's setting.
@@ -241,11 +247,38 @@ def promptset_file(wildcards):
 
 
 def stage_resource(stage, key):
-    def lookup(wildcards, attempt):
+    def lookup(wildcards, attempt, rulename):
+        if key == "gpus":
+            check_gpu_partition(wildcards.base, stage, rulename)
         value = model_settings(config, wildcards.base, stage)[key]
         return attempt_size(config, key, value, attempt)
 
     return lookup
+
+
+def check_gpu_partition(base, stage, rule):
+    """Through a cluster executor, a GPU job that would run on the CPU jobs' partition is
+    refused (before any submission: refuse_unrouted_gpu_jobs)."""
+    if base and cluster_submission(workflow):
+        given = workflow.resource_settings
+        check_gpu_routing(
+            config,
+            base,
+            stage,
+            command_line_resource(given.default_resources, "slurm_partition"),
+            command_line_resource(
+                given.overwrite_resources.get(rule), "slurm_partition"
+            ),
+        )
+
+
+def refuse_unrouted_gpu_jobs():
+    """Snakemake evaluates a job's resources only once the job is ready to run: evaluating
+    those of every GPU rule's job now (onstart) runs check_gpu_partition before the first
+    submission. A dry run evaluates every job's anyway."""
+    for job in workflow.dag.needrun_jobs():
+        if "gpu" in job.rule.resources:
+            job.rule.expand_resources(job.wildcards_dict, job.input, job.attempt)
 
 
 def routing_lookups(stage, settings_of):
@@ -328,7 +361,11 @@ def judge_inputs(wildcards):
 def judge_resource(key):
     """A judge job's resources are those its own model needs (none for an endpoint)."""
 
-    def lookup(wildcards, attempt):
+    def lookup(wildcards, attempt, rulename):
+        if key == "gpus":
+            check_gpu_partition(
+                judge_base(config, wildcards.judge), "evaluate", rulename
+            )
         value = judge_settings(config, wildcards.judge)[key]
         return attempt_size(config, key, value, attempt)
 

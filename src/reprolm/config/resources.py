@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from reprolm.config.errors import ConfigError
 from reprolm.score.judges import LOCAL_JUDGES
 
 STAGE_DEFAULTS = {
@@ -72,6 +73,67 @@ def routed_keys(config: Mapping, stage: str) -> list[str]:
     ``default-resources`` value for it, so keys the config never sets stay the profile's."""
     layers = [layer for base in config["base_models"] for layer in _layers(config, base, stage)]
     return [key for key in ROUTING_KEYS if any(key in layer for layer in layers)]
+
+
+def check_gpu_routing(
+    config: Mapping, base: str, stage: str, cpu_partition: str | None, rule_partition: str | None = None
+) -> None:
+    """Refuse a cluster job of ``base``'s ``stage`` that asks for GPUs but would run where the
+    CPU jobs run: without a partition (SLURM's default) or on ``cpu_partition``, the profile's
+    ``default-resources`` one. Its partition is the rule's ``set-resources`` one if given, else
+    the config's where any layer sets one for the stage (``routed_keys``: then a model without
+    one gets none), else the profile's."""
+    settings = model_settings(config, base, stage)
+    if not settings["gpus"]:
+        return
+    if rule_partition:
+        partition = rule_partition
+    elif "slurm_partition" in routed_keys(config, stage):
+        partition = settings.get("slurm_partition")
+    else:
+        partition = cpu_partition
+    if partition and partition != cpu_partition:
+        return
+    if partition:
+        where = f"on {partition!r}, the CPU jobs' partition (the profile's default-resources)"
+    else:
+        where = "without a partition, on SLURM's default one (the CPU jobs')"
+    raise ConfigError(
+        f"resources.{stage}.slurm_partition (or base_models.{base}.resources.{stage}.slurm_partition): "
+        f"{base}'s {stage} jobs ask for {settings['gpus']} GPU(s) and would run {where}; set it to a partition "
+        "with GPUs"
+    )
+
+
+def cluster_submission(workflow) -> bool:
+    """Whether this Snakemake run submits jobs through a cluster executor (dry runs too), on the
+    submitting host. Snakemake 9.27 knows its executor only while executing: in a real run it
+    is the cluster's plugin (``local_exec`` False); a dry run's is the ``dryrun`` stand-in, and
+    the one trace of the executor asked for is ``use_threads``, which Snakemake turns on for
+    every non-local executor (``DAGApi.execute_workflow``) and a local run only with
+    ``--force-use-threads``."""
+    if workflow.remote_exec or workflow.execution_settings is None:
+        return False
+    if workflow.dryrun:
+        return workflow.execution_settings.use_threads
+    return not workflow.local_exec
+
+
+def command_line_resource(resources: Mapping | None, name: str):
+    """A resource of ``--default-resources`` or of one rule's ``--set-resources`` (profile keys
+    included), evaluated as Snakemake evaluates them: a Python expression, else its text."""
+    from snakemake.resources import Resource
+
+    resource = (resources or {}).get(name)
+    if resource is None or not resource.is_evaluable():
+        return resource.value if resource is not None else None
+    return Resource.cli_evaluator(name, str(resource.raw), wildcards=None, input=(), attempt=1, async_run=None)
+
+
+def judge_base(config: Mapping, judge: str) -> str | None:
+    """The base model whose ``evaluate`` settings a judge's jobs take; None for an endpoint."""
+    spec = config["judges"][judge]
+    return spec["model"].split("/", 1)[0] if spec["kind"] in LOCAL_JUDGES else None
 
 
 def judge_settings(config: Mapping, judge: str) -> dict:
