@@ -104,12 +104,18 @@ def missing_released_files(source: str, spec: dict) -> list[str]:
     ]
 
 
-def refuse_missing_released_files(source: str, spec: dict) -> None:
+def not_downloaded(source: str, spec: dict) -> str | None:
+    """What is missing of the source's files, with where to get each, or None."""
     missing = missing_released_files(source, spec)
-    if missing:
-        raise FileNotFoundError(
-            f"sources.{source}: {len(missing)} released file(s) are not downloaded yet:\n" + "\n".join(missing)
-        )
+    if not missing:
+        return None
+    return f"sources.{source}: {len(missing)} released file(s) are not downloaded yet:\n" + "\n".join(missing)
+
+
+def refuse_missing_released_files(source: str, spec: dict) -> None:
+    report = not_downloaded(source, spec)
+    if report:
+        raise FileNotFoundError(report)
 
 
 def convert_released(source: str, spec: dict) -> list[dict]:

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from reprolm.data.released_ratings import (
     convert_released,
-    missing_released_files,
+    not_downloaded,
     refuse_missing_released_files,
     released_paths,
 )
@@ -43,8 +43,9 @@ def source_inputs(source: str, spec: dict, dry_run: bool, warn: Callable[[str], 
     if "released" in spec:
         if not dry_run:
             refuse_missing_released_files(source, spec)
-        for line in missing_released_files(source, spec):
-            warn(f"{line} (a real run is refused until it is)")
+        report = not_downloaded(source, spec)
+        if report:
+            warn(f"{report}\n(a dry run leaves them out; a real run is refused until they are there)")
         return [path for path in source_file_paths(spec) if Path(path).is_file()]
     return source_file_paths(spec)
 
