@@ -336,3 +336,35 @@ def test_a_failing_job_log_ends_with_its_os_fault_named(tmp_path):
         " writing full/raw/arena"
     )
     assert "Traceback" not in run.stderr.split("Error in rule raw_source")[-1]
+
+
+def test_a_failing_step_logs_its_exception_last_without_the_environments_secrets(tmp_path, monkeypatch):
+    """Any exception, not only an OS fault, ends the step's log; a secret an error message
+    quotes (an API key in a URL) is masked there."""
+    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params, ResourceList, Wildcards
+    from snakemake.script import Snakemake
+
+    from reprolm.provenance import tracked_step
+
+    monkeypatch.chdir(tmp_path)
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.setenv(variable, "1")
+    monkeypatch.setenv("JUDGE_API_KEY", "sk-test-0123456789")
+    job = Snakemake(
+        InputFiles(),
+        OutputFiles(["scores/judge.json"]),
+        Params(),
+        Wildcards(),
+        1,
+        ResourceList(),
+        Log(["logs/judge.log"]),
+        {},
+        "judge",
+        None,
+    )
+    with pytest.raises(RuntimeError), tracked_step(job):
+        raise RuntimeError("judge at https://api.example/v1?key=sk-test-0123456789: HTTP 500")
+    log = (tmp_path / "logs" / "judge.log").read_text()
+    assert log.rstrip().splitlines()[-1] == "RuntimeError: judge at https://api.example/v1?key=<redacted>: HTTP 500"
+    assert "ERROR rule judge failed\nTraceback (most recent call last):" in log
+    assert "sk-test" not in log

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import time
+import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from reprolm.io import atomic_path
 from reprolm.oserrors import os_fault
 from reprolm.provenance.environment import code_version, execution_host, job_usage, package_versions
 from reprolm.provenance.hashing import content_hash, folder_manifest, manifest_hash, provenance_path
-from reprolm.provenance.redaction import redact
+from reprolm.provenance.redaction import is_secret_key, redact
 from reprolm.stopping import JobStopped, being_preempted, forget_stops, record_stop, stopped_attempts, wait_for_requeue
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,15 @@ def _output_entry(path: str) -> dict:
         manifest = folder_manifest(path)
         return {"path": path, "sha256": manifest_hash(manifest), "files": manifest}
     return {"path": path, "sha256": content_hash(path)}
+
+
+def _without_secrets(text: str) -> str:
+    """``text`` with the value of every secret-looking environment variable (hub tokens, API
+    keys) masked, should an error message quote one."""
+    for name, value in os.environ.items():
+        if is_secret_key(name) and len(value) >= 8:
+            text = text.replace(value, "<redacted>")
+    return text
 
 
 def _named(items) -> dict:
@@ -131,7 +141,8 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
             fault = os_fault(error, outputs) or error
             if fault is not error:
                 fault.__cause__ = error
-            step_log.error("rule %s failed", smk.rule, exc_info=fault)
+            trace = "".join(traceback.format_exception(fault)).rstrip()
+            step_log.error("rule %s failed\n%s", smk.rule, _without_secrets(trace))
             if fault is error:
                 raise
             raise fault from error
