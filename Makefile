@@ -5,7 +5,13 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 SNAKEMAKE := $(VENV)/bin/snakemake
 CORES ?= 2
-# Hub caches stay inside the project, never in the user's home.
+# Hub caches stay inside the project, never in the user's home. The token of
+# `huggingface-cli login`, under the HF home the user had, stays found through HF_TOKEN_PATH
+# unless HF_TOKEN or HF_TOKEN_PATH is set (as reprolm.hub_token does for a direct snakemake).
+USER_HF_HOME := $(or $(HF_HOME),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/huggingface)
+ifeq ($(HF_TOKEN)$(HF_TOKEN_PATH)$(wildcard $(USER_HF_HOME)/token),$(USER_HF_HOME)/token)
+export HF_TOKEN_PATH := $(USER_HF_HOME)/token
+endif
 export HF_HOME := $(CURDIR)/resources/hf_home
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false

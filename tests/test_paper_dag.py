@@ -205,10 +205,13 @@ def test_profile_slurm_as_typed_asks_for_every_cpu_the_config_gives(tmp_path):
         "results/scores/train_before_test/qwen1_5_14b_chat/pretrained/winogrande.json",
         "results/models/yi15_6b/vanilla",
     ]
+    # GPU jobs on no partition of their own are refused through the SLURM executor.
+    gpu_partition = ["--set-resources", "finetune:slurm_partition=gpu", "train_before_test:slurm_partition=gpu"]
     runs = {}
     for cores in ([], ["--cores", "64"]):
         result = subprocess.run(
-            [SNAKEMAKE, "-n", "--profile", "slurm", *cores, "--configfile", "config/paper.yaml", "--", *targets],
+            [SNAKEMAKE, "-n", "--profile", "slurm", *cores, *gpu_partition, "--configfile", "config/paper.yaml", "--"]
+            + targets,
             cwd=work,
             env=env,
             capture_output=True,
