@@ -215,6 +215,24 @@ def test_finetune_with_checkpoints_on_a_full_second_file_system(linked_model, tm
             assert_finished_and_restored_as_linked(spec, reference, caplog)
 
 
+def test_a_kept_copy_that_does_not_fit_leaves_the_checkpoints_and_the_model(linked_model, tmp_path, caplog):
+    root, _ = linked_model
+    with small_file_system(tmp_path / "scratch", "size=64k") as scratch:
+        spec = tiny_spec(root, "no_room", checkpoints=scratch)
+        model = Path(spec.output_dir)
+        model.mkdir(parents=True)
+        (model / "model.safetensors").write_bytes(os.urandom(100 * 1024))
+        (spec.checkpoint_dir / "checkpoint-6").mkdir(parents=True)
+        (spec.checkpoint_dir / "checkpoint-6" / "trainer_state.json").write_text("{}")
+        with caplog.at_level("WARNING", logger=finetune.__name__):
+            finetune.keep_finished(spec)
+        assert sorted(p.name for p in spec.checkpoint_dir.iterdir()) == ["checkpoint-6"]
+        assert (model / "model.safetensors").stat().st_size == 100 * 1024
+        assert f"no space left on {spec.checkpoint_dir}" in caplog.text
+        assert ": 60 KB free, a copy of the finished model needs ~100 KB" in caplog.text
+        assert f"the checkpoints in {spec.checkpoint_dir} stay for a retry instead" in caplog.text
+
+
 def test_model_and_checkpoint_sizes_are_estimated_from_the_parameters(linked_model):
     import torch
     from transformers import AutoModelForCausalLM
