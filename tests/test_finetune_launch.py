@@ -1,4 +1,4 @@
-"""The finetune stage under real launchers: torchrun and deepspeed, DeepSpeed ZeRO-3, a tiny Llama.
+"""The finetune stage under its real launcher: torchrun, DeepSpeed ZeRO-3, a tiny Llama.
 
 On a machine without a GPU DeepSpeed runs on its CPU accelerator with gloo. Its first use
 compiles a shared-memory communication op (about a minute on two cores); the build is
@@ -7,11 +7,20 @@ kept in resources/torch_extensions (git-ignored), so later runs of this file ski
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from finetune_helpers import MLT_TOKENS, tiny_finetune_inputs
+from reprolm.config.resources import model_settings
 from reprolm.train.finetune import FINISHED, FINISHED_MARK, FinetuneSpec
 from reprolm.train.launch import launch, launch_command
 
@@ -116,16 +125,6 @@ def test_torchrun_log_shows_deepspeed_zero3(torchrun_zero3):
 
 @pytest.mark.deepspeed
 @pytest.mark.timeout(420)
-def test_deepspeed_launcher_runs_the_same_zero3_finetune(workspace):
-    spec = zero3_spec(workspace, "deepspeed")
-    log_path = workspace / "deepspeed.log"
-    launch(spec, "deepspeed", 1, str(log_path))
-    assert_finetuned_checkpoint(spec)
-    assert "DeepSpeed Final Optimizer = DeepSpeedZeroOptimizer_Stage3" in log_path.read_text()
-
-
-@pytest.mark.deepspeed
-@pytest.mark.timeout(420)
 def test_failed_worker_raises_naming_the_log_and_writes_no_model(workspace):
     spec = zero3_spec(workspace, "missing", train_file=str(workspace / "no_such_train.parquet"))
     log_path = workspace / "missing.log"
@@ -137,17 +136,19 @@ def test_failed_worker_raises_naming_the_log_and_writes_no_model(workspace):
     assert not list(Path(spec.output_dir).parent.glob(".missing.tmp-*"))
 
 
-def test_deepspeed_launcher_keeps_the_granted_gpus_and_passes_only_the_spec():
-    granted = launch_command("deepspeed", 2, "spec.json", 29500, visible_devices="2,3")
-    assert "--include=localhost:2,3" in granted
-    assert not any(arg.startswith("--num_gpus") for arg in granted)
-    assert "--no_local_rank" in granted
-    assert granted[-2:] == ["reprolm.train.finetune", "spec.json"]
-    assert "--num_gpus=1" in launch_command("deepspeed", 1, "spec.json", 29500)
+def test_workers_see_the_granted_gpus_and_get_only_the_spec():
+    """torchrun leaves CUDA_VISIBLE_DEVICES (SLURM's grant) to its workers; one per GPU."""
+    command = launch_command(2, "spec.json", 29500)
+    assert Path(command[0]).name == "torchrun"
+    assert "--nproc_per_node=2" in command
+    # SIGTERM is the workers' (they save and stop); torchrun would kill them 30 s after it.
+    assert "--signals_to_handle=SIGINT,SIGHUP,SIGQUIT" in command
+    assert not any("localhost" in arg or "num_gpus" in arg for arg in command)
+    assert command[-3:] == ["-m", "reprolm.train.finetune", "spec.json"]
 
 
 def test_deepspeed_config_needs_a_launcher(tmp_path):
-    with pytest.raises(ValueError, match="needs launcher torchrun or deepspeed"):
+    with pytest.raises(ValueError, match="needs launcher torchrun, not none"):
         launch(zero3_spec(tmp_path, "none"), "none")
 
 
@@ -158,3 +159,108 @@ def test_deepspeed_on_cpu_refuses_several_workers(tmp_path):
         pytest.skip("several DeepSpeed workers are fine on GPUs")
     with pytest.raises(ValueError, match="one worker only"):
         launch(zero3_spec(tmp_path, "two"), "torchrun", 2)
+
+
+# Longer than the 30 s the deepspeed launcher gives its workers after a SIGTERM.
+SLOW_SAVE_S = 35
+# Test-level stand-in for an 8B ZeRO-3 checkpoint with its optimizer state: in the workers
+# only (torchrun sets LOCAL_RANK), the save a stop asks for sleeps first, so nothing is on
+# disk until SLOW_SAVE_S after the signal.
+SLOW_STOP_SAVE = """
+import os
+if "LOCAL_RANK" in os.environ:
+    import time
+    from transformers import Trainer
+    from reprolm.stopping import stop_request
+
+    save = Trainer._save_checkpoint
+
+    def slow_stop_save(self, *args, **kwargs):
+        if stop_request.requested:
+            time.sleep(float(os.environ["SLOW_STOP_SAVE_S"]))
+        return save(self, *args, **kwargs)
+
+    Trainer._save_checkpoint = slow_stop_save
+"""
+# What workflow/scripts/finetune.py does, in a process of its own for the signal to reach.
+LAUNCHING_SCRIPT = """
+import sys
+from reprolm.stopping import JobStopped, watch_for_stop
+from reprolm.train.finetune import FinetuneSpec
+from reprolm.train.launch import launch
+
+watch_for_stop()
+try:
+    launch(FinetuneSpec.load(sys.argv[1]), sys.argv[2], 1, sys.argv[3])
+except JobStopped as stop:
+    print(stop)
+"""
+
+
+def tail(log_path: Path) -> str:
+    return log_path.read_text()[-3000:] if log_path.exists() else "no log"
+
+
+def signal_job(pid: int, signum: int) -> None:
+    """Signal every process of a job's tree, as SLURM's process tracking does whatever their
+    session (torchrun starts its workers in sessions of their own)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            process.send_signal(signum)
+        except psutil.NoSuchProcess:
+            pass
+
+
+@pytest.mark.deepspeed
+@pytest.mark.timeout(600)
+def test_a_stopped_zero3_finetune_under_the_papers_launcher_saves_mid_epoch_though_the_save_takes_over_30_s(
+    workspace, tmp_path
+):
+    """SLURM's SIGTERM reaches every process of the job: the launcher must leave the workers
+    alive until their checkpoint (weights, ZeRO optimizer shards, trainer state) is written,
+    mid-epoch, under a recipe that otherwise saves once per epoch."""
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    launcher = model_settings(paper, "llama3_8b", "finetune")["launcher"]
+    rows = pq.read_table(workspace / "train.parquet")
+    pq.write_table(rows.take([i % rows.num_rows for i in range(4000)]), tmp_path / "train.parquet")
+    recipe = {key: value for key, value in RECIPE.items() if key != "max_steps"}
+    spec = zero3_spec(workspace, "stopped", train_file=str(tmp_path / "train.parquet"))
+    spec.recipe = recipe
+    spec.save(tmp_path / "spec.json")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_STOP_SAVE)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")]),
+        "SLOW_STOP_SAVE_S": str(SLOW_SAVE_S),
+    }
+    log_path = tmp_path / "stopped.log"
+    job = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHING_SCRIPT, str(tmp_path / "spec.json"), launcher, str(log_path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Long enough for DeepSpeed's first compile of its communication op on a busy machine.
+        deadline = time.monotonic() + 360
+        while "Total optimization steps" not in (log_path.read_text() if log_path.exists() else ""):
+            assert job.poll() is None and time.monotonic() < deadline, f"training never started: {tail(log_path)}"
+            time.sleep(0.5)
+        signalled = time.monotonic()
+        signal_job(job.pid, signal.SIGTERM)
+        printed, _ = job.communicate(timeout=180)
+    finally:
+        if job.poll() is None:
+            signal_job(job.pid, signal.SIGKILL)
+    assert time.monotonic() - signalled > SLOW_SAVE_S
+    assert job.returncode == 0 and "stopped by SIGTERM" in printed, tail(log_path)
+    (checkpoint,) = spec.checkpoint_dir.glob("checkpoint-*")
+    step = int(checkpoint.name.split("-")[1])
+    assert 0 < step < 4000 // RECIPE["per_device_train_batch_size"], "not a mid-epoch save"
+    assert json.loads((checkpoint / "trainer_state.json").read_text())["global_step"] == step
+    assert list(checkpoint.glob(f"global_step{step}/*optim_states.pt")), "no ZeRO optimizer state"
+    assert not Path(spec.output_dir).exists()

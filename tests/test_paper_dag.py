@@ -229,3 +229,25 @@ def test_profile_slurm_as_typed_asks_for_every_cpu_the_config_gives(tmp_path):
         ["bash", str(REPO / "scripts/register-slurm-profile.sh")], env=env, capture_output=True, text=True, check=True
     )
     assert again.stdout.strip() == "slurm"
+
+
+def test_paper_requests_one_node_for_multi_gpu_jobs_a_gpu_for_encoder_scores_and_sizes_builds_by_their_data(
+    paper_details,
+):
+    """What the dry run asks SLURM for: 4-GPU finetunes on one node; GEM's diversity scores
+    (bert-large) on a GPU, other scores on a CPU; dataset builds sized once their raw data
+    exists (<TBD> until it is downloaded)."""
+    finetunes = [job.resources for job in paper_details if job.rule == "finetune"]
+    assert finetunes and all((r["gpu"], r["nodes"]) == ("4", "1") for r in finetunes if r["gpu"] == "4")
+    assert {r["gpu"] for r in finetunes} == {"4"}
+    generations = [job.resources for job in paper_details if job.rule == "generate"]
+    assert generations and all(r["gpu"] == "1" and r.get("nodes", "None") == "None" for r in generations)
+    scores = {
+        (job.wildcards["metric"], job.resources["gpu"], job.resources["mem_mb"], job.resources["runtime"])
+        for job in paper_details
+        if job.rule == "score"
+    }
+    assert ("diversity", "1", "32000", "120") in scores
+    assert {gpu for metric, gpu, _, _ in scores if metric != "diversity"} == {"0"}
+    builds = [job.resources for job in paper_details if job.rule == "dataset"]
+    assert builds and all(r["mem_mb"] == "<TBD>" and r["runtime"] == "<TBD>" for r in builds)

@@ -90,6 +90,7 @@ def snakemake(
 JOB_HEADER = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
 FILES = re.compile(r"^\s+(input|output): (.*)$")
+RESOURCES = re.compile(r"^\s+resources: (.*)$")
 
 
 class DryRunJob(NamedTuple):
@@ -97,19 +98,23 @@ class DryRunJob(NamedTuple):
     wildcards: dict
     inputs: list[str]
     outputs: list[str]
+    resources: dict[str, str]
 
 
 def dry_run_details(work: Path, *args: str, env: dict | None = None) -> list[DryRunJob]:
-    """Every job a dry run would execute, with its wildcards, inputs and outputs."""
+    """Every job a dry run would execute, with its wildcards, inputs, outputs and resources
+    (as printed: ``<TBD>`` where they depend on inputs not yet made)."""
     result = snakemake(work, "-n", *args, env=env)
     jobs: list[DryRunJob] = []
     for line in (result.stdout + result.stderr).splitlines():
         header = JOB_HEADER.match(line)
         if header:
-            jobs.append(DryRunJob(header.group(1), {}, [], []))
+            jobs.append(DryRunJob(header.group(1), {}, [], [], {}))
             continue
-        wildcards, files = WILDCARDS.match(line), FILES.match(line)
-        if wildcards and jobs:
+        wildcards, files, resources = WILDCARDS.match(line), FILES.match(line), RESOURCES.match(line)
+        if resources and jobs:
+            jobs[-1].resources.update(dict(pair.split("=", 1) for pair in resources.group(1).split(", ")))
+        elif wildcards and jobs:
             jobs[-1].wildcards.update(dict(pair.split("=", 1) for pair in wildcards.group(1).split(", ")))
         elif files and jobs:
             (jobs[-1].inputs if files.group(1) == "input" else jobs[-1].outputs).extend(files.group(2).split(", "))

@@ -11,14 +11,18 @@ from reprolm.config.checks import check_config, preflight
 from reprolm.config.params import canonical
 from reprolm.config.resources import (
     attempt_size,
+    build_request,
     check_gpu_routing,
     cluster_submission,
     command_line_resource,
     judge_base,
     judge_settings,
     model_settings,
+    node_count,
     routed_keys,
     routing,
+    score_settings,
+    score_stage,
     stop_signal,
 )
 from reprolm.data.builders import BUILDERS
@@ -296,6 +300,51 @@ def stage_routing(stage):
     )
 
 
+def stage_nodes(stage):
+    """One node for a stage's jobs of several GPUs (reprolm.config.resources.node_count)."""
+
+    def lookup(wildcards):
+        return node_count(model_settings(config, wildcards.base, stage))
+
+    return lookup
+
+
+def score_resource(key):
+    """A score job's resources: the score stage's for a metric that runs an encoder."""
+
+    def lookup(wildcards, attempt, rulename):
+        if key == "gpus":
+            check_gpu_partition(
+                wildcards.base, score_stage(config, wildcards.metric), rulename
+            )
+        value = score_settings(config, wildcards.base, wildcards.metric)[key]
+        return attempt_size(config, key, value, attempt)
+
+    return lookup
+
+
+def score_routing():
+    return routing_lookups(
+        "score",
+        lambda wildcards: score_settings(config, wildcards.base, wildcards.metric),
+    )
+
+
+def score_threads(wildcards):
+    return score_settings(config, wildcards.base, wildcards.metric)["threads"]
+
+
+def dataset_resource(key):
+    """A dataset build's memory or time, from the size of the raw data it reads (<TBD> in
+    a dry run until that data exists)."""
+
+    def lookup(wildcards, input, attempt):
+        value = build_request(list(input))[key]
+        return attempt_size(config, key, value, attempt)
+
+    return lookup
+
+
 def stage_stop_signal(stage):
     """SIGTERM ahead of the time limit for the stages that save progress on it."""
 
@@ -405,6 +454,7 @@ def judge_job_resources(api):
     return {
         **judge_routing(),
         "gpu": judge_resource("gpus"),
+        "nodes": lambda wildcards: node_count(judge_settings(config, wildcards.judge)),
         "mem_mb": judge_resource("mem_mb"),
         "runtime": judge_resource("runtime"),
     }

@@ -7,6 +7,9 @@ rule dataset:
         "logs/dataset/{dataset}/{split}.log",
     conda:
         "../envs/core.yaml"
+    resources:
+        mem_mb=dataset_resource("mem_mb"),
+        runtime=dataset_resource("runtime"),
     params:
         code=builder_code,
         builder=lambda wildcards: canonical(

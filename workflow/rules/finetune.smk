@@ -18,6 +18,7 @@ rule finetune:
     resources:
         **stage_routing("finetune"),
         gpu=stage_resource("finetune", "gpus"),
+        nodes=stage_nodes("finetune"),
         mem_mb=stage_resource("finetune", "mem_mb"),
         runtime=stage_resource("finetune", "runtime"),
         slurm_extra=stage_stop_signal("finetune"),
@@ -58,6 +59,7 @@ rule train_before_test:
     resources:
         **stage_routing("train_before_test"),
         gpu=stage_resource("train_before_test", "gpus"),
+        nodes=stage_nodes("train_before_test"),
         mem_mb=stage_resource("train_before_test", "mem_mb"),
         runtime=stage_resource("train_before_test", "runtime"),
         slurm_extra=stage_stop_signal("train_before_test"),

@@ -14,6 +14,7 @@ rule generate:
     resources:
         **stage_routing("generate"),
         gpu=stage_resource("generate", "gpus"),
+        nodes=stage_nodes("generate"),
         mem_mb=stage_resource("generate", "mem_mb"),
         runtime=stage_resource("generate", "runtime"),
         slurm_extra=stage_stop_signal("generate"),

@@ -7,6 +7,12 @@ rule score:
         "logs/score/{metric}/{base}/{recipe}/{promptset}.log",
     conda:
         "../envs/core.yaml"
+    threads: score_threads
+    resources:
+        **score_routing(),
+        gpu=score_resource("gpus"),
+        mem_mb=score_resource("mem_mb"),
+        runtime=score_resource("runtime"),
     params:
         code=metric_code,
         length_targets=canonical(config.get("length_targets")),
@@ -34,6 +40,7 @@ rule lm_eval:
     resources:
         **stage_routing("evaluate"),
         gpu=stage_resource("evaluate", "gpus"),
+        nodes=stage_nodes("evaluate"),
         mem_mb=stage_resource("evaluate", "mem_mb"),
         runtime=stage_resource("evaluate", "runtime"),
     params:

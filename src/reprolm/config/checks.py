@@ -12,7 +12,7 @@ from pathlib import Path
 
 from reprolm.config.errors import ConfigError, require, require_grader
 from reprolm.config.lookups import expo_reference, expo_reference_dir
-from reprolm.config.resources import model_settings
+from reprolm.config.resources import check_gpu_memory, model_settings
 from reprolm.paths import PRETRAINED, split_expo
 from reprolm.score.judges import LOCAL_JUDGES
 from reprolm.train.precision import PRECISIONS
@@ -55,6 +55,7 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
     _check_sources(config)
     _check_references(config)
     _check_base_models(config)
+    check_gpu_memory(config, Path.cwd())
     for study in studies:
         study.check(config)
     _check_length_targets(config, studies)

@@ -9,7 +9,12 @@ to other nodes than gpt2's jobs of the same rule.
 
 from __future__ import annotations
 
+import errno
+import json
+import math
+import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from reprolm.config.errors import ConfigError
 from reprolm.score.judges import LOCAL_JUDGES
@@ -156,3 +161,159 @@ def attempt_size(config: Mapping, key: str, value: int, attempt: int) -> int:
     grown = int(value * growth["factor"] ** (attempt - 1))
     cap = growth.get(GROWING_KEYS[key])
     return max(value, min(grown, cap)) if cap else grown
+
+
+def node_count(settings: Mapping) -> int | None:
+    """One node for a job of several GPUs (the plugin's ``nodes``: ``--nodes=1``): torchrun
+    and vLLM start their workers on the node they run on, so GPUs SLURM granted on another
+    node would go unused and a finetune's global batch would shrink. None: left to SLURM."""
+    return 1 if settings["gpus"] > 1 else None
+
+
+# GPU memory a job needs, checked before any job against the config's ``gpu_mem_gb`` (GiB).
+# A mixed-precision Adam finetune keeps, per parameter, bf16 weights (2 bytes) and gradients
+# (2), and fp32 master weights with Adam's two moments (12); each ZeRO stage shards more of
+# them over the job's GPUs (1: the optimizer's, 2: and the gradients, 3: and the weights).
+STATE_BYTES = {"weights": 2, "gradients": 2, "optimizer": 12}
+ZERO_SHARDED = {0: (), 1: ("optimizer",), 2: ("optimizer", "gradients"), 3: ("optimizer", "gradients", "weights")}
+# Activations per trained token with gradient checkpointing, an upper figure for the paper's
+# 6-9B models (Llama-3-8B): one bf16 hidden state kept per layer (32 x 4096 x 2 bytes), one
+# layer's recomputed activations (~0.3 MiB), and the fp32 logits with their gradient over a
+# 128k vocabulary (~1 MiB).
+ACTIVATION_BYTES_PER_TOKEN = 2 * 2**20
+# CUDA context, NCCL buffers, ZeRO-3's gathered layers and the allocator's fragmentation.
+WORKING_GIB = 4.0
+# Inference: weights at the stage's precision (split over the GPUs only under tensor
+# parallelism), plus the KV cache of a batch of long sequences and vLLM's CUDA graphs.
+PRECISION_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
+KV_CACHE_GIB = 4.0
+INFERENCE_STAGES = ("generate", "evaluate", "train_before_test")
+PAIRED_OBJECTIVES = ("dpo", "kto")
+
+
+def setting_key(config: Mapping, base: str, stage: str, key: str) -> str:
+    """The config key a setting of a base model's stage comes from (the most specific layer
+    that sets it), for messages that tell the user what to change."""
+    names = ["resources.default", f"resources.{stage}", f"base_models.{base}.resources.default"]
+    names.append(f"base_models.{base}.resources.{stage}")
+    given = [name for name, layer in zip(names, _layers(config, base, stage)) if key in layer]
+    return f"{(given or [f'resources.{stage}'])[-1]}.{key}"
+
+
+def zero_stage(recipe: Mapping, root: Path) -> int:
+    """The ZeRO stage of a recipe's DeepSpeed config (0 without one: all states replicated)."""
+    if not recipe.get("deepspeed"):
+        return 0
+    return int(json.loads((root / recipe["deepspeed"]).read_text()).get("zero_optimization", {}).get("stage", 0))
+
+
+def finetune_gib(parameters: int, gpus: int, stage: int, recipe: Mapping) -> float:
+    """GiB per GPU of a full finetune of ``parameters`` over ``gpus`` GPUs at ZeRO ``stage``;
+    a DPO/KTO recipe adds its frozen reference model's weights and trains pairs."""
+    sharded = ZERO_SHARDED[stage]
+    per_param = sum(size / (gpus if part in sharded else 1) for part, size in STATE_BYTES.items())
+    paired = recipe.get("objective") in PAIRED_OBJECTIVES
+    if paired:
+        per_param += STATE_BYTES["weights"] / (gpus if "weights" in sharded else 1)
+    tokens = recipe.get("per_device_train_batch_size", 8) * recipe["max_length"] * (2 if paired else 1)
+    return (parameters * per_param + tokens * ACTIVATION_BYTES_PER_TOKEN) / 2**30 + WORKING_GIB
+
+
+def inference_gib(parameters: int, settings: Mapping) -> float:
+    """GiB per GPU of a model's weights at the stage's precision, plus the KV cache."""
+    shards = settings["gpus"] if settings["tensor_parallel"] else 1
+    return parameters * PRECISION_BYTES[settings["precision"]] / shards / 2**30 + KV_CACHE_GIB
+
+
+def check_gpu_memory(config: Mapping, root: Path) -> None:
+    """Refuse, before any job, a base model whose GPU jobs need more memory per GPU than the
+    ``gpu_mem_gb`` their settings give. Skipped where ``gpu_mem_gb`` is unset, for CPU jobs,
+    and for a model whose size neither its checkpoint, the config (``parameters``) nor its
+    hub name tells. A finetune is checked under each recipe the enabled studies train the
+    model with."""
+    from reprolm.plan import model_parameters
+    from reprolm.studies import enabled_studies
+
+    recipes = config.get("recipes", {})
+    trained = {(base, recipe) for study in enabled_studies(config) for base, recipe in study.models(config)}
+    for base in config["base_models"]:
+        parameters, source = model_parameters(config, base, root)
+        for stage in ("finetune", *INFERENCE_STAGES):
+            settings = model_settings(config, base, stage)
+            if not (parameters and settings["gpus"] and settings.get("gpu_mem_gb")):
+                continue
+            size = f"{parameters / 1e9:.1f}B parameters from its {source}"
+            gpus = settings["gpus"]
+            if stage == "finetune":
+                needs = {
+                    f"finetune with recipe {name} needs ~{need:.0f} GiB per GPU with {gpus} GPUs "
+                    + (f"under ZeRO-{zero}" if zero else "without ZeRO"): need
+                    for name, recipe in recipes.items()
+                    if (base, name) in trained
+                    for zero in [zero_stage(recipe, root)]
+                    for need in [finetune_gib(parameters, gpus, zero, recipe)]
+                }
+            else:
+                need = inference_gib(parameters, settings)
+                needs = {f"{stage} needs ~{need:.0f} GiB per GPU at {settings['precision']}": need}
+            if not needs:
+                continue
+            what, need = max(needs.items(), key=lambda item: item[1])
+            if need > settings["gpu_mem_gb"]:
+                key = setting_key(config, base, stage, "gpu_mem_gb")
+                raise ConfigError(
+                    f"{base} {what} ({size}); {key} is {settings['gpu_mem_gb']}: raise gpus or choose a larger GPU"
+                )
+
+
+def score_stage(config: Mapping, metric: str) -> str:
+    """The stage whose settings a metric's score jobs take: ``score`` for a metric that runs
+    a sentence encoder (GEM's diversity, on the job's GPU where the stage has GPUs), else
+    ``default`` (the other metrics count and parse on a CPU)."""
+    return "score" if config.get("metrics", {}).get(metric, {}).get("encoder") else "default"
+
+
+def score_settings(config: Mapping, base: str, metric: str) -> dict:
+    return model_settings(config, base, score_stage(config, metric))
+
+
+# A dataset build reads its sources whole into Python records (the builders shuffle and
+# bucket every row, so they cannot stream): the text is held twice (the arrow table and
+# Python's strings) and every row costs its dicts, lists and small objects besides. Measured
+# once: a schema-true OpenHermes-2.5-sized source (1,001,551 rows, 1,603 MiB of uncompressed
+# parquet data, 16 columns) built into tlg peaked at 6,695 MiB RSS in 127 s on a busy 2-core
+# machine: 2 bytes per byte of data leaves 3,650 bytes per row. The request rounds both up
+# and adds the interpreter with its libraries: ~9.2 GB for OpenHermes (6.7 GiB measured).
+BUILD_BYTES_PER_DATA_BYTE = 2.5
+BUILD_BYTES_PER_ROW = 4000
+BUILD_BASE_MB = 1000
+# Time: 0.08 s per MiB of data measured; six times that leaves room for a slow node and for
+# builders that bucket and shuffle several sources.
+BUILD_SECONDS_PER_MIB = 0.5
+
+
+def parquet_size(path: str | Path) -> tuple[int, int]:
+    """(rows, uncompressed bytes of data) of a parquet file, or of every parquet file in a
+    folder, from the files' metadata (compression differs between sources; memory follows
+    the data). A missing path raises FileNotFoundError naming it."""
+    import pyarrow.parquet as pq
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "no such file or folder", path)
+    found = Path(path)
+    rows = data = 0
+    for file in sorted(found.glob("*.parquet")) if found.is_dir() else [found]:
+        metadata = pq.ParquetFile(file).metadata
+        rows += metadata.num_rows
+        data += sum(metadata.row_group(index).total_byte_size for index in range(metadata.num_row_groups))
+    return rows, data
+
+
+def build_request(inputs: list[str]) -> dict:
+    """``mem_mb`` and ``runtime`` of a dataset build from the data it reads; the project's
+    defaults where those are larger."""
+    sizes = [parquet_size(path) for path in inputs]
+    rows, data = sum(rows for rows, _ in sizes), sum(data for _, data in sizes)
+    mem_mb = BUILD_BASE_MB + math.ceil((BUILD_BYTES_PER_DATA_BYTE * data + BUILD_BYTES_PER_ROW * rows) / 1e6)
+    runtime = math.ceil(BUILD_SECONDS_PER_MIB * data / 2**20 / 60)
+    return {"mem_mb": max(STAGE_DEFAULTS["mem_mb"], mem_mb), "runtime": max(STAGE_DEFAULTS["runtime"], runtime)}

@@ -14,7 +14,6 @@ where the paper's definition counts whitespace-separated words.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import combinations
 
 COMPATS = ("paper", "original")
 
@@ -65,15 +64,39 @@ def self_bleu_diversity(samples: Sequence[str], prompt: str = "", compat: str = 
     return 100.0 - sum(scores) / len(scores)
 
 
+# Texts per forward pass of the encoder: all prompts' samples go through one ``encode`` call
+# in batches of this many (on a GPU, bert-large takes 64 texts of 512 tokens in ~3 GB).
+ENCODE_BATCH_SIZE = 64
+
+
+def embedding_diversities(
+    groups: Sequence[Sequence[str]], encoder, prompts: Sequence[str] | None = None, compat: str = "paper"
+) -> list[float]:
+    """Embedding diversity of each group of samples (one group per prompt), all groups'
+    texts encoded in one call, batched, on the encoder's device."""
+    import torch
+
+    prompts = prompts or [""] * len(groups)
+    texts = [_texts(samples, prompt, compat) for samples, prompt in zip(groups, prompts)]
+    if any(len(group) < 2 for group in texts):
+        raise ValueError("embedding diversity needs at least two samples")
+    flat = [text for group in texts for text in group]
+    embeddings = encoder.encode(
+        flat, batch_size=ENCODE_BATCH_SIZE, convert_to_tensor=True, normalize_embeddings=True
+    ).double()
+    scores, start = [], 0
+    for group in texts:
+        own = embeddings[start : start + len(group)]
+        start += len(group)
+        above_diagonal = torch.triu_indices(len(group), len(group), offset=1)
+        similarity = (own @ own.T)[above_diagonal[0], above_diagonal[1]].mean().item()
+        scores.append(100.0 * (1.0 - similarity))
+    return scores
+
+
 def embedding_diversity(samples: Sequence[str], encoder, prompt: str = "", compat: str = "paper") -> float:
     """``encoder``: a sentence-transformers model."""
-    texts = _texts(samples, prompt, compat)
-    embeddings = encoder.encode(texts, convert_to_tensor=True, normalize_embeddings=True)
-    pairs = list(combinations(range(len(texts)), 2))
-    if not pairs:
-        raise ValueError("embedding diversity needs at least two samples")
-    similarity = sum(float(embeddings[i] @ embeddings[j]) for i, j in pairs) / len(pairs)
-    return 100.0 * (1.0 - similarity)
+    return embedding_diversities([samples], encoder, [prompt], compat)[0]
 
 
 def offline_encoder():

@@ -11,7 +11,7 @@ from reprolm.registry import Registry
 from reprolm.score import length
 from reprolm.score.diversity import (
     distinct_n,
-    embedding_diversity,
+    embedding_diversities,
     offline_encoder,
     self_bleu_diversity,
     sentence_encoder,
@@ -160,7 +160,8 @@ def diversity(rows, context) -> dict:
         for n in (1, 2, 3):
             per_prompt[f"distinct_{n}"].append(distinct_n(samples, n, prompt, compat))
         per_prompt["self_bleu"].append(self_bleu_diversity(samples, prompt, compat))
-        per_prompt["embedding"].append(embedding_diversity(samples, encoder, prompt, compat))
+    # One encode call over every prompt's samples: batched, on the job's GPU where it has one.
+    per_prompt["embedding"] = embedding_diversities(list(texts.values()), encoder, [prompts[i] for i in texts], compat)
     means = {name: float(np.mean(values)) for name, values in per_prompt.items()}
     means["distinct"] = float(np.mean([means[f"distinct_{n}"] for n in (1, 2, 3)]))
     return {

@@ -1,10 +1,15 @@
-"""Start a finetune in-process, or over several workers with torchrun or deepspeed.
+"""Start a finetune in-process, or over several workers with torchrun.
 
-On a SLURM node the rule asks for one task and the launcher starts one worker per granted
-GPU itself (nccl). On a machine without CUDA, ``torchrun --nproc_per_node 1`` runs the same
-DeepSpeed path on DeepSpeed's CPU accelerator with the gloo backend, which is how the tests
-exercise it; there DeepSpeed compiles its shared-memory communication op on first use
-(gcc and ninja, cached under TORCH_EXTENSIONS_DIR, by default ~/.cache/torch_extensions).
+On a SLURM node the rule asks for one task on one node and torchrun starts one worker per
+granted GPU itself (nccl); a DeepSpeed recipe (its ZeRO config) runs in those workers. The
+deepspeed launcher is not used: it kills its workers 30 s after a SIGTERM, whatever is set,
+and a ZeRO-3 checkpoint of an 8B model with its optimizer state takes longer to write;
+torchrun is configured to leave SIGTERM to the workers, which save and stop
+(reprolm.stopping) within the job's ``stop_warning_s``. On a machine without CUDA,
+``torchrun --nproc_per_node 1`` runs the same DeepSpeed path on DeepSpeed's CPU accelerator
+with the gloo backend, which is how the tests exercise it; there DeepSpeed compiles its
+shared-memory communication op on first use (gcc and ninja, cached under
+TORCH_EXTENSIONS_DIR, by default ~/.cache/torch_extensions).
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from pathlib import Path
 from reprolm.stopping import JobStopped
 from reprolm.train.finetune import FinetuneSpec, run, stop_note_path
 
-LAUNCHERS = ("none", "torchrun", "deepspeed")
+LAUNCHERS = ("none", "torchrun")
+# The signals torchrun handles (passing them on to its workers, then killing them): not
+# SIGTERM, which SLURM sends every process of the job for the workers to save and stop.
+TORCHRUN_SIGNALS = ("SIGINT", "SIGHUP", "SIGQUIT")
 
 
 def free_port() -> int:
@@ -32,49 +40,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def launch_command(
-    launcher: str, nproc: int, spec_path: str, port: int, visible_devices: str | None = None
-) -> list[str]:
-    """The launcher's command line; ``visible_devices`` is the job's CUDA_VISIBLE_DEVICES."""
-    bindir = Path(sys.executable).parent
-    if launcher == "torchrun":
-        torchrun = shutil.which("torchrun", path=str(bindir)) or "torchrun"
-        return [
-            torchrun,
-            f"--nproc_per_node={nproc}",
-            "--master_addr=127.0.0.1",
-            f"--master_port={port}",
-            "-m",
-            "reprolm.train.finetune",
-            spec_path,
-        ]
-    if launcher == "deepspeed":
-        deepspeed = shutil.which("deepspeed", path=str(bindir)) or "deepspeed"
-        # --num_gpus makes the deepspeed launcher drop CUDA_VISIBLE_DEVICES and use GPUs
-        # 0..n-1, which need not be the ones SLURM granted; --include keeps the grant.
-        devices = [d for d in (visible_devices or "").split(",") if d.strip()]
-        slots = [f"--include=localhost:{','.join(devices[:nproc])}"] if devices else [f"--num_gpus={nproc}"]
-        # --no_local_rank: the worker takes LOCAL_RANK from the environment, and its only
-        # argument is the spec.
-        return [
-            deepspeed,
-            *slots,
-            "--master_addr=127.0.0.1",
-            f"--master_port={port}",
-            "--no_local_rank",
-            "--module",
-            "reprolm.train.finetune",
-            spec_path,
-        ]
-    raise ValueError(f"unknown launcher {launcher!r}; choose from {LAUNCHERS}")
+def launch_command(nproc: int, spec_path: str, port: int) -> list[str]:
+    """torchrun's command line; the workers see the job's CUDA_VISIBLE_DEVICES as it is.
+    torchrun handles only the signals it is given here (its environment variable
+    TORCHELASTIC_SIGNALS_TO_HANDLE is overwritten from this option): SIGTERM is left out,
+    since torchrun would pass it on and kill the workers 30 s later, mid-checkpoint."""
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
+    return [
+        torchrun,
+        f"--nproc_per_node={nproc}",
+        f"--signals_to_handle={','.join(TORCHRUN_SIGNALS)}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={port}",
+        "-m",
+        "reprolm.train.finetune",
+        spec_path,
+    ]
 
 
 def _ignore_stop_signals() -> None:
     """In the launcher before it starts: a stop signal (SIGTERM from SLURM, which reaches
     every process of the job) is the workers' to handle, by saving a checkpoint; torchrun
     would otherwise kill them 30 s after it. The workers set their own handler, and torchrun
-    leaves SIGTERM alone when it is not in TORCHELASTIC_SIGNALS_TO_HANDLE. The deepspeed
-    launcher handles SIGTERM itself, whatever is set here, and kills its workers 30 s later."""
+    leaves SIGTERM alone when it is not among its ``--signals_to_handle``."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
@@ -82,7 +70,6 @@ def launcher_environment() -> dict[str, str]:
     import torch
 
     env = dict(os.environ)
-    env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = "SIGINT,SIGHUP,SIGQUIT"
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     # The interpreter's bin folder first, so DeepSpeed's op compiler finds the ninja that
     # came with the environment even when the environment is not activated.
@@ -101,7 +88,7 @@ def launch(spec: FinetuneSpec, launcher: str = "none", nproc: int = 1, log_path:
         if spec.deepspeed:
             # DeepSpeed initialises torch.distributed from a launcher's RANK/WORLD_SIZE/
             # MASTER_ADDR; in-process it falls back to MPI discovery and fails obscurely.
-            raise ValueError(f"DeepSpeed config {spec.deepspeed} needs launcher torchrun or deepspeed, not none")
+            raise ValueError(f"DeepSpeed config {spec.deepspeed} needs launcher torchrun, not none")
         run(spec)
         return
     env = launcher_environment()
@@ -112,7 +99,7 @@ def launch(spec: FinetuneSpec, launcher: str = "none", nproc: int = 1, log_path:
     with tempfile.TemporaryDirectory() as tmp:
         spec_path = str(Path(tmp) / "finetune_spec.json")
         spec.save(spec_path)
-        command = launch_command(launcher, max(1, nproc), spec_path, free_port(), env.get("CUDA_VISIBLE_DEVICES"))
+        command = launch_command(max(1, nproc), spec_path, free_port())
         log = open(log_path, "a") if log_path else None
         stop_note = stop_note_path(spec)
         stop_note.unlink(missing_ok=True)
