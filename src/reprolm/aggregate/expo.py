@@ -118,6 +118,34 @@ def lm_eval_table(scores: list[Score]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# The Open LLM Leaderboard v1 as ExPO's Figure 4 averages it: each task's metric in lm-eval
+# 0.3's result files (ARC 25-shot, HellaSwag 10-shot, TruthfulQA 0-shot, Winogrande and
+# GSM8K 5-shot), MMLU (5-shot) as the unweighted mean of its subjects' accuracies.
+OPEN_LLM_LEADERBOARD_V1 = {
+    "arc_challenge": "acc_norm",
+    "hellaswag": "acc_norm",
+    "truthfulqa_mc": "mc2",
+    "winogrande": "acc",
+    "gsm8k": "acc",
+}
+MMLU_V1_SUBJECT_PREFIX = "hendrycksTest-"
+
+
+def open_llm_leaderboard_v1(results: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Each Open LLM Leaderboard v1 task's score x 100 and their ``average`` from lm-eval 0.3's
+    ``results`` (task -> metric -> value, merged over a model's result files). MMLU is the
+    plain mean over its subjects, as that leaderboard reported it; lm-eval 0.4's ``mmlu``
+    group weights subjects by their number of questions, a different figure."""
+    missing = [task for task in OPEN_LLM_LEADERBOARD_V1 if task not in results]
+    subjects = [metrics["acc"] for task, metrics in results.items() if task.startswith(MMLU_V1_SUBJECT_PREFIX)]
+    if missing or not subjects:
+        raise ValueError(f"Open LLM Leaderboard v1: results lack {missing + ([] if subjects else ['MMLU subjects'])}")
+    scores = {task: 100.0 * results[task][metric] for task, metric in OPEN_LLM_LEADERBOARD_V1.items()}
+    scores["mmlu"] = 100.0 * sum(subjects) / len(subjects)
+    scores["average"] = sum(scores.values()) / len(scores)
+    return scores
+
+
 def judge_table(scores: list[Score]) -> pd.DataFrame:
     """The judge's accuracy on held-out preference pairs, with its interval over the pairs."""
     return pd.DataFrame(
