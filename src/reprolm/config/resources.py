@@ -225,6 +225,22 @@ def inference_gib(parameters: int, settings: Mapping) -> float:
     return parameters * PRECISION_BYTES[settings["precision"]] / shards / 2**30 + KV_CACHE_GIB
 
 
+def _stage_needs(config: Mapping, base: str, stage: str, parameters: int, trained: set, root: Path) -> dict[str, float]:
+    """What each job shape of a base model's stage needs per GPU (GiB), by its description."""
+    settings = model_settings(config, base, stage)
+    if stage != "finetune":
+        need = inference_gib(parameters, settings)
+        return {f"{stage} needs ~{need:.0f} GiB per GPU at {settings['precision']}": need}
+    gpus, needs = settings["gpus"], {}
+    for name, recipe in config.get("recipes", {}).items():
+        if (base, name) in trained:
+            zero = zero_stage(recipe, root)
+            need = finetune_gib(parameters, gpus, zero, recipe)
+            sharding = f"under ZeRO-{zero}" if zero else "without ZeRO"
+            needs[f"finetune with recipe {name} needs ~{need:.0f} GiB per GPU with {gpus} GPUs {sharding}"] = need
+    return needs
+
+
 def check_gpu_memory(config: Mapping, root: Path) -> None:
     """Refuse, before any job, a base model whose GPU jobs need more memory per GPU than the
     ``gpu_mem_gb`` their settings give. Skipped where ``gpu_mem_gb`` is unset, for CPU jobs,
@@ -234,35 +250,26 @@ def check_gpu_memory(config: Mapping, root: Path) -> None:
     from reprolm.plan import model_parameters
     from reprolm.studies import enabled_studies
 
-    recipes = config.get("recipes", {})
     trained = {(base, recipe) for study in enabled_studies(config) for base, recipe in study.models(config)}
     for base in config["base_models"]:
-        parameters, source = model_parameters(config, base, root)
-        for stage in ("finetune", *INFERENCE_STAGES):
-            settings = model_settings(config, base, stage)
-            if not (parameters and settings["gpus"] and settings.get("gpu_mem_gb")):
-                continue
-            size = f"{parameters / 1e9:.1f}B parameters from its {source}"
-            gpus = settings["gpus"]
-            if stage == "finetune":
-                needs = {
-                    f"finetune with recipe {name} needs ~{need:.0f} GiB per GPU with {gpus} GPUs "
-                    + (f"under ZeRO-{zero}" if zero else "without ZeRO"): need
-                    for name, recipe in recipes.items()
-                    if (base, name) in trained
-                    for zero in [zero_stage(recipe, root)]
-                    for need in [finetune_gib(parameters, gpus, zero, recipe)]
-                }
-            else:
-                need = inference_gib(parameters, settings)
-                needs = {f"{stage} needs ~{need:.0f} GiB per GPU at {settings['precision']}": need}
+        stages = [
+            stage
+            for stage in ("finetune", *INFERENCE_STAGES)
+            if model_settings(config, base, stage)["gpus"] and model_settings(config, base, stage).get("gpu_mem_gb")
+        ]
+        parameters, source = model_parameters(config, base, root) if stages else (None, "")
+        if not parameters:
+            continue
+        for stage in stages:
+            needs = _stage_needs(config, base, stage, parameters, trained, root)
             if not needs:
                 continue
             what, need = max(needs.items(), key=lambda item: item[1])
-            if need > settings["gpu_mem_gb"]:
-                key = setting_key(config, base, stage, "gpu_mem_gb")
+            available = model_settings(config, base, stage)["gpu_mem_gb"]
+            if need > available:
                 raise ConfigError(
-                    f"{base} {what} ({size}); {key} is {settings['gpu_mem_gb']}: raise gpus or choose a larger GPU"
+                    f"{base} {what} ({parameters / 1e9:.1f}B parameters from its {source}); "
+                    f"{setting_key(config, base, stage, 'gpu_mem_gb')} is {available}: raise gpus or choose a larger GPU"
                 )
 
 
