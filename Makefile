@@ -18,18 +18,29 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup setup-gpu system-deps run report test test-fast lint format clean bench slurm-profile
 
-$(VENV)/.installed: pyproject.toml requirements/base.txt requirements/dev.txt requirements/cpu-constraints.txt
+# requirements/cpu-lock.txt pins every package (the GPU set's versions: requirements/lock.sh), torch
+# as its CPU build, installed first from where requirements/torch-cpu-wheels.sh says (anything else
+# pulls CUDA wheels). Installed through uv (on PATH, else the locked uv), pip where uv cannot be had.
+TORCH_CPU_WHEELS ?= $(shell bash requirements/torch-cpu-wheels.sh)
+UV_LOCKED = $(shell grep -o '^uv==[^ ]*' requirements/cpu-lock.txt)
+define install_packages
+	@uv=$$(command -v uv || command -v $(VENV)/bin/uv || { $(PIP) install -q $(UV_LOCKED) && echo $(VENV)/bin/uv; }); \
+	  if [ -n "$$uv" ]; then $$uv pip install -q --python $(PY) $(1); else $(PIP) install -q $(1); fi
+endef
+
+$(VENV)/.installed: pyproject.toml requirements/cpu-lock.txt
 	python3 -m venv $(VENV)
-	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -c requirements/cpu-constraints.txt -r requirements/base.txt -r requirements/dev.txt
-	$(PIP) install -q -c requirements/cpu-constraints.txt --no-deps -e .
+	$(call install_packages,--find-links $(TORCH_CPU_WHEELS) torch==2.13.0+cpu)
+	$(call install_packages,--find-links $(TORCH_CPU_WHEELS) -r requirements/cpu-lock.txt)
+	$(PIP) install -q --no-deps -e .
 	touch $@
 
 setup: system-deps $(VENV)/.installed
 
-# GPU clusters (Linux x86_64, Python 3.11, a driver for CUDA 13): requirements/gpu-constraints.txt
-# in one resolve, so the torch installed is the one vLLM pins (PyPI's Linux torch is the CUDA
-# build). A venv from `make setup` would keep its CPU torch (same version), so it is refused.
+# GPU clusters (Linux x86_64, Python 3.11, a driver for CUDA 13): requirements/gpu-lock.txt, every
+# package pinned, so the torch installed is the one vLLM pins (PyPI's Linux torch is the CUDA
+# build) and the rest are the CPU set's versions. A venv from `make setup` would keep its CPU
+# torch (same version), so it is refused.
 # FLASH_ATTN=1 adds flash-attn, built against that torch (a prebuilt wheel from its GitHub
 # release when one matches, else compiled with nvcc); reprolm does not ask for it, models whose
 # own code imports flash_attn do.
@@ -38,8 +49,8 @@ setup-gpu:
 	@$(PY) -c "import sys, torch; sys.exit(3 if torch.version.cuda is None else 0)" 2>/dev/null; \
 	  if [ $$? = 3 ]; then echo "$(VENV) has a CPU build of torch: make setup-gpu VENV=.venv-gpu"; exit 1; fi
 	python3 -m venv $(VENV)
-	$(PIP) install -q -c requirements/gpu-constraints.txt -r requirements/base.txt -r requirements/gpu.txt -r requirements/dev.txt
-	$(PIP) install -q -c requirements/gpu-constraints.txt --no-deps -e .
+	$(call install_packages,-r requirements/gpu-lock.txt)
+	$(PIP) install -q --no-deps -e .
 ifeq ($(FLASH_ATTN),1)
 	$(PIP) install -q -c requirements/gpu-constraints.txt --no-build-isolation flash-attn
 endif

@@ -3,11 +3,11 @@
 # change to base.txt, gpu.txt, dev.txt or the constraint files: `bash requirements/lock.sh`.
 # Both are resolved for Linux x86_64 and Python 3.11 with uv (`pip install uv`), from PyPI. The CPU
 # set is constrained by the GPU lock, so the two sets share every version but torch's build; the CPU
-# torch wheel comes from TORCH_CPU_WHEELS (default: pip's find-links, else PyTorch's CPU wheel page).
+# torch wheel comes from where requirements/torch-cpu-wheels.sh says.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 uv=${UV:-uv}
-torch_cpu_wheels=${TORCH_CPU_WHEELS:-${PIP_FIND_LINKS:-https://download.pytorch.org/whl/cpu/torch/}}
+torch_cpu_wheels=$(bash requirements/torch-cpu-wheels.sh)
 platform=(--python-version 3.11 --python-platform x86_64-manylinux_2_28 --annotation-style line)
 
 "$uv" pip compile --quiet "${platform[@]}" --custom-compile-command "bash requirements/lock.sh" \

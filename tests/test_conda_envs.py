@@ -13,8 +13,10 @@ import ast
 import re
 import sys
 from functools import cache
+from importlib.metadata import distributions as distributions_installed
 from importlib.metadata import packages_distributions
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -427,3 +429,86 @@ def test_transformers_4_is_excluded():
     reads it as a step count, almost no warm-up)."""
     assert not BASE["transformers"].specifier.contains("4.57.6")
     assert pinned_version(GPU_SET["transformers"]).major == 5
+
+
+# The install sets, every package pinned (requirements/lock.sh): what `make setup` (CPU) and
+# `make setup-gpu` (GPU clusters) install.
+CPU_LOCK = requirements_file(ROOT / "requirements" / "cpu-lock.txt")
+GPU_LOCK = requirements_file(ROOT / "requirements" / "gpu-lock.txt")
+
+
+def public_version(requirement: Requirement) -> Version:
+    """The pinned version without its local build label (torch 2.13.0+cpu is 2.13.0)."""
+    return Version(pinned_version(requirement).public)
+
+
+def test_cpu_and_gpu_sets_install_one_version_of_each_package():
+    """What the tests run on is what a cluster gets: the SLURM plugin, Snakemake, transformers
+    and every other package of the CPU set at the GPU set's version (torch differs in its build
+    only)."""
+    assert set(CPU_LOCK) >= {"snakemake", "snakemake-executor-plugin-slurm", "torch", "transformers", "numpy"}
+    only_cpu = sorted(set(CPU_LOCK) - set(GPU_LOCK))
+    assert not only_cpu, f"in requirements/cpu-lock.txt but not gpu-lock.txt: {only_cpu}"
+    differing = {
+        name: (str(CPU_LOCK[name].specifier), str(GPU_LOCK[name].specifier))
+        for name in CPU_LOCK
+        if public_version(CPU_LOCK[name]) != public_version(GPU_LOCK[name])
+    }
+    assert not differing, f"(cpu-lock.txt, gpu-lock.txt) versions differ: {differing}"
+
+
+@pytest.mark.parametrize(
+    "lock, required, constraints",
+    [
+        ("cpu-lock.txt", ["base.txt", "dev.txt"], ["cpu-constraints.txt"]),
+        ("gpu-lock.txt", ["base.txt", "gpu.txt", "dev.txt"], ["gpu-constraints.txt"]),
+    ],
+)
+def test_lock_satisfies_its_requirements(lock, required, constraints):
+    """A requirement or constraint added or changed without `bash requirements/lock.sh` is caught
+    here (a constraint binds only a package the set installs)."""
+    locked = requirements_file(ROOT / "requirements" / lock)
+    for name in required + constraints:
+        for key, requirement in requirements_file(ROOT / "requirements" / name).items():
+            if key not in locked:
+                assert name in constraints, (
+                    f"requirements/{name}: {requirement} is not in requirements/{lock}: run bash requirements/lock.sh"
+                )
+                continue
+            version = pinned_version(locked[key])
+            assert requirement.specifier.contains(version, prereleases=True), (
+                f"requirements/{name}: {requirement}, requirements/{lock}: {version}: run bash requirements/lock.sh"
+            )
+
+
+def test_installed_environment_is_the_cpu_lock():
+    """The environment the tests run in holds the CPU lock's versions (a venv from before a lock
+    change is reinstalled by `make setup`)."""
+    installed = {canonicalize_name(dist.metadata["Name"]): dist.version for dist in distributions_installed()}
+    differing = {
+        name: (installed.get(name), str(requirement.specifier))
+        for name, requirement in CPU_LOCK.items()
+        if installed.get(name) is None or Version(installed[name]) != pinned_version(requirement)
+    }
+    assert not differing, f"(installed, requirements/cpu-lock.txt): {differing}; run make setup"
+
+
+class ResourcesStandIn(dict):
+    """A Snakemake job's resources as the SLURM plugin reads them (`.get` and attributes)."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_the_profile_asks_for_one_task_on_a_gpu_job():
+    """The locked SLURM plugin (2.6.1) adds --ntasks-per-gpu=1 to a GPU job unless tasks_per_gpu
+    is 0: a 4-GPU finetune with 32 threads would ask for 4 tasks of 32 CPUs each. The installed
+    plugin builds the sbatch line from the profile's default-resources."""
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+
+    profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    # A stand-in for the Snakemake job: what the plugin reads of one.
+    job = SimpleNamespace(resources=ResourcesStandIn(profile["default-resources"], gpu=4), threads=32)
+    params = dict(run_uuid="job", slurm_logfile="job.log", comment_str="finetune", account="", partition="", workdir="")
+    sbatch = get_submit_command(job, params)
+    assert "--cpus-per-task=32" in sbatch, sbatch
+    assert "--ntasks" not in sbatch, sbatch
