@@ -54,6 +54,17 @@ GPU_PARTITION = "gpu"
 # Its jobs preempt the other partitions' (requeued after GRACE_TIME_S of SIGTERM).
 URGENT_PARTITION = "urgent"
 GRACE_TIME_S = 10
+# Partitions of nodes with a real cluster's limits, for `reprolm rehearse` to have judged by
+# `sbatch --test-only`: each node is declared State=CLOUD (powered down, no slurmd, never
+# resumed: ResumeProgram is /bin/true), which SLURM 22.05 still counts as available when it
+# answers --test-only; nodes that are DOWN or never registered make it refuse every request.
+# No job ever runs on them; the tests that run jobs use the partitions above.
+REHEARSAL_PARTITIONS = {
+    # name: (nodes, CPUs per node, memory per node in MB, GPUs per node, GPU type, MaxTime)
+    "gpu_a100": ("gpua[1-2]", 64, 512000, 4, "a100", "2-00:00:00"),
+    "gpu_h100": ("gpuh[1-2]", 96, 1024000, 8, "h100", "1-00:00:00"),
+    "cpu_long": ("cpul[1-2]", 32, 256000, 0, None, "3-00:00:00"),
+}
 NODE_FEATURE = "fakegpu"
 CLUSTER_NAME = "reprolm"
 GPU_TYPE = "fake"
@@ -340,12 +351,32 @@ JobCompType=jobcomp/none
 # Keep sbatch --comment in the database: the Snakemake executor puts the rule name there.
 AccountingStoreFlags=job_comment
 GresTypes=gpu
+# The rehearsal's nodes (REHEARSAL_PARTITIONS): powered-down cloud nodes that nothing powers
+# up or down (SuspendTime=INFINITE), shown by sinfo and scontrol (PrivateData=cloud). They come
+# before the node named localhost: slurmctld 22.05 takes every node declared after that one
+# for a duplicate of it (fatal: Duplicated NodeHostName).
+SuspendProgram=/bin/true
+ResumeProgram=/bin/true
+SuspendTime=INFINITE
+PrivateData=cloud
+{_rehearsal_nodes()}
 NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname={NODE} {layout} RealMemory={memory} Gres=gpu:{GPU_TYPE}:{GPUS} Features={NODE_FEATURE} State=UNKNOWN
 PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
 PartitionName={GPU_PARTITION} Nodes={NODE} Default=NO MaxTime=INFINITE State=UP GraceTime={GRACE_TIME_S}
 PartitionName={URGENT_PARTITION} Nodes={NODE} Default=NO MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 """,
     )
+
+
+def _rehearsal_nodes() -> str:
+    lines = []
+    for name, (nodes, cpus, memory, gpus, gpu_type, max_time) in REHEARSAL_PARTITIONS.items():
+        gres = f" Gres=gpu:{gpu_type}:{gpus}" if gpus else ""
+        lines.append(
+            f"NodeName={nodes} NodeAddr=127.0.0.1 NodeHostname={nodes} CPUs={cpus} RealMemory={memory}{gres} State=CLOUD"
+        )
+        lines.append(f"PartitionName={name} Nodes={nodes} Default=NO MaxTime={max_time} State=UP")
+    return "\n".join(lines)
 
 
 def start(root: Path = STATE_DIR) -> SlurmCluster:
@@ -445,7 +476,11 @@ def start(root: Path = STATE_DIR) -> SlurmCluster:
 
         def node_idle() -> bool:
             out = subprocess.run(
-                ["sinfo", "--noheader", "--Node", "--format=%N %t"], env=env, capture_output=True, text=True, timeout=10
+                ["sinfo", "--noheader", "--Node", f"--nodes={NODE}", "--format=%N %t"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=10,
             )
             # One line per partition the node is in.
             return out.returncode == 0 and set(out.stdout.splitlines()) == {f"{NODE} idle"}

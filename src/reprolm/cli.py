@@ -4,6 +4,7 @@
     reprolm verify [PATH ...]                  which recorded artifacts are no longer as recorded
     reprolm cost PATH [PATH ...] [--json]      GPU-, CPU- and wall hours behind results, by stage
     reprolm plan [--configfile F] [--width N]  what a run will cost, before it starts
+    reprolm rehearse [--configfile F] [--profile P]  whether the cluster accepts every job's request
 
 Run it in the workflow's folder (the records' paths are relative to it), or give ``--root``.
 """
@@ -44,7 +45,27 @@ def main(argv: list[str] | None = None) -> int:
     plan_parser.add_argument("--width", type=int, default=8, help="GPUs the run may use at once (default 8)")
     plan_parser.add_argument("--device", default="h100", choices=sorted(DEVICES), help="what the GPU jobs run on")
     plan_parser.add_argument("--json", action="store_true", help="print the per-job estimates as JSON")
+    rehearse_parser = commands.add_parser(
+        "rehearse", help="every distinct sbatch request judged by the cluster (sbatch --test-only); exit 1 if not ready"
+    )
+    rehearse_parser.add_argument(
+        "--configfile", nargs="+", default=[], help="the run's config files (default: the embedded config/config.yaml)"
+    )
+    rehearse_parser.add_argument("--profile", help="the run's Snakemake profile (default: profiles/slurm)")
+    rehearse_parser.add_argument("--workflow-profile", help="the run's --workflow-profile, if it gives one")
     args = parser.parse_args(argv)
+
+    if args.command == "rehearse":
+        # Imported here: it loads Snakemake, which the other commands do not need.
+        from reprolm.rehearse import DEFAULT_PROFILE, DagError, rehearse
+
+        try:
+            rehearsal = rehearse(args.configfile, args.profile or DEFAULT_PROFILE, args.workflow_profile)
+        except DagError as error:
+            print(f"not ready: {error}", file=sys.stderr)
+            return 1
+        print(rehearsal.report())
+        return 0 if rehearsal.ready else 1
 
     if args.command == "plan":
         estimate = plan(args.root, args.configfile, width=args.width, device=args.device)

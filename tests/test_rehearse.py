@@ -1,0 +1,197 @@
+"""`reprolm rehearse`: every distinct sbatch request of a config judged by the cluster.
+
+The SLURM test rehearses config/paper.yaml, routed at the test cluster's partitions of
+powered-down cloud nodes with a real cluster's limits (tests/slurm_cluster.py:
+REHEARSAL_PARTITIONS), with three requests made to fail: one over a partition's MaxTime,
+one asking for more GPUs than the partition has, one naming a partition that does not exist.
+The other tests check the table's aggregation, the limits and the verdict on their own.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from reprolm.rehearse.submissions import (
+    Partition,
+    Request,
+    Shape,
+    group_shapes,
+    keys_to_change,
+    limit_problems,
+    read_partitions,
+    table,
+    verdict,
+)
+from slurm_cluster import REHEARSAL_PARTITIONS
+from workflow_helpers import REPO, scratch_copy, snakemake_env
+
+FINETUNE_CALL = (
+    "sbatch --parsable --job-name reprolm-rehearsal --output {log} --export=ALL --comment rule_finetune_wildcards_{w} "
+    "-A lab -p gpu_a100 -t 1440 --mem 256000 --requeue --cpus-per-task=32 --signal=TERM@300 -D /work --gpus=a100:4"
+)
+DATASET_CALL = (
+    "sbatch --parsable --job-name reprolm-rehearsal --output {log} --export=ALL --comment rule_dataset_wildcards_{w} "
+    "-p cpu_long -t 60 --mem 4000 --requeue --ntasks=1 --cpus-per-task=1 -D /work"
+)
+A100 = Partition("gpu_a100", max_minutes=2880, max_nodes=None, max_mem_per_node_mb=None, default=False)
+
+
+def _request(rule: str, call: str, wildcards: str, sources=frozenset()) -> Request:
+    return Request(rule, wildcards, call=call.format(log=f"logs/{wildcards}/%j.log", w=wildcards), sources=sources)
+
+
+def test_requests_differing_only_in_the_jobs_name_share_one_table_line():
+    requests = [
+        _request("finetune", FINETUNE_CALL, "base=llama3_8b,recipe=ruler", frozenset({("finetune", "llama3_8b")})),
+        _request("dataset", DATASET_CALL, "dataset=tlg,split=test"),
+        _request("finetune", FINETUNE_CALL, "base=gemma_7b,recipe=ruler", frozenset({("finetune", "gemma_7b")})),
+        _request("dataset", DATASET_CALL.replace("--mem 4000", "--mem 8000"), "dataset=ruler_train,split=train"),
+        _request("dataset", DATASET_CALL, "dataset=arena,split=test"),
+    ]
+    shapes = group_shapes(requests)
+    assert [(s.rule, len(s.jobs)) for s in shapes] == [("finetune", 2), ("dataset", 2), ("dataset", 1)]
+    assert shapes[0].jobs == ["base=llama3_8b,recipe=ruler", "base=gemma_7b,recipe=ruler"]
+    assert shapes[0].sources == {("finetune", "llama3_8b"), ("finetune", "gemma_7b")}
+    for shape in shapes:
+        shape.verdict = "accepted"
+    lines = table(shapes).to_dict("records")
+    assert lines[0] == {
+        "rule": "finetune",
+        "jobs": 2,
+        "partition": "gpu_a100",
+        "account": "lab",
+        "gpus": "a100:4",
+        "cpus/task": "32",
+        "mem MB": "256000",
+        "time min": "1440",
+        "other": "--requeue --signal=TERM@300",
+        "verdict": "accepted",
+        "answer": "",
+    }
+    assert [(line["rule"], line["jobs"], line["mem MB"], line["gpus"]) for line in lines[1:]] == [
+        ("dataset", 2, "4000", ""),
+        ("dataset", 1, "8000", ""),
+    ]
+    ready, lines = verdict(shapes, {}, "profiles/slurm")
+    assert ready and lines == ["ready: the cluster accepts all 3 job shapes (5 jobs)"]
+
+
+def test_partition_limits_from_scontrol_and_the_requests_over_them():
+    partitions = read_partitions(
+        "PartitionName=gpu_a100 Default=NO MaxNodes=UNLIMITED MaxTime=2-00:00:00 MaxMemPerNode=UNLIMITED Nodes=a[1-2]\n"
+        "PartitionName=debug Default=YES MaxNodes=1 MaxTime=UNLIMITED MaxMemPerNode=UNLIMITED Nodes=localhost\n",
+        "NodeName=a1 CPUTot=64 RealMemory=512000 Gres=gpu:a100:4(S:0-1) Partitions=gpu_a100\n"
+        "NodeName=a2 CPUTot=64 RealMemory=512000 Gres=gpu:a100:4(S:0-1) Partitions=gpu_a100\n"
+        "NodeName=localhost CPUTot=2 RealMemory=7000 Gres=gpu:fake:2 Partitions=debug\n",
+    )
+    a100, debug = partitions["gpu_a100"], partitions["debug"]
+    assert (a100.max_minutes, a100.max_nodes, [n.gpus for n in a100.nodes]) == (2880, None, [{"a100": 4}] * 2)
+    assert (debug.default, debug.max_minutes, debug.max_nodes) == (True, None, 1)
+    shape = group_shapes([_request("finetune", FINETUNE_CALL, "base=b,recipe=r")])[0]
+    assert limit_problems(shape, a100) == []
+    too_much = group_shapes(
+        [
+            _request(
+                "finetune",
+                FINETUNE_CALL.replace("-t 1440", "-t 4000").replace("a100:4", "a100:16") + " --nodes=1",
+                "base=b,recipe=r",
+            )
+        ]
+    )[0]
+    assert limit_problems(too_much, a100) == [
+        ("-t", "runtime 4000 min is over partition gpu_a100's MaxTime of 2880 min"),
+        ("--gpus", "16 GPUs of type a100 on one node; partition gpu_a100's nodes have at most 4"),
+    ]
+    assert limit_problems(shape, debug) == [
+        ("--mem", "256000 MB of memory a node is over the 7000 MB of partition debug's nodes"),
+        ("--gpus", "partition debug's nodes have no GPUs of type a100 (GPU types: fake)"),
+        ("--cpus-per-task", "32 CPUs on one node; partition debug's nodes have at most 2"),
+    ]
+
+
+def test_the_key_to_change_is_the_config_layer_that_sets_the_value():
+    config = {
+        "resources": {"default": {"slurm_partition": "gpu"}},
+        "base_models": {"big": {"resources": {"train_before_test": {"runtime": 2880}}}, "small": {}},
+    }
+    shape = Shape("train_before_test", (), "", jobs=["a", "b"], sources={("train_before_test", "big")})
+    shape.problem_options = ("-t", "-p")
+    assert keys_to_change(shape, config, "profiles/slurm") == [
+        "base_models.big.resources.train_before_test.runtime",
+        "resources.default.slurm_partition",
+    ]
+    shape.sources = {("train_before_test", "small")}
+    assert keys_to_change(shape, config, "p")[0] == "resources.train_before_test.runtime"
+    profile_sized = Shape("dataset", (), "", jobs=["d"], problem_options=("--mem",))
+    assert keys_to_change(profile_sized, config, "my-profile") == [
+        "mem_mb in my-profile's default-resources, or set-resources for rule dataset"
+    ]
+
+
+# The paper's routing for the test cluster (README, step 4), and three requests made to fail.
+ROUTING = {
+    "resources": {
+        "default": {"slurm_partition": "gpu_a100", "gpu_model": "a100"},
+        "extrapolate": {"slurm_partition": "cpu_long"},
+    },
+    "base_models": {
+        # LM-Harmony's 14B train-before-test asks for 2880 min; gpu_h100 allows a day.
+        "qwen2_5_14b": {"resources": {"train_before_test": {"slurm_partition": "gpu_h100", "gpu_model": "h100"}}},
+        # More GPUs than gpu_a100 has in all.
+        "llama3_8b": {"resources": {"finetune": {"gpus": 16}}},
+        "gemma_7b": {"resources": {"generate": {"slurm_partition": "gpu_nowhere"}}},
+    },
+}
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(300)
+def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_path):
+    work = scratch_copy(tmp_path / "work")
+    (work / "routing.yaml").write_text(yaml.safe_dump(ROUTING))
+    # The profile as README's step 3 has a researcher fill it in: CPU jobs to a CPU partition.
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    profile["default-resources"]["slurm_partition"] = "cpu_long"
+    (work / "cluster-profile").mkdir()
+    (work / "cluster-profile" / "config.yaml").write_text(yaml.safe_dump(profile))
+    result = subprocess.run(
+        [sys.executable, "-m", "reprolm.cli", "rehearse", "--configfile", "config/paper.yaml", "routing.yaml"]
+        + ["--profile", "cluster-profile"],
+        cwd=work,
+        env={**snakemake_env(work), **slurm_cluster.env},
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    out = result.stdout
+    assert result.returncode == 1, out[-3000:] + result.stderr[-3000:]
+    # Snakemake's listing of the dry run's jobs is kept back: the table comes first.
+    assert out.startswith("Submissions: every distinct sbatch request")
+    rows = [line.split() for line in out.splitlines()[2:] if re.match(r"^\s*\w+\s+\d+\s", line)]
+    shapes = {(row[0], int(row[1]), row[2]): row for row in rows}
+    submitted = sum(jobs for _, jobs, _ in shapes)
+    failing = {key for key, row in shapes.items() if "accepted" not in row}
+    assert failing == {
+        ("finetune", 2, "gpu_a100"),
+        ("generate", 5, "gpu_nowhere"),
+        ("train_before_test", 24, "gpu_h100"),
+    }
+    assert ("finetune", 19, "gpu_a100") in shapes and ("generate", 95, "gpu_a100") in shapes
+    assert all(row[-1] in REHEARSAL_PARTITIONS for key, row in shapes.items() if key not in failing)
+    verdict = out[out.index("not ready:") :].splitlines()
+    assert verdict[0] == f"not ready: 3 of {len(shapes)} job shapes (31 of {submitted} jobs) will fail"
+    reasons = dict(zip(verdict[1::2], verdict[2::2]))
+    finetune = next(line for line in reasons if line.startswith("- finetune (2 jobs: llama3_8b_ruler"))
+    assert "over limit: 16 GPUs of type a100" in finetune
+    assert reasons[finetune].startswith("  change: base_models.llama3_8b.resources.finetune.gpus")
+    generate = next(line for line in reasons if line.startswith("- generate (5 jobs: gemma_7b_ruler_tlg"))
+    assert generate.endswith("rejected: Invalid partition name specified")
+    assert reasons[generate] == "  change: base_models.gemma_7b.resources.generate.slurm_partition"
+    harmony = next(line for line in reasons if line.startswith("- train_before_test (24 jobs: qwen2_5_14b_"))
+    assert harmony.endswith("over limit: runtime 2880 min is over partition gpu_h100's MaxTime of 1440 min")
+    assert reasons[harmony] == "  change: base_models.qwen2_5_14b.resources.default.runtime"
