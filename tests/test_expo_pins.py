@@ -349,3 +349,26 @@ def test_a_missing_task_is_named():
     del results["gsm8k"]
     with pytest.raises(ValueError, match="gsm8k"):
         open_llm_leaderboard_v1(results)
+
+
+def expo_config(card_alphas: dict) -> dict:
+    return {"expo": {"bases": ["aligned"], "recipes": ["pretrained"], "card_alphas": card_alphas}}
+
+
+def test_plus_expo_is_at_the_model_cards_alpha_else_the_searched_one(tmp_path):
+    from reprolm.studies.expo import evaluated_alpha
+
+    search = tmp_path / "alpha_search.json"
+    search.write_text('{"best_alpha": 0.4}')
+    assert evaluated_alpha(expo_config({"aligned/pretrained": 0.2}), "aligned", "pretrained", str(search)) == 0.2
+    assert evaluated_alpha(expo_config({}), "aligned", "pretrained", str(search)) == 0.4
+
+
+def test_each_row_says_where_its_alpha_came_from():
+    import pandas as pd
+
+    from reprolm.aggregate.expo import with_alpha_source
+
+    frame = pd.DataFrame({"model": ["a/pretrained", "b/pretrained"], "alpha": [0.2, 0.3]})
+    study = {"card_alphas": {"a/pretrained": 0.2}}
+    assert with_alpha_source(frame, study)["alpha from"].tolist() == ["model card", "search"]

@@ -68,17 +68,16 @@ def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(p
     grid = {(w["base"], w["task"]) for rule, w in jobs if rule == "train_before_test"}
     assert grid == {(b, t["name"]) for b in harmony["bases"] for t in harmony["tasks"]}
     assert job_counts(jobs)["train_before_test"] == 61 * 24
-    # ExPO's published models: each aligned hub model extrapolated away from its SFT model.
+    # ExPO's published models: each aligned hub model extrapolated away from its SFT model,
+    # the seed's 12 pairs at their model cards' alphas among them.
     extrapolated = {(w["base"], w["recipe"], w["alpha"]) for rule, w in jobs if rule == "extrapolate"}
-    published = {
-        ("zephyr_7b_alpha", "pretrained", "0.3"),
-        ("zephyr_7b_beta", "pretrained", "0.1"),
-        ("zephyr_7b_dpo_full", "pretrained", "0.3"),
-        ("mistral7b_pairrm_sppo", "pretrained", "0.3"),
-    }
     expo = paper["expo"]
+    published = {(*pair.split("/"), f"{alpha:g}") for pair, alpha in expo["card_alphas"].items()}
+    assert len(published) == 14 and ("starling_7b_alpha", "pretrained", "0.2") in published
     grid = {(b, "pretrained", f"{a:g}") for b in expo["bases"] for a in expo["alpha_search"]["alphas"]}
     assert extrapolated == published | grid
+    evaluated = {(w["base"], w["recipe"]) for rule, w in jobs if rule == "lm_eval" and "+expo" in w["recipe"]}
+    assert evaluated == {(base, f"{recipe}+expo{alpha}") for base, recipe, alpha in published}
     downloads = {w["base"] for rule, w in jobs if rule == "download_base_model"}
     assert set(expo["base_references"].values()) | {"rm_mistral_7b"} <= downloads
     # The alpha search: every grid point and each original graded by the original code's

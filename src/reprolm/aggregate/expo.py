@@ -185,13 +185,30 @@ def plot_alpha_curves(frame: pd.DataFrame, output: Path) -> None:
     plt.close(figure)
 
 
+def with_alpha_source(frame: pd.DataFrame, study: Mapping) -> pd.DataFrame:
+    """Say of each row whether its "+ ExPO" alpha is its model card's or its search's."""
+    if frame.empty:
+        return frame
+    cards = study.get("card_alphas", {})
+    return frame.assign(
+        **{
+            "alpha from": [
+                "model card" if cards.get(model) == alpha else "search"
+                for model, alpha in zip(frame["model"], frame["alpha"], strict=True)
+            ]
+        }
+    )
+
+
 def write_expo_tables(scores: list[Score], study: Mapping, config: Mapping, tables: Path, plots: Path) -> None:
     alphas = alpha_table(scores)
     write_table(alphas, tables, "alpha_search", decimals=4)
     plot_alpha_curves(alphas, plots / "alpha_search.png")
-    write_table(win_rate_table(scores), tables, "alpaca_eval")
-    write_table(single_grade_table(scores, study["single_grade"]), tables, "mt_bench", decimals=3)
+    write_table(with_alpha_source(win_rate_table(scores), study), tables, "alpaca_eval")
+    write_table(
+        with_alpha_source(single_grade_table(scores, study["single_grade"]), study), tables, "mt_bench", decimals=3
+    )
     if study.get("lm_eval_suite"):
-        write_table(lm_eval_table(scores), tables, "lm_eval")
+        write_table(with_alpha_source(lm_eval_table(scores), study), tables, "lm_eval")
     if study.get("judge_validation"):
         write_table(judge_table(scores), tables, "judge")

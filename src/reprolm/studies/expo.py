@@ -2,7 +2,8 @@
 
 Each aligned model in ``bases`` x ``recipes`` is extrapolated over an alpha grid; an alpha
 search (a Snakemake checkpoint) picks the alpha its judge grades highest, and the tables
-evaluate the model beside that chosen extrapolation."""
+evaluate the model beside its extrapolation at the alpha its model card names
+(``card_alphas``), else at that chosen alpha."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ class Expo(Study):
     tables = "reprolm.aggregate.expo:write_expo_tables"
     caption = """\
         ``alpha_search``: the judge's mean grade of each extrapolation alpha on held-out prompts (the
-        chosen alpha marked). ``alpaca_eval``: win rate against the reference answers (the judge's
+        chosen alpha marked). "+ ExPO" is at the alpha of the pair's published model card where
+        one is configured, else at the searched alpha (each row's ``alpha from`` says which). ``alpaca_eval``: win rate against the reference answers (the judge's
         mean preference, x100) and the length-controlled win rate (an ``alpaca_eval`` judge's:
         AlpacaEval 2.0's own GLM with instruction difficulty; any other judge's: the project's
         regression on the length difference alone), original and + ExPO, with mean answer lengths
@@ -50,6 +52,12 @@ class Expo(Study):
         require(spec["alpha_search"]["promptset"], promptsets, "expo.alpha_search.promptset")
         if spec.get("judge_validation"):
             require(spec["judge_validation"], config.get("datasets", {}), "expo.judge_validation")
+        pairs = {f"{base}/{recipe}" for base, recipe in self.models(config)}
+        for pair in spec.get("card_alphas", {}):
+            if pair not in pairs:
+                raise ConfigError(
+                    f"expo.card_alphas.{pair}: not a studied pair (expo.bases x expo.recipes); studied: {sorted(pairs)}"
+                )
         for base, recipe in self.models(config):
             if recipe == PRETRAINED:
                 expo_reference_dir(config, base, recipe)
@@ -81,13 +89,19 @@ class Expo(Study):
             search = checkpoint_output(
                 "alpha_search", base=base, recipe=recipe, promptset=config["expo"]["alpha_search"]["promptset"]
             )
-            paths += [search] + evaluation_scores(config, base, recipe, chosen_alpha(search))
+            paths += [search] + evaluation_scores(config, base, recipe, evaluated_alpha(config, base, recipe, search))
         return paths
 
     def targets(self, config: Mapping) -> list[str]:
         # Every alpha search named up front, so they are scheduled at once rather than one
-        # per re-evaluation of the checkpoint-dependent table inputs.
-        return [alpha_search_path(config, base, recipe) for base, recipe in self.models(config)]
+        # per re-evaluation of the checkpoint-dependent table inputs; likewise the
+        # evaluations at the model cards' alphas, which no search decides.
+        cards = config["expo"].get("card_alphas", {})
+        paths = [alpha_search_path(config, base, recipe) for base, recipe in self.models(config)]
+        for base, recipe in self.models(config):
+            if f"{base}/{recipe}" in cards:
+                paths += evaluation_scores(config, base, recipe, float(cards[f"{base}/{recipe}"]))
+        return paths
 
     def settings(self, config: Mapping) -> dict:
         spec = config["expo"]
@@ -114,6 +128,13 @@ def alpha_search_path(config: Mapping, base: str, recipe: str) -> str:
 def chosen_alpha(search_path: str) -> float:
     """The alpha an alpha search chose (its JSON's ``best_alpha``)."""
     return float(json.loads(Path(search_path).read_text())["best_alpha"])
+
+
+def evaluated_alpha(config: Mapping, base: str, recipe: str, search_path: str) -> float:
+    """The alpha of a pair's "+ ExPO" column: its model card's (``expo.card_alphas``), else
+    the one its alpha search chose."""
+    card = config["expo"].get("card_alphas", {}).get(f"{base}/{recipe}")
+    return float(card) if card is not None else chosen_alpha(search_path)
 
 
 def choose_alpha(grades: Mapping[float, Mapping]) -> dict:
