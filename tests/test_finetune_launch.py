@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -182,7 +180,7 @@ if "LOCAL_RANK" in os.environ:
 
     Trainer._save_checkpoint = slow_stop_save
 """
-# What workflow/scripts/finetune.py does, in a process of its own for the signal to reach.
+# What workflow/scripts/finetune.py does; it prints how the launch ended.
 LAUNCHING_SCRIPT = """
 import sys
 from reprolm.stopping import JobStopped, watch_for_stop
@@ -197,67 +195,71 @@ except JobStopped as stop:
 """
 
 
-def tail(log_path: Path) -> str:
-    return log_path.read_text()[-3000:] if log_path.exists() else "no log"
+def tail(path: Path) -> str:
+    return path.read_text()[-3000:] if path.exists() else f"no {path.name}"
 
 
-def signal_job(pid: int, signum: int) -> None:
-    """Signal every process of a job's tree, as SLURM's process tracking does whatever their
-    session (torchrun starts its workers in sessions of their own)."""
-    import psutil
-
-    root = psutil.Process(pid)
-    for process in [root, *root.children(recursive=True)]:
-        try:
-            process.send_signal(signum)
-        except psutil.NoSuchProcess:
-            pass
+def queued(cluster, job_id: str) -> bool:
+    return bool(cluster.run("squeue", "--noheader", "--jobs", job_id, check=False).stdout.strip())
 
 
+@pytest.mark.slurm
 @pytest.mark.deepspeed
 @pytest.mark.timeout(600)
-def test_a_stopped_zero3_finetune_under_the_papers_launcher_saves_mid_epoch_though_the_save_takes_over_30_s(
-    workspace, tmp_path
+def test_a_zero3_finetune_slurm_stops_under_the_papers_launcher_saves_mid_epoch_though_the_save_takes_over_30_s(
+    slurm_cluster, workspace, tmp_path
 ):
-    """SLURM's SIGTERM reaches every process of the job: the launcher must leave the workers
-    alive until their checkpoint (weights, ZeRO optimizer shards, trainer state) is written,
-    mid-epoch, under a recipe that otherwise saves once per epoch."""
+    """SLURM's SIGTERM reaches every process of the job step (torchrun's workers too, in
+    sessions of their own): the launcher must leave the workers alive until their checkpoint
+    (weights, ZeRO optimizer shards, trainer state) is written, mid-epoch, under a recipe that
+    otherwise saves once per epoch. The job runs as the workflow's do, in an ``srun`` step."""
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     launcher = model_settings(paper, "llama3_8b", "finetune")["launcher"]
     rows = pq.read_table(workspace / "train.parquet")
     pq.write_table(rows.take([i % rows.num_rows for i in range(4000)]), tmp_path / "train.parquet")
-    recipe = {key: value for key, value in RECIPE.items() if key != "max_steps"}
     spec = zero3_spec(workspace, "stopped", train_file=str(tmp_path / "train.parquet"))
-    spec.recipe = recipe
+    spec.recipe = {key: value for key, value in RECIPE.items() if key != "max_steps"}
     spec.save(tmp_path / "spec.json")
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_STOP_SAVE)
-    env = {
-        **os.environ,
+    (tmp_path / "launch_job.py").write_text(LAUNCHING_SCRIPT)
+    log_path, printed = tmp_path / "stopped.log", tmp_path / "job.out"
+    exported = {
         "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")]),
         "SLOW_STOP_SAVE_S": str(SLOW_SAVE_S),
+        "TORCH_EXTENSIONS_DIR": os.environ["TORCH_EXTENSIONS_DIR"],
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
     }
-    log_path = tmp_path / "stopped.log"
-    job = subprocess.Popen(
-        [sys.executable, "-c", LAUNCHING_SCRIPT, str(tmp_path / "spec.json"), launcher, str(log_path)],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    command = f"srun -n1 {sys.executable} {tmp_path / 'launch_job.py'} {tmp_path / 'spec.json'} {launcher} {log_path}"
+    job_id = slurm_cluster.run(
+        "sbatch",
+        "--parsable",
+        "--cpus-per-task=2",
+        "--mem=4000",
+        "--time=10",
+        f"--output={printed}",
+        f"--export=ALL,{','.join(f'{key}={value}' for key, value in exported.items())}",
+        f"--chdir={tmp_path}",
+        "--wrap",
+        command,
+    ).stdout.strip()
     try:
         # Long enough for DeepSpeed's first compile of its communication op on a busy machine.
         deadline = time.monotonic() + 360
         while "Total optimization steps" not in (log_path.read_text() if log_path.exists() else ""):
-            assert job.poll() is None and time.monotonic() < deadline, f"training never started: {tail(log_path)}"
+            assert queued(slurm_cluster, job_id) and time.monotonic() < deadline, f"no training: {tail(printed)}"
             time.sleep(0.5)
         signalled = time.monotonic()
-        signal_job(job.pid, signal.SIGTERM)
-        printed, _ = job.communicate(timeout=180)
+        slurm_cluster.run("scancel", "--signal=TERM", job_id)
+        while queued(slurm_cluster, job_id):
+            assert time.monotonic() < signalled + 180, f"still running: {tail(log_path)}"
+            time.sleep(0.5)
+        ended = time.monotonic()
     finally:
-        if job.poll() is None:
-            signal_job(job.pid, signal.SIGKILL)
-    assert time.monotonic() - signalled > SLOW_SAVE_S
-    assert job.returncode == 0 and "stopped by SIGTERM" in printed, tail(log_path)
+        slurm_cluster.run("scancel", job_id, check=False)
+    assert ended - signalled > SLOW_SAVE_S
+    assert "stopped by SIGTERM" in printed.read_text(), tail(log_path)
     (checkpoint,) = spec.checkpoint_dir.glob("checkpoint-*")
     step = int(checkpoint.name.split("-")[1])
     assert 0 < step < 4000 // RECIPE["per_device_train_batch_size"], "not a mid-epoch save"
