@@ -26,9 +26,7 @@ from reprolm.score.lm_eval_bridge import (
     environment_report,
     evaluate_tasks,
     language_model,
-    load_task_docs,
     task_config,
-    task_doc_counts,
 )
 
 DOCS_PER_SPLIT = 30
@@ -375,12 +373,10 @@ def test_builtin_task_functions_are_kept(fixture_dirs):
     assert "Question:" in gsm8k.config.generation_kwargs["until"]
 
 
-def test_doc_counts_and_raw_docs(fixture_dirs):
-    spec = TaskSpec("mmlu", "mmlu_miscellaneous", 5, "acc,none", fixture_dirs / "mmlu")
-    assert task_doc_counts(spec) == {"dev": DOCS_PER_SPLIT, "test": DOCS_PER_SPLIT}
-    assert load_task_docs(spec, "dev") == pq.read_table(fixture_dirs / "mmlu" / "dev.parquet").to_pylist()
-    with pytest.raises(KeyError, match="no split 'validation'"):
-        load_task_docs(spec, "validation")
+def test_lm_eval_loads_the_fixture_docs_of_each_split_as_written(fixture_dirs):
+    dataset = build_task(TaskSpec("mmlu", "mmlu_miscellaneous", 5, "acc,none", fixture_dirs / "mmlu")).dataset
+    assert {split: dataset[split].num_rows for split in dataset} == {"dev": DOCS_PER_SPLIT, "test": DOCS_PER_SPLIT}
+    assert dataset["dev"].to_list() == pq.read_table(fixture_dirs / "mmlu" / "dev.parquet").to_pylist()
 
 
 def test_hub_data_keeps_the_builtin_source():

@@ -133,10 +133,6 @@ class TargetSet:
                 found = target
         return found
 
-    def by_mlt(self, token: str) -> LengthTarget | None:
-        match = MLT_PATTERN.fullmatch(token)
-        return self.by_name.get(match.group(1)) if match else None
-
 
 def configured_targets(spec) -> TargetSet | None:
     """The config's ``length_targets``, or None where it has none: the config check has

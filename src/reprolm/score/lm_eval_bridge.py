@@ -243,22 +243,6 @@ def build_task(spec: TaskSpec) -> ConfigurableTask:
     return task_manager().load([task_config(spec)])["tasks"][spec.task]
 
 
-def load_task_docs(spec: TaskSpec, split: str) -> list[dict]:
-    """The raw documents (upstream schema, before ``process_docs``) of one split."""
-    task = build_task(spec)
-    if split not in task.dataset:
-        raise KeyError(
-            f"spec {spec.name!r}: lm-eval task {spec.task!r} has no split {split!r}; loaded: {sorted(task.dataset)}"
-        )
-    return task.dataset[split].to_list()
-
-
-def task_doc_counts(spec: TaskSpec) -> dict[str, int]:
-    """Number of raw documents per loaded split."""
-    task = build_task(spec)
-    return {split: task.dataset[split].num_rows for split in sorted(task.dataset)}
-
-
 def hf_placement(gpus: int) -> dict:
     """lm-eval's placement arguments for a checkpoint it loads, given the job's visible GPUs:
     the CPU, one GPU, or the layers spread over all of them (``parallelize``: accelerate's

@@ -46,10 +46,6 @@ log = logging.getLogger(__name__)
 PROGRESS_FILE = "evaluations.json"
 
 
-def has_training_split(task: str) -> bool:
-    return bool(builtin_task_config(task).get("training_split"))
-
-
 def _cap(dataset, cap: int | None, seed: int):
     if cap is None or cap < 0 or len(dataset) <= cap:
         return dataset
