@@ -156,13 +156,14 @@ def test_lint_and_format_are_clean(tmp_path):
     import subprocess
     import sys
 
-    fmt = subprocess.run(
-        [str(Path(sys.executable).with_name("snakefmt")), "--check", "workflow"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-    )
-    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+    tools = Path(sys.executable).parent
+    for command in (
+        ["snakefmt", "--check", "workflow"],
+        ["ruff", "check", "--no-cache", "."],
+        ["ruff", "format", "--check", "--no-cache", "."],
+    ):
+        result = subprocess.run([str(tools / command[0]), *command[1:]], cwd=work, capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 def _threads_by_job(output: str) -> dict[tuple[str, str], int]:
