@@ -6,16 +6,23 @@ heads). Each error names the key and what is allowed.
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from reprolm.config.errors import ConfigError, require, require_grader
 from reprolm.config.lookups import expo_reference, expo_reference_dir
-from reprolm.config.resources import check_gpu_memory, model_settings
-from reprolm.paths import PRETRAINED, split_expo
+from reprolm.config.resources import check_gpu_memory, model_settings, setting_key
+from reprolm.paths import PRETRAINED, split_expo, split_seed
 from reprolm.score.judges import LOCAL_JUDGES
 from reprolm.train.precision import PRECISIONS
+
+log = logging.getLogger(__name__)
+# Full finetunes of models this large rarely survive learning rates above this (their
+# published recipes use 1e-6 to 2e-5); the tiny default models train at 3e-3.
+LARGE_MODEL_PARAMETERS, LARGE_MODEL_MAX_LEARNING_RATE = 1e9, 1e-4
 
 
 def require_recipe(config: Mapping, recipe: str, allowed: list, where: str) -> None:
@@ -55,6 +62,7 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
     _check_sources(config)
     _check_references(config)
     _check_base_models(config)
+    _check_recipe_options(config, studies)
     check_gpu_memory(config, Path.cwd())
     for study in studies:
         study.check(config)
@@ -185,6 +193,115 @@ def _check_references(config: Mapping) -> None:
     if config.get("leaderboard"):
         require(config["leaderboard"]["promptset"], config.get("promptsets", {}), "leaderboard.promptset")
         require_grader(config["leaderboard"]["judge"], config.get("judges", {}), "leaderboard.judge")
+
+
+def _check_recipe_options(config: Mapping, studies: list) -> None:
+    """``recipes.*.trainer_args`` and ``recipes.*.peft`` set fields of the objective's settings
+    class (TrainingArguments, DPOConfig, ...) and of peft's LoraConfig that the project does not
+    set itself; QLoRA only where the recipe's finetunes get GPUs; a full finetune of a model
+    over 1B parameters at a tiny model's learning rate is warned about."""
+    from reprolm.plan import model_parameters
+    from reprolm.train.finetune import objective
+
+    trained = _trained_models(config, studies)
+    for name, recipe in config.get("recipes", {}).items():
+        where = f"recipes.{name}"
+        if "trainer_args" in recipe:
+            _check_trainer_args(recipe, where)
+        if "peft" in recipe:
+            _check_peft(config, recipe, where, [base for base, trained_recipe in trained if trained_recipe == name])
+        if "peft" in recipe or recipe["learning_rate"] <= LARGE_MODEL_MAX_LEARNING_RATE:
+            continue
+        for base in sorted(base for base, trained_recipe in trained if trained_recipe == name):
+            parameters, source = model_parameters(config, base, Path.cwd())
+            if parameters and parameters > LARGE_MODEL_PARAMETERS:
+                log.warning(
+                    "%s.learning_rate: %g for a full %s finetune of %s (%.1fB parameters, from its %s) is a tiny "
+                    "model's rate; above %g such finetunes tend to diverge: lower it, or train LoRA with %s.peft",
+                    where,
+                    recipe["learning_rate"],
+                    objective(recipe),
+                    base,
+                    parameters / 1e9,
+                    source,
+                    LARGE_MODEL_MAX_LEARNING_RATE,
+                    where,
+                )
+
+
+def _trained_models(config: Mapping, studies: list) -> set[tuple[str, str]]:
+    """(base, recipe) of each finetune the enabled studies need, the recipes their models start
+    from (``init``) included."""
+    recipes = config.get("recipes", {})
+    trained, pending = (
+        set(),
+        [(base, split_seed(split_expo(recipe)[0])[0]) for s in studies for base, recipe in s.models(config)],
+    )
+    while pending:
+        base, recipe = pending.pop()
+        if recipe in recipes and (base, recipe) not in trained:
+            trained.add((base, recipe))
+            if "init" in recipes[recipe]:
+                pending.append((base, recipes[recipe]["init"]))
+    return trained
+
+
+def _require_field(key: str, fields: list[str], owned: Mapping, where: str, what: str) -> None:
+    """``key`` is a field of ``what`` that the project leaves to the config."""
+    if key in owned:
+        raise ConfigError(f"{where}.{key}: the project sets it ({owned[key]}); leave it out")
+    if key not in fields:
+        close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{where}: {key!r} is not a setting of {what}{hint}")
+
+
+def _check_trainer_args(recipe: Mapping, where: str) -> None:
+    import dataclasses
+
+    from reprolm.train.finetune import (
+        ARGUMENTS_CLASSES,
+        PROJECT_ARGUMENTS,
+        RECIPE_ARGUMENTS,
+        arguments_class,
+        objective,
+    )
+
+    arguments = arguments_class(objective(recipe))
+    fields = [field.name for field in dataclasses.fields(arguments)]
+    what = ".".join(ARGUMENTS_CLASSES[objective(recipe)])
+    for key in recipe["trainer_args"]:
+        _require_field(key, fields, PROJECT_ARGUMENTS, f"{where}.trainer_args", what)
+        if key in RECIPE_ARGUMENTS:
+            raise ConfigError(f"{where}.trainer_args.{key}: a recipe key; set it as {where}.{key}")
+        if key == "warmup_steps" and "warmup_ratio" in recipe:
+            raise ConfigError(f"{where}.trainer_args.warmup_steps: {where}.warmup_ratio sets it; keep one of the two")
+
+
+def _check_peft(config: Mapping, recipe: Mapping, where: str, bases: list[str]) -> None:
+    import dataclasses
+
+    from peft import LoraConfig
+
+    from reprolm.train.finetune import PEFT_OWN_KEYS, PROJECT_PEFT_KEYS, objective
+
+    peft = recipe["peft"]
+    fields = [field.name for field in dataclasses.fields(LoraConfig)] + list(PEFT_OWN_KEYS)
+    for key in peft:
+        _require_field(key, fields, PROJECT_PEFT_KEYS, f"{where}.peft", "peft.LoraConfig")
+    if objective(recipe) == "reward" and peft.get("save") == "adapter":
+        raise ConfigError(
+            f"{where}.peft.save: judges read a reward model as one checkpoint; use 'merged' for objective reward"
+        )
+    if peft.get("quantization"):
+        for base in sorted(bases):
+            if not model_settings(config, base, "finetune")["gpus"]:
+                raise ConfigError(
+                    f"{where}.peft.quantization: QLoRA's 4-bit weights need a GPU (bitsandbytes' kernels are "
+                    f"CUDA's), and {base}'s finetune runs on the CPU "
+                    f"({setting_key(config, base, 'finetune', 'gpus')} is 0); leave quantization out to train "
+                    "LoRA in full precision"
+                )
 
 
 def _check_length_targets(config: Mapping, studies: list) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -11,12 +12,38 @@ from reprolm.models.tokenizer import CHAT_TEMPLATE
 # Written into a downloaded checkpoint whose config says ``hub.trust_remote_code: true``
 # (and carried into what is made from it): only then may its own modelling code run.
 REMOTE_CODE_MARKER = "reprolm_trusts_remote_code"
+# What peft saves a LoRA adapter folder with (a recipe's ``peft.save: adapter``).
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def adapter_base(path) -> str | None:
+    """The checkpoint a LoRA adapter folder was trained on (``None`` for a full checkpoint)."""
+    config = Path(str(path)) / ADAPTER_CONFIG
+    if not config.is_file():
+        return None
+    return json.loads(config.read_text())["base_model_name_or_path"]
 
 
 def trusts_remote_code(path) -> bool:
     """Whether a checkpoint folder's own code (``auto_map``: InternLM2 and the like) may run:
-    only where the config opted in for its download."""
-    return (Path(str(path)) / REMOTE_CODE_MARKER).is_file()
+    only where the config opted in for its download (for an adapter, its base's)."""
+    return (Path(str(adapter_base(path) or path)) / REMOTE_CODE_MARKER).is_file()
+
+
+def from_pretrained(model_class, path: str, **kwargs):
+    """``model_class.from_pretrained(path)``, and for a LoRA adapter folder its base with the
+    adapter merged in: a plain model, as fast as a full checkpoint. A base whose vocabulary
+    the finetune grew (added tokens) is grown to the adapter's tokenizer first."""
+    base = adapter_base(path)
+    model = model_class.from_pretrained(base or path, trust_remote_code=trusts_remote_code(path), **kwargs)
+    if base is None:
+        return model
+    from peft import PeftModel
+
+    vocabulary = len(AutoTokenizer.from_pretrained(path, trust_remote_code=trusts_remote_code(path)))
+    if model.get_input_embeddings().weight.shape[0] != vocabulary:
+        model.resize_token_embeddings(vocabulary)
+    return PeftModel.from_pretrained(model, path).merge_and_unload()
 
 
 def load_tokenizer(path: str, chat_template: str | None = None):
@@ -75,19 +102,17 @@ def input_device(model):
 
 def load_causal_lm(path: str, dtype: str | None = None):
     """An inference model on the job's GPUs (or the CPU), in ``dtype``."""
-    model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch_dtype(dtype), device_map=device_map(), trust_remote_code=trusts_remote_code(path)
-    )
-    return model.eval()
+    return from_pretrained(AutoModelForCausalLM, path, dtype=torch_dtype(dtype), device_map=device_map()).eval()
 
 
 def generation_eos_ids(path: str) -> list[int]:
     """The EOS ids in the checkpoint's generation config (instruct models often list their
-    end-of-turn token there), or none when it has no generation config."""
+    end-of-turn token there; an adapter's are its base's), or none when it has no generation
+    config."""
     from transformers import GenerationConfig
 
     try:
-        eos = GenerationConfig.from_pretrained(path).eos_token_id
+        eos = GenerationConfig.from_pretrained(adapter_base(path) or path).eos_token_id
     except OSError:
         return []
     if eos is None:

@@ -110,51 +110,172 @@ def latest_checkpoint(folder: Path) -> str | None:
     return str(checkpoints[-1]) if checkpoints else None
 
 
+# The settings class each objective's trainer reads: (module, class).
+ARGUMENTS_CLASSES = {
+    "sft": ("transformers", "TrainingArguments"),
+    "dpo": ("trl", "DPOConfig"),
+    "kto": ("trl", "KTOConfig"),
+    "reward": ("trl", "RewardConfig"),
+}
+# Settings the project makes itself, and why; ``recipes.*.trainer_args`` may not set them.
+PROJECT_ARGUMENTS = {
+    "output_dir": "checkpoints go to results/checkpoints/{base}/{recipe}/<spec hash>",
+    "seed": "the config's seed or recipes.*.seeds sets it",
+    "data_seed": "the config's seed or recipes.*.seeds sets it",
+    "deepspeed": "recipes.*.deepspeed sets it",
+    "bf16": "base_models.*.resources.finetune.precision sets it",
+    "fp16": "base_models.*.resources.finetune.precision sets it",
+    "use_cpu": "base_models.*.resources.finetune.precision sets it",
+    "report_to": "tracking.report_to sets it",
+    "save_strategy": "recipes.*.save_steps sets it (every epoch without it)",
+    "remove_unused_columns": "the project's collators read the train file's own columns",
+    "resume_from_checkpoint": "a killed finetune resumes from its latest checkpoint by itself",
+    "push_to_hub": "finetunes run with the hubs offline; models go to results/models",
+}
+# Recipe keys that are also settings of the class: set once, at the recipe's top level.
+RECIPE_ARGUMENTS = (*TRAINING_KEYS, "beta", "max_length")
+# ``recipes.*.peft`` keys of our own; the others are peft's LoraConfig's.
+PEFT_OWN_KEYS = ("quantization", "save")
+# LoraConfig settings the project makes itself, and why.
+PROJECT_PEFT_KEYS = {
+    "task_type": "the recipe's objective sets it (a causal LM, or sequence classification for reward)",
+    "base_model_name_or_path": "the finetune's starting model sets it",
+    "inference_mode": "a finetune trains the adapter",
+    "peft_type": "recipes.*.peft is LoRA",
+}
+
+
+def arguments_class(objective_name: str):
+    """The transformers / TRL settings dataclass of an objective's trainer."""
+    import importlib
+
+    module, name = ARGUMENTS_CLASSES[objective_name]
+    return getattr(importlib.import_module(module), name)
+
+
 def training_arguments(spec: FinetuneSpec):
     """Trainer settings from the recipe: ``TrainingArguments`` for SFT, TRL's ``DPOConfig``
     or ``KTOConfig`` (with ``beta`` and ``max_length``) for ``objective: dpo`` / ``kto``,
-    ``RewardConfig`` for ``objective: reward``."""
-    from transformers import TrainingArguments
-
+    ``RewardConfig`` for ``objective: reward``; ``trainer_args`` on top of the defaults, under
+    the settings the project owns (``PROJECT_ARGUMENTS``)."""
     recipe = spec.recipe
-    arguments_class, objective_settings = TrainingArguments, {}
+    objective_settings = {}
     if objective(recipe) in ("dpo", "kto"):
-        from trl import DPOConfig, KTOConfig
-
-        arguments_class = DPOConfig if objective(recipe) == "dpo" else KTOConfig
         objective_settings = {"beta": recipe.get("beta", 0.1), "max_length": recipe["max_length"]}
     elif objective(recipe) == "reward":
-        from trl import RewardConfig
-
-        arguments_class = RewardConfig
         # Dropout makes the two sequences of a pair see different networks.
         objective_settings = {"max_length": recipe["max_length"], "disable_dropout": True}
     settings = {k: recipe[k] for k in TRAINING_KEYS if k in recipe}
     # transformers 5 takes a warm-up ratio as a float warmup_steps below 1.
     if "warmup_ratio" in settings:
         settings["warmup_steps"] = float(settings.pop("warmup_ratio"))
-    settings.setdefault("logging_steps", 10)
     save_steps = settings.pop("save_steps", None)
-    return arguments_class(
-        output_dir=str(spec.checkpoint_dir),
-        seed=spec.seed,
-        data_seed=spec.seed,
-        **mixed_precision(spec.precision, f"precision of the finetune of {spec.base_model}"),
-        deepspeed=spec.deepspeed,
-        save_strategy="steps" if save_steps else "epoch",
-        save_steps=save_steps or 500,
-        save_total_limit=2,
-        report_to=spec.report_to,
+    defaults = {
+        "logging_steps": 10,
+        "save_steps": save_steps or 500,
+        "save_total_limit": 2,
         # Info on the main process puts DeepSpeed's engine set-up (ZeRO stage, partitioning)
         # in the run's log; replicas stay quiet.
-        log_level="info",
-        log_level_replica="warning",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        remove_unused_columns=False,
-        **objective_settings,
-        **settings,
+        "log_level": "info",
+        "log_level_replica": "warning",
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+    }
+    owned = {
+        "output_dir": str(spec.checkpoint_dir),
+        "seed": spec.seed,
+        "data_seed": spec.seed,
+        **mixed_precision(spec.precision, f"precision of the finetune of {spec.base_model}"),
+        "deepspeed": spec.deepspeed,
+        "save_strategy": "steps" if save_steps else "epoch",
+        "report_to": spec.report_to,
+        "remove_unused_columns": False,
+    }
+    return arguments_class(objective(recipe))(
+        **{**defaults, **objective_settings, **settings, **recipe.get("trainer_args", {}), **owned}
     )
+
+
+def lora_config(recipe: dict, add_token_ids: list[int]):
+    """peft's LoraConfig from ``recipes.*.peft`` (less the project's own keys), for a causal LM
+    or, for a reward recipe, a sequence classifier (whose new head peft trains in full). Added
+    tokens' embeddings are trained too, else they would stay random."""
+    from peft import LoraConfig, TaskType
+
+    settings = {k: v for k, v in recipe["peft"].items() if k not in PEFT_OWN_KEYS}
+    if add_token_ids:
+        settings.setdefault("trainable_token_indices", {"embed_tokens": add_token_ids})
+    task = TaskType.SEQ_CLS if objective(recipe) == "reward" else TaskType.CAUSAL_LM
+    return LoraConfig(task_type=task, **settings)
+
+
+def quantized(recipe: dict) -> bool:
+    return recipe.get("peft", {}).get("quantization") == "4bit"
+
+
+def load_start_model(spec: FinetuneSpec, tokenizer, quantize: bool):
+    """The model a finetune starts from, in float32 (a reward recipe's with a one-output head
+    that reads the score at the last non-pad token); QLoRA's in 4-bit NF4 on this worker's GPU.
+    A LoRA adapter folder (an ``init`` recipe saved as one) arrives merged into its base."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    from reprolm.models.loading import from_pretrained
+
+    kwargs = {"dtype": torch.float32}
+    model_class = AutoModelForCausalLM
+    if objective(spec.recipe) == "reward":
+        model_class = AutoModelForSequenceClassification
+        kwargs.update(num_labels=1, pad_token_id=tokenizer.pad_token_id)
+    if quantize:
+        kwargs.update(quantization_config=qlora_quantization(spec), device_map={"": torch.cuda.current_device()})
+    model = from_pretrained(model_class, spec.base_model, **kwargs)
+    if spec.add_tokens:
+        model.resize_token_embeddings(len(tokenizer))
+    if quantize:
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model)
+    return model.train()
+
+
+def qlora_quantization(spec: FinetuneSpec):
+    """QLoRA's 4-bit NF4 weights with double quantization, computing in bfloat16; refused
+    where bitsandbytes or a GPU is missing (its kernels are CUDA's)."""
+    import importlib.util
+
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    if importlib.util.find_spec("bitsandbytes") is None or not torch.cuda.is_available():
+        raise RuntimeError(
+            f"peft.quantization 4bit of the finetune of {spec.base_model}: QLoRA needs bitsandbytes and a CUDA GPU "
+            f"(bitsandbytes installed: {importlib.util.find_spec('bitsandbytes') is not None}, "
+            f"GPUs: {torch.cuda.device_count()}); leave quantization out to train LoRA in full precision"
+        )
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16,
+    )
+
+
+def save_merged(spec: FinetuneSpec, tokenizer, adapter_dir: Path) -> Path:
+    """The full-precision start model with the trained adapter merged in, saved next to
+    ``adapter_dir``: a plain checkpoint, usable as a base, an ExPO end or a judge. Merged
+    into float32 weights loaded anew, not into the training copy, which QLoRA keeps in 4 bits
+    and ZeRO-3 partitions."""
+    from peft import PeftModel
+
+    merged_dir = adapter_dir.with_name("merged")
+    shutil.rmtree(merged_dir, ignore_errors=True)
+    model = PeftModel.from_pretrained(load_start_model(spec, tokenizer, quantize=False), adapter_dir)
+    model = model.merge_and_unload()
+    model.save_pretrained(merged_dir)
+    tokenizer.save_pretrained(merged_dir)
+    shutil.rmtree(adapter_dir)
+    return merged_dir
 
 
 PREFERENCE_FIELDS = ("prompt", "chosen", "rejected")
@@ -164,11 +285,12 @@ def objective(recipe: dict) -> str:
     return recipe.get("objective", "sft")
 
 
-def preference_trainer(model, tokenizer, args, records: list[dict], source: str, kind: str):
+def preference_trainer(model, tokenizer, args, records: list[dict], source: str, kind: str, peft_config=None):
     """On conversational pairs (``prompt`` turns, ``chosen``/``rejected`` assistant turns):
     TRL's DPOTrainer (``kind`` dpo; the reference model is a frozen copy of the starting
-    model), KTOTrainer (``kind`` kto; each pair becomes a desirable and an undesirable
-    example) or RewardTrainer (``kind`` reward; Bradley-Terry loss on the pair's two scores)."""
+    model, or with ``peft_config`` the model with its adapter off), KTOTrainer (``kind`` kto;
+    each pair becomes a desirable and an undesirable example) or RewardTrainer (``kind``
+    reward; Bradley-Terry loss on the pair's two scores)."""
     from datasets import Dataset
     from trl import DPOTrainer, KTOTrainer, RewardTrainer
     from trl.data_utils import unpair_preference_dataset
@@ -184,10 +306,16 @@ def preference_trainer(model, tokenizer, args, records: list[dict], source: str,
     log.info("%d preference pairs", len(pairs))
     if kind == "kto":
         return KTOTrainer(
-            model=model, args=args, train_dataset=unpair_preference_dataset(pairs), processing_class=tokenizer
+            model=model,
+            args=args,
+            train_dataset=unpair_preference_dataset(pairs),
+            processing_class=tokenizer,
+            peft_config=peft_config,
         )
     trainer_class = DPOTrainer if kind == "dpo" else RewardTrainer
-    return trainer_class(model=model, args=args, train_dataset=pairs, processing_class=tokenizer)
+    return trainer_class(
+        model=model, args=args, train_dataset=pairs, processing_class=tokenizer, peft_config=peft_config
+    )
 
 
 def run(spec: FinetuneSpec) -> None:
@@ -196,9 +324,9 @@ def run(spec: FinetuneSpec) -> None:
     import pyarrow.parquet as pq
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, DataCollatorForSeq2Seq, Trainer
+    from transformers import DataCollatorForSeq2Seq, Trainer
 
-    from reprolm.models.loading import load_tokenizer, trusts_remote_code
+    from reprolm.models.loading import load_tokenizer
     from reprolm.train.examples import build_examples
     from reprolm.train.losses import trainer_loss
     from reprolm.train.stop_on_signal import StopOnSignal
@@ -220,26 +348,25 @@ def run(spec: FinetuneSpec) -> None:
     tokenizer = load_tokenizer(spec.base_model, spec.chat_template)
     if spec.add_tokens:
         tokenizer.add_tokens(spec.add_tokens, special_tokens=True)
-    if objective(spec.recipe) == "reward":
-        # A scalar head on the language model; it reads the score at the last non-pad token.
-        model = AutoModelForSequenceClassification.from_pretrained(
-            spec.base_model,
-            dtype=torch.float32,
-            num_labels=1,
-            pad_token_id=tokenizer.pad_token_id,
-            trust_remote_code=trusts_remote_code(spec.base_model),
-        ).train()
-    else:
-        model = AutoModelForCausalLM.from_pretrained(
-            spec.base_model, dtype=torch.float32, trust_remote_code=trusts_remote_code(spec.base_model)
-        ).train()
-    if spec.add_tokens:
-        model.resize_token_embeddings(len(tokenizer))
+    model = load_start_model(spec, tokenizer, quantize=quantized(spec.recipe))
+    peft_config = None
+    if "peft" in spec.recipe:
+        peft_config = lora_config(spec.recipe, tokenizer.convert_tokens_to_ids(spec.add_tokens))
 
     records = pq.read_table(spec.train_file).to_pylist()
     if objective(spec.recipe) in ("dpo", "kto", "reward"):
-        trainer = preference_trainer(model, tokenizer, args, records, spec.train_file, objective(spec.recipe))
+        trainer = preference_trainer(
+            model, tokenizer, args, records, spec.train_file, objective(spec.recipe), peft_config
+        )
     else:
+        if peft_config is not None:
+            from peft import get_peft_model
+
+            model = get_peft_model(model, peft_config)
+            if args.gradient_checkpointing:
+                # Checkpointed layers recompute from their inputs, which must carry gradients
+                # although the frozen embeddings' outputs would not.
+                model.enable_input_require_grads()
         examples = build_examples(tokenizer, records, spec.recipe, spec.train_file)
         trainable = [e for e in examples if any(label != -100 for label in e["labels"])]
         log.info("%d training examples (%d fully masked by truncation)", len(trainable), len(examples) - len(trainable))
@@ -256,7 +383,8 @@ def run(spec: FinetuneSpec) -> None:
     resume = latest_checkpoint(spec.checkpoint_dir)
     if resume:
         log.info("resuming from %s", resume)
-    with naming_os_faults(spec.checkpoint_dir, "a checkpoint", checkpoint_bytes(model)):
+    # The trainer's model: with peft_config, TRL wraps the adapter around it.
+    with naming_os_faults(spec.checkpoint_dir, "a checkpoint", checkpoint_bytes(trainer.model)):
         trainer.train(resume_from_checkpoint=resume)
     stop.raise_if_stopped()
 
@@ -270,6 +398,8 @@ def run(spec: FinetuneSpec) -> None:
     with naming_os_faults(staging, "the model", model_bytes(model)):
         trainer.save_model(str(staging))
     if trainer.is_world_process_zero():
+        if "peft" in spec.recipe and spec.recipe["peft"].get("save", "merged") == "merged":
+            staging = save_merged(spec, tokenizer, staging)
         # A move across file systems (checkpoints on scratch, models elsewhere) is a copy.
         with naming_os_faults(spec.output_dir, "the model", folder_bytes(staging)):
             with atomic_path(spec.output_dir) as tmp:
