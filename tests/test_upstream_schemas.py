@@ -103,7 +103,7 @@ def test_a_schema_without_the_adapter_a_builder_needs_is_refused_naming_those_th
         ValueError,
         match="the instructions builder cannot read schema 'longform' \\(it has no "
         "instruction adapter\\); it reads arena_question, ultrafeedback_binarized, "
-        "alpaca_eval, mt_bench_prompts, writing_prompts, gsm8k",
+        "alpaca_eval, mt_bench_prompts, writing_prompts, trl_preference, trl_prompt_completion, gsm8k",
     ):
         build_instructions(BuildContext({"longform": longform}, {"longform": "longform"}, {}))
     with pytest.raises(

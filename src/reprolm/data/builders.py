@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reprolm.data.sources import read_all_splits, read_source
+from reprolm.data.sources import read_all_splits, read_source, source_splits
 from reprolm.data.upstream import UPSTREAM_SCHEMAS, UpstreamSchema, history
 from reprolm.io import atomic_path
 from reprolm.length import TargetSet, count_words, reads_length_targets
@@ -171,22 +171,22 @@ def build_split(name: str, ctx: BuildContext, split: str, output: str | Path) ->
 
 @BUILDERS.register("preference_pairs")
 def build_preference_pairs(ctx: BuildContext) -> dict[str, list[dict]]:
-    """Preference pairs in TRL's conversational form from an UltraFeedback-binarized
-    source: ``prompt`` (the turns before the answer), ``chosen`` and ``rejected`` (the final
-    assistant turn of each). ``splits`` maps our split names to the source's
-    (default ``{train: train_prefs, test: test_prefs}``); ``num`` caps each split."""
+    """Preference pairs in TRL's conversational form from an UltraFeedback-binarized or a
+    TRL-preference source: ``prompt`` (the turns before the answer), ``chosen`` and
+    ``rejected`` (the answers). ``splits`` maps our split names to the source's (default:
+    UltraFeedback's ``{train: train_prefs, test: test_prefs}``, other sources' own splits);
+    ``num`` caps each split."""
     if len(ctx.sources) != 1:
         raise ValueError(f"preference_pairs builds from exactly one source; configured: {sorted(ctx.sources)}")
     (source,) = ctx.sources
-    splits = ctx.params.get("splits", {"train": "train_prefs", "test": "test_prefs"})
-    built = {}
-    for split, upstream in splits.items():
-        records = ctx.records(source, upstream)[: ctx.params.get("num")]
-        built[split] = [
-            {"prompt": record["chosen"][:-1], "chosen": record["chosen"][-1:], "rejected": record["rejected"][-1:]}
-            for record in records
-        ]
-    return built
+    schema = _schema(ctx, source)
+    pair = schema.adapter("preference_pair", "preference_pairs")
+    own = {"train": "train_prefs", "test": "test_prefs"} if schema.upstream_splits else None
+    splits = ctx.params.get("splits") or own or {split: split for split in source_splits(ctx.sources[source])}
+    return {
+        split: [pair(record) for record in ctx.records(source, upstream)[: ctx.params.get("num")]]
+        for split, upstream in splits.items()
+    }
 
 
 @BUILDERS.register("instructions")
@@ -323,6 +323,6 @@ def build_chat_sft(ctx: BuildContext) -> dict[str, list[dict]]:
         schema = _schema(ctx, source)
         sft_chat = schema.adapter("sft_chat", f"chat_sft (source {source!r})")
         for split, upstream in splits.items():
-            records = ctx.records(source, upstream if schema.sft_upstream_splits else split)[: ctx.params.get("num")]
+            records = ctx.records(source, upstream if schema.upstream_splits else split)[: ctx.params.get("num")]
             built[split] += [{"messages": sft_chat(record, template)} for record in records]
     return {split: [{"id": index, **row} for index, row in enumerate(rows)] for split, rows in built.items()}

@@ -141,3 +141,73 @@ def check_wildbench(record):
         if problem:
             return problem
     return fields("session_id", "generator")(record)
+
+
+def _messages_problem(value, field: str) -> Problem:
+    """A list of chat messages with string roles and contents, or what is wrong with it."""
+    return check_turns({field: value}, field, ("role", "content"))
+
+
+def _text_or_messages(record: dict, field: str, kind: type) -> Problem:
+    """``field`` is of ``kind``: a non-empty string (TRL's standard form) or a list of
+    messages (its conversational form)."""
+    if kind is str:
+        problem = _require_str(record, field)
+        return (field, problem) if problem else None
+    return _messages_problem(record.get(field), field)
+
+
+def _form(record: dict, field: str) -> type | None:
+    value = record.get(field)
+    return str if isinstance(value, str) else list if isinstance(value, list) else None
+
+
+def _ends_with_answer(record: dict, field: str) -> Problem:
+    role = record[field][-1]["role"]
+    if role != "assistant":
+        return f"{field}[-1].role", f"the last turn must be the assistant's, got {role!r}"
+    return None
+
+
+def check_trl_preference(record):
+    """TRL's preference format: ``prompt``, ``chosen`` and ``rejected`` all strings
+    (standard) or all message lists (conversational); or, with the prompt implicit,
+    ``chosen`` and ``rejected`` whole conversations that differ only in the last turn."""
+    if "prompt" not in record or record["prompt"] is None:
+        for field in ("chosen", "rejected"):
+            problem = _messages_problem(record.get(field), field) or _ends_with_answer(record, field)
+            if problem:
+                if isinstance(record.get(field), str):
+                    return field, "a string with no prompt field: add a prompt, or give whole conversations"
+                return problem
+        if record["chosen"][:-1] != record["rejected"][:-1]:
+            return "rejected", "with an implicit prompt, chosen and rejected must share every turn before the last"
+        return None
+    kind = _form(record, "prompt")
+    if kind is None:
+        return "prompt", f"expected a string or a list of messages, got {type(record['prompt']).__name__}"
+    problem = _text_or_messages(record, "prompt", kind)
+    if problem:
+        return problem
+    for field in ("chosen", "rejected"):
+        if _form(record, field) is not kind:
+            expected = "a string" if kind is str else "a list of messages"
+            return field, f"expected {expected} like the prompt, got {type(record.get(field)).__name__}"
+        problem = _text_or_messages(record, field, kind)
+        if problem:
+            return problem
+    if kind is list:
+        return _ends_with_answer(record, "chosen") or _ends_with_answer(record, "rejected")
+    return None
+
+
+def check_trl_prompt_completion(record):
+    """TRL's prompt-completion format: ``prompt`` and ``completion`` both strings (standard)
+    or both message lists (conversational)."""
+    kind = _form(record, "prompt")
+    if kind is None:
+        return "prompt", f"expected a string or a list of messages, got {type(record.get('prompt')).__name__}"
+    if _form(record, "completion") is not kind:
+        expected = "a string" if kind is str else "a list of messages"
+        return "completion", f"expected {expected} like the prompt, got {type(record.get('completion')).__name__}"
+    return _text_or_messages(record, "prompt", kind) or _text_or_messages(record, "completion", kind)

@@ -6,8 +6,9 @@ A source is a folder ``resources/raw/{source}/`` with one ``{split}.parquet`` pe
 
 from __future__ import annotations
 
+import codecs
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,12 +20,14 @@ from reprolm.data.released_ratings import (
     refuse_missing_released_files,
     released_paths,
 )
+from reprolm.data.schemas import DataError
 from reprolm.data.upstream import load_records, make_fixture, validate_records
 from reprolm.io import atomic_path
 
 SPLIT_ORDER = "splits.json"
 # The packaged `datasets` builder that reads a file, by the file's extension.
 FILE_BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
+NEWLINE = b"\n"
 # What `datasets` 4+ raises for a dataset that is a Python loading script (it runs none).
 LOADING_SCRIPT_REFUSAL = "Dataset scripts are no longer supported"
 
@@ -71,6 +74,8 @@ def file_splits(source: str, files: dict) -> dict[str, tuple[str, list[str]]]:
                 raise FileNotFoundError(
                     f"{where}: {path}: no such file (paths are relative to the working directory, {Path.cwd()})"
                 )
+            if Path(path).stat().st_size == 0:
+                raise ValueError(f"{where}: {path}: the file is empty")
             builders.add(FILE_BUILDERS[suffix])
         if len(builders) > 1:
             raise ValueError(f"{where}: a split's files must share one format; got {sorted(builders)}")
@@ -92,23 +97,34 @@ def fetch_splits(spec: dict) -> dict[str, list[dict]]:
         return made if isinstance(made, dict) else {"train": made}
     import datasets  # heavy; only hub and file sources need it
 
+    columns = spec.get("columns", {})
     if "files" in spec:
         # Each split through the packaged builder of its format, under the split name the
         # config gives it (datasets' own split inference knows only train/test/validation).
-        return {
-            split: datasets.load_dataset(builder, data_files={split: paths}, split=split).to_list()
-            for split, (builder, paths) in file_splits(source, spec["files"]).items()
-        }
+        read = {}
+        for split, (builder, paths) in file_splits(source, spec["files"]).items():
+            where = f"sources.{source}.files.{split}"
+            for path in paths:
+                check_readable(where, path, builder)
+            dataset = datasets.load_dataset(builder, data_files={split: paths}, split=split)
+            if not len(dataset):
+                raise ValueError(f"{where}: {', '.join(paths)}: no rows")
+            read[split] = renamed_columns(dataset, columns, f"{where} ({', '.join(paths)})").to_list()
+        return read
     hub = spec["hub"]
     splits = hub.get("splits") or [hub.get("split", "train")]
     try:
         return {
-            split: datasets.load_dataset(
-                hub["path"],
-                hub.get("name"),
-                split=split,
-                revision=hub.get("revision"),
-                data_files=hub.get("data_files"),
+            split: renamed_columns(
+                datasets.load_dataset(
+                    hub["path"],
+                    hub.get("name"),
+                    split=split,
+                    revision=hub.get("revision"),
+                    data_files=hub.get("data_files"),
+                ),
+                columns,
+                f"sources.{source}.hub {hub['path']} ({split})",
             ).to_list()
             for split in splits
         }
@@ -121,6 +137,69 @@ def fetch_splits(spec: dict) -> dict[str, list[dict]]:
             "hub: {path: parquet|json|csv, data_files: {split: URL}} (pinned resolve URLs, e.g. of the "
             "hub's parquet export on refs/convert/parquet), or files: {split: path} for local copies"
         ) from None
+
+
+def renamed_columns(dataset, columns: Mapping[str, str], origin: str):
+    """A ``datasets.Dataset`` with the schema's field names: ``columns`` maps each field to
+    the column holding it (a column already under a mapped field's name gives way)."""
+    if not columns:
+        return dataset
+    for field, column in columns.items():
+        if column not in dataset.column_names:
+            raise DataError(
+                origin,
+                0,
+                column,
+                f"no such column (columns.{field} names it); the columns are {sorted(dataset.column_names)}",
+            )
+    displaced = [field for field in columns if field in dataset.column_names and field not in columns.values()]
+    return dataset.remove_columns(displaced).rename_columns(
+        {column: field for field, column in columns.items() if column != field}
+    )
+
+
+def check_readable(where: str, path: str, builder: str) -> None:
+    """A file its builder can read, or an error naming it: a parquet file, or UTF-8 text
+    that is not empty; a binary or non-UTF-8 file is named with the byte offset and line of
+    its first offending byte. Read in blocks, so a large file costs no more memory."""
+    if builder == "parquet":
+        try:
+            pq.ParquetFile(path)
+        except pa.ArrowInvalid as error:
+            raise ValueError(f"{where}: {path}: not a parquet file ({error})") from None
+        return
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset, line, has_text = 0, 1, False
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            nul = block.find(b"\0")
+            if nul >= 0:
+                raise ValueError(
+                    f"{where}: {path}: a binary file, not UTF-8 text (a NUL byte at byte offset {offset + nul}, "
+                    f"line {line + block.count(NEWLINE, 0, nul)})"
+                )
+            # An incomplete character left from the last block starts this one's input.
+            pending = decoder.getstate()[0]
+            try:
+                has_text = bool(decoder.decode(block).strip()) or has_text
+            except UnicodeDecodeError as error:
+                data = pending + block
+                raise ValueError(
+                    f"{where}: {path}: not UTF-8 text: byte 0x{data[error.start]:02x} at byte offset "
+                    f"{offset - len(pending) + error.start}, line {line + data.count(NEWLINE, 0, error.start)} "
+                    "(save the file as UTF-8)"
+                ) from None
+            offset += len(block)
+            line += block.count(NEWLINE)
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"{where}: {path}: not UTF-8 text: it ends inside a character, at byte offset "
+            f"{offset - len(decoder.getstate()[0])}, line {line}"
+        ) from None
+    if not has_text:
+        raise ValueError(f"{where}: {path}: the file is empty (whitespace only)")
 
 
 def write_source(spec: dict, output: str | Path) -> dict[str, int]:
@@ -156,7 +235,11 @@ def read_source(folder: str | Path, schema: str, split: str = "train") -> list[d
     return load_records(path, schema)
 
 
+def source_splits(folder: str | Path) -> list[str]:
+    """A written source's split names, in the order the source listed them."""
+    return json.loads((Path(folder) / SPLIT_ORDER).read_text())
+
+
 def read_all_splits(folder: str | Path, schema: str) -> list[dict]:
     """Every split's records, in the order the source listed its splits."""
-    order = json.loads((Path(folder) / SPLIT_ORDER).read_text())
-    return [record for split in order for record in read_source(folder, schema, split)]
+    return [record for split in source_splits(folder) for record in read_source(folder, schema, split)]

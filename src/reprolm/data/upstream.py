@@ -44,9 +44,19 @@ class UpstreamSchema:
     rated_response: Callable[[dict, Mapping], dict] | None = None
     # An SFT chat as ``messages`` (``template``: the question template, at {instruction}).
     sft_chat: Callable[[dict, str], Messages] | None = None
-    # UltraFeedback keeps its SFT chats in splits of its own (train_sft, test_sft), which
-    # chat_sft's ``splits`` maps ours to; other sources' splits carry our names.
-    sft_upstream_splits: bool = False
+    # A preference pair as message lists: ``prompt`` (the turns before the answers),
+    # ``chosen`` and ``rejected`` (the answers).
+    preference_pair: Callable[[dict], dict] | None = None
+    # UltraFeedback keeps its SFT chats and preference pairs in splits of its own (train_sft,
+    # train_prefs, ...), which chat_sft's and preference_pairs' ``splits`` map ours to; other
+    # sources' splits carry our names.
+    upstream_splits: bool = False
+    # Fields that name a record, unique within a split: pairing and bootstrap units key on
+    # them. Records without them are not checked.
+    id_fields: tuple[str, ...] = ()
+    # A record's form where a schema has several (TRL's standard or conversational), which
+    # every row of a split shares: a column holds one type.
+    form: Callable[[dict], str] | None = None
     # A task document as web text shows it (question, then answer): pretraining on these is
     # "exposure to the benchmark's format" at tiny scale.
     task_text: Callable[[dict], str] | None = None
@@ -188,6 +198,7 @@ ARENA_QUESTION = define(
         fixtures.arena_questions,
         conversations=lambda r: [[{"role": "user", "content": turn["content"]} for turn in r["turns"]]],
         instruction=lambda r: {"instruction": r["turns"][0]["content"], "turns": [t["content"] for t in r["turns"]]},
+        id_fields=("question_id",),
     )
 )
 ULTRAFEEDBACK_BINARIZED = define(
@@ -199,7 +210,13 @@ ULTRAFEEDBACK_BINARIZED = define(
         fixtures.ultrafeedback_binarized,
         instruction=_single_instruction("prompt"),
         sft_chat=lambda r, template: r["messages"],
-        sft_upstream_splits=True,
+        preference_pair=lambda r: {
+            "prompt": r["chosen"][:-1],
+            "chosen": r["chosen"][-1:],
+            "rejected": r["rejected"][-1:],
+        },
+        upstream_splits=True,
+        id_fields=("prompt_id",),
     )
 )
 ALPACA_EVAL = define(
@@ -224,6 +241,7 @@ MT_BENCH_PROMPTS = define(
             "category": r.get("category", ""),
             "reference_answers": list(r.get("reference") or []),
         },
+        id_fields=("prompt_id",),
     )
 )
 ALPACA_EVAL_GAMED = define(
@@ -313,6 +331,95 @@ WRITING_PROMPTS = define(
         schemas.fields("instruction"),
         fixtures.writing_prompts,
         instruction=_single_instruction("instruction"),
+    )
+)
+
+# TRL's standard dataset formats (huggingface.co/docs/trl/dataset_formats), the shapes
+# researchers keep their own data in: each field a string (standard; read as one user turn
+# or one assistant answer, so the model's chat template applies as to every other source)
+# or a list of messages (conversational). ``id``, where a file has it, names a record.
+
+
+def as_messages(value: str | Messages, role: str) -> Messages:
+    """A TRL field as messages: a standard string as one ``role`` turn, messages as they are."""
+    return [{"role": role, "content": value}] if isinstance(value, str) else list(value)
+
+
+def trl_form(record: dict) -> str:
+    """Standard (the prompt a string) or conversational (messages, or no prompt field)."""
+    return "standard" if isinstance(record.get("prompt"), str) else "conversational"
+
+
+def _trl_pair(record: dict) -> dict:
+    if record.get("prompt") is None:
+        # Implicit prompt: whole conversations that differ only in the last turn.
+        return {"prompt": record["chosen"][:-1], "chosen": record["chosen"][-1:], "rejected": record["rejected"][-1:]}
+    return {
+        "prompt": as_messages(record["prompt"], "user"),
+        "chosen": as_messages(record["chosen"], "assistant"),
+        "rejected": as_messages(record["rejected"], "assistant"),
+    }
+
+
+def _prompt_instruction(prompt: Messages) -> dict:
+    """The user turns of a prompt as an instruction (the first) and its turns."""
+    turns = [message["content"] for message in prompt if message["role"] == "user"]
+    return {"instruction": turns[0], "turns": turns}
+
+
+def _trl_chosen_chat(record: dict) -> Messages:
+    pair = _trl_pair(record)
+    return pair["prompt"] + pair["chosen"]
+
+
+def _trl_completion_chat(record: dict) -> Messages:
+    return as_messages(record["prompt"], "user") + as_messages(record["completion"], "assistant")
+
+
+TRL_PREFERENCE = define(
+    UpstreamSchema(
+        "trl_preference",
+        'TRL preference: {"prompt", "chosen", "rejected"} as strings (standard) or message lists '
+        '(conversational), or {"chosen", "rejected"} as whole conversations (implicit prompt); optional "id"',
+        schemas.check_trl_preference,
+        conversations=lambda r: [_trl_chosen_chat(r)],
+        instruction=lambda r: _prompt_instruction(_trl_pair(r)["prompt"]),
+        sft_chat=lambda r, template: _trl_chosen_chat(r),
+        preference_pair=_trl_pair,
+        id_fields=("id",),
+        form=trl_form,
+    )
+)
+TRL_PROMPT_COMPLETION = define(
+    UpstreamSchema(
+        "trl_prompt_completion",
+        'TRL prompt-completion: {"prompt", "completion"} as strings (standard) or message lists '
+        '(conversational); optional "id"',
+        schemas.check_trl_prompt_completion,
+        conversations=lambda r: [_trl_completion_chat(r)],
+        instruction=lambda r: _prompt_instruction(as_messages(r["prompt"], "user")),
+        sft_chat=lambda r, template: _trl_completion_chat(r),
+        id_fields=("id",),
+        form=trl_form,
+    )
+)
+TRL_LANGUAGE_MODELING = define(
+    UpstreamSchema(
+        "trl_language_modeling",
+        'TRL language modeling, standard: {"text"}; optional "id"',
+        schemas.fields("text"),
+        text=lambda r: r["text"],
+        id_fields=("id",),
+    )
+)
+TRL_CONVERSATIONAL = define(
+    UpstreamSchema(
+        "trl_conversational",
+        'TRL language modeling, conversational: {"messages": [{"role", "content"}, ...]}; optional "id"',
+        lambda r: schemas.check_turns(r, "messages", ("role", "content")),
+        conversations=lambda r: [r["messages"]],
+        sft_chat=lambda r, template: r["messages"],
+        id_fields=("id",),
     )
 )
 
@@ -465,13 +572,29 @@ def make_fixture(schema: str, n: int, seed: int, **options) -> list[dict] | dict
 def validate_records(records: list[dict], schema: str, path) -> list[dict]:
     """Every record checked against ``schema``; the first bad one raises a :class:`DataError`
     naming the file, the row and the field."""
-    check = UPSTREAM_SCHEMAS.get(schema).check
+    upstream = UPSTREAM_SCHEMAS.get(schema)
+    first_row_of: dict[tuple, int] = {}
     for row, record in enumerate(records):
         if not isinstance(record, dict):
             raise DataError(path, row, "<record>", "expected a mapping")
-        problem = check(record)
+        problem = upstream.check(record)
         if problem:
             raise DataError(path, row, *problem)
+        if upstream.form and upstream.form(record) != upstream.form(records[0]):
+            raise DataError(
+                path,
+                row,
+                "prompt",
+                f"{upstream.form(record)}, but row 0 is {upstream.form(records[0])}: a split keeps one form",
+            )
+        key = tuple(record.get(field) for field in upstream.id_fields)
+        if key and None not in key:
+            if key in first_row_of:
+                value = key[0] if len(key) == 1 else key
+                raise DataError(
+                    path, row, ", ".join(upstream.id_fields), f"{value!r} repeats row {first_row_of[key]}'s id"
+                )
+            first_row_of[key] = row
     return records
 
 
