@@ -130,3 +130,14 @@ def test_plan_of_the_default_config_has_the_dry_runs_jobs_per_stage(capsys):
     assert estimate.summary().startswith(f"{sum(expected.values())} jobs: 0 GPU-hours on cpu")
     assert main(["--root", str(REPO), "plan", "--device", "cpu", "--width", "2"]) == 0
     assert "of wall time on 2 GPUs" in capsys.readouterr().out
+
+
+def test_a_job_sized_from_inputs_not_made_yet_is_planned():
+    """A dataset build's memory and time come from its raw data (<TBD> in a dry run before
+    the download)."""
+    from reprolm.plan import parse_dry_run
+
+    (job,) = parse_dry_run(
+        "rule dataset:\n    wildcards: dataset=tlg, split=test\n    resources: tmpdir=/tmp, mem_mb=<TBD>, runtime=<TBD>\n"
+    )
+    assert (job.rule, job.runtime_min, job.gpus) == ("dataset", 0.0, 0)

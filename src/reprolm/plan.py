@@ -106,7 +106,9 @@ def parse_dry_run(text: str) -> list[PlannedJob]:
         elif kind == "resources":
             resources = dict(pair.split("=", 1) for pair in value.split(", ") if "=" in pair)
             job.gpus = int(resources.get("gpu", 0) or 0)
-            job.runtime_min = float(resources.get("runtime", 0) or 0)
+            runtime = resources.get("runtime") or "0"
+            # "<TBD>": sized from inputs not made yet (dataset builds, CPU jobs the model bounds).
+            job.runtime_min = 0.0 if runtime == "<TBD>" else float(runtime)
         else:
             (job.inputs if kind == "input" else job.outputs).extend(value.split(", "))
     jobs = [job for job in jobs if job.rule != "all"]
