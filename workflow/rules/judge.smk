@@ -1,3 +1,6 @@
+from reprolm.score.judges import successors
+
+
 # Every judge stage is two rules (common.smk: judge_rule): `{stage}` for judges that run a
 # model, submitted like any model job, and `{stage}_api` for judges that only send requests
 # to an API, run on the submitting host (compute nodes often have no internet) and at most
@@ -8,6 +11,7 @@ localrules:
     pair_accuracy_api,
     rating_agreement_api,
     model_ranking_api,
+    judge_released_api,
 
 
 for api in (False, True):
@@ -138,3 +142,92 @@ for api in (False, True):
             seed=config["seed"],
         script:
             "../scripts/reward_benchmark.py"
+
+
+# Judge succession: a retired judge's successor judges the retired judge's released items
+# (judges.*.released_verdicts); the study's agreement table sets the two side by side.
+def retired_judge_pattern():
+    return "|".join(successors(config["judges"])) or "(?!)"
+
+
+def released_verdict_files(wildcards):
+    return config["judges"][wildcards.retired]["released_verdicts"]
+
+
+def study_succession(study_name):
+    """The retired judges a study names (SUCCEEDED, from the config before succession),
+    each with its spec and the spec of the judge acting for it."""
+    return {
+        retired: {
+            "spec": config["judges"][retired],
+            "successor": acting,
+            "successor_spec": config["judges"][acting],
+        }
+        for retired, acting in SUCCEEDED.get(study_name, {}).items()
+    }
+
+
+def judged_released_items(wildcards):
+    return {
+        retired: f"results/scores/judge_released/{entry['successor']}/{retired}.json"
+        for retired, entry in study_succession(wildcards.study).items()
+        if entry["spec"].get("released_verdicts")
+    }
+
+
+def judge_agreement_tables():
+    """The agreement table of each enabled study that names a retired judge."""
+    return [
+        f"results/tables/judge_agreement/{s.name}.csv"
+        for s in STUDIES
+        if SUCCEEDED.get(s.name)
+    ]
+
+
+for api in (False, True):
+
+    rule:
+        name:
+            judge_rule("judge_released", api)
+        input:
+            unpack(judge_inputs),
+            released=released_verdict_files,
+        output:
+            "results/scores/judge_released/{judge}/{retired}.json",
+        log:
+            "logs/judge_released/{judge}/{retired}.log",
+        wildcard_constraints:
+            judge=judge_name_pattern(api),
+            retired=retired_judge_pattern(),
+        conda:
+            "../envs/evaluate.yaml"
+        threads: judge_threads
+        resources:
+            **judge_job_resources(api),
+        params:
+            code=library_code("judge_released.py"),
+            judge=judge_spec,
+            seed=config["seed"],
+        script:
+            "../scripts/judge_released.py"
+
+
+rule judge_agreement:
+    input:
+        unpack(judged_released_items),
+    output:
+        table=report(
+            "results/tables/judge_agreement/{study}.csv",
+            caption="../report/judge_agreement.rst",
+            category="{study}",
+            subcategory="tables",
+        ),
+    log:
+        "logs/judge_agreement/{study}.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("judge_agreement.py"),
+        succession=lambda wildcards: canonical(study_succession(wildcards.study)),
+    script:
+        "../scripts/judge_agreement.py"

@@ -20,6 +20,14 @@ A judge is configured under ``judges:`` by ``kind``:
 
 A judge's answers that cannot be parsed are NaN, counted and left out of means.
 
+Succession: an entry names its model (``model``; an ``alpaca_eval`` judge's is its
+annotator's) and the date it stands for (``as_of``). A judge whose model is retired is given
+a ``successor`` (another ``judges`` entry): :func:`with_successors` puts the successor
+wherever the config names the retired judge, so every judged rule runs the successor and
+every judged table names it, and ``released_verdicts`` (the retired judge's published
+verdicts in AlpacaEval's ``annotations.json`` format) are what the successor is measured
+against (:mod:`reprolm.aggregate.judge_agreement`). A judge is never swapped silently.
+
 The endpoint judges (every kind but :data:`LOCAL_JUDGES`) retry transient failures
 (``max_retries``, default 5) and, in the workflow, keep every verdict in a cache
 (:mod:`reprolm.score.judge_cache`) so that a rerun only sends what it has not sent before.
@@ -34,6 +42,7 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from reprolm.config.errors import ConfigError
 from reprolm.registry import Registry
 from reprolm.score.judge_cache import CACHE_ROOT, JudgeCache, cache_dir
 
@@ -450,6 +459,91 @@ def request_counts(judge) -> dict:
     """A score's record of what its endpoint judge's verdicts cost: how many came from the
     cache and how many were requested (nothing for a judge that runs a model)."""
     return {} if judge.kind in LOCAL_JUDGES else {"verdicts": judge.cache.counts()}
+
+
+def judge_model(spec: Mapping) -> str:
+    """The model a judge's verdicts come from: an endpoint's model name, an ``alpaca_eval``
+    judge's annotator's (as the package's annotator config names it), a local judge's
+    checkpoint."""
+    if spec["kind"] != "alpaca_eval":
+        return spec["model"]
+    from pathlib import Path
+
+    import alpaca_eval
+    import yaml
+
+    from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR
+
+    annotator = spec.get("annotator", DEFAULT_ANNOTATOR)
+    configs = Path(alpaca_eval.__file__).parent / "evaluators_configs" / annotator / "configs.yaml"
+    return yaml.safe_load(configs.read_text())[annotator]["completions_kwargs"]["model_name"]
+
+
+def successors(judges: Mapping[str, Mapping]) -> dict[str, str]:
+    """Each retired judge (one with a ``successor``) and the judge acting for it: its
+    successor, or that one's successor where it is retired too."""
+    acting = {}
+    for name, spec in judges.items():
+        if "successor" not in spec:
+            continue
+        chain = [name]
+        while "successor" in judges[chain[-1]]:
+            successor = judges[chain[-1]]["successor"]
+            if successor not in judges:
+                raise ConfigError(
+                    f"judges.{chain[-1]}.successor: {successor!r} is not a judges entry; declared: {sorted(judges)}"
+                )
+            if successor in chain:
+                raise ConfigError(
+                    f"judges.{name}.successor: the succession {' -> '.join(chain + [successor])} is a cycle"
+                )
+            chain.append(successor)
+        acting[name] = chain[-1]
+    return acting
+
+
+def _is_judge_reference(key: str) -> bool:
+    """Config keys whose values name ``judges`` entries (``judge``, ``benchmark_judge``,
+    ``judges: [...]``, ``graders: [...]``)."""
+    return key in ("judge", "judges", "graders") or key.endswith("_judge")
+
+
+def _replace_judges(node, acting: Mapping[str, str], key: str = ""):
+    """``node`` with the retired judges it names (under judge keys) replaced by ``acting``'s."""
+    if isinstance(node, Mapping):
+        return {k: _replace_judges(value, acting, k) for k, value in node.items()}
+    if isinstance(node, list):
+        return [_replace_judges(item, acting, key) for item in node]
+    if isinstance(node, str) and _is_judge_reference(key):
+        return acting.get(node, node)
+    return node
+
+
+def _named_judges(node, key: str = "") -> list[str]:
+    """The judges ``node`` names under judge keys."""
+    if isinstance(node, Mapping):
+        return [name for k, value in node.items() for name in _named_judges(value, k)]
+    if isinstance(node, list):
+        return [name for item in node for name in _named_judges(item, key)]
+    return [node] if isinstance(node, str) and _is_judge_reference(key) else []
+
+
+def with_successors(config: Mapping) -> dict:
+    """``config`` with every judge it names outside ``judges`` that is retired replaced by
+    the judge acting for it (:func:`successors`); the ``judges`` entries themselves stay."""
+    acting = successors(config.get("judges", {}))
+    return {
+        section: value if section == "judges" else _replace_judges(value, acting, section)
+        for section, value in config.items()
+    }
+
+
+def succeeded_judges(config: Mapping, section: str) -> dict[str, str]:
+    """The retired judges that ``config[section]`` names (before :func:`with_successors`),
+    each with the judge acting for it."""
+    acting = successors(config.get("judges", {}))
+    named = _named_judges(config.get(section, {}), section)
+    return {name: acting[name] for name in dict.fromkeys(named) if name in acting}
 
 
 def _exchange(instruction: str, answer: str) -> Conversation:

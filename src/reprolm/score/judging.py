@@ -180,3 +180,13 @@ def judge_win_rate(judge, answers_file: str, reference_file: str | None = None) 
         "ids": ids,
         **win_rates(preferences, [len(a) for a in answers], [len(r) for r in references]),
     }
+
+
+def judge_released_items(judge, items: Sequence[Mapping]) -> list[float]:
+    """A judge's preference for the answer over the reference on each released item (the
+    items of :func:`reprolm.aggregate.judge_agreement.released_items`), NaN where it gave none."""
+    return judge.prefer(
+        [item["instruction"] for item in items],
+        [item["answer"] for item in items],
+        [item["reference"] for item in items],
+    )
