@@ -188,7 +188,10 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     reasons = dict(zip(verdict[1::2], verdict[2::2]))
     finetune = next(line for line in reasons if line.startswith("- finetune (2 jobs: llama3_8b_ruler"))
     assert "over limit: 16 GPUs of type a100" in finetune
-    assert reasons[finetune].startswith("  change: base_models.llama3_8b.resources.finetune.gpus")
+    # 16 GPUs x cpus_per_gpu (8) CPUs, over a node's 64 too.
+    assert reasons[finetune] == (
+        "  change: base_models.llama3_8b.resources.finetune.gpus; resources.finetune.cpus_per_gpu"
+    )
     generate = next(line for line in reasons if line.startswith("- generate (5 jobs: gemma_7b_ruler_tlg"))
     assert generate.endswith("rejected: Invalid partition name specified")
     assert reasons[generate] == "  change: base_models.gemma_7b.resources.generate.slurm_partition"

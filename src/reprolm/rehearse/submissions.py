@@ -309,6 +309,8 @@ def limit_problems(shape: Shape, partition: Partition) -> list[tuple[str, str]]:
                 ("-t", f"runtime {minutes} min is over partition {name}'s MaxTime of {partition.max_minutes} min")
             )
     nodes = int(shape.value("--nodes") or 1)
+    # Without --nodes, SLURM may spread a job's GPUs over nodes; one task's CPUs never.
+    one_node = shape.value("--nodes") == "1"
     if partition.max_nodes is not None and nodes > partition.max_nodes:
         problems.append(("--nodes", f"{nodes} nodes is over partition {name}'s MaxNodes of {partition.max_nodes}"))
     if not partition.nodes:
@@ -328,7 +330,7 @@ def limit_problems(shape: Shape, partition: Partition) -> list[tuple[str, str]]:
             problems.append(
                 ("--gpus", f"partition {name}'s nodes have no GPUs{of_kind} (GPU types: {', '.join(types)})")
             )
-        elif nodes == 1 and gpus > max(have):
+        elif one_node and gpus > max(have):
             problems.append(
                 ("--gpus", f"{gpus} GPUs{of_kind} on one node; partition {name}'s nodes have at most {max(have)}")
             )
@@ -336,7 +338,7 @@ def limit_problems(shape: Shape, partition: Partition) -> list[tuple[str, str]]:
             problems.append(("--gpus", f"{gpus} GPUs{of_kind}; partition {name} has {sum(have)} in all"))
     cpus = int(shape.value("--cpus-per-task") or 0) or int(shape.value("--cpus-per-gpu") or 0) * max(gpus, 1)
     most = max(node.cpus for node in partition.nodes)
-    if cpus > most and (nodes == 1 or shape.value("--cpus-per-task")):
+    if cpus > most and (one_node or shape.value("--cpus-per-task")):
         option = "--cpus-per-task" if shape.value("--cpus-per-task") else "--cpus-per-gpu"
         problems.append((option, f"{cpus} CPUs on one node; partition {name}'s nodes have at most {most}"))
     return problems
@@ -414,15 +416,31 @@ def config_key(config: Mapping, base: str, stage: str, key: str) -> str:
     return f"resources.{stage}.{key}"
 
 
+def _sized_by(config: Mapping, base: str, stage: str, option: str, shape: Shape) -> str:
+    """The config key behind an option; a GPU job's CPUs are cpus_per_gpu per GPU unless a
+    layer sets threads."""
+    key = CONFIG_KEYS[option]
+    if (
+        key == "threads"
+        and shape.value("--gpus")
+        and not any(key in layer for _, layer in _config_layers(config, base, stage))
+    ):
+        return "cpus_per_gpu"
+    return key
+
+
 def keys_to_change(shape: Shape, config: Mapping, profile: str) -> list[str]:
     """Where to change what the cluster refused: config keys for the stages the config
     sizes, the profile's resources for the rest."""
     keys = []
     for option in shape.problem_options:
         if shape.sources:
-            keys += sorted({config_key(config, base, stage, CONFIG_KEYS[option]) for stage, base in shape.sources})
-            if option == "--cpus-per-task":
-                keys.append("(a GPU job without threads gets cpus_per_gpu per GPU)")
+            keys += sorted(
+                {
+                    config_key(config, base, stage, _sized_by(config, base, stage, option, shape))
+                    for stage, base in shape.sources
+                }
+            )
         else:
             resource = PROFILE_KEYS.get(option, option)
             keys.append(f"{resource} in {profile}'s default-resources, or set-resources for rule {shape.rule}")
