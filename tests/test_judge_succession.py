@@ -1,0 +1,182 @@
+"""Judge succession: a retired judge's successor replaces it in the judged rules, and the
+judge agreement table measures the successor against the retired judge's released verdicts
+(raw agreement, Cohen's kappa, win rates under both judges with paired intervals)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from chat_endpoint_standin import ChatEndpointStandIn
+from reprolm.aggregate.judge_agreement import agreement, agreement_rows, released_items, succession_table
+from reprolm.aggregate.uncertainty import percentile_interval, unit_draws
+from reprolm.config import overlays
+from reprolm.config.errors import ConfigError
+from reprolm.score.judges import make_judge, succeeded_judges, successors, with_successors
+from reprolm.score.judging import judge_released_items
+from reprolm.studies.expo import Expo, evaluation_scores
+from workflow_helpers import REPO, dry_run_details, scratch_copy, snakemake
+
+RELEASED = [
+    REPO / "config/reference/alpaca_eval/OpenHermes-2.5-Mistral-7B.json",
+    REPO / "config/reference/alpaca_eval/FuseChat-Llama-3.2-3B-Instruct.json",
+]
+KEY_ENV = "REPROLM_SUCCESSION_TEST_KEY"
+
+
+def test_raw_agreement_and_cohens_kappa_on_a_hand_computed_example():
+    # Verdicts: original A A R R A R, successor A R R R A A (A: the answer, R: the reference).
+    # Agreement 4/6; both judges prefer the answer half the time, so chance agreement is
+    # 0.5 and kappa = (4/6 - 0.5) / (1 - 0.5) = 1/3. The unjudged last item is left out.
+    original = [0.9, 0.8, 0.1, 0.2, 0.7, 0.3, float("nan")]
+    successor = [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    result = agreement(original, successor)
+    assert result["items"] == 6
+    assert result["raw_agreement"] == pytest.approx(4 / 6)
+    assert result["kappa"] == pytest.approx(1 / 3)
+    # A tie is a verdict of its own: it agrees only with a tie.
+    assert agreement([0.5, 0.5, 1.0], [0.5, 1.0, 1.0])["raw_agreement"] == pytest.approx(2 / 3)
+
+
+def test_win_rates_under_both_judges_with_a_paired_interval_over_the_instructions():
+    instructions = [f"q{i}" for i in range(8)]
+    original = [1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+    succeeding = [1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0]
+    items = [
+        {"model": "m", "instruction": q, "reference": "r", "answer": "a", "original": o}
+        for q, o in zip(instructions, original)
+    ]
+    identity = {"original judge": "old", "successor judge": "new"}
+    (row,) = agreement_rows(items, succeeding, identity)
+    assert row["original judge"] == "old" and row["successor judge"] == "new"
+    assert row["original win rate"].value == pytest.approx(50.0)
+    assert row["successor win rate"].value == pytest.approx(75.0)
+    assert row["difference"] == pytest.approx(25.0)
+    # The same draws of the instructions for both judges: the interval of the differences.
+    draws = unit_draws(instructions)
+    by_hand = 100 * (np.array(succeeding)[draws].mean(axis=1) - np.array(original)[draws].mean(axis=1))
+    assert (row["difference lo"], row["difference hi"]) == pytest.approx(percentile_interval(by_hand))
+    assert row["difference lo"] >= 0  # the successor never prefers the answer less on any item
+    # A successor that agrees everywhere differs by exactly nothing in every draw.
+    (same,) = agreement_rows(items, original, identity)
+    assert (same["difference"], same["difference lo"], same["difference hi"]) == (0.0, 0.0, 0.0)
+    assert same["raw_agreement"] == 1.0 and same["kappa"] == pytest.approx(1.0)
+
+
+def test_a_retired_judge_is_replaced_by_its_successor_wherever_the_config_names_it():
+    config = {
+        "judges": {
+            "gpt4": {"kind": "chat_endpoint", "successor": "gpt4o"},
+            "gpt4o": {"kind": "chat_endpoint", "successor": "gpt41"},
+            "gpt41": {"kind": "chat_endpoint"},
+            "rm": {"kind": "reward_model"},
+        },
+        "expo": {"judge": "rm", "benchmark_judge": "gpt4", "judge_validation": "gpt4"},
+        "flr": {"judges": ["rm", "gpt4o"], "alignment": {"judge": "gpt4", "graders": ["gpt4"]}},
+    }
+    assert successors(config["judges"]) == {"gpt4": "gpt41", "gpt4o": "gpt41"}
+    succeeded = with_successors(config)
+    assert succeeded["expo"] == {"judge": "rm", "benchmark_judge": "gpt41", "judge_validation": "gpt4"}
+    assert succeeded["flr"] == {"judges": ["rm", "gpt41"], "alignment": {"judge": "gpt41", "graders": ["gpt41"]}}
+    assert succeeded["judges"] == config["judges"]
+    assert succeeded_judges(config, "expo") == {"gpt4": "gpt41"}
+    assert succeeded_judges(config, "flr") == {"gpt4o": "gpt41", "gpt4": "gpt41"}
+    with pytest.raises(ConfigError, match=r"judges.gpt41.successor: 'gpt5' is not a judges entry"):
+        successors({**config["judges"], "gpt41": {"kind": "chat_endpoint", "successor": "gpt5"}})
+    with pytest.raises(ConfigError, match=r"gpt4 -> gpt4o -> gpt41 -> gpt4\) is a cycle|is a cycle"):
+        successors({**config["judges"], "gpt41": {"kind": "chat_endpoint", "successor": "gpt4"}})
+
+
+def test_released_alpaca_eval_verdicts_against_a_stand_in_successor(chat_endpoint, monkeypatch, tmp_path):
+    """The committed released verdicts of GPT-4 Turbo, read by our reader, judged again by
+    a chat endpoint (the recording stand-in, which prefers the longer answer)."""
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    items = released_items(RELEASED)
+    assert len(items) == 120
+    by_model = pd.DataFrame(items).groupby("model")["original"].mean() * 100
+    # The released verdicts' own win rates on these 60 instructions (README's figures).
+    assert by_model.round(2).to_dict() == {"FuseChat-Llama-3.2-3B-Instruct": 45.96, "OpenHermes-2.5-Mistral-7B": 3.06}
+    spec = {"kind": "chat_endpoint", "base_url": chat_endpoint, "model": "stand-in", "api_key_env": KEY_ENV}
+    successor = judge_released_items(make_judge(spec, name="standin"), items)
+    assert len(ChatEndpointStandIn.seen) == 120
+    assert successor == [float(len(i["answer"]) > len(i["reference"])) for i in items]
+    retired = {"kind": "chat_endpoint", "model": "gpt-4-1106-preview", "as_of": "2023-11-06", "released_verdicts": []}
+    succession = {
+        "gpt4_turbo": {"spec": retired, "successor": "standin", "successor_spec": {**spec, "as_of": "2026-01-01"}}
+    }
+    verdicts = tmp_path / "verdicts.json"
+    verdicts.write_text(json.dumps({"items": items, "successor": successor}))
+    table = succession_table(succession, {"gpt4_turbo": str(verdicts)})
+    assert list(table["model"]) == ["FuseChat-Llama-3.2-3B-Instruct", "OpenHermes-2.5-Mistral-7B", "all"]
+    assert set(table["original model"]) == {"gpt-4-1106-preview"} and set(table["successor as of"]) == {"2026-01-01"}
+    overall = table.set_index("model").loc["all"]
+    assert overall["items"] == 120
+    same = sum((i["original"] > 0.5) == (s > 0.5) for i, s in zip(items, successor))
+    assert overall["raw_agreement"] == pytest.approx(same / 120)
+    assert overall["original win rate"].value == pytest.approx(np.mean([i["original"] for i in items]) * 100)
+
+
+def _expo_evaluation_paths(configfile: str) -> list[str]:
+    """The ExPO study's win-rate and grade paths of its first pair, as the workflow sees the
+    config (after succession)."""
+    config = with_successors(overlays.load(REPO / configfile, REPO))
+    base, recipe = Expo().models(config)[0]
+    return evaluation_scores(config, base, recipe, 0.3)
+
+
+def test_the_default_config_runs_the_successor_and_makes_the_agreement_table(tmp_path, chat_endpoint):
+    """The default config's retired gpt4_turbo acts through tiny_rm; an overlay giving it the
+    stand-in endpoint as successor makes the agreement table for real."""
+    assert all("gpt4_turbo" not in path for path in _expo_evaluation_paths("config/config.yaml"))
+    assert any(
+        path.startswith("results/scores/win_rate_tiny_rm/") for path in _expo_evaluation_paths("config/config.yaml")
+    )
+    work = scratch_copy(tmp_path)
+    jobs = dry_run_details(work, "results/tables/judge_agreement/expo.csv")
+    assert [(job.rule, job.outputs) for job in jobs if job.rule != "all"][-2:] == [
+        ("judge_released", ["results/scores/judge_released/tiny_rm/gpt4_turbo.json"]),
+        ("judge_agreement", ["results/tables/judge_agreement/expo.csv"]),
+    ]
+    overlay = {
+        "extends": "config/config.yaml",
+        "judges": {
+            "standin": {
+                "kind": "chat_endpoint",
+                "base_url": chat_endpoint,
+                "model": "stand-in",
+                "api_key_env": KEY_ENV,
+                "as_of": "2026-01-01",
+            },
+            "gpt4_turbo": {"successor": "standin"},
+        },
+    }
+    (work / "config" / "succession.yaml").write_text(yaml.safe_dump(overlay))
+    snakemake(
+        work,
+        "--configfile",
+        "config/succession.yaml",
+        "results/tables/judge_agreement/expo.csv",
+        env={KEY_ENV: "sk-test"},
+    )
+    table = pd.read_csv(work / "results/tables/judge_agreement/expo.csv")
+    assert set(table["original judge"]) == {"gpt4_turbo"} and set(table["successor judge"]) == {"standin"}
+    assert set(table["original model"]) == {"gpt-4-1106-preview"} and set(table["successor model"]) == {"stand-in"}
+    assert list(table["items"]) == [60, 60, 120]
+    assert {"kappa", "original win rate lo", "successor win rate hi", "difference lo"} <= set(table.columns)
+    assert "sk-test" not in (work / "logs/judge_released/standin/gpt4_turbo.log").read_text()
+
+
+def test_paper_config_replaces_the_retired_gpt4_judges_and_measures_the_successor(tmp_path):
+    paths = _expo_evaluation_paths("config/paper.yaml")
+    assert not any("alpaca_eval_gpt4_turbo/" in path or "grade_gpt4_mt_bench/" in path for path in paths)
+    assert any("win_rate_alpaca_eval_gpt4o_mini/" in path for path in paths)
+    assert any("grade_gpt41_mt_bench/" in path for path in paths)
+    work = scratch_copy(tmp_path)
+    jobs = dry_run_details(work, "--configfile", "config/paper.yaml", "results/tables/judge_agreement/expo.csv")
+    outputs = {output for job in jobs for output in job.outputs}
+    assert "results/scores/judge_released/alpaca_eval_gpt4o_mini/alpaca_eval_gpt4_turbo.json" in outputs
+    assert "results/tables/judge_agreement/expo.csv" in outputs
