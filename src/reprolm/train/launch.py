@@ -5,10 +5,11 @@ granted GPU itself (nccl); a DeepSpeed recipe (its ZeRO config) runs in those wo
 deepspeed launcher is not used: it kills its workers 30 s after a SIGTERM, whatever is set,
 and a ZeRO-3 checkpoint of an 8B model with its optimizer state takes longer to write;
 torchrun is configured to leave SIGTERM to the workers, which save and stop
-(reprolm.stopping) within the job's ``stop_warning_s``. On a machine without CUDA,
-``torchrun --nproc_per_node 1`` runs the same DeepSpeed path on DeepSpeed's CPU accelerator
-with the gloo backend, which is how the tests exercise it; there DeepSpeed compiles its
-shared-memory communication op on first use (gcc and ninja, cached under
+(reprolm.stopping) within the job's ``stop_warning_s``; the launcher's parent passes a stop
+it receives on to them, in case the cluster signals only its process group. On a machine
+without CUDA, ``torchrun --nproc_per_node 1`` runs the same DeepSpeed path on DeepSpeed's
+CPU accelerator with the gloo backend, which is how the tests exercise it; there DeepSpeed
+compiles its shared-memory communication op on first use (gcc and ninja, cached under
 TORCH_EXTENSIONS_DIR, by default ~/.cache/torch_extensions).
 """
 
@@ -23,13 +24,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from reprolm.stopping import JobStopped
+from reprolm.stopping import JobStopped, stop_request
 from reprolm.train.finetune import FinetuneSpec, run, stop_note_path
 
 LAUNCHERS = ("none", "torchrun")
 # The signals torchrun handles (passing them on to its workers, then killing them): not
 # SIGTERM, which SLURM sends every process of the job for the workers to save and stop.
 TORCHRUN_SIGNALS = ("SIGINT", "SIGHUP", "SIGQUIT")
+# How often the launcher's parent looks for a stop signal to pass on to the workers.
+STOP_POLL_S = 1.0
 
 
 def free_port() -> int:
@@ -64,6 +67,35 @@ def _ignore_stop_signals() -> None:
     would otherwise kill them 30 s after it. The workers set their own handler, and torchrun
     leaves SIGTERM alone when it is not among its ``--signals_to_handle``."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _pass_on_stop(launcher: subprocess.Popen, signal_name: str) -> None:
+    """Send the stop signal this process got to the launcher's workers (torchrun starts them
+    in sessions of their own): where the cluster signals only the job's process group, they
+    would not hear of it otherwise. One that got it already from SLURM ignores the repeat."""
+    import psutil
+
+    for worker in psutil.Process(launcher.pid).children(recursive=True):
+        try:
+            worker.send_signal(signal.Signals[signal_name])
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _run_passing_on_stops(command: list[str], env: dict[str, str], log) -> int:
+    """Run the launcher to its end; a stop signal this process receives meanwhile
+    (reprolm.stopping) is passed on to the workers once. Returns the exit status."""
+    launcher = subprocess.Popen(
+        command, env=env, stdout=log, stderr=subprocess.STDOUT if log else None, preexec_fn=_ignore_stop_signals
+    )
+    passed_on = False
+    while True:
+        try:
+            return launcher.wait(timeout=STOP_POLL_S)
+        except subprocess.TimeoutExpired:
+            if stop_request.requested and not passed_on:
+                _pass_on_stop(launcher, stop_request.signal_name)
+                passed_on = True
 
 
 def launcher_environment() -> dict[str, str]:
@@ -104,21 +136,14 @@ def launch(spec: FinetuneSpec, launcher: str = "none", nproc: int = 1, log_path:
         stop_note = stop_note_path(spec)
         stop_note.unlink(missing_ok=True)
         try:
-            result = subprocess.run(
-                command,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT if log else None,
-                check=False,
-                preexec_fn=_ignore_stop_signals,
-            )
+            returncode = _run_passing_on_stops(command, env, log)
         finally:
             if log:
                 log.close()
-        if result.returncode != 0 and stop_note.exists():
+        if returncode != 0 and stop_note.exists():
             note = json.loads(stop_note.read_text())
             stop_note.unlink()
             raise JobStopped(note["signal"], note["progress"])
-        if result.returncode != 0:
+        if returncode != 0:
             where = f"; see {log_path}" if log_path else ""
-            raise RuntimeError(f"{launcher} finetune exited with status {result.returncode}{where}")
+            raise RuntimeError(f"{launcher} finetune exited with status {returncode}{where}")
