@@ -157,9 +157,9 @@ def test_the_default_config_runs_the_successor_and_makes_the_agreement_table(tmp
     (work / "config" / "succession.yaml").write_text(yaml.safe_dump(overlay))
     snakemake(
         work,
+        "results/tables/judge_agreement/expo.csv",
         "--configfile",
         "config/succession.yaml",
-        "results/tables/judge_agreement/expo.csv",
         env={KEY_ENV: "sk-test"},
     )
     table = pd.read_csv(work / "results/tables/judge_agreement/expo.csv")
@@ -176,7 +176,7 @@ def test_paper_config_replaces_the_retired_gpt4_judges_and_measures_the_successo
     assert any("win_rate_alpaca_eval_gpt4o_mini/" in path for path in paths)
     assert any("grade_gpt41_mt_bench/" in path for path in paths)
     work = scratch_copy(tmp_path)
-    jobs = dry_run_details(work, "--configfile", "config/paper.yaml", "results/tables/judge_agreement/expo.csv")
+    jobs = dry_run_details(work, "results/tables/judge_agreement/expo.csv", "--configfile", "config/paper.yaml")
     outputs = {output for job in jobs for output in job.outputs}
     assert "results/scores/judge_released/alpaca_eval_gpt4o_mini/alpaca_eval_gpt4_turbo.json" in outputs
     assert "results/tables/judge_agreement/expo.csv" in outputs
