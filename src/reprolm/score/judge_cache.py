@@ -30,7 +30,8 @@ CACHE_ROOT = "resources/judge_cache"
 # Settings that change how a judge is reached or what is made of its verdicts, never the
 # verdicts: renaming the key's variable, retrying more or another length-control source
 # re-requests nothing.
-NOT_IN_KEY = ("api_key_env", "max_retries", "length_control")
+# Succession fields date and replace a judge; they change none of its verdicts.
+NOT_IN_KEY = ("api_key_env", "max_retries", "length_control", "as_of", "successor", "released_verdicts")
 _MISSING = object()  # no usable entry (a verdict may itself be None)
 
 
