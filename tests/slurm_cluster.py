@@ -63,7 +63,7 @@ REHEARSAL_PARTITIONS = {
     # name: (nodes, CPUs per node, memory per node in MB, GPUs per node, GPU type, MaxTime)
     "gpu_a100": ("gpua[1-2]", 64, 512000, 4, "a100", "2-00:00:00"),
     "gpu_h100": ("gpuh[1-2]", 96, 1024000, 8, "h100", "1-00:00:00"),
-    "cpu_long": ("cpul[1-2]", 32, 256000, 0, None, "3-00:00:00"),
+    "cpu_long": ("cpul[1-2]", 32, 1024000, 0, None, "3-00:00:00"),
 }
 NODE_FEATURE = "fakegpu"
 CLUSTER_NAME = "reprolm"

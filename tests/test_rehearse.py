@@ -9,6 +9,8 @@ The other tests check the table's aggregation, the limits and the verdict on the
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import subprocess
 import sys
@@ -16,6 +18,8 @@ import sys
 import pytest
 import yaml
 
+from reprolm.plan import PlannedJob, apply_measurements
+from reprolm.rehearse.sizes import DataJob, measure, save
 from reprolm.rehearse.submissions import (
     Partition,
     Request,
@@ -133,6 +137,39 @@ def test_the_key_to_change_is_the_config_layer_that_sets_the_value():
     ]
 
 
+def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    job = DataJob(
+        job="tlg/test",
+        dataset="tlg",
+        split="test",
+        builder="ruler_tlg",
+        options={"num": 60, "seed": 10},
+        schemas={"openhermes": "openhermes_conversations"},
+        splits={"openhermes": ["train"]},
+        fixtures={"openhermes": {"bin_centres": [10, 30, 50, 80, 145, 230], "max_words": 260}},
+        length_targets=config["length_targets"],
+        mem_mb=None,
+        runtime_min=None,
+    )
+    measured = measure(job, {"openhermes": 2000}, tmp_path)
+    assert measured.rows == {"openhermes": 2000}
+    # A Python process with pyarrow and reprolm: more than 50 MB, far from the 4 GB floor.
+    assert 50 < measured.peak_mb < 0.8 * measured.mem_mb and measured.mem_mb == 4000
+    assert 0 < measured.seconds < 0.8 * measured.runtime_min * 60 and measured.flags == []
+    tight = dataclasses.replace(measured, mem_mb=int(measured.peak_mb), runtime_min=0.01)
+    assert tight.flags == [
+        f"peak memory {measured.peak_mb:.0f} MB is over 80% of mem_mb {int(measured.peak_mb)}",
+        f"{measured.seconds:.0f} s is over 80% of runtime 0.01 min",
+    ]
+    save([measured], tmp_path)
+    planned = [PlannedJob("dataset", {"dataset": "tlg", "split": "test"}, [], [], seconds=30.0)]
+    planned.append(PlannedJob("dataset", {"dataset": "other", "split": "test"}, [], [], seconds=30.0))
+    assert apply_measurements(planned, tmp_path) == 1
+    assert (planned[0].seconds, planned[0].basis) == (measured.seconds, "measured by the rehearsal")
+    assert planned[1].seconds == 30.0
+
+
 # The paper's routing for the test cluster (README, step 4), and three requests made to fail.
 ROUTING = {
     "resources": {
@@ -161,7 +198,7 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     (work / "cluster-profile" / "config.yaml").write_text(yaml.safe_dump(profile))
     result = subprocess.run(
         [sys.executable, "-m", "reprolm.cli", "rehearse", "--configfile", "config/paper.yaml", "routing.yaml"]
-        + ["--profile", "cluster-profile"],
+        + ["--profile", "cluster-profile", "--sizes", "--rows", "arena_hard=50"],
         cwd=work,
         env={**snakemake_env(work), **slurm_cluster.env},
         capture_output=True,
@@ -173,18 +210,34 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     # Snakemake's listing of the dry run's jobs is kept back: the table comes first.
     assert out.startswith("Submissions: every distinct sbatch request")
     rows = [line.split() for line in out.splitlines()[2:] if re.match(r"^\s*\w+\s+\d+\s", line)]
-    shapes = {(row[0], int(row[1]), row[2]): row for row in rows}
-    submitted = sum(jobs for _, jobs, _ in shapes)
-    failing = {key for key, row in shapes.items() if "accepted" not in row}
-    assert failing == {
+    # Dataset builds ask for what their raw data needs, which a dry run does not have yet.
+    later = [row for row in rows if "sized at run time" in " ".join(row)]
+    assert later and {(row[0], row[2]) for row in later} == {("dataset", "cpu_long")}
+    judged = [row for row in rows if row not in later]
+    submitted = sum(int(row[1]) for row in judged)
+    failing = [row for row in judged if "accepted" not in row]
+    assert sorted((row[0], int(row[1]), row[2]) for row in failing) == [
         ("finetune", 2, "gpu_a100"),
         ("generate", 5, "gpu_nowhere"),
         ("train_before_test", 24, "gpu_h100"),
-    }
-    assert ("finetune", 19, "gpu_a100") in shapes and ("generate", 95, "gpu_a100") in shapes
-    assert all(row[-1] in REHEARSAL_PARTITIONS for key, row in shapes.items() if key not in failing)
+    ]
+    assert all(row[-1] in REHEARSAL_PARTITIONS for row in judged if row not in failing)
     verdict = out[out.index("not ready:") :].splitlines()
-    assert verdict[0] == f"not ready: 3 of {len(shapes)} job shapes (31 of {submitted} jobs) will fail"
+    later_jobs = sum(int(row[1]) for row in later)
+    assert verdict[0] == (
+        f"not ready: 3 of {len(judged)} job shapes (31 of {submitted} jobs) will fail; {later_jobs} jobs of "
+        "dataset are sized at run time from inputs not made yet (rehearse again once they exist)"
+    )
+    # Measured at 50 Arena-Hard questions: far within the 4 GB the workflow asks for them.
+    sizes = out[out.index("Sizes:") : out.index("not ready:")].splitlines()
+    measured = {words[0]: words for words in map(str.split, sizes[2:]) if words and "/" in words[0]}
+    assert sorted(measured) == ["arena_multi_mlt/test", "arena_self_mlt/test"]
+    for job, row in measured.items():
+        assert row[1:3] == ["arena_hard", "50"] and int(row[3]) < 0.8 * 4000 and row[4] == "4000", row
+        assert len(row) == 7, f"{job} flagged: {row}"
+    assert "Not measured: tlg/test: no row count for openhermes (give --rows SOURCE=N)" in out
+    figures = json.loads((work / "results" / "rehearsal" / "sizes.json").read_text())
+    assert sorted(figures["dataset"]) == sorted(measured)
     reasons = dict(zip(verdict[1::2], verdict[2::2]))
     finetune = next(line for line in reasons if line.startswith("- finetune (2 jobs: llama3_8b_ruler"))
     assert "over limit: 16 GPUs of type a100" in finetune

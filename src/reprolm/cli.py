@@ -53,14 +53,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     rehearse_parser.add_argument("--profile", help="the run's Snakemake profile (default: profiles/slurm)")
     rehearse_parser.add_argument("--workflow-profile", help="the run's --workflow-profile, if it gives one")
+    rehearse_parser.add_argument(
+        "--sizes", action="store_true", help="also run the dataset builds at the papers' sizes against their request"
+    )
+    rehearse_parser.add_argument(
+        "--rows",
+        nargs="+",
+        default=[],
+        metavar="SOURCE=N",
+        help="rows to generate for a source not downloaded yet (with --sizes)",
+    )
     args = parser.parse_args(argv)
 
     if args.command == "rehearse":
         # Imported here: it loads Snakemake, which the other commands do not need.
-        from reprolm.rehearse import DEFAULT_PROFILE, DagError, rehearse
+        from reprolm.rehearse.rehearsal import DEFAULT_PROFILE, DagError, rehearse
 
         try:
-            rehearsal = rehearse(args.configfile, args.profile or DEFAULT_PROFILE, args.workflow_profile)
+            try:
+                rows = {source: int(count) for source, count in (item.split("=", 1) for item in args.rows)}
+            except ValueError:
+                rehearse_parser.error(f"--rows: expected SOURCE=N (a whole number of rows), got {' '.join(args.rows)}")
+            rehearsal = rehearse(
+                args.configfile,
+                args.profile or DEFAULT_PROFILE,
+                args.workflow_profile,
+                sizes=rows if args.sizes else None,
+            )
         except DagError as error:
             print(f"not ready: {error}", file=sys.stderr)
             return 1

@@ -21,6 +21,9 @@ is on disk, else from the config (a base model's ``parameters``, or a built mode
 else from a size tag in the hub name (``Qwen2.5-1.5B``: 1.5e9); a model none of these give is
 ``unknown`` and its jobs fall back to the requested bound.
 
+Measured: a job that ``reprolm rehearse --sizes`` ran at the papers' sizes (dataset builds)
+takes its measured wall time instead (``reprolm.rehearse.sizes.MEASURED``).
+
 Calibration: where earlier runs left provenance records of a planned job's outputs
 (``execution.usage.wall_seconds``), each rule's estimates are scaled by the ratio of the
 recorded wall time to the estimate over the recorded jobs of that rule.
@@ -46,6 +49,7 @@ from reprolm.config import overlays
 from reprolm.config.lookups import promptset_spec, recipe_spec
 from reprolm.provenance.cost import stage_of
 from reprolm.provenance.hashing import provenance_path
+from reprolm.rehearse.sizes import MEASURED
 
 # Dense bf16 peak FLOP/s and the share of it a job reaches (training, generation). The CPU
 # figure is per core of a current server CPU in float32.
@@ -233,6 +237,21 @@ def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | Non
         job.seconds, job.basis = CPU_JOB_SECONDS, "per-job figure"
 
 
+def apply_measurements(jobs: list[PlannedJob], root: Path) -> int:
+    """Jobs the rehearsal measured take its wall time; how many did."""
+    path = root / MEASURED
+    if not path.is_file():
+        return 0
+    figures = json.loads(path.read_text())
+    measured = 0
+    for job in jobs:
+        figure = figures.get(job.rule, {}).get("/".join(job.wildcards.values()))
+        if figure:
+            job.seconds, job.basis = figure["seconds"], "measured by the rehearsal"
+            measured += 1
+    return measured
+
+
 def calibrate(jobs: list[PlannedJob], root: Path) -> dict[str, tuple[float, int]]:
     """Per rule: (recorded / estimated wall time, records used), from the planned jobs'
     outputs that earlier runs recorded; the rule's estimates are scaled by it."""
@@ -302,6 +321,7 @@ class Plan:
     calibration: dict[str, tuple[float, int]]
     width: int
     device: str
+    measured: int = 0
 
     def table(self) -> pd.DataFrame:
         """Per study (its tables and everything behind them) and stage, then the whole run."""
@@ -339,6 +359,8 @@ class Plan:
             f"{total['CPU hours']:.4g} CPU-hours; about {makespan(self.jobs, self.width) / 3600:.3g} h "
             f"of wall time on {self.width} GPUs"
         )
+        if self.measured:
+            text += f"; {self.measured} jobs measured by the rehearsal"
         if self.calibration:
             text += f"; calibrated on {sum(n for _, n in self.calibration.values())} recorded jobs"
         if unknown:
@@ -364,4 +386,5 @@ def plan(
     for job in jobs:
         base = job.wildcards.get("base")
         _estimate(job, config, DEVICES[device], sizes.get(base, (None, ""))[0] if base else None, root)
-    return Plan(jobs, sizes, calibrate(jobs, root) if calibrated else {}, width, device)
+    measured = apply_measurements(jobs, root)
+    return Plan(jobs, sizes, calibrate(jobs, root) if calibrated else {}, width, device, measured)

@@ -86,6 +86,10 @@ NODE_CONFIGURATION = ("--gpus", "--gres", "--mem", "--cpus-per-task", "--cpus-pe
 STARTS = re.compile(r"Job \d+ to start at (\S+) using (\d+) processors on nodes (\S+) in partition (\S+)")
 # Names the request's job; the cluster never sees it run.
 REHEARSAL_JOB_NAME = "reprolm-rehearsal"
+# Resources the plugin sends that a dry run leaves to be determined (Snakemake's TBDString)
+# when they come from inputs not made yet; the plugin then leaves them out of the request.
+SIZED_FROM_INPUTS = ("mem_mb", "mem_mb_per_cpu", "runtime")
+SIZED_AT_RUN_TIME = "sized at run time"
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,8 @@ class Request:
     call: str = ""
     refused: str = ""
     sources: frozenset = frozenset()
+    # Its memory or time comes from inputs not made yet.
+    pending: bool = False
 
     @property
     def options(self) -> tuple[tuple[str, str | None], ...]:
@@ -110,6 +116,7 @@ class Shape:
     rule: str
     options: tuple[tuple[str, str | None], ...]
     refused: str
+    pending: bool = False
     jobs: list[str] = field(default_factory=list)
     call: str = ""
     sources: set = field(default_factory=set)
@@ -146,8 +153,10 @@ def group_shapes(requests: Sequence[Request]) -> list[Shape]:
     """One shape per rule and distinct request, in the order first seen, with its jobs."""
     shapes: dict[tuple, Shape] = {}
     for request in requests:
-        key = (request.rule, request.options, request.refused)
-        shape = shapes.setdefault(key, Shape(request.rule, request.options, request.refused, call=request.call))
+        key = (request.rule, request.options, request.refused, request.pending)
+        shape = shapes.setdefault(
+            key, Shape(request.rule, request.options, request.refused, request.pending, call=request.call)
+        )
         shape.jobs.append(request.job)
         shape.sources |= request.sources
     return list(shapes.values())
@@ -169,6 +178,7 @@ def resource_sources(config: Mapping, rule: str, wildcards: Mapping) -> frozense
 
 def plugin_requests(dag, logger: logging.Logger | None = None) -> list[Request]:
     """Each submitted job's sbatch command line as the installed SLURM plugin builds it."""
+    from snakemake.common.tbdstring import TBDString
     from snakemake_executor_plugin_slurm import Executor
     from snakemake_executor_plugin_slurm.partitions import read_partition_file
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
@@ -200,7 +210,8 @@ def plugin_requests(dag, logger: logging.Logger | None = None) -> list[Request]:
                 "workdir": dag.workdir,
             }
             call = get_submit_command(job, params, settings=settings) + set_gres_string(job)
-            requests.append(Request(job.rule.name, label, call=call, sources=sources))
+            pending = any(isinstance(job.resources.get(key), TBDString) for key in SIZED_FROM_INPUTS)
+            requests.append(Request(job.rule.name, label, call=call, sources=sources, pending=pending))
         except WorkflowError as error:
             requests.append(Request(job.rule.name, label, refused=str(error).strip(), sources=sources))
     return requests
@@ -380,6 +391,10 @@ def judge(shapes: Sequence[Shape], partitions: Mapping[str, Partition], env: Map
         if shape.refused:
             shape.verdict, shape.answer = "rejected", f"the SLURM plugin refuses it: {shape.refused}"
             continue
+        if shape.pending:
+            shape.verdict = SIZED_AT_RUN_TIME
+            shape.answer = "its request comes from its inputs, not made yet (see the sizes, --sizes)"
+            continue
         partition = partitions.get(shape.value("-p")) if shape.value("-p") else default
         problems = limit_problems(shape, partition) if partition else []
         if problems:
@@ -471,16 +486,25 @@ def table(shapes: Sequence[Shape]) -> pd.DataFrame:
 
 def verdict(shapes: Sequence[Shape], config: Mapping, profile: str) -> tuple[bool, list[str]]:
     """(ready, lines): every shape accepted, or what will fail and the key to change."""
-    failing = [shape for shape in shapes if shape.verdict != "accepted"]
-    jobs = sum(len(shape.jobs) for shape in shapes)
-    if not failing:
-        return True, [f"ready: the cluster accepts all {len(shapes)} job shapes ({jobs} jobs)"]
-    lines = [
-        f"not ready: {len(failing)} of {len(shapes)} job shapes "
-        f"({sum(len(s.jobs) for s in failing)} of {jobs} jobs) will fail"
-    ]
+    failing = [shape for shape in shapes if shape.verdict not in ("accepted", SIZED_AT_RUN_TIME)]
+    later = [shape for shape in shapes if shape.verdict == SIZED_AT_RUN_TIME]
+    judged = [shape for shape in shapes if shape.verdict != SIZED_AT_RUN_TIME]
+    jobs = sum(len(shape.jobs) for shape in judged)
+    if failing:
+        head = (
+            f"not ready: {len(failing)} of {len(judged)} job shapes "
+            f"({sum(len(s.jobs) for s in failing)} of {jobs} jobs) will fail"
+        )
+    else:
+        head = f"ready: the cluster accepts all {len(judged)} job shapes ({jobs} jobs)"
+    if later:
+        head += (
+            f"; {sum(len(s.jobs) for s in later)} jobs of {', '.join(sorted({s.rule for s in later}))} are "
+            "sized at run time from inputs not made yet (rehearse again once they exist)"
+        )
+    lines = [head]
     for shape in failing:
         examples = ", ".join(shape.jobs[:3]) + (", ..." if len(shape.jobs) > 3 else "")
         lines.append(f"- {shape.rule} ({len(shape.jobs)} jobs: {examples}): {shape.verdict}: {shape.answer}")
         lines.append(f"  change: {'; '.join(keys_to_change(shape, config, profile))}")
-    return False, lines
+    return not failing, lines

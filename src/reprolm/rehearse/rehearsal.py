@@ -1,0 +1,133 @@
+"""``reprolm rehearse``: a config proven on the cluster before its first GPU-hour.
+
+Run on the cluster's login node, in the workflow's folder, with the profile the real run
+will use. Every distinct sbatch request of the config's DAG (rule x resources), built by the
+installed SLURM executor plugin exactly as it would submit it, is checked against its
+partition's limits and judged by the cluster with ``sbatch --test-only`` (nothing is
+queued). It prints one line per request shape with its job count and the cluster's answer,
+then one verdict: ready, or each shape that will fail with the config key to change. With
+``sizes``, the dataset builds are also run at the papers' sizes (``reprolm.rehearse.sizes``)
+and those needing over 80% of their request are failures too.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from reprolm.rehearse.dag import DagError, inspect_cluster_dag, snakemake_arguments
+from reprolm.rehearse.sizes import Measurement, data_jobs, measure_all, save
+from reprolm.rehearse.submissions import Shape, group_shapes, judge, plugin_requests, read_partitions, table, verdict
+
+DEFAULT_PROFILE = "profiles/slurm"
+
+
+@dataclass
+class Rehearsal:
+    shapes: list[Shape]
+    local_jobs: dict[str, int]
+    checkpoint_rules: list[str]
+    ready: bool
+    verdict: list[str]
+    notes: list[str] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+
+    def table(self) -> pd.DataFrame:
+        return table(self.shapes)
+
+    def report(self) -> str:
+        lines = [
+            "Submissions: every distinct sbatch request, judged by the cluster (sbatch --test-only)",
+            self.table().to_string(index=False),
+        ]
+        if self.local_jobs:
+            local = ", ".join(f"{rule} {count}" for rule, count in sorted(self.local_jobs.items()))
+            lines.append(f"On this host, not submitted: {local}")
+        lines += self.notes
+        if self.measurements:
+            lines += ["", "Sizes: dataset builds at the papers' row counts, against their request"]
+            lines.append(
+                pd.DataFrame(
+                    [
+                        {
+                            "job": m.job,
+                            "rows": ", ".join(f"{source} {rows}" for source, rows in m.rows.items()),
+                            "peak MB": round(m.peak_mb),
+                            "mem_mb": m.mem_mb,
+                            "seconds": round(m.seconds, 1),
+                            "runtime s": m.runtime_min * 60,
+                            "flag": "; ".join(m.flags),
+                        }
+                        for m in self.measurements
+                    ]
+                ).to_string(index=False)
+            )
+        return "\n".join(lines + [""] + self.verdict)
+
+
+def cluster_partitions(env: Mapping | None = None):
+    """The cluster's partitions and nodes, as ``scontrol`` shows them."""
+    texts = []
+    for what in ("partition", "node"):
+        try:
+            result = subprocess.run(
+                ["scontrol", "show", what, "--oneliner"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=None if env is None else dict(env),
+            )
+        except FileNotFoundError as error:
+            raise DagError("scontrol is not installed here: run the rehearsal on the cluster's login node") from error
+        if result.returncode != 0:
+            raise DagError(f"scontrol show {what} failed: {result.stderr.strip()}")
+        texts.append(result.stdout)
+    return read_partitions(*texts)
+
+
+def rehearse(
+    configfiles: Sequence[str] = (),
+    profile: str | None = DEFAULT_PROFILE,
+    workflow_profile: str | None = None,
+    env: Mapping | None = None,
+    sizes: Mapping[str, int] | None = None,
+) -> Rehearsal:
+    """The submission rehearsal of a config with a profile (see the module's doc)."""
+    partitions = cluster_partitions(env)
+    arguments = snakemake_arguments(configfiles, profile, workflow_profile)
+    dag = inspect_cluster_dag(
+        arguments,
+        lambda dag: (plugin_requests(dag), dict(dag.local_jobs), dag.checkpoint_rules, dag.config, data_jobs(dag)),
+    )
+    requests, local_jobs, checkpoint_rules, config, builds = dag
+    shapes = group_shapes(requests)
+    judge(shapes, partitions, env)
+    ready, lines = verdict(shapes, config, profile or workflow_profile or "the profile")
+    notes = []
+    if checkpoint_rules:
+        notes.append(
+            f"Jobs that {', '.join(checkpoint_rules)} adds once it has run are not in the DAG yet; "
+            "they are jobs of the rules above"
+        )
+    measurements = []
+    if sizes is not None:
+        workdir = Path.cwd()
+        measurements, skipped = measure_all(builds, sizes, workdir)
+        notes += [f"Not measured: {why}" for why in skipped]
+        notes.append(f"Measured figures for reprolm plan: {save(measurements, workdir)}")
+        flagged = [m for m in measurements if m.flags]
+        if flagged:
+            if ready:
+                lines = ["not ready: dataset builds need more than their request"]
+                ready = False
+            for m in flagged:
+                lines.append(f"- dataset ({m.job}): {'; '.join(m.flags)}")
+                lines.append(
+                    f"  change: mem_mb / runtime in {profile or workflow_profile}'s default-resources, "
+                    "or set-resources for rule dataset"
+                )
+    return Rehearsal(shapes, local_jobs, checkpoint_rules, ready, lines, notes, measurements)
