@@ -162,6 +162,8 @@ def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
         f"peak memory {measured.peak_mb:.0f} MB is over 80% of mem_mb {int(measured.peak_mb)}",
         f"{measured.seconds:.0f} s is over 80% of runtime 0.01 min",
     ]
+    with pytest.raises(RuntimeError, match="building tlg/test failed \\(exit 1\\):\n(.|\n)*no_such_builder"):
+        measure(dataclasses.replace(job, builder="no_such_builder"), {"openhermes": 20}, tmp_path / "broken")
     save([measured], tmp_path)
     planned = [PlannedJob("dataset", {"dataset": "tlg", "split": "test"}, [], [], seconds=30.0)]
     planned.append(PlannedJob("dataset", {"dataset": "other", "split": "test"}, [], [], seconds=30.0))

@@ -159,14 +159,16 @@ def downloaded_rows(source: str, workdir: Path) -> int | None:
 
 
 def _peak_mb_and_seconds(command: list[str], what: str) -> tuple[float, float]:
-    start = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.monotonic() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    out, err = process.communicate()
-    if process.returncode != 0:
-        raise RuntimeError(f"{what} failed (exit {process.returncode}):\n{(out + err)[-3000:]}")
+    # The child's output goes to a file: a full pipe would stall it while wait4 waits.
+    with tempfile.TemporaryFile(mode="w+") as output:
+        start = time.monotonic()
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.monotonic() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            output.seek(0)
+            raise RuntimeError(f"{what} failed (exit {process.returncode}):\n{output.read()[-3000:]}")
     # ru_maxrss is in KiB on Linux.
     return usage.ru_maxrss / 1024, seconds
 
