@@ -5,15 +5,20 @@ in their errors, repeated ids refused, and a local checkpoint folder as a base m
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from reprolm.data.builders import BuildContext, build_chat_sft, build_preference_pairs
 from reprolm.data.schemas import DataError
 from reprolm.data.sources import write_source
+from reprolm.provenance.hashing import content_hash
+from workflow_helpers import dry_run_jobs, scratch_copy, snakemake
 
 
 def _write_jsonl(path: Path, records: list[dict]) -> None:
@@ -204,3 +209,80 @@ def test_repeated_id_is_refused_naming_both_rows():
     with pytest.raises(DataError, match=r"trl\.jsonl\): row 2: field 'id': 7 repeats row 0's id"):
         write_source({"name": "mine", "schema": "trl_language_modeling", "files": {"train": "trl.jsonl"}}, "raw/mine")
     assert not Path("raw/mine").exists()
+
+
+def _checkpoint(folder: Path) -> Path:
+    """A checkpoint folder as save_pretrained leaves it (the weights' bytes stand in)."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text('{"model_type": "llama"}\n')
+    (folder / "tokenizer.json").write_text('{"version": "1.0"}\n')
+    (folder / "model.safetensors").write_bytes(b"weights-v1")
+    return folder
+
+
+def _replace_with_older(path: Path, content: bytes) -> None:
+    """New content under the same name, dated before anything was made from the old."""
+    path.with_suffix(".new").write_bytes(content)
+    os.utime(path.with_suffix(".new"), ns=(1_000_000_000, 1_000_000_000))
+    os.replace(path.with_suffix(".new"), path)
+
+
+def test_local_checkpoint_hash_reads_only_changed_files(monkeypatch):
+    import reprolm.models.local as local
+
+    folder = _checkpoint(Path("ckpt"))
+    assert local.register_local_checkpoint(folder, "registered") == 3
+    assert os.path.samefile("ckpt/model.safetensors", "registered/model.safetensors")
+    # As the registering job records it.
+    manifest = {
+        rel: [item.stat().st_size, item.stat().st_mtime_ns, content_hash(item)]
+        for rel, item in local.content_files(Path("registered"))
+    }
+    Path("registered/provenance.json").write_text(json.dumps({"outputs": [{"path": "registered", "files": manifest}]}))
+    read = []
+    monkeypatch.setattr(local, "file_sha256", lambda item: read.append(item.name) or content_hash(item))
+    assert local.local_checkpoint_hash(folder, "registered") == content_hash("registered") and read == []
+    # A touched file is read again, and its content is what it was.
+    os.utime(folder / "config.json")
+    assert local.local_checkpoint_hash(folder, "registered") == content_hash("registered")
+    assert read == ["config.json"]
+    read.clear()
+    _replace_with_older(folder / "model.safetensors", b"weights-v2")
+    assert local.local_checkpoint_hash(folder, "registered") == content_hash(folder) != content_hash("registered")
+    # The touched file too: the record still has its old time.
+    assert read == ["config.json", "model.safetensors"]
+
+
+@pytest.mark.parametrize(
+    "make, problem",
+    [
+        (shutil.rmtree, r"ckpt: no such folder"),
+        (lambda folder: (folder / "config.json").unlink(), r"ckpt: no config\.json"),
+        (lambda folder: (folder / "tokenizer.json").unlink(), r"ckpt: no tokenizer \(one of tokenizer\.json"),
+        (lambda folder: (folder / "adapter_config.json").write_text("{}"), r"ckpt: a LoRA adapter folder"),
+    ],
+)
+def test_config_refuses_a_checkpoint_folder_it_cannot_load(make, problem):
+    from reprolm.config.checks import _check_base_models
+    from reprolm.config.errors import ConfigError
+
+    make(_checkpoint(Path("ckpt")))
+    config = {"base_models": {"mine": {"path": "ckpt"}}}
+    with pytest.raises(ConfigError, match=r"base_models\.mine\.path: " + problem):
+        _check_base_models(config)
+
+
+@pytest.mark.workflow
+def test_local_checkpoint_registered_by_content_through_snakemake(tmp_path):
+    work = scratch_copy(tmp_path / "work")
+    folder = _checkpoint(work / "my_checkpoint")
+    (work / "mine.yaml").write_text(yaml.safe_dump({"base_models": {"mine": {"path": "my_checkpoint"}}}))
+    overlay = ("--configfile", "config/config.yaml", "mine.yaml")
+    snakemake(work, "resources/models/mine", *overlay)
+    registered = work / "resources/models/mine"
+    assert os.path.samefile(folder / "model.safetensors", registered / "model.safetensors")
+    record = json.loads((registered / "provenance.json").read_text())
+    assert record["outputs"][0]["sha256"] == content_hash(folder)
+    # New content, though dated before the registered copy: registered again.
+    _replace_with_older(folder / "model.safetensors", b"weights-v2")
+    assert dry_run_jobs(work, "resources/models/mine", *overlay) == [("local_base_model", {"base": "mine"})]

@@ -1,7 +1,11 @@
+from reprolm.models.local import local_checkpoint_hash
+
+
 # Downloads run on the submitting host: compute nodes often have no internet access.
 localrules:
     raw_source,
     download_base_model,
+    local_base_model,
     lm_eval_task_data,
     nltk_data,
     download_hub_model,
@@ -81,6 +85,28 @@ rule download_base_model:
         hub=lambda wildcards: canonical(config["base_models"][wildcards.base]["hub"]),
     script:
         "../scripts/download_base_model.py"
+
+
+# A researcher's own checkpoint folder, linked in. Its content hash is a param: new content
+# under the folder's name reruns this and what was made from it; a touched file does not.
+rule local_base_model:
+    output:
+        directory("resources/models/{base}"),
+    log:
+        "logs/local_base_model/{base}.log",
+    wildcard_constraints:
+        base=base_names("path"),
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("local_base_model.py"),
+        path=lambda wildcards: config["base_models"][wildcards.base]["path"],
+        content=lambda wildcards: local_checkpoint_hash(
+            config["base_models"][wildcards.base]["path"],
+            paths.base_model_dir(wildcards.base),
+        ),
+    script:
+        "../scripts/local_base_model.py"
 
 
 # What cluster jobs would otherwise fetch on their nodes: an lm-eval task's hub datasets

@@ -352,8 +352,10 @@ def _length_target_readers(config: Mapping, studies: list):
 
 def _check_base_models(config: Mapping) -> None:
     """A finetune's precision must be one training can use; a built model's attention heads
-    must split its hidden size (and its key-value heads its heads); otherwise the build fails
-    only when its job runs."""
+    must split its hidden size (and its key-value heads its heads); a local checkpoint
+    folder holds a config and a tokenizer; otherwise the build fails only when its job runs."""
+    from reprolm.models.local import local_checkpoint_problem
+
     for name, spec in config["base_models"].items():
         precision = model_settings(config, name, "finetune")["precision"]
         if precision not in PRECISIONS:
@@ -361,6 +363,9 @@ def _check_base_models(config: Mapping) -> None:
                 f"base_models.{name}.resources.finetune.precision: {precision!r} cannot train; "
                 f"choose from {list(PRECISIONS)}"
             )
+        problem = "path" in spec and local_checkpoint_problem(spec["path"])
+        if problem:
+            raise ConfigError(f"base_models.{name}.path: {problem}")
         build = spec.get("build")
         if not build:
             continue
