@@ -15,7 +15,6 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
@@ -101,9 +100,16 @@ def rehearse(
     arguments = snakemake_arguments(configfiles, profile, workflow_profile)
     dag = inspect_cluster_dag(
         arguments,
-        lambda dag: (plugin_requests(dag), dict(dag.local_jobs), dag.checkpoint_rules, dag.config, data_jobs(dag)),
+        lambda dag: (
+            plugin_requests(dag),
+            dict(dag.local_jobs),
+            dag.checkpoint_rules,
+            dag.config,
+            data_jobs(dag),
+            dag.workdir,
+        ),
     )
-    requests, local_jobs, checkpoint_rules, config, builds = dag
+    requests, local_jobs, checkpoint_rules, config, builds, workdir = dag
     shapes = group_shapes(requests)
     judge(shapes, partitions, env)
     ready, lines = verdict(shapes, config, profile or workflow_profile or "the profile")
@@ -115,7 +121,6 @@ def rehearse(
         )
     measurements = []
     if sizes is not None:
-        workdir = Path.cwd()
         measurements, skipped = measure_all(builds, sizes, workdir)
         notes += [f"Not measured: {why}" for why in skipped]
         notes.append(f"Measured figures for reprolm plan: {save(measurements, workdir)}")
@@ -127,7 +132,6 @@ def rehearse(
             for m in flagged:
                 lines.append(f"- dataset ({m.job}): {'; '.join(m.flags)}")
                 lines.append(
-                    f"  change: mem_mb / runtime in {profile or workflow_profile}'s default-resources, "
-                    "or set-resources for rule dataset"
+                    f"  change: set-resources for rule dataset (mem_mb, runtime) in {profile or workflow_profile}"
                 )
     return Rehearsal(shapes, local_jobs, checkpoint_rules, ready, lines, notes, measurements)
