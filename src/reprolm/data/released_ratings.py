@@ -1,5 +1,7 @@
-"""FLR's rating benchmarks read from the files their makers released, as ``rated_utterances``
-records (``conversation``: the utterances, user first, the rated answer last; ``score``).
+"""Benchmarks read from the files their makers released: FLR's rating benchmarks as
+``rated_utterances`` records (``conversation``: the utterances, user first, the rated answer
+last; ``score``), and MT-Bench's questions with the GPT-4 reference answers FastChat grades
+against, as ``mt_bench_prompts`` records.
 
 FLR's own copies of FLASK and MT-Bench single-score sit on its authors' Google Drive in no
 documented format; the files they come from are public: FLASK's GPT-4 reviews of 15 models'
@@ -28,6 +30,11 @@ FLASK_REVIEWS_URL = (
     "https://raw.githubusercontent.com/kaistAI/FLASK/3b4e22bc34aa9dc15ea0c51be3cbf5f3c8b1b5e5/gpt_review/outputs/"
 )
 MT_BENCH_URL = "https://huggingface.co/spaces/lmsys/mt-bench/resolve/main/data/mt_bench/"
+# FastChat's llm_judge data at the commit whose copies config/reference/fastchat/ holds.
+FASTCHAT_COMMIT = "0e6d3e4beaab66f4d3f93db72541a4abab8af28d"
+FASTCHAT_MT_BENCH_URL = (
+    f"https://raw.githubusercontent.com/lm-sys/FastChat/{FASTCHAT_COMMIT}/fastchat/llm_judge/data/mt_bench/"
+)
 # FLASK's per-skill scale, and MT-Bench's single-answer grade.
 FLASK_SCORES = (1, 5)
 MT_BENCH_SCORES = (1, 10)
@@ -334,5 +341,55 @@ RELEASED_FORMATS.register(
             "judgments": FileRole("GPT-4's single-answer grades", MT_BENCH_URL + "model_judgment/"),
         },
         mt_bench_single_ratings,
+    ),
+)
+
+
+# ---- MT-Bench questions with FastChat's reference answers ----
+
+
+def mt_bench_categories(path: str) -> dict[int, str]:
+    """question_id -> the question's category (FastChat's ``question.jsonl``)."""
+    return {
+        integer_field(path, row, record, "question_id"): text_field(path, row, record, "category")
+        for row, record in json_lines(path)
+    }
+
+
+def mt_bench_with_references(files: dict[str, list[str]]) -> list[dict]:
+    """MT-Bench's questions in order, each with the reference answer turns FastChat's
+    judging shows GPT-4 (``reference_answer/gpt-4.jsonl``: one per math, reasoning and coding
+    question). The ``reference`` field of ``question.jsonl`` (short answers for some
+    questions) is not what FastChat grades against, so it is not read."""
+    [questions_path], [references_path] = files["questions"], files["reference_answers"]
+    questions, categories = mt_bench_questions(questions_path), mt_bench_categories(questions_path)
+    references = mt_bench_answers(references_path)
+    unknown = sorted(set(references) - set(questions))
+    if unknown:
+        raise ValueError(f"{references_path}: reference answers to questions not in {questions_path}: {unknown}")
+    return [
+        {
+            "prompt": turns,
+            "prompt_id": question_id,
+            "category": categories[question_id],
+            "reference": references.get(question_id, []),
+        }
+        for question_id, turns in questions.items()
+    ]
+
+
+RELEASED_FORMATS.register(
+    "fastchat_mt_bench",
+    ReleasedFormat(
+        "fastchat_mt_bench",
+        "mt_bench_prompts",
+        {
+            "questions": FileRole("MT-Bench's 80 two-turn questions", FASTCHAT_MT_BENCH_URL),
+            "reference_answers": FileRole(
+                "GPT-4's reference answers FastChat grades math, reasoning and coding against",
+                FASTCHAT_MT_BENCH_URL + "reference_answer/",
+            ),
+        },
+        mt_bench_with_references,
     ),
 )

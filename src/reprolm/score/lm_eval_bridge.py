@@ -72,12 +72,30 @@ def task_manager() -> TaskManager:
 def builtin_task_config(task: str) -> dict[str, Any]:
     """lm-eval's own configuration of ``task``: its YAML with includes merged and
     ``!function`` references resolved to the task's Python functions."""
-    from lm_eval.tasks._yaml_loader import load_yaml
-
     entry = task_manager().task_index.get(task)
     if entry is None or entry.yaml_path is None:
         raise ValueError(f"lm-eval {version('lm_eval')} has no YAML-defined task {task!r}")
-    return load_yaml(entry.yaml_path, resolve_func=True)
+    return _task_yaml(Path(entry.yaml_path))
+
+
+def _task_yaml(path: Path) -> dict[str, Any]:
+    """A task YAML read as lm-eval reads it: ``!function`` through lm-eval's public
+    ``utils.import_function``, includes merged under the file's own keys, an include's
+    ``task_list`` not inherited. lm-eval 0.4.13 loads task YAML only in a private module
+    (``tasks._yaml_loader``), and its public ``TaskManager.load`` downloads the task's data."""
+    import yaml
+    from lm_eval.utils import import_function
+
+    loader = type("TaskYamlLoader", (yaml.SafeLoader,), {})
+    loader.add_constructor("!function", partial(import_function, yaml_path=path))
+    config = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+    includes = config.pop("include", [])
+    merged = {}
+    for include in [includes] if isinstance(includes, str) else includes:
+        included = _task_yaml(path.parent / include)
+        included.pop("task_list", None)
+        merged.update(included)
+    return merged | config
 
 
 def eval_split(config: dict[str, Any]) -> str:
