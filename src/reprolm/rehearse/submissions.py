@@ -27,8 +27,9 @@ from reprolm.score.judges import LOCAL_JUDGES
 # The options that name one job rather than ask for resources.
 JOB_NAMING = frozenset({"--job-name", "--output", "--comment", "-D", "--parsable", "--export"})
 # Options the plugin writes with their value as the next word.
-SEPARATE_VALUE = frozenset({"-p", "-A", "-t", "-C", "--mem", "--mem-per-cpu", "--job-name", "--output", "--comment"})
-SEPARATE_VALUE |= {"-D", "--clusters"}
+SEPARATE_VALUE = frozenset(
+    {"-p", "-A", "-t", "-C", "-D", "--mem", "--mem-per-cpu", "--job-name", "--output", "--comment", "--clusters"}
+)
 COLUMNS = {
     "-p": "partition",
     "-A": "account",
@@ -60,7 +61,6 @@ CONFIG_KEYS = {
 # Snakemake's resource behind each option, for the jobs of other rules (the profile's
 # default-resources or set-resources).
 PROFILE_KEYS = {**CONFIG_KEYS, "--gpus": "gpu", "--gres": "gres", "--cpus-per-task": "threads (set-threads)"}
-PROFILE_KEYS["--cpus-per-gpu"] = "cpus_per_gpu"
 # The config stage whose resources a rule's jobs take (workflow/rules/*.smk); judges' jobs
 # take their model's `evaluate` resources.
 RULE_STAGES = {
