@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
+from sklearn.decomposition import PCA
+from sklearn.preprocessing import StandardScaler
 
 from reprolm.aggregate.uncertainty import RESAMPLES, Estimate, unit_draws, within_standard_error
 
@@ -127,10 +129,10 @@ class PC1:
 def pc1_scores(matrix: pd.DataFrame) -> PC1:
     """First principal component of the standardised score matrix.
 
-    Each task column is centred and divided by its population standard deviation (ddof=0, as
-    sklearn's ``StandardScaler`` in the authors' notebook); PC1 is the leading right singular vector
-    of that matrix and a model's score is its projection on it (not divided by the singular value,
-    as ``sklearn.decomposition.PCA.transform``). The sign is fixed so that the loading of the
+    Each task column is centred and divided by its population standard deviation (ddof=0:
+    scikit-learn's ``StandardScaler``, as in the authors' notebook); PC1 is the first component of
+    scikit-learn's ``PCA`` of that matrix and a model's score is its projection on it (not divided
+    by the singular value, as ``PCA.transform``). The sign is fixed so that the loading of the
     *first column* is positive (the notebook's ``if pca.components_[0][0] < 0: pc1 = -pc1``, whose
     first column is MNLI); for the paper's matrices every loading is positive, so this is the same
     as "higher scores, higher PC1".
@@ -149,14 +151,16 @@ def pc1_scores(matrix: pd.DataFrame) -> PC1:
         raise ValueError(
             f"tasks with one score for every model cannot be standardised: {matrix.columns[spread == 0].tolist()}"
         )
-    standardised = (values - values.mean(axis=0)) / spread
-    _, singular, right = np.linalg.svd(standardised, full_matrices=False)
-    direction = right[0] if right[0, 0] >= 0 else -right[0]
-    variance = singular**2
+    standardised = StandardScaler().fit_transform(values)
+    # The exact SVD (what the authors' PCA() picks at their sizes; "auto" may pick the
+    # covariance's eigendecomposition for a tall matrix).
+    pca = PCA(svd_solver="full")
+    projected = pca.fit_transform(standardised)
+    sign = 1.0 if pca.components_[0, 0] >= 0 else -1.0
     return PC1(
-        scores=pd.Series(standardised @ direction, index=matrix.index, name="PC1"),
-        loadings=pd.Series(direction, index=matrix.columns, name="PC1"),
-        explained_variance_ratio=variance / variance.sum(),
+        scores=pd.Series(sign * projected[:, 0], index=matrix.index, name="PC1"),
+        loadings=pd.Series(sign * pca.components_[0], index=matrix.columns, name="PC1"),
+        explained_variance_ratio=pca.explained_variance_ratio_,
     )
 
 
@@ -172,6 +176,7 @@ def pc1_score_estimates(matrix: pd.DataFrame) -> dict[str, Estimate]:
     reference = full.scores.to_numpy()
 
     def scores_on(columns: np.ndarray) -> np.ndarray:
+        # NumPy's SVD per draw, as in _drawn_pc1_share (scikit-learn's PCA per draw is slower).
         drawn = standardised[:, columns]
         _, _, right = np.linalg.svd(drawn, full_matrices=False)
         scores = drawn @ right[0]
@@ -335,8 +340,9 @@ def pc1_share(matrix: pd.DataFrame) -> float:
 
 
 def _drawn_pc1_share(values: np.ndarray) -> float:
-    """:func:`pc1_share` of a models x tasks array (the NumPy steps of :func:`pc1_scores`,
-    without pandas, which would make a bootstrap some ten times slower)."""
+    """:func:`pc1_share` of a models x tasks array, in NumPy: the same shares as scikit-learn's
+    scaler and PCA in :func:`pc1_scores` (to 1e-15), which per draw would make the bootstrap some
+    fifteen times slower (3 s against 0.2 s for 1000 draws of 61 models x 24 tasks)."""
     complete = values[np.isfinite(values).all(axis=1)]
     varying = complete[:, np.ptp(complete, axis=0) > 0] if len(complete) else complete
     if varying.shape[1] < 1 or len(varying) < 2:
