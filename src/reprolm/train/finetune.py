@@ -25,6 +25,7 @@ from reprolm.oserrors import folder_bytes, naming_os_faults, os_fault
 from reprolm.provenance import recorded_hash
 from reprolm.stopping import STOPPED_EXIT_STATUS, JobStopped, watch_for_stop
 from reprolm.train.precision import mixed_precision
+from reprolm.train.tracking import run_name
 
 log = logging.getLogger(__name__)
 # The finished model's hard links in the checkpoint folder, and the mark written after them.
@@ -45,6 +46,8 @@ TRAINING_KEYS = (
     "gradient_checkpointing",
 )
 TRAINER_STATE = "trainer_state.json"
+# What Trainer.save_model writes the settings it trained with to.
+TRAINING_ARGS = "training_args.bin"
 
 
 @dataclass
@@ -189,6 +192,7 @@ def training_arguments(spec: FinetuneSpec):
         "deepspeed": spec.deepspeed,
         "save_strategy": "steps" if save_steps else "epoch",
         "report_to": spec.report_to,
+        "run_name": run_name(spec.output_dir, spec.key()),
         "remove_unused_columns": False,
     }
     return arguments_class(objective(recipe))(
@@ -274,6 +278,8 @@ def save_merged(spec: FinetuneSpec, tokenizer, adapter_dir: Path) -> Path:
     model = model.merge_and_unload()
     model.save_pretrained(merged_dir)
     tokenizer.save_pretrained(merged_dir)
+    # The trainer's settings stay with the model they made.
+    shutil.copy2(adapter_dir / TRAINING_ARGS, merged_dir)
     shutil.rmtree(adapter_dir)
     return merged_dir
 
@@ -329,6 +335,7 @@ def run(spec: FinetuneSpec) -> None:
     from reprolm.models.loading import load_tokenizer
     from reprolm.train.examples import build_examples
     from reprolm.train.losses import trainer_loss
+    from reprolm.train.progress import TrainingProgress
     from reprolm.train.stop_on_signal import StopOnSignal
 
     torch.manual_seed(spec.seed)
@@ -380,6 +387,7 @@ def run(spec: FinetuneSpec) -> None:
         )
     stop = StopOnSignal()
     trainer.add_callback(stop)
+    trainer.add_callback(TrainingProgress())
     resume = latest_checkpoint(spec.checkpoint_dir)
     if resume:
         log.info("resuming from %s", resume)
