@@ -14,9 +14,9 @@ from reprolm.train.tracking import report_to
 def test_tracking_is_off_by_default_and_refuses_an_unknown_logger():
     assert report_to({}, "finetune/x/y") == [] and report_to({"report_to": "none"}, "finetune/x/y") == []
     with pytest.raises(
-        ValueError, match=r"^tracking.report_to: 'mlflow'; choose from \['none', 'tensorboard', 'wandb'\]"
+        ValueError, match=r"^tracking.report_to: 'comet'; choose from \['none', 'tensorboard', 'wandb', 'mlflow'\]"
     ):
-        report_to({"report_to": "mlflow"}, "finetune/x/y")
+        report_to({"report_to": "comet"}, "finetune/x/y")
 
 
 def test_a_tracked_finetune_writes_its_loss_curve_to_tensorboard(tmp_path, monkeypatch):

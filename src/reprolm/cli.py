@@ -5,6 +5,7 @@
     reprolm cost PATH [PATH ...] [--json]      GPU-, CPU- and wall hours behind results, by stage
     reprolm plan [--configfile F] [--width N]  what a run will cost, before it starts
     reprolm rehearse [--configfile F] [--profile P]  whether the cluster accepts every job's request
+    reprolm progress [--since 2h|ISO]          one line per job of the run: status, wall time, progress
 
 Run it in the workflow's folder (the records' paths are relative to it), or give ``--root``.
 """
@@ -12,12 +13,14 @@ Run it in the workflow's folder (the records' paths are relative to it), or give
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 
 from reprolm.plan import DEVICES, plan
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
 from reprolm.provenance.query import format_tree, lineage, verify
+from reprolm.run_summary import parse_since, run_jobs, run_summary
 
 DEFAULT_VERIFIED = ("results", "resources")
 
@@ -63,7 +66,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SOURCE=N",
         help="rows to generate for a source not downloaded yet (with --sizes)",
     )
+    progress_parser = commands.add_parser("progress", help="one line per job of the run: status, wall time, progress")
+    progress_parser.add_argument(
+        "--since", help="jobs since then: 2h, 30m, or an ISO time (default: the latest snakemake run's start)"
+    )
     args = parser.parse_args(argv)
+
+    if args.command == "progress":
+        now = datetime.datetime.now().astimezone()
+        since = parse_since(args.since, now) if args.since else None
+        print(run_summary(run_jobs(args.root, since, now)))
+        return 0
 
     if args.command == "rehearse":
         # Imported here: it loads Snakemake, which the other commands do not need.

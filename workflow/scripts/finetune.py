@@ -6,7 +6,7 @@ from reprolm.provenance import tracked_step
 from reprolm.stopping import watch_for_stop
 from reprolm.train.finetune import FinetuneSpec
 from reprolm.train.launch import launch
-from reprolm.train.tracking import report_to
+from reprolm.train.tracking import report_to, run_name
 
 # A stop signal from SLURM saves progress at the next safe point (reprolm.stopping).
 watch_for_stop()
@@ -21,8 +21,6 @@ with tracked_step(snakemake) as log:
         add_tokens=list(snakemake.params.add_tokens),
         deepspeed=snakemake.input.deepspeed[0] if snakemake.input.deepspeed else None,
         precision=snakemake.params.precision,
-        report_to=report_to(
-            snakemake.config.get("tracking", {}), f"finetune/{snakemake.wildcards.base}/{snakemake.wildcards.recipe}"
-        ),
     )
+    spec.report_to = report_to(snakemake.config.get("tracking", {}), run_name(spec.output_dir, spec.key()))
     launch(spec, snakemake.params.launcher, max(1, snakemake.resources.gpu), log_path=snakemake.log[0])

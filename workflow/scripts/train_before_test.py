@@ -5,8 +5,8 @@ run_in_forkserver(warm_up="lm_eval")
 from reprolm.provenance import tracked_step
 from reprolm.score.lm_eval_bridge import TaskSpec
 from reprolm.stopping import watch_for_stop
-from reprolm.train.tracking import report_to
-from reprolm.train.train_before_test import train_before_test
+from reprolm.train.tracking import report_to, run_name
+from reprolm.train.train_before_test import run_key, train_before_test
 
 # A stop signal from SLURM saves progress at the next safe point (reprolm.stopping).
 watch_for_stop()
@@ -29,8 +29,9 @@ with tracked_step(snakemake) as log:
         checkpoint_root=snakemake.params.checkpoint_root,
         report_to=report_to(
             snakemake.config.get("tracking", {}),
-            "/".join(
-                ("train_before_test", snakemake.wildcards.base, snakemake.wildcards.recipe, snakemake.wildcards.task)
+            run_name(
+                snakemake.output[0],
+                run_key(snakemake.input.model, spec, snakemake.params.train, snakemake.params.seed),
             ),
         ),
     )

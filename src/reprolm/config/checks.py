@@ -18,6 +18,7 @@ from reprolm.config.resources import check_gpu_memory, model_settings, setting_k
 from reprolm.paths import PRETRAINED, split_expo, split_seed
 from reprolm.score.judges import LOCAL_JUDGES
 from reprolm.train.precision import PRECISIONS
+from reprolm.train.tracking import reporters
 
 log = logging.getLogger(__name__)
 # Full finetunes of models this large rarely survive learning rates above this (their
@@ -63,6 +64,7 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
     _check_references(config)
     _check_base_models(config)
     _check_recipe_options(config, studies)
+    reporters(config.get("tracking", {}))
     check_gpu_memory(config, Path.cwd())
     for study in studies:
         study.check(config)

@@ -16,6 +16,7 @@ from reprolm.generate.prompts import MULTI_TURN, build_prompts
 from reprolm.generate.request import complete, make_request
 from reprolm.io import atomic_path
 from reprolm.length import TargetSet
+from reprolm.progress import Interval, ProgressCounter
 from reprolm.provenance.hashing import content_hash, recorded_hash
 from reprolm.stopping import JobStopped, stop_request
 
@@ -64,6 +65,8 @@ def generate_promptset(
         progress = ShardProgress(Path(progress_root) / key)
     engine = None
     records: list[dict] = []
+    # The whole job's progress, a line per shard (each request logs its batches).
+    shards = ProgressCounter(f"{len(rows)} rows of {dataset_file}", len(starts), unit="shards", every=Interval(steps=1))
     for index, start in enumerate(starts):
         shard = progress.load(index) if progress else None
         if shard is None:
@@ -80,6 +83,7 @@ def generate_promptset(
         elif engine is None:
             log.info("shard %d of %d: kept from an earlier attempt", index + 1, len(starts))
         records.extend(shard)
+        shards.advance()
     with atomic_path(output) as tmp:
         pq.write_table(pa.Table.from_pylist(records), tmp)
     if progress:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from reprolm.generate.request import GenerationRequest
+from reprolm.progress import ProgressCounter
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,9 @@ class TransformersBackend:
                 do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or None
             )
         outputs: list[list[list[int]]] = []
-        for start in range(0, len(request.prompts), self.batch_size):
+        starts = range(0, len(request.prompts), self.batch_size)
+        progress = ProgressCounter(f"generating {len(request.prompts)} prompts", len(starts), logger=log)
+        for start in starts:
             encoded = self._left_padded(request.prompt_token_ids[start : start + self.batch_size])
             width = encoded["input_ids"].shape[1]
             processors = LogitsProcessorList()
@@ -83,4 +86,5 @@ class TransformersBackend:
                 generated = self.model.generate(**encoded, **settings, logits_processor=processors)
             rows = generated[:, width:].tolist()
             outputs += [rows[i : i + sampling.n] for i in range(0, len(rows), sampling.n)]
+            progress.advance()
         return outputs

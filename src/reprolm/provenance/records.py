@@ -16,6 +16,7 @@ from pathlib import Path
 
 from reprolm.io import atomic_path
 from reprolm.oserrors import os_fault
+from reprolm.progress import configure as configure_progress
 from reprolm.provenance.environment import code_version, execution_host, job_usage, package_versions
 from reprolm.provenance.hashing import content_hash, folder_manifest, manifest_hash, provenance_path
 from reprolm.provenance.redaction import is_secret_key, redact
@@ -104,6 +105,8 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
     # Numeric libraries read these at import, so a job uses exactly the cores it was given.
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[variable] = str(smk.threads)
+    # How often the job logs its progress (reprolm.progress), for it and its launched workers.
+    configure_progress(smk.config.get("tracking", {}).get("progress", {}))
     log_path = Path(smk.log[0]) if len(smk.log) else None
     params = _named(smk.params)
     if seed is None:

@@ -403,6 +403,58 @@ def environment_report_once() -> Iterator[None]:
         evaluator.add_env_info = collect
 
 
+REQUEST_TYPES = ("loglikelihood", "loglikelihood_rolling", "generate_until")
+
+
+@contextmanager
+def counting_requests(lm: LM, requests_per_line: int) -> Iterator[None]:
+    """Inside this block ``lm`` logs the requests it has answered of each call, with rate and
+    ETA, every ``requests_per_line`` and at least every interval's seconds
+    (reprolm.progress): lm-eval's own progress bar is a tqdm bar, which a log file turns into
+    one line of carriage returns. Answers are counted through lm-eval's per-answer hook (the
+    cache hook, which its CachingLM replaces: the replacement is counted too); the total is
+    the number of requests each call is given (with a response cache, those not cached)."""
+    from lm_eval.api.model import CacheHook
+
+    from reprolm.progress import Interval, ProgressCounter, interval
+
+    every = Interval(steps=requests_per_line, seconds=interval().seconds)
+    counters: dict[str, ProgressCounter] = {}
+
+    class CountingHook(CacheHook):
+        def __init__(self, inner: CacheHook):
+            self.inner = inner
+
+        def add_partial(self, attr, req, res) -> None:
+            self.inner.add_partial(attr, req, res)
+            if attr in counters:
+                counters[attr].advance()
+
+    def counted(request_type: str):
+        answer = getattr(lm, request_type)
+
+        def answer_counting(requests):
+            counters[request_type] = ProgressCounter(f"lm-eval {request_type}", len(requests), "requests", every)
+            try:
+                return answer(requests)
+            finally:
+                del counters[request_type]
+
+        return answer_counting
+
+    original_hook = lm.cache_hook
+    for request_type in REQUEST_TYPES:
+        setattr(lm, request_type, counted(request_type))
+    lm.set_cache_hook = lambda hook: type(lm).set_cache_hook(lm, CountingHook(hook))
+    lm.set_cache_hook(original_hook)
+    try:
+        yield
+    finally:
+        for attribute in (*REQUEST_TYPES, "set_cache_hook"):
+            delattr(lm, attribute)
+        lm.cache_hook = original_hook
+
+
 def evaluate_tasks(
     model,
     tokenizer,
@@ -442,6 +494,7 @@ def evaluate_tasks(
     ``n_docs_available``, the actual ``num_fewshot``, and the task version.
     """
     import lm_eval
+    from reprolm.progress import interval
 
     names = [spec.name for spec in tasks]
     duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -460,7 +513,9 @@ def evaluate_tasks(
         seed=seed,
     )
     summaries, samples = {}, []
-    with environment_report_once():
+    # A progress line every interval's steps of batches.
+    requests_per_line = interval().steps * (batch_size if isinstance(batch_size, int) else 1)
+    with environment_report_once(), counting_requests(lm, requests_per_line):
         for spec in tasks:
             output = lm_eval.simple_evaluate(
                 model=lm,

@@ -22,6 +22,8 @@ def pretrain(model, tokenizer, texts: list[str], settings: dict, seed: int, outp
     from datasets import Dataset
     from transformers import Trainer, TrainingArguments, default_data_collator
 
+    from reprolm.train.progress import TrainingProgress
+
     torch.manual_seed(seed)
     ids = [tokenizer(text, add_special_tokens=False).input_ids + [tokenizer.eos_token_id] for text in texts]
     blocks = pack(ids, settings["block_size"])
@@ -42,7 +44,11 @@ def pretrain(model, tokenizer, texts: list[str], settings: dict, seed: int, outp
             data_seed=seed,
         )
         trainer = Trainer(
-            model=model, args=args, train_dataset=Dataset.from_list(blocks), data_collator=default_data_collator
+            model=model,
+            args=args,
+            train_dataset=Dataset.from_list(blocks),
+            data_collator=default_data_collator,
+            callbacks=[TrainingProgress()],
         )
         result = trainer.train()
         model.save_pretrained(str(tmp))

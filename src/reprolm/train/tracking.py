@@ -1,36 +1,73 @@
-"""Optional experiment tracking of training runs: TensorBoard or Weights & Biases.
+"""Optional experiment tracking of training runs: TensorBoard, Weights & Biases or MLflow,
+one or several.
 
 Off by default; the config's ``tracking.report_to`` turns it on for every finetune and
 train-before-test. It is read from the config, not passed as a rule param: where the loss
-curves go must never rerun a training job.
+curves go must never rerun a training job. Each run is named after its artifact and the
+key of what it trains (``run_name``), which is also its checkpoint folder's name.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
-REPORTERS = ("none", "tensorboard", "wandb")
+from reprolm.config.errors import ConfigError
+
+# Each logger, and the package transformers' integration of it needs.
+REPORTER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
 TENSORBOARD_ROOT = Path("logs/tensorboard")
 WANDB_ROOT = Path("logs/wandb")
+DEFAULT_PROJECT = "reprolm"
 
 
-def report_to(settings: Mapping, run_name: str) -> list[str]:
-    """The Trainer's ``report_to`` for ``settings`` (the config's ``tracking``), with the
-    logger told where this run's records go: ``logs/tensorboard/{run_name}``, or a W&B run
-    named ``run_name`` in project ``tracking.project`` (its files under ``logs/wandb``; set
-    ``WANDB_MODE=offline`` where nodes have no internet and sync them later)."""
-    reporter = settings.get("report_to", "none")
-    if reporter not in REPORTERS:
-        raise ValueError(f"tracking.report_to: {reporter!r}; choose from {list(REPORTERS)}")
-    if reporter == "tensorboard":
+def run_name(artifact: str, key: str) -> str:
+    """A tracked run's name: the artifact it makes and the key of its training (e.g.
+    ``results/models/tiny/sft@1f2e3d4c5b6a7980``), so that runs of other settings for the
+    same artifact stay apart and each can be found from the artifact's provenance."""
+    return f"{artifact}@{key}"
+
+
+def reporters(settings: Mapping) -> list[str]:
+    """``tracking.report_to`` as a list (one name or several; ``none`` for none), each one
+    known and its package installed, else a ConfigError naming the key."""
+    configured = settings.get("report_to", "none")
+    names = [configured] if isinstance(configured, str) else list(configured)
+    names = [name for name in names if name != "none"]
+    for name in names:
+        if name not in REPORTER_PACKAGES:
+            raise ConfigError(
+                f"tracking.report_to: {name!r}; choose from {['none', *REPORTER_PACKAGES]} (or a list of them)"
+            )
+        package = REPORTER_PACKAGES[name]
+        if importlib.util.find_spec(package) is None:
+            raise ConfigError(
+                f"tracking.report_to: {name!r} needs the {package!r} package, which is not installed; "
+                f"pip install {package} (and add it to workflow/envs/train.yaml when running with --use-conda)"
+            )
+    return names
+
+
+def report_to(settings: Mapping, name: str) -> list[str]:
+    """The Trainer's ``report_to`` for ``settings`` (the config's ``tracking``), with each
+    logger told where run ``name`` goes: ``logs/tensorboard/{name}``; a W&B run ``name`` in
+    project ``tracking.project`` (files under ``logs/wandb``; ``WANDB_MODE=offline`` where
+    nodes have no internet, synced later); an MLflow run in experiment ``tracking.project``
+    (the server from ``MLFLOW_TRACKING_URI``). The run's display name reaches W&B and MLflow
+    as ``TrainingArguments.run_name``."""
+    names = reporters(settings)
+    project = settings.get("project", DEFAULT_PROJECT)
+    if "tensorboard" in names:
         # transformers 5 takes TensorBoard's folder from here (otherwise it writes inside
         # the checkpoint folder, which a finished run deletes).
-        os.environ["TENSORBOARD_LOGGING_DIR"] = str((TENSORBOARD_ROOT / run_name).resolve())
-    elif reporter == "wandb":
-        os.environ.setdefault("WANDB_PROJECT", settings.get("project", "reprolm"))
-        os.environ["WANDB_NAME"] = run_name
+        os.environ["TENSORBOARD_LOGGING_DIR"] = str((TENSORBOARD_ROOT / name).resolve())
+    if "wandb" in names:
+        os.environ.setdefault("WANDB_PROJECT", project)
+        os.environ["WANDB_NAME"] = name
         WANDB_ROOT.mkdir(parents=True, exist_ok=True)
         os.environ.setdefault("WANDB_DIR", str(WANDB_ROOT.resolve()))
-    return [] if reporter == "none" else [reporter]
+    if "mlflow" in names:
+        os.environ.setdefault("MLFLOW_EXPERIMENT_NAME", project)
+    return names

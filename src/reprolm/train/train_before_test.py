@@ -40,6 +40,7 @@ from reprolm.score.lm_eval_bridge import (
 )
 from reprolm.train.finetune import TRAINER_STATE, latest_checkpoint
 from reprolm.train.precision import mixed_precision
+from reprolm.train.tracking import run_name
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +275,7 @@ def train_before_test(
     from trl import SFTConfig, SFTTrainer
 
     from reprolm.models.loading import load_tokenizer, visible_gpus
+    from reprolm.train.progress import TrainingProgress
     from reprolm.train.stop_on_signal import StopOnSignal
 
     stop = StopOnSignal()
@@ -324,7 +326,7 @@ def train_before_test(
             )
             if lora
             else None,
-            callbacks=[stop, EvaluateEachEpoch()],
+            callbacks=[stop, EvaluateEachEpoch(), TrainingProgress()],
             args=SFTConfig(
                 output_dir=str(checkpoint_dir),
                 num_train_epochs=recipe["num_train_epochs"],
@@ -339,6 +341,7 @@ def train_before_test(
                 eval_strategy="no",
                 logging_strategy="epoch",
                 report_to=report_to or [],
+                run_name=run_name(output, checkpoint_dir.name),
                 disable_tqdm=True,
                 seed=seed,
                 data_seed=seed,
