@@ -130,6 +130,7 @@ PROJECT_ARGUMENTS = {
     "fp16": "base_models.*.resources.finetune.precision sets it",
     "use_cpu": "base_models.*.resources.finetune.precision sets it",
     "report_to": "tracking.report_to sets it",
+    "run_name": "the tracked run is named after the model's path and training key",
     "save_strategy": "recipes.*.save_steps sets it (every epoch without it)",
     "remove_unused_columns": "the project's collators read the train file's own columns",
     "resume_from_checkpoint": "a killed finetune resumes from its latest checkpoint by itself",
