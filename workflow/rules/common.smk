@@ -159,6 +159,8 @@ def all_targets():
     return (
         report_inputs()
         + ["results/report/provenance.csv"]
+        + ["results/report/headlines.html"]
+        + [f"results/report/tables/{s.name}" for s in STUDIES]
         + [f"results/report/cost/{s.name}.csv" for s in STUDIES]
         + extrapolated_models(config)
         + [target for s in STUDIES for target in s.targets(config)]

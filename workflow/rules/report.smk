@@ -2,13 +2,8 @@ rule study_tables:
     input:
         unpack(study_table_inputs),
     output:
-        tables=report(
-            directory("results/tables/{study}"),
-            patterns=["{name}.csv"],
-            caption="../report/tables.rst",
-            category="{study}",
-            subcategory="tables",
-        ),
+        # The report shows these as rendered pages (rule table_pages), each with its CSV.
+        tables=directory("results/tables/{study}"),
         plots=report(
             directory("results/plots/{study}"),
             patterns=["{name}.png"],
@@ -33,6 +28,45 @@ rule study_tables:
         captions=lambda wildcards: study(config, wildcards.study).captions(),
     script:
         "../scripts/study_tables.py"
+
+
+rule table_pages:
+    input:
+        tables=lambda wildcards: paths.tables_dir(wildcards.study),
+    output:
+        pages=report(
+            directory("results/report/tables/{study}"),
+            patterns=["{name}.html"],
+            caption="../report/table.rst",
+            category="{study}",
+            subcategory="tables",
+            labels={"table": "{name}"},
+        ),
+    log:
+        "logs/table_pages/{study}.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("table_pages.py"),
+        captions=lambda wildcards: study(config, wildcards.study).captions(),
+    script:
+        "../scripts/table_pages.py"
+
+
+rule headline_summary:
+    input:
+        headlines="results/report/paper_headlines.csv",
+        directions="results/report/effect_directions.csv",
+    output:
+        "results/report/headlines.html",
+    log:
+        "logs/headline_summary.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("headline_summary.py"),
+    script:
+        "../scripts/headline_summary.py"
 
 
 rule paper_comparison:

@@ -178,10 +178,11 @@ def plot_alpha_curves(frame: pd.DataFrame, output: Path) -> None:
         chosen = curve["chosen"]
         axes.scatter(curve["alpha"][chosen], means[chosen], s=120, facecolors="none", edgecolors="black")
     axes.set_xlabel("alpha")
-    axes.set_ylabel("mean judge grade (search prompts, 95% CI)")
+    # Two lines: on one, the label is taller than the plot and loses both ends.
+    axes.set_ylabel("mean judge grade\n(search prompts, 95% CI)")
     axes.legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(output, dpi=120)
+    figure.savefig(output, dpi=120, bbox_inches="tight")
     plt.close(figure)
 
 

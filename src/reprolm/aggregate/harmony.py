@@ -440,16 +440,25 @@ def _figure(width: float, height: float):
     return figure
 
 
-def plot_tau_heatmap(tau_matrix: pd.DataFrame, path: str | Path, title: str | None = None) -> Path:
-    """Task x task Kendall tau heatmap, annotated, on a fixed 0..1 colour scale so that direct and
-    train-before-test heatmaps compare at a glance."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def tau_limits(*values) -> tuple[float, float]:
+    """The axis or colour range of Kendall taus: 0..1, or -1..1 (symmetric about no
+    agreement) as soon as any of ``values`` (figures, interval ends) is negative, so that a
+    negative tau is drawn rather than cut off at the axis."""
+    finite = np.concatenate([np.ravel(np.asarray(v, dtype=float)) for v in values])
+    finite = finite[np.isfinite(finite)]
+    return (-1.0, 1.0) if finite.size and finite.min() < 0 else (0.0, 1.0)
+
+
+def tau_heatmap(tau_matrix: pd.DataFrame, title: str | None = None):
+    """Task x task Kendall tau heatmap, annotated, on a fixed colour scale (:func:`tau_limits`)
+    so that direct and train-before-test heatmaps compare at a glance."""
     values = tau_matrix.to_numpy(dtype=float)
     size = max(4.0, 0.45 * len(tau_matrix.columns))
     figure = _figure(size + 1.5, size)
     axis = figure.add_subplot()
-    image = axis.imshow(values, cmap="YlGnBu_r", vmin=0, vmax=1)
+    low, high = tau_limits(values)
+    # A diverging map where taus can be negative: no agreement is its neutral middle.
+    image = axis.imshow(values, cmap="YlGnBu_r" if low == 0 else "RdBu", vmin=low, vmax=high)
     for (row, column), value in np.ndenumerate(values):
         if np.isfinite(value):
             axis.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=6)
@@ -461,7 +470,19 @@ def plot_tau_heatmap(tau_matrix: pd.DataFrame, path: str | Path, title: str | No
     if title:
         axis.set_title(title)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    return figure
+
+
+def plot_tau_heatmap(tau_matrix: pd.DataFrame, path: str | Path, title: str | None = None) -> Path:
+    """:func:`tau_heatmap` saved as ``path``."""
+    return _save(tau_heatmap(tau_matrix, title), path)
+
+
+def _save(figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # "tight" keeps rotated task names and long axis labels inside the image.
+    figure.savefig(path, dpi=100, bbox_inches="tight")
     return path
 
 
@@ -477,12 +498,11 @@ def _bars(per_task: pd.Series, tasks) -> tuple[np.ndarray, np.ndarray]:
     return values, np.nan_to_num(np.stack([values - low, high - values]))
 
 
-def plot_consistency(direct_per_task: pd.Series, tbt_per_task: pd.Series, path: str | Path) -> Path:
+def consistency_figure(direct_per_task: pd.Series, tbt_per_task: pd.Series):
     """Per task, mean Kendall tau with the other tasks under direct evaluation and under
     train-before-test, tasks ordered by their direct-evaluation value (the paper's figure);
-    figures that are estimates get their intervals as error bars."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    figures that are estimates get their intervals as error bars, and the axis reaches below
+    zero where a tau or an interval does (:func:`tau_limits`)."""
     direct, _ = _bars(direct_per_task, direct_per_task.index)
     tasks = direct_per_task.index[np.argsort(direct, kind="stable")]
     direct, direct_errors = _bars(direct_per_task, tasks)
@@ -493,11 +513,16 @@ def plot_consistency(direct_per_task: pd.Series, tbt_per_task: pd.Series, path: 
     axis.bar(positions - 0.2, direct, width=0.4, yerr=direct_errors, label="Direct evaluation")
     axis.bar(positions + 0.2, tbt, width=0.4, yerr=tbt_errors, label="Train-before-test")
     axis.set_xticks(positions, [TASK_LABELS.get(task, task) for task in tasks], rotation=45, ha="right")
-    axis.set_ylim(0, 1)
+    axis.set_ylim(*tau_limits(direct - direct_errors[0], tbt - tbt_errors[0], direct, tbt))
+    axis.axhline(0, color="black", linewidth=0.8)
     axis.set_ylabel("Mean Kendall $\\tau$")
     axis.set_axisbelow(True)
     axis.grid(True, axis="y", linestyle="--", alpha=0.7)
     axis.legend(ncols=2, frameon=False, loc="upper left")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    return path
+    return figure
+
+
+def plot_consistency(direct_per_task: pd.Series, tbt_per_task: pd.Series, path: str | Path) -> Path:
+    """:func:`consistency_figure` saved as ``path``."""
+    return _save(consistency_figure(direct_per_task, tbt_per_task), path)

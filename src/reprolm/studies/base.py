@@ -39,6 +39,10 @@ class Study:
     # each table holds and how each metric is computed.
     caption: str = ""
     plots_caption: str = ""
+    # The report's caption of each table (reStructuredText) by table name, or by a name
+    # prefix ending in ``*`` for tables named after config entries: its columns, their
+    # definitions and intervals. A table without one gets ``caption``.
+    table_captions: Mapping[str, str] = {}
     # The paper's figures and effects the paper comparison sets beside the study's tables,
     # in the entry format of config/paper_headlines.yaml's ``headlines`` and ``directions``
     # less the ``study`` key (this study is implied): how a study from its own file gives
@@ -129,11 +133,16 @@ class Study:
         return {}
 
     # ---- tables ----
-    def captions(self) -> dict[str, str]:
-        """The report's captions of the tables and the plots, dedented."""
+    def captions(self) -> dict:
+        """The report's captions, dedented: of all tables (``tables``), of the plots
+        (``plots``) and of each table (``table``, by :attr:`table_captions`' keys)."""
         import inspect
 
-        return {"tables": inspect.cleandoc(self.caption), "plots": inspect.cleandoc(self.plots_caption)}
+        return {
+            "tables": inspect.cleandoc(self.caption),
+            "plots": inspect.cleandoc(self.plots_caption),
+            "table": {name: inspect.cleandoc(text) for name, text in self.table_captions.items()},
+        }
 
     def write_tables(self, score_paths, study_config: Mapping, settings: Mapping, tables: str, plots: str) -> None:
         """The writer's tables and plots, each folder written whole or not at all. Where

@@ -37,6 +37,35 @@ class Expo(Study):
         one search, are judged on the same prompts and drawn alike, so their differences are
         paired. The alpha plot's error bars are these intervals.
     """
+    table_captions = {
+        "alpha_search": """\
+            The judge's mean grade of each extrapolation alpha on the held-out search prompts, the
+            chosen alpha marked. ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts
+            (1000 draws); the alphas of one search are judged on the same prompts and drawn alike.
+        """,
+        "alpaca_eval": """\
+            Win rate against the reference answers (the judge's mean preference, x100) and the
+            length-controlled win rate (an ``alpaca_eval`` judge's: AlpacaEval 2.0's GLM with
+            instruction difficulty; another judge's: a regression on the length difference alone),
+            original and + ExPO, with mean answer lengths in characters, the judge, its protocol,
+            the LC method and ``alpha from`` (the model card's alpha or the search's). ``lo`` /
+            ``hi``: 95% percentile bootstrap interval over prompts, the LC regression refitted on
+            every draw; a model and its extrapolation are drawn alike (paired).
+        """,
+        "mt_bench": """\
+            The judge's mean single-answer grade (1-10) over both turns, original and + ExPO.
+            ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts, a prompt's turns drawn
+            together.
+        """,
+        "lm_eval": """\
+            lm-eval benchmark accuracies x100, original and + ExPO. ``lo`` / ``hi``: 95% percentile
+            bootstrap interval over each task's documents.
+        """,
+        "judge": """\
+            The judge's accuracy on held-out preference pairs (the preferred answer graded
+            higher). ``lo`` / ``hi``: 95% percentile bootstrap interval over pairs.
+        """,
+    }
     pretrained_recipes = True
 
     def check_section(self, config: Mapping) -> None:

@@ -28,6 +28,26 @@ class Flr(Study):
         benchmark, policies on the same prompts) are drawn alike, so their differences are
         paired. The ranking plot's error bars are the mean scores' intervals.
     """
+    table_captions = {
+        "reward_models": """\
+            Each judge's pair accuracy (the chosen answer scored strictly higher), and Pearson,
+            Spearman and Kendall correlations with human ratings and, on WildBench, of each model's
+            mean score with its arena ELO. ``lo`` / ``hi``: 95% percentile bootstrap interval (1000
+            draws, the figure recomputed on each) over the pairs for accuracy, the rated items for
+            rating correlations, the models for ranking correlations; judges on one benchmark are
+            drawn alike (paired).
+        """,
+        "model_ranking": """\
+            Each model's mean score under each judge beside its LMSYS arena ELO. ``lo`` / ``hi``:
+            95% percentile bootstrap interval over the model's answers.
+        """,
+        "alignment": """\
+            Policies aligned on FLR-judged pairs of their own samples against the policy they
+            started from: win rate and length-controlled win rate under the alignment judge, and
+            mean grades. ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts (a
+            prompt's samples and turns together), paired across policies.
+        """,
+    }
 
     def check_section(self, config: Mapping) -> None:
         spec, datasets, judges = config["flr"], config.get("datasets", {}), config.get("judges", {})

@@ -27,6 +27,43 @@ class Gem(Study):
         (over documents for lm-eval's IFEval), paired across models on the same prompts; the plots
         show these intervals as bands and error bars.
     """
+    table_captions = {
+        "ifeval": """\
+            lm-eval's IFEval accuracies x100: prompt and instruction level, strict and loose
+            (``Prompt-Level`` and ``Instruction-Level`` are the loose ones), and their mean;
+            ``not scored`` names prompts whose checks could not run here and why. ``lo`` / ``hi``:
+            95% percentile bootstrap interval over the prompts, paired across models.
+        """,
+        "gsm8k": """\
+            GSM8K accuracy x100: greedy, majority voting and best-of-N (the reference answer among
+            the first k samples, i.e. pass@k) at the largest k. ``lo`` / ``hi``: 95% percentile
+            bootstrap interval over problems, paired across models.
+        """,
+        "gsm8k_scaling": """\
+            Majority-voting and best-of-N accuracy x100 at every k samples. ``lo`` / ``hi``: 95%
+            percentile bootstrap interval over problems.
+        """,
+        "chat": """\
+            The reward model's mean score of the best of n samples per chat prompt, at the largest
+            n. ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts, paired across
+            models.
+        """,
+        "chat_best_of_n": """\
+            Best-of-n and mean-of-n reward scores for every n. ``lo`` / ``hi``: 95% percentile
+            bootstrap interval over prompts.
+        """,
+        "reward_model": """\
+            The reward model's pair accuracy on held-out preference pairs (the chosen answer
+            scored strictly higher). ``lo`` / ``hi``: 95% percentile bootstrap interval over pairs.
+        """,
+        "diversity_*": """\
+            Diversity of each model's samples on one prompt set, the mean over prompts of: the
+            n-gram distinct ratio (unique / all n-grams across a prompt's samples, mean over n = 1,
+            2, 3, x100), self-BLEU diversity (100 - mean BLEU of each sample against the others)
+            and sentence-embedding diversity ((1 - mean pairwise cosine) x 100). ``lo`` / ``hi``:
+            95% percentile bootstrap interval over prompts, paired across models.
+        """,
+    }
 
     def check_section(self, config: Mapping) -> None:
         spec = config["gem"]

@@ -9,6 +9,17 @@ from reprolm.config.errors import ConfigError, require
 from reprolm.paths import score_path
 from reprolm.studies.base import Study, register_study
 
+# The report's caption of both score tables, direct and train-before-test.
+SCORES_CAPTION = """\
+    Scores x100 of every model on every task, evaluated directly (``direct_scores``) or
+    after fine-tuning on the task's training split (``train_before_test_scores``: the test
+    score at the epoch with the best validation score). ``{task} lo`` / ``{task} hi``: a
+    95% normal interval, score -/+ 1.96 standard errors over the task's test documents
+    (lm-eval's standard error of a 0/1 metric, sqrt(p (1 - p) / (n - 1)), the paper's);
+    CoLA's MCC has none. It is the test set's sampling error alone: the epoch choice and
+    the fine-tuning seed add more.
+"""
+
 
 class Harmony(Study):
     name = "harmony"
@@ -41,6 +52,36 @@ class Harmony(Study):
         (the paper's and this run's combined in quadrature; the paper's alone for MCC), and
         whether this run's score lies within 1 and within 2 of them of the paper's.
     """
+    table_captions = {
+        "direct_scores": SCORES_CAPTION,
+        "train_before_test_scores": SCORES_CAPTION,
+        "leaderboard_*": """\
+            Models ranked by the first principal component (PC1) of their task scores, direct or
+            train-before-test, with each task's rank. ``PC1 lo`` / ``PC1 hi``: 95% percentile
+            interval over 1000 draws of the tasks with replacement, PC1 recomputed on each draw's
+            columns and signed to agree with the one on all tasks.
+        """,
+        "consistency_summary": """\
+            Direct evaluation against train-before-test: ``mean_kendall_tau`` is the mean pairwise
+            Kendall tau-b between the tasks' model rankings (1: every task ranks the models alike;
+            negative: rankings disagree), ``pc1_share`` the variance the first principal component
+            explains. ``lo`` / ``hi``: 95% percentile bootstrap over models (1000 draws with
+            replacement, every tau recomputed on the drawn models); both evaluations draw the same
+            models, so their difference is paired. A figure fewer than 95% of the draws define
+            (too few distinct models) has no interval.
+        """,
+        "consistency_per_task": """\
+            Per task, its mean Kendall tau-b with every other task's model ranking, direct and
+            train-before-test (negative: the task ranks models against the others). ``lo`` /
+            ``hi``: 95% percentile bootstrap over models, as in ``consistency_summary``.
+        """,
+        "reference_comparison": """\
+            Each hub model's scores (as it is, not fine-tuned) beside the paper's published ones,
+            x100, on the tasks and metrics the paper reports: the paper's standard error, the
+            difference, its standard error (the paper's and this run's in quadrature; the paper's
+            alone for MCC), and whether this run's score lies within 1 and within 2 of them.
+        """,
+    }
     pretrained_recipes = True
 
     def check_section(self, config: Mapping) -> None:

@@ -1,0 +1,9 @@
+from reprolm.forkserver import run_in_forkserver
+
+run_in_forkserver()
+
+from reprolm.aggregate.report_pages import write_table_pages
+from reprolm.provenance import tracked_step
+
+with tracked_step(snakemake):
+    write_table_pages(snakemake.input.tables, snakemake.output.pages, snakemake.wildcards.study)
