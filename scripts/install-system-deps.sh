@@ -6,7 +6,8 @@ set -euo pipefail
 # controller, node daemon, client commands, accounting daemon (for sacct), its MariaDB,
 # and munge for authentication. The tests start their own daemons on their own sockets
 # and ports, whether or not package scripts start the system services.
-packages=(git slurmctld slurmd slurm-client slurmdbd munge mariadb-server)
+# The report test (tests/test_report_browser.py) opens results/report.html in headless chromium.
+packages=(git slurmctld slurmd slurm-client slurmdbd munge mariadb-server chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
