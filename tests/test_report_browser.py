@@ -14,7 +14,7 @@ import pytest
 from browser import Chromium
 from default_config import DEFAULT
 from reprolm.studies import study
-from workflow_helpers import snakemake
+from workflow_helpers import REPO, snakemake
 
 pytestmark = [
     pytest.mark.workflow,
@@ -29,7 +29,7 @@ CELLS = """Array.from(document.querySelectorAll("{table}")).map(table => ({{
 
 
 def words(text: str) -> str:
-    """Text as it reads, reStructuredText's inline markup and line breaks gone."""
+    """Text as it reads, reStructuredText's inline markup (literals, bold) and line breaks gone."""
     return " ".join(re.sub(r"``|\*\*|\\", "", text).split())
 
 
@@ -38,6 +38,21 @@ def table_caption(captions: dict, name: str) -> str:
         if key == name or (key.endswith("*") and name.startswith(key[:-1])):
             return text
     raise AssertionError(f"no caption of its own for table {name}")
+
+
+def study_tables(run) -> list[tuple]:
+    """Every study table of the run: its CSV, its page in the report and its own caption."""
+    tables = []
+    for name_of_study in DEFAULT["studies"]:
+        captions = study(DEFAULT, name_of_study).captions()
+        for csv_path in sorted((run / "results/tables" / name_of_study).glob("*.csv")):
+            page = f"results/report/tables/{name_of_study}/{csv_path.stem}.html"
+            tables.append((csv_path, page, table_caption(captions, csv_path.stem)))
+    # A retired judge's agreement with its successor: the study's table, made by its own rule.
+    agreement = (REPO / "workflow/report/judge_agreement.rst").read_text()
+    for csv_path in sorted((run / "results/tables/judge_agreement").glob("*.csv")):
+        tables.append((csv_path, f"results/report/judge_agreement/{csv_path.stem}.html", agreement))
+    return tables
 
 
 def is_number(cell: str) -> bool:
@@ -65,36 +80,33 @@ def test_every_study_table_is_rendered_with_its_own_caption_and_the_headlines_op
         assert [row[3] for row in figures["rows"]] == headlines["paper"].tolist()
 
         results = browser.evaluate(page, "results")
-        for name_of_study in DEFAULT["studies"]:
-            captions = study(DEFAULT, name_of_study).captions()
-            tables = sorted((run_copy / "results/tables" / name_of_study).glob("*.csv"))
-            assert tables, name_of_study
-            for csv_path in tables:
-                result = f"results/report/tables/{name_of_study}/{csv_path.stem}.html"
-                assert result in results, result
-                assert results[result]["labels"] == {"table": csv_path.stem}
+        shown = study_tables(run_copy)
+        assert {table.parent.name for table, _, _ in shown} >= set(DEFAULT["studies"])
+        for csv_path, result, caption in shown:
+            assert result in results, result
+            assert results[result]["labels"] == {"table": result.rsplit("/", 1)[1].removesuffix(".html")}
 
-                # Its caption, in the panel beside the table once the reader picks it.
-                browser.evaluate(page, f"app.showResultInfo({json.dumps(result)})")
-                caption = words(table_caption(captions, csv_path.stem))
-                browser.wait_for(page, f"document.body.innerText.replace(/\\s+/g, ' ').includes({json.dumps(caption)})")
+            # Its caption, in the panel beside the table once the reader picks it.
+            browser.evaluate(page, f"app.showResultInfo({json.dumps(result)})")
+            caption = words(caption)
+            browser.wait_for(page, f"document.body.innerText.replace(/\\s+/g, ' ').includes({json.dumps(caption)})")
 
-                # The table itself, as the report's view button shows it: a page in a frame.
-                uri = results[result]["data_uri"]
-                browser.evaluate(
-                    page,
-                    f"app.setView({{content: 'html', contentPath: {json.dumps(uri)}, resultPath: {json.dumps(result)}}})",
-                )
-                deadline = time.monotonic() + 20
-                while not [frame for frame in browser.child_frames(page) if frame["url"] == uri]:
-                    assert time.monotonic() < deadline, f"{result} is not shown"
-                    time.sleep(0.05)
-                (frame,) = [frame for frame in browser.child_frames(page) if frame["url"] == uri]
-                context = browser.frame_context(page, frame["id"])
-                browser.wait_for(page, "document.querySelector('table') !== null", context=context)
-                (rendered,) = browser.evaluate(page, CELLS.format(table="table"), context=context)
-                expected = pd.read_csv(csv_path, dtype=str, keep_default_na=False)
-                assert rendered["header"] == list(expected.columns), csv_path.name
-                assert rendered["rows"] == expected.values.tolist(), csv_path.name
-                numbers = [cell for row in rendered["rows"] for cell in row if is_number(cell)]
-                assert numbers, f"{csv_path.name} shows no figure"
+            # The table itself, as the report's view button shows it: a page in a frame.
+            uri = results[result]["data_uri"]
+            browser.evaluate(
+                page,
+                f"app.setView({{content: 'html', contentPath: {json.dumps(uri)}, resultPath: {json.dumps(result)}}})",
+            )
+            deadline = time.monotonic() + 20
+            while not [frame for frame in browser.child_frames(page) if frame["url"] == uri]:
+                assert time.monotonic() < deadline, f"{result} is not shown"
+                time.sleep(0.05)
+            (frame,) = [frame for frame in browser.child_frames(page) if frame["url"] == uri]
+            context = browser.frame_context(page, frame["id"])
+            browser.wait_for(page, "document.querySelector('table') !== null", context=context)
+            (rendered,) = browser.evaluate(page, CELLS.format(table="table"), context=context)
+            expected = pd.read_csv(csv_path, dtype=str, keep_default_na=False)
+            assert rendered["header"] == list(expected.columns), csv_path.name
+            assert rendered["rows"] == expected.values.tolist(), csv_path.name
+            numbers = [cell for row in rendered["rows"] for cell in row if is_number(cell)]
+            assert numbers, f"{csv_path.name} shows no figure"

@@ -176,11 +176,12 @@ def judged_released_items(wildcards):
 
 
 def judge_agreement_tables():
-    """The agreement table of each enabled study that names a retired judge."""
+    """The agreement table of each enabled study that names a retired judge, and its page."""
     return [
-        f"results/tables/judge_agreement/{s.name}.csv"
+        f"results/{kind}/judge_agreement/{s.name}.{suffix}"
         for s in STUDIES
         if SUCCEEDED.get(s.name)
+        for kind, suffix in (("tables", "csv"), ("report", "html"))
     ]
 
 
@@ -216,12 +217,8 @@ rule judge_agreement:
     input:
         unpack(judged_released_items),
     output:
-        table=report(
-            "results/tables/judge_agreement/{study}.csv",
-            caption="../report/judge_agreement.rst",
-            category="{study}",
-            subcategory="tables",
-        ),
+        # The report shows it as a rendered page (rule judge_agreement_page).
+        table="results/tables/judge_agreement/{study}.csv",
     log:
         "logs/judge_agreement/{study}.log",
     conda:

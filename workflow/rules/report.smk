@@ -53,6 +53,27 @@ rule table_pages:
         "../scripts/table_pages.py"
 
 
+rule judge_agreement_page:
+    input:
+        table="results/tables/judge_agreement/{study}.csv",
+    output:
+        page=report(
+            "results/report/judge_agreement/{study}.html",
+            caption="../report/judge_agreement.rst",
+            category="{study}",
+            subcategory="tables",
+            labels={"table": "judge_agreement"},
+        ),
+    log:
+        "logs/judge_agreement_page/{study}.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("table_page.py"),
+    script:
+        "../scripts/table_page.py"
+
+
 rule headline_summary:
     input:
         headlines="results/report/paper_headlines.csv",

@@ -57,6 +57,11 @@ def write_table_pages(tables: str | Path, pages: str | Path, study: str) -> list
     return written
 
 
+def write_table_page(csv_path: str | Path, output: str | Path, title: str) -> None:
+    with atomic_path(output) as tmp:
+        Path(tmp).write_text(table_page(csv_path, title))
+
+
 def headline_summary(headlines_csv: str | Path, directions_csv: str | Path) -> str:
     """The report's first page: the papers' headline figures beside this run's, and each
     paper's direction of effect with this run's difference, its 95% interval and verdict."""
