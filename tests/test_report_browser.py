@@ -30,7 +30,7 @@ CELLS = """Array.from(document.querySelectorAll("{table}")).map(table => ({{
 
 def words(text: str) -> str:
     """Text as it reads, reStructuredText's inline markup (literals, bold) and line breaks gone."""
-    return " ".join(re.sub(r"``|\*\*|\\", "", text).split())
+    return " ".join(re.sub(r"``|\*\*", "", text).split())
 
 
 def table_caption(captions: dict, name: str) -> str:
