@@ -108,5 +108,6 @@ def test_every_study_table_is_rendered_with_its_own_caption_and_the_headlines_op
             expected = pd.read_csv(csv_path, dtype=str, keep_default_na=False)
             assert rendered["header"] == list(expected.columns), csv_path.name
             assert rendered["rows"] == expected.values.tolist(), csv_path.name
+            # A table the run leaves empty (no published reference configured) shows its header.
             numbers = [cell for row in rendered["rows"] for cell in row if is_number(cell)]
-            assert numbers, f"{csv_path.name} shows no figure"
+            assert numbers or expected.empty, f"{csv_path.name} shows no figure"
