@@ -41,17 +41,17 @@ def table_caption(captions: dict, name: str) -> str:
 
 
 def study_tables(run) -> list[tuple]:
-    """Every study table of the run: its CSV, its page in the report and its own caption."""
+    """Every study table of the run: its CSV, its page in the report, its label there and its own caption."""
     tables = []
     for name_of_study in DEFAULT["studies"]:
         captions = study(DEFAULT, name_of_study).captions()
         for csv_path in sorted((run / "results/tables" / name_of_study).glob("*.csv")):
             page = f"results/report/tables/{name_of_study}/{csv_path.stem}.html"
-            tables.append((csv_path, page, table_caption(captions, csv_path.stem)))
+            tables.append((csv_path, page, csv_path.stem, table_caption(captions, csv_path.stem)))
     # A retired judge's agreement with its successor: the study's table, made by its own rule.
     agreement = (REPO / "workflow/report/judge_agreement.rst").read_text()
     for csv_path in sorted((run / "results/tables/judge_agreement").glob("*.csv")):
-        tables.append((csv_path, f"results/report/judge_agreement/{csv_path.stem}.html", agreement))
+        tables.append((csv_path, f"results/report/judge_agreement/{csv_path.stem}.html", "judge_agreement", agreement))
     return tables
 
 
@@ -81,10 +81,10 @@ def test_every_study_table_is_rendered_with_its_own_caption_and_the_headlines_op
 
         results = browser.evaluate(page, "results")
         shown = study_tables(run_copy)
-        assert {table.parent.name for table, _, _ in shown} >= set(DEFAULT["studies"])
-        for csv_path, result, caption in shown:
+        assert {table.parent.name for table, *_ in shown} >= set(DEFAULT["studies"])
+        for csv_path, result, label, caption in shown:
             assert result in results, result
-            assert results[result]["labels"] == {"table": result.rsplit("/", 1)[1].removesuffix(".html")}
+            assert results[result]["labels"] == {"table": label}
 
             # Its caption, in the panel beside the table once the reader picks it.
             browser.evaluate(page, f"app.showResultInfo({json.dumps(result)})")
