@@ -227,6 +227,11 @@ def test_a_dataset_build_asks_for_memory_by_the_rows_and_data_it_reads(tmp_path)
     # The data's own size, not the files': this text compresses to almost nothing.
     assert rows == 25_000 and data > 25_000 * 1000 > 20 * sum(f.stat().st_size for f in source.iterdir())
     assert build_request([str(source)]) == {"mem_mb": 4000, "runtime": 60}
+    # A build that also reads a score's JSON (FLR's pairs) counts it by its size, with no rows.
+    scores = tmp_path / "scores.json"
+    scores.write_text("{}" + " " * 998)
+    assert parquet_size(scores) == (0, 1000)
+    assert build_request([str(source), str(scores)]) == {"mem_mb": 4000, "runtime": 60}
     with pytest.raises(FileNotFoundError) as missing:
         build_request([str(tmp_path / "not_yet_downloaded")])
     assert missing.value.filename == str(tmp_path / "not_yet_downloaded")

@@ -222,7 +222,7 @@ rule judge_agreement:
     log:
         "logs/judge_agreement/{study}.log",
     conda:
-        "../envs/core.yaml"
+        "../envs/evaluate.yaml"
     params:
         code=library_code("judge_agreement.py"),
         succession=lambda wildcards: canonical(study_succession(wildcards.study)),

@@ -302,12 +302,15 @@ BUILD_SECONDS_PER_MIB = 0.5
 def parquet_size(path: str | Path) -> tuple[int, int]:
     """(rows, uncompressed bytes of data) of a parquet file, or of every parquet file in a
     folder, from the files' metadata (compression differs between sources; memory follows
-    the data). A missing path raises FileNotFoundError naming it."""
+    the data); another file (a score's JSON, a judge's verdicts) counts by its size, with no
+    rows. A missing path raises FileNotFoundError naming it."""
     import pyarrow.parquet as pq
 
     if not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, "no such file or folder", path)
     found = Path(path)
+    if found.is_file() and found.suffix != ".parquet":
+        return 0, found.stat().st_size
     rows = data = 0
     for file in sorted(found.glob("*.parquet")) if found.is_dir() else [found]:
         metadata = pq.ParquetFile(file).metadata
