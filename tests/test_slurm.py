@@ -57,11 +57,15 @@ rule fail:
         "echo this rule fails on purpose; exit 3"
 
 
+# tasks_per_gpu=0 as profiles/slurm sets it: otherwise the plugin (2.6.1) adds
+# --ntasks-per-gpu=1, SLURM spreads the 3 tasks over 2 nodes and, as the partition has 1,
+# accepts the job and leaves it pending (PartitionConfig) instead of refusing it.
 rule too_many_gpus:
     output:
         "too_many_gpus.txt",
     resources:
         gpu=config.get("gpus", 1),
+        tasks_per_gpu=0,
     shell:
         "touch {output}"
 
