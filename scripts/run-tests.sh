@@ -10,7 +10,9 @@ PYTHON=${PYTHON:-.venv/bin/python}
 slurm=""
 slurm_report=$(mktemp)
 trap 'kill "$slurm" 2>/dev/null; rm -f "$slurm_report"' EXIT
-"$PYTHON" -m pytest -q -m "slurm or beside_slurm" "$@" >"$slurm_report" 2>&1 &
+# The test cluster lives in one fixed state folder: a second suite (or a developer's SLURM test
+# run under the same lock) waits for this one rather than tearing its cluster down.
+flock /tmp/reprolm-slurm-tests.lock "$PYTHON" -m pytest -q -m "slurm or beside_slurm" "$@" >"$slurm_report" 2>&1 &
 slurm=$!
 "$PYTHON" -m pytest -q -m "not slurm and not beside_slurm" "$@"
 rest=$?

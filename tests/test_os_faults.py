@@ -165,7 +165,7 @@ def assert_same_model(folder: str | Path, reference: str | Path) -> None:
         ours, theirs = Path(folder) / name, Path(reference) / name
         if name == TRAINING_ARGS:
             ours, theirs = (torch.load(f, weights_only=False).to_dict() for f in (ours, theirs))
-            assert {**ours, "output_dir": None} == {**theirs, "output_dir": None}
+            assert {**ours, "output_dir": None, "run_name": None} == {**theirs, "output_dir": None, "run_name": None}
         else:
             assert ours.read_bytes() == theirs.read_bytes(), name
 

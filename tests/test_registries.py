@@ -110,9 +110,13 @@ def test_study_models_and_score_paths_in_the_paper_config():
     # FLR's online loop: the starting policy and the two policies aligned from it.
     assert STUDIES["flr"].models(PAPER) == [("llama3_8b_instruct", r) for r in ("pretrained", "flr_dpo", "flr_kto")]
     expo = STUDIES["expo"]
-    assert expo.targets(PAPER) == [
-        f"results/scores/alpha_search/{b}/pretrained/expo_search.json" for b in PAPER["expo"]["bases"]
-    ]
+    targets = expo.targets(PAPER)
+    searches = [path for path in targets if "/alpha_search/" in path]
+    assert searches == [f"results/scores/alpha_search/{b}/pretrained/expo_search.json" for b in PAPER["expo"]["bases"]]
+    # Every pair has a model card's alpha, so its evaluations (win rate, grade, lm-eval of the
+    # pair's two ends) are targets at once, not after the search.
+    assert len(PAPER["expo"]["card_alphas"]) == len(PAPER["expo"]["bases"])
+    assert len(targets) - len(searches) == 3 * 2 * len(PAPER["expo"]["bases"])
 
 
 def _refused(config: dict) -> str:

@@ -98,6 +98,8 @@ def test_changing_the_voting_ks_rescores_only_the_sampled_gsm8k_answers(default_
         "study_tables": 1,
         "study_cost": 1,
         "paper_comparison": 1,
+        "headline_summary": 1,
+        "table_pages": 1,
         "provenance_index": 1,
         "all": 1,
     }
@@ -151,6 +153,8 @@ def test_library_edits_rerun_exactly_the_jobs_whose_code_changed(default_run, tm
         "study_tables": 1,
         "study_cost": 1,
         "paper_comparison": 1,
+        "headline_summary": 1,
+        "table_pages": 1,
         "provenance_index": 1,
         "all": 1,
     }
@@ -187,6 +191,8 @@ def test_a_checkpoint_replaced_in_place_reruns_what_was_made_from_it(default_run
         "study_tables",
         "study_cost",
         "paper_comparison",
+        "headline_summary",
+        "table_pages",
         "leaderboard",
         "provenance_index",
         "all",

@@ -138,7 +138,7 @@ def test_a_job_of_several_gpus_asks_the_installed_plugin_for_one_node():
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-    from reprolm.config.resources import node_count
+    from reprolm.config.resources import TASKS_PER_GPU, node_count
 
     paper = paper_config()
     finetune = model_settings(paper, "llama3_8b", "finetune")
@@ -146,7 +146,7 @@ def test_a_job_of_several_gpus_asks_the_installed_plugin_for_one_node():
     assert node_count(model_settings(paper, "llama3_8b", "generate")) is None
     assert node_count(model_settings(paper, "gpt2", "finetune")) is None
     params = dict(run_uuid="u", slurm_logfile="l", comment_str="c", account="", partition="", workdir="w")
-    job = JobStandIn(32, gpu=4, nodes=node_count(finetune), mem_mb=256000, runtime=1440)
+    job = JobStandIn(32, gpu=4, nodes=node_count(finetune), tasks_per_gpu=TASKS_PER_GPU, mem_mb=256000, runtime=1440)
     command = get_submit_command(job, params) + set_gres_string(job)
     assert "--nodes=1" in command and "--gpus=4" in command and "--ntasks" not in command
 

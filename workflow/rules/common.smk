@@ -24,6 +24,7 @@ from reprolm.config.resources import (
     score_settings,
     score_stage,
     stop_signal,
+    TASKS_PER_GPU,
 )
 from reprolm.data.builders import BUILDERS
 from reprolm.hub_token import hub_environment
@@ -31,7 +32,7 @@ from reprolm.provenance import mark_replaced_folders
 from reprolm.data.sources import source_inputs
 from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
-from reprolm.score.judges import judge_name_regex
+from reprolm.score.judges import judge_name_regex, successors
 from reprolm.score.metrics import METRICS
 from reprolm.studies import enabled_studies, study
 from reprolm.studies.expo import alpha_search_grades, extrapolated_models
@@ -288,10 +289,14 @@ def refuse_unrouted_gpu_jobs():
 
 
 def routing_lookups(stage, settings_of):
-    """One resource function per routing key the config sets for the stage."""
+    """One resource function per routing key the config sets for the stage, and the task
+    count per GPU (TASKS_PER_GPU) of the rules that can ask for GPUs."""
     return {
-        key: (lambda wildcards, key=key: routing(settings_of(wildcards))[key])
-        for key in routed_keys(config, stage)
+        "tasks_per_gpu": TASKS_PER_GPU,
+        **{
+            key: (lambda wildcards, key=key: routing(settings_of(wildcards))[key])
+            for key in routed_keys(config, stage)
+        },
     }
 
 
@@ -503,3 +508,44 @@ def study_table_inputs(wildcards):
         "files": tables_of.table_files(config),
         "study_module": [tables_of.loaded_from] if tables_of.loaded_from else [],
     }
+
+
+# Judge succession: a retired judge's successor judges the retired judge's released items
+# (judges.*.released_verdicts); the study's agreement table sets the two side by side.
+def retired_judge_pattern():
+    return "|".join(successors(config["judges"])) or "(?!)"
+
+
+def released_verdict_files(wildcards):
+    return config["judges"][wildcards.retired]["released_verdicts"]
+
+
+def study_succession(study_name):
+    """The retired judges a study names (SUCCEEDED, from the config before succession),
+    each with its spec and the spec of the judge acting for it."""
+    return {
+        retired: {
+            "spec": config["judges"][retired],
+            "successor": acting,
+            "successor_spec": config["judges"][acting],
+        }
+        for retired, acting in SUCCEEDED.get(study_name, {}).items()
+    }
+
+
+def judged_released_items(wildcards):
+    return {
+        retired: f"results/scores/judge_released/{entry['successor']}/{retired}.json"
+        for retired, entry in study_succession(wildcards.study).items()
+        if entry["spec"].get("released_verdicts")
+    }
+
+
+def judge_agreement_tables():
+    """The agreement table of each enabled study that names a retired judge, and its page."""
+    return [
+        f"results/{kind}/judge_agreement/{s.name}.{suffix}"
+        for s in STUDIES
+        if SUCCEEDED.get(s.name)
+        for kind, suffix in (("tables", "csv"), ("report", "html"))
+    ]

@@ -1,6 +1,3 @@
-from reprolm.score.judges import successors
-
-
 # Every judge stage is two rules (common.smk: judge_rule): `{stage}` for judges that run a
 # model, submitted like any model job, and `{stage}_api` for judges that only send requests
 # to an API, run on the submitting host (compute nodes often have no internet) and at most
@@ -142,47 +139,6 @@ for api in (False, True):
             seed=config["seed"],
         script:
             "../scripts/reward_benchmark.py"
-
-
-# Judge succession: a retired judge's successor judges the retired judge's released items
-# (judges.*.released_verdicts); the study's agreement table sets the two side by side.
-def retired_judge_pattern():
-    return "|".join(successors(config["judges"])) or "(?!)"
-
-
-def released_verdict_files(wildcards):
-    return config["judges"][wildcards.retired]["released_verdicts"]
-
-
-def study_succession(study_name):
-    """The retired judges a study names (SUCCEEDED, from the config before succession),
-    each with its spec and the spec of the judge acting for it."""
-    return {
-        retired: {
-            "spec": config["judges"][retired],
-            "successor": acting,
-            "successor_spec": config["judges"][acting],
-        }
-        for retired, acting in SUCCEEDED.get(study_name, {}).items()
-    }
-
-
-def judged_released_items(wildcards):
-    return {
-        retired: f"results/scores/judge_released/{entry['successor']}/{retired}.json"
-        for retired, entry in study_succession(wildcards.study).items()
-        if entry["spec"].get("released_verdicts")
-    }
-
-
-def judge_agreement_tables():
-    """The agreement table of each enabled study that names a retired judge, and its page."""
-    return [
-        f"results/{kind}/judge_agreement/{s.name}.{suffix}"
-        for s in STUDIES
-        if SUCCEEDED.get(s.name)
-        for kind, suffix in (("tables", "csv"), ("report", "html"))
-    ]
 
 
 for api in (False, True):
