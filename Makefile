@@ -28,14 +28,20 @@ define install_packages
 	  if [ -n "$$uv" ]; then $$uv pip install -q --python $(PY) $(1); else $(PIP) install -q $(1); fi
 endef
 
-$(VENV)/.installed: pyproject.toml requirements/cpu-lock.txt
+# The stamp is named by the content of what it installs, so a venv made from another lock (an
+# older checkout's, or one copied in with its stamp) is brought to this one: a date would not.
+INSTALL_KEY := $(shell cat pyproject.toml requirements/cpu-lock.txt | sha256sum | cut -c1-16)
+INSTALLED := $(VENV)/.installed-$(INSTALL_KEY)
+
+$(INSTALLED):
 	python3 -m venv $(VENV)
+	rm -f $(VENV)/.installed $(VENV)/.installed-*
 	$(call install_packages,--find-links $(TORCH_CPU_WHEELS) torch==2.13.0+cpu)
 	$(call install_packages,--find-links $(TORCH_CPU_WHEELS) -r requirements/cpu-lock.txt)
 	$(PIP) install -q --no-deps -e .
 	touch $@
 
-setup: system-deps $(VENV)/.installed
+setup: system-deps $(INSTALLED)
 
 # GPU clusters (Linux x86_64, Python 3.11, a driver for CUDA 13): requirements/gpu-lock.txt, every
 # package pinned, so the torch installed is the one vLLM pins (PyPI's Linux torch is the CUDA
