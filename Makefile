@@ -16,7 +16,7 @@ export HF_HOME := $(CURDIR)/resources/hf_home
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup setup-gpu system-deps run report test test-fast lint format clean bench slurm-profile
+.PHONY: setup setup-gpu system-deps run report test test-fast lint format clean bench slurm-profile docs
 
 # requirements/cpu-lock.txt pins every package (the GPU set's versions: requirements/lock.sh), torch
 # as its CPU build, installed first from where requirements/torch-cpu-wheels.sh says (anything else
@@ -95,6 +95,12 @@ format: setup
 
 bench: setup
 	$(PY) bench/run_bench.py
+
+# The documentation site (docs/, mkdocs.yml) into site/: the configuration keys page written from
+# the config schema, then a strict build (a broken link or a page outside the navigation fails it).
+docs: setup
+	$(VENV)/bin/reprolm config-docs
+	$(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf results resources/models resources/raw logs benchmarks .snakemake

@@ -1,4 +1,4 @@
-"""LM-Harmony aggregation (STUDIES.md section 3), pinned to the paper's published numbers."""
+"""LM-Harmony aggregation (docs/studies/harmony.md), pinned to the paper's published numbers."""
 
 import math
 from pathlib import Path

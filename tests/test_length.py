@@ -1,4 +1,4 @@
-"""Length-control constants, windows, bins and pooled scores (Ruler, STUDIES.md section 1)."""
+"""Length-control constants, windows, bins and pooled scores (Ruler, docs/studies/ruler.md)."""
 
 import math
 

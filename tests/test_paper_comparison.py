@@ -238,7 +238,7 @@ def test_the_headline_file_is_checked_entry_by_entry_before_any_table_is_read(tm
 
     shipped = load_headlines(Path(__file__).resolve().parents[1] / "config/paper_headlines.yaml")
     assert len(shipped["headlines"]) == 37 and len(shipped["directions"]) == 6
-    # ExPO's three headline pairs of STUDIES.md, WR and LC, Ori and + ExPO.
+    # ExPO's three headline pairs of docs/studies/expo.md, WR and LC, Ori and + ExPO.
     for model in ("zephyr-7b-beta", "Starling-LM-7B-beta", "internlm2-chat-1.8b"):
         assert sum(h["model"] == model for h in shipped["headlines"]) == 4, model
     bad = tmp_path / "headlines.yaml"

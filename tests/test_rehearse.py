@@ -172,7 +172,7 @@ def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
     assert planned[1].seconds == 30.0
 
 
-# The paper's routing for the test cluster (README, step 4), and three requests made to fail.
+# The paper's routing for the test cluster (docs/cluster.md, step 4), and three requests made to fail.
 ROUTING = {
     "resources": {
         "default": {"slurm_partition": "gpu_a100", "gpu_model": "a100"},
@@ -193,7 +193,7 @@ ROUTING = {
 def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_path):
     work = scratch_copy(tmp_path / "work")
     (work / "routing.yaml").write_text(yaml.safe_dump(ROUTING))
-    # The profile as README's step 3 has a researcher fill it in: CPU jobs to a CPU partition.
+    # The profile as docs/cluster.md's step 3 has a researcher fill it in: CPU jobs to a CPU partition.
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     profile["default-resources"]["slurm_partition"] = "cpu_long"
     (work / "cluster-profile").mkdir()

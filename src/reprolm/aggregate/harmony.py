@@ -1,4 +1,4 @@
-"""LM-Harmony aggregation: PC1 leaderboard and cross-task ranking consistency (STUDIES.md section 3).
+"""LM-Harmony aggregation: PC1 leaderboard and cross-task ranking consistency (docs/studies/harmony.md).
 
 Conventions were pinned against the authors' published numbers (tests/test_harmony_aggregate.py):
 
@@ -40,7 +40,7 @@ PAPER_TASKS: tuple[str, ...] = (
     "gsm8k", "wic", "openbookqa", "mrpc", "headqa_en", "rte", "arc_easy", "arc_challenge",
 )  # fmt: skip
 
-# lm-eval task -> the metric the paper reports for it (STUDIES.md section 3), as lm-eval's
+# lm-eval task -> the metric the paper reports for it (docs/studies/harmony.md), as lm-eval's
 # "{metric},{filter}" result key; a run's score is set beside the paper's only in this metric.
 PAPER_METRICS: dict[str, str] = {
     "cola": "mcc,none",

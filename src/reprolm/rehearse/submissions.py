@@ -44,7 +44,7 @@ COLUMNS = {
     "--nodes": "nodes",
 }
 # The workflow config's resource key behind each option, for the jobs of stages the config
-# sizes (config/README.md, `resources`).
+# sizes (docs/configuration-keys.md, the `resources` block).
 CONFIG_KEYS = {
     "-p": "slurm_partition",
     "-A": "slurm_account",

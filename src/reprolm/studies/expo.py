@@ -1,4 +1,4 @@
-"""ExPO: model extrapolation expedites alignment (STUDIES.md, seed 004).
+"""ExPO: model extrapolation expedites alignment (docs/studies/expo.md, seed 004).
 
 Each aligned model in ``bases`` x ``recipes`` is extrapolated over an alpha grid; an alpha
 search (a Snakemake checkpoint) picks the alpha its judge grades highest, and the tables

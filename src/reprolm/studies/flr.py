@@ -1,4 +1,4 @@
-"""FLR: follow-up likelihood as reward (STUDIES.md, seed 001). Its judges are compared on
+"""FLR: follow-up likelihood as reward (docs/studies/flr.md, seed 001). Its judges are compared on
 reward-model benchmarks, and its online loop aligns a policy with FLR's own preferences."""
 
 from __future__ import annotations

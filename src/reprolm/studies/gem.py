@@ -1,4 +1,4 @@
-"""GEM: entropy-regularised SFT preserves output diversity (STUDIES.md, seed 003)."""
+"""GEM: entropy-regularised SFT preserves output diversity (docs/studies/gem.md, seed 003)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LM-Harmony: train-before-test harmonises model rankings (STUDIES.md, seed 002)."""
+"""LM-Harmony: train-before-test harmonises model rankings (docs/studies/harmony.md, seed 002)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ruler: length control with Meta Length Tokens (STUDIES.md, seed 000)."""
+"""Ruler: length control with Meta Length Tokens (docs/studies/ruler.md, seed 000)."""
 
 from __future__ import annotations
 
