@@ -113,10 +113,11 @@ def test_study_models_and_score_paths_in_the_paper_config():
     targets = expo.targets(PAPER)
     searches = [path for path in targets if "/alpha_search/" in path]
     assert searches == [f"results/scores/alpha_search/{b}/pretrained/expo_search.json" for b in PAPER["expo"]["bases"]]
-    # Every pair has a model card's alpha, so its evaluations (win rate, grade, lm-eval of the
-    # pair's two ends) are targets at once, not after the search.
+    # Every pair has a model card's alpha, so its evaluations (win rate, grade, the lm-eval
+    # suite and the Open LLM Leaderboard v2 suite, of the pair's two ends) are targets at
+    # once, not after the search.
     assert len(PAPER["expo"]["card_alphas"]) == len(PAPER["expo"]["bases"])
-    assert len(targets) - len(searches) == 3 * 2 * len(PAPER["expo"]["bases"])
+    assert len(targets) - len(searches) == 4 * 2 * len(PAPER["expo"]["bases"])
 
 
 def _refused(config: dict) -> str:

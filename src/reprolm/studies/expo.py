@@ -23,43 +23,74 @@ class Expo(Study):
     tables = "reprolm.aggregate.expo:write_expo_tables"
     caption = """\
         ``alpha_search``: the judge's mean grade of each extrapolation alpha on held-out prompts (the
-        chosen alpha marked). "+ ExPO" is at the alpha of the pair's published model card where
-        one is configured, else at the searched alpha (each row's ``alpha from`` says which). ``alpaca_eval``: win rate against the reference answers (the judge's
-        mean preference, x100) and the length-controlled win rate (an ``alpaca_eval`` judge's:
-        AlpacaEval 2.0's own GLM with instruction difficulty; any other judge's: the project's
-        regression on the length difference alone), original and + ExPO, with mean answer lengths
-        in characters, the judge, its protocol and the LC method. ``mt_bench``: the mean single-answer grade over both
-        turns. ``judge``: the judge's accuracy on held-out preference pairs. Every figure has its
-        95% percentile bootstrap interval in the ``lo`` and ``hi`` columns beside it (1000 draws
-        of the prompts, a prompt's turns drawn together; of the pairs for ``judge``); the
-        length-controlled win rate's regression, or the package's GLM, is refitted on every draw
-        (its ``lc_standard_error`` is not used). A model and its extrapolation, and the alphas of
-        one search, are judged on the same prompts and drawn alike, so their differences are
-        paired. The alpha plot's error bars are these intervals.
+        search's pick and the model card's alpha marked), a table of its own. "+ ExPO" in every
+        other table is at the alpha of the pair's published model card where one is configured,
+        else at the searched alpha (each row's ``alpha from`` says which). ``alpaca_eval``: win
+        rate and length-controlled win rate against the reference answers, original and + ExPO,
+        with mean answer lengths in characters, the judge, its protocol and the LC method.
+        ``mt_bench``: the mean single-answer grade over both turns. ``lm_eval``: the suite's tasks.
+        ``open_llm_leaderboard_v1`` / ``_v2``: those leaderboards' columns and averages, each as
+        that leaderboard defines it. ``judge``: the judge's accuracy on held-out preference pairs.
+        Every figure has its 95% percentile bootstrap interval in the ``lo`` and ``hi`` columns
+        beside it (1000 draws of the prompts, a prompt's turns drawn together; of the documents
+        of each lm-eval task; of the pairs for ``judge``); the length-controlled win rate's
+        regression, or the package's GLM, is refitted on every draw (its ``lc_standard_error`` is
+        not used). A model and its extrapolation, and the alphas of one search, are judged on the
+        same prompts and drawn alike, so their differences are paired. The alpha plot's error
+        bars are these intervals.
     """
     table_captions = {
         "alpha_search": """\
-            The judge's mean grade of each extrapolation alpha on the held-out search prompts, the
-            chosen alpha marked. ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts
-            (1000 draws); the alphas of one search are judged on the same prompts and drawn alike.
+            ExPO's alpha search, as its code runs it: the judge's mean grade (a reward model's
+            reward) of each extrapolation alpha's answers to the held-out search prompts (alpha 0:
+            the aligned model itself). ``chosen``: the alpha above 0 graded highest; ``model
+            card``: the alpha of the pair's published ExPO model, at which the other tables put
+            "+ ExPO". ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts (1000 draws);
+            the alphas of one search are judged on the same prompts and drawn alike.
         """,
         "alpaca_eval": """\
-            Win rate against the reference answers (the judge's mean preference, x100) and the
-            length-controlled win rate (an ``alpaca_eval`` judge's: AlpacaEval 2.0's GLM with
-            instruction difficulty; another judge's: a regression on the length difference alone),
-            original and + ExPO, with mean answer lengths in characters, the judge, its protocol,
-            the LC method and ``alpha from`` (the model card's alpha or the search's). ``lo`` /
-            ``hi``: 95% percentile bootstrap interval over prompts, the LC regression refitted on
-            every draw; a model and its extrapolation are drawn alike (paired).
+            ``Win Rate``: the judge's mean preference for the answer over the reference answer,
+            x100 (AlpacaEval 2.0's ``win_rate``: the mean of its weighted annotator's preference).
+            ``LC Win Rate``: with an ``alpaca_eval`` judge, AlpacaEval 2.0's
+            ``length_controlled_winrate`` (its GLM ``length_controlled_v1``: length difference and
+            instruction difficulty, regularised to the gamed baselines), the seed table's LC
+            column; with another judge, the project's regression on the length difference alone
+            (no published figure is of that definition). Original and + ExPO, mean answer lengths
+            in characters, the judge, its protocol, the LC method and ``alpha from`` (the model
+            card's alpha or the search's). ``lo`` / ``hi``: 95% percentile bootstrap interval over
+            prompts, the LC fit refitted on every draw; a model and its extrapolation are drawn
+            alike (paired).
         """,
         "mt_bench": """\
-            The judge's mean single-answer grade (1-10) over both turns, original and + ExPO.
-            ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts, a prompt's turns drawn
-            together.
+            The judge's mean single-answer grade (1-10) over all graded turns of both rounds,
+            original and + ExPO: FastChat's MT-Bench score (``show_result.py``'s mean of the
+            ``gpt-4_single`` judgments, the seed table's column) when the judge grades with
+            FastChat's prompts. ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts, a
+            prompt's turns drawn together.
         """,
         "lm_eval": """\
-            lm-eval benchmark accuracies x100, original and + ExPO. ``lo`` / ``hi``: 95% percentile
-            bootstrap interval over each task's documents.
+            Each task of the suite: lm-eval's reported metric (the suite's ``metric``) x100,
+            original and + ExPO. ``lo`` / ``hi``: 95% percentile bootstrap interval over each
+            task's documents.
+        """,
+        "open_llm_leaderboard_v1": """\
+            The Open LLM Leaderboard v1 as ExPO's Figure 4 averages it: ARC (25-shot,
+            acc_norm), HellaSwag (10-shot, acc_norm), MMLU (5-shot, the plain mean of its
+            subjects' accuracies, not lm-eval's question-weighted group figure), TruthfulQA
+            (0-shot, mc2), Winogrande (5-shot, acc) and GSM8K (5-shot, strict-match exact match),
+            x100, and ``Average``, their plain mean; original and + ExPO. Written only where the
+            suite runs all six at those shots. ``lo`` / ``hi``: 95% percentile bootstrap interval
+            over documents, each task (each MMLU subject) drawn on its own.
+        """,
+        "open_llm_leaderboard_v2": """\
+            The Open LLM Leaderboard v2 from lm-eval's ``leaderboard`` tasks, normalised as that
+            leaderboard normalises (the seed model card's row): IFEval, the mean of
+            instruction- and prompt-level strict accuracy x100; BBH (3-shot) and MuSR (0-shot),
+            the mean over member tasks of (acc_norm - 1/choices) / (1 - 1/choices) x100, 0 below
+            the random baseline; MATH Lvl 5 (4-shot), exact match x100; GPQA (0-shot, acc_norm,
+            baseline 1/4) and MMLU-PRO (5-shot, acc, baseline 1/10) normalised likewise; and
+            ``Average``, their plain mean; original and + ExPO. ``lo`` / ``hi``: 95% percentile
+            bootstrap interval over documents, each task drawn on its own.
         """,
         "judge": """\
             The judge's accuracy on held-out preference pairs (the preferred answer graded
@@ -81,6 +112,8 @@ class Expo(Study):
         require(spec["alpha_search"]["promptset"], promptsets, "expo.alpha_search.promptset")
         if spec.get("judge_validation"):
             require(spec["judge_validation"], config.get("datasets", {}), "expo.judge_validation")
+        if spec.get("leaderboard_v2_suite"):
+            check_leaderboard_v2_suite(config, spec["leaderboard_v2_suite"])
         pairs = {f"{base}/{recipe}" for base, recipe in self.models(config)}
         for pair in spec.get("card_alphas", {}):
             if pair not in pairs:
@@ -202,15 +235,31 @@ def single_grade_judge(spec: Mapping) -> str:
 
 def evaluation_scores(config: Mapping, base: str, recipe: str, alpha: float) -> list[str]:
     """Score files of the ExPO tables for one aligned model and its chosen extrapolation:
-    win rate and single-answer grades under their judges, and the lm-eval suite."""
+    win rate and single-answer grades under their judges, and the lm-eval suites."""
     spec = config["expo"]
     paths = []
     for model in (recipe, expo_name(recipe, alpha)):
         paths.append(win_rate_path(win_rate_judge(spec), base, model, spec["win_rate"]))
         paths.append(grade_path(single_grade_judge(spec), base, model, spec["single_grade"]))
-        if spec.get("lm_eval_suite"):
-            paths.append(score_path("lm_eval", base, model, spec["lm_eval_suite"]))
+        for key in ("lm_eval_suite", "leaderboard_v2_suite"):
+            if spec.get(key):
+                paths.append(score_path("lm_eval", base, model, spec[key]))
     return paths
+
+
+def check_leaderboard_v2_suite(config: Mapping, suite: str) -> None:
+    """``expo.leaderboard_v2_suite`` names a suite that runs each of lm-eval's Open LLM
+    Leaderboard v2 tasks."""
+    from reprolm.aggregate.expo import LEADERBOARD_V2
+
+    suites = config.get("lm_eval_suites", {})
+    require(suite, suites, "expo.leaderboard_v2_suite")
+    runs = {task["task"] for task in suites[suite]["tasks"]}
+    missing = [task for task, _, _ in LEADERBOARD_V2.values() if task not in runs]
+    if missing:
+        raise ConfigError(
+            f"expo.leaderboard_v2_suite: lm_eval_suites.{suite} lacks the leaderboard's lm-eval tasks {missing}"
+        )
 
 
 def extrapolated_models(config: Mapping) -> list[str]:
