@@ -12,7 +12,14 @@ import pytest
 import yaml
 
 from chat_endpoint_standin import ChatEndpointStandIn
-from reprolm.aggregate.judge_agreement import agreement, agreement_rows, released_items, succession_table
+from reprolm.aggregate.judge_agreement import (
+    agreement,
+    agreement_rows,
+    judge_caption,
+    released_items,
+    succession_table,
+    table_judge_notes,
+)
 from reprolm.aggregate.uncertainty import percentile_interval, unit_draws
 from reprolm.config import overlays
 from reprolm.config.errors import ConfigError
@@ -180,3 +187,52 @@ def test_paper_config_replaces_the_retired_gpt4_judges_and_measures_the_successo
     outputs = {output for job in jobs for output in job.outputs}
     assert "results/scores/judge_released/alpaca_eval_gpt4o_mini/alpaca_eval_gpt4_turbo.json" in outputs
     assert "results/tables/judge_agreement/expo.csv" in outputs
+
+
+def test_judged_table_captions_name_the_judge_its_date_and_the_measured_agreement():
+    """paper.yaml's ExPO tables: AlpacaEval by the gpt-4o-mini annotator acting for GPT-4
+    Turbo (released verdicts: its agreement measured), MT-Bench by GPT-4.1 acting for GPT-4
+    (none released: said so), the alpha search by a reward model that replaces nobody."""
+    written = overlays.load(REPO / "config/paper.yaml", REPO)
+    notes = table_judge_notes(Expo().table_judges(written), written["judges"], written["base_models"])
+    assert [note["judge"] for note in notes["alpaca_eval"]] == ["alpaca_eval_gpt4o_mini"]
+    assert [note["judge"] for note in notes["mt_bench"]] == ["gpt41_mt_bench"]
+    agreement = pd.DataFrame(
+        [
+            {
+                "original judge": "alpaca_eval_gpt4_turbo",
+                "successor judge": "alpaca_eval_gpt4o_mini",
+                "model": m,
+                "items": n,
+                "raw_agreement": a,
+                "kappa": k,
+                "measured": "released verdicts",
+            }
+            for m, n, a, k in (("OpenHermes", 60, 0.9, 0.5), ("all", 120, 0.8125, 0.61234))
+        ]
+    )
+    caption = judge_caption(notes["alpaca_eval"], "expo", agreement)
+    assert caption == (
+        "Judge: alpaca_eval_gpt4o_mini (AlpacaEval annotator weighted_alpaca_eval_gpt-4o-mini-2024-07-18, "
+        "as of 2024-07-18), acting for the retired alpaca_eval_gpt4_turbo (AlpacaEval annotator "
+        "weighted_alpaca_eval_gpt4_turbo, as of 2023-11-06); agreement with it on 120 released verdicts: "
+        "raw agreement 0.812, Cohen's kappa 0.612 (results/tables/judge_agreement/expo.csv)."
+    )
+    # Before the agreement is measured (the report's caption), it says where it will be.
+    assert "(raw agreement, Cohen's kappa) is in results/tables/judge_agreement/expo.csv" in judge_caption(
+        notes["alpaca_eval"], "expo"
+    )
+    mt_bench = judge_caption(notes["mt_bench"], "expo", agreement)
+    assert mt_bench.startswith("Judge: gpt41_mt_bench (chat endpoint gpt-4.1-2025-04-14, as of 2025-04-14), ")
+    assert "acting for the retired gpt4_mt_bench (chat endpoint gpt-4, as of 2023-06-13)" in mt_bench
+    assert "agreement with it: none measured (judges.gpt4_mt_bench names no released_verdicts" in mt_bench
+    search = judge_caption(notes["alpha_search"], "expo")
+    assert search.startswith("Judge: expo_rm (reward model rm_mistral_7b/pretrained, hub weqweasdas/RM-Mistral-7B")
+    assert "acts for no retired judge" in search
+    # The default's reward model is a stand-in; a kappa both judges leave undefined says so.
+    default = overlays.load(REPO / "config/config.yaml", REPO)
+    stand_in = table_judge_notes(Expo().table_judges(default), default["judges"], default["base_models"])
+    undefined = agreement.assign(**{"original judge": "gpt4_turbo", "successor judge": "tiny_rm", "kappa": np.nan})
+    caption = judge_caption(stand_in["alpaca_eval"], "expo", undefined)
+    assert "tiny_rm (reward model tiny_llama/reward, a stand-in: a tiny model this project builds" in caption
+    assert "Cohen's kappa undefined (one verdict throughout)" in caption

@@ -8,7 +8,10 @@ import pytest
 
 from reprolm.aggregate.paper_comparison import (
     HeadlineError,
+    claim_lists,
+    claim_settings,
     direction_table,
+    expand_directions,
     headline_table,
     load_headlines,
     study_headlines,
@@ -86,6 +89,84 @@ def test_directions_compare_two_rows_or_a_row_and_a_number(tables):
     assert frame["difference"].tolist() == [4.0, -10.0]
     assert frame["verdict"].tolist() == ["no interval", "no interval"]
     assert frame["shown"].tolist() == [False, False]
+    assert frame["units"].isna().all()  # no replicates: nothing counted
+
+
+def _claim(name: str, higher: str, lower) -> dict:
+    return {
+        "study": "s",
+        "claim": name,
+        "table": "accuracy",
+        "column": "accuracy",
+        "higher": {"model": higher},
+        "lower": lower if isinstance(lower, (int, float)) else {"model": lower},
+    }
+
+
+def test_a_claim_from_too_few_units_or_one_seed_is_a_smoke_check_never_shown(tmp_path):
+    # 29 prompts where one model is right on every one and the other on none: an interval far
+    # above zero, yet a smoke check below 30 units; at 30 units, one seed is still one.
+    _accuracy_table(tmp_path / "few", {"strong": [1.0] * 29, "weak": [0.0] * 29})
+    _accuracy_table(tmp_path / "s", {"strong": [1.0] * 30, "weak": [0.0] * 30})
+    few = {"directions": [{**_claim("strong above weak", "strong", "weak"), "study": "few"}]}
+    spec = {"directions": [_claim("strong above weak", "strong", "weak"), _claim("strong above 50", "strong", 50)]}
+    (row,) = direction_table([("h.yaml", few)], tmp_path, ["few"], min_seeds=1).to_dict("records")
+    assert (row["units"], row["interval"], row["verdict"], row["shown"]) == (29, "above zero", "smoke check", False)
+    assert row["p (Holm)"] is None and not row["shown after Holm"]  # not in Holm's family
+    frame = direction_table([("h.yaml", spec)], tmp_path, ["s"])  # the default: 30 units, 2 seeds
+    assert frame["units"].tolist() == [30, 30] and frame["seeds"].tolist() == [1, 1]
+    assert frame["verdict"].tolist() == ["smoke check", "smoke check"] and not frame["shown"].any()
+    assert frame["interval"].tolist() == ["above zero", "above zero"]
+    assert direction_table([("h.yaml", spec)], tmp_path, ["s"], min_seeds=1)["verdict"].tolist() == ["shown"] * 2
+
+
+def test_claims_name_their_models_through_config_lists():
+    entry = {
+        "study": "expo",
+        "claim": "{base}/{recipe}: ExPO above the aligned model",
+        "for_each": {"base": "expo.bases", "recipe": "expo.recipes"},
+        "table": "alpaca_eval",
+        "column": ["LC (+ ExPO)", "LC (Ori)"],
+        "higher": {"model": "{base}/{recipe}"},
+        "lower": {"model": "{base}/{recipe}"},
+    }
+    config = {"expo": {"bases": ["zephyr", "tulu"], "recipes": ["pretrained"]}}
+    lists = claim_lists(config, [{"directions": [entry, {"for_each": {"b": "ruler.bases"}}]}])
+    assert lists == {"expo.bases": ["zephyr", "tulu"], "expo.recipes": ["pretrained"], "ruler.bases": None}
+    claims = expand_directions([entry], lists, "h.yaml")
+    assert [(c["claim"], c["higher"], c["lower"]) for c in claims] == [
+        (
+            "zephyr/pretrained: ExPO above the aligned model",
+            {"model": "zephyr/pretrained"},
+            {"model": "zephyr/pretrained"},
+        ),
+        ("tulu/pretrained: ExPO above the aligned model", {"model": "tulu/pretrained"}, {"model": "tulu/pretrained"}),
+    ]
+    assert "for_each" not in claims[0] and claims[0]["column"] == ["LC (+ ExPO)", "LC (Ori)"]
+    # A key the config lacks makes no claim; one that is not a list is refused by name.
+    assert expand_directions([{**entry, "for_each": {"base": "ruler.bases"}}], lists, "h.yaml") == []
+    with pytest.raises(HeadlineError, match=r"h.yaml: directions\[0\].for_each.base: config key 'expo' is not a list"):
+        expand_directions([{**entry, "for_each": {"base": "expo"}}], {"expo": {"bases": []}}, "h.yaml")
+
+
+def test_the_shipped_claims_make_each_papers_claim_per_model_of_the_paper_config():
+    from pathlib import Path
+
+    from reprolm.config import overlays
+
+    repo = Path(__file__).resolve().parents[1]
+    headlines = repo / "config/paper_headlines.yaml"
+    paper = overlays.load(repo / "config/paper.yaml", repo)
+    settings = claim_settings(paper, headlines, {})
+    assert (settings["min_units"], settings["min_seeds"]) == (30, 2)
+    claims = expand_directions(load_headlines(headlines)["directions"], settings["lists"], "h.yaml")
+    by_study = {study: [c for c in claims if c["study"] == study] for study in paper["studies"]}
+    assert [c["higher"]["model"] for c in by_study["ruler"]] == [f"{b}/ruler" for b in paper["ruler"]["bases"]]
+    assert [c["lower"]["model"] for c in by_study["ruler"]] == [f"{b}/vanilla" for b in paper["ruler"]["bases"]]
+    pairs = [f"{b}/{r}" for b in paper["expo"]["bases"] for r in paper["expo"]["recipes"]]
+    assert len(pairs) == 14 and [c["higher"]["model"] for c in by_study["expo"]] == pairs
+    assert [c["higher"]["base"] for c in by_study["gem"]] == paper["gem"]["bases"] * 2
+    assert len(by_study["harmony"]) == len(by_study["flr"]) == 1
 
 
 def _accuracy_table(folder, correct_by_model: dict[str, list[float]]) -> None:
@@ -138,12 +219,14 @@ def test_effect_claims_carry_a_paired_interval_and_holm_adjusted_p(tmp_path):
             },
         ]
     }
-    frame = direction_table([("h.yaml", spec)], tmp_path, ["s"]).set_index("claim")
+    # One seed is enough here: the test is of the interval and the adjustment.
+    frame = direction_table([("h.yaml", spec)], tmp_path, ["s"], min_seeds=1).set_index("claim")
     gain = 100 * (strong.mean() - weak.mean())
     row = frame.loc["strong above weak"]
     assert row["difference"] == pytest.approx(gain)
     assert 0 < row["difference lo"] < gain < row["difference hi"]
     assert row["paired"] and row["verdict"] == "shown" and row["p"] < 0.01
+    assert (row["units"], row["seeds"], row["interval"]) == (80, 1, "above zero")
     # Two identical models: a difference of exactly zero in every replicate, never an effect.
     twin = frame.loc["twin above weak"]
     assert (twin["difference"], twin["difference lo"], twin["difference hi"], twin["p"]) == (0, 0, 0, 1.0)

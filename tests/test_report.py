@@ -20,22 +20,52 @@ def test_paper_comparison_sets_headlines_beside_this_run_and_checks_directions_a
     assert headlines["this run"].isna().all() and headlines["paper"].notna().all()
     assert set(headlines["study"]) == {item["study"] for item in spec["headlines"]} & set(DEFAULT["studies"])
     directions = pd.read_csv(default_run / "results/report/effect_directions.csv")
-    assert len(directions) == len(spec["directions"])
-    gem = directions[directions["claim"].str.startswith("GEM-Linear keeps more poem diversity")].iloc[0]
+    # The claims name the default's own models through its config: Ruler per base, ExPO per pair.
+    ruler = directions[directions["study"] == "ruler"]
+    assert [claim.split(":")[0] for claim in ruler["claim"]] == DEFAULT["ruler"]["bases"]
+    pairs = [f"{b}/{r}" for b in DEFAULT["expo"]["bases"] for r in DEFAULT["expo"]["recipes"]]
+    assert [claim.split(":")[0] for claim in directions[directions["study"] == "expo"]["claim"]] == pairs
+    assert len(directions) == len(DEFAULT["ruler"]["bases"]) + len(pairs) + 2 * len(DEFAULT["gem"]["bases"]) + 2
+    gem = directions[directions["claim"].str.startswith("tiny_llama: GEM-Linear keeps more poem diversity")].iloc[0]
     poems = pd.read_csv(default_run / "results/tables/gem/diversity_poems.csv").set_index("model")
     assert gem["expected higher"] == pytest.approx(poems.loc["GEM-Linear", "N-gram Distinct Ratio"], abs=1e-3)
     assert gem["expected lower"] == pytest.approx(poems.loc["CE", "N-gram Distinct Ratio"], abs=1e-3)
-    # Shown only when the paired interval of the difference lies above zero.
     assert gem["difference"] == pytest.approx(gem["expected higher"] - gem["expected lower"], abs=2e-3)
     assert gem["difference lo"] <= gem["difference"] <= gem["difference hi"] and gem["paired"]
-    assert gem["shown"] == (gem["difference lo"] > 0)
-    assert set(directions["verdict"]) <= {"shown", "not significant", "reversed", "no interval"}
+    assert gem["interval"] == ("above zero" if gem["difference lo"] > 0 else "holds zero")
+    # The tiny default's claims rest on a few dozen prompts and one seed: smoke checks, each
+    # with its units and seeds, never shown and outside Holm's family.
+    made = directions[directions["verdict"] != "not made"]
+    assert (made["seeds"] == 1).all() and (made["units"] < 30).any()
+    assert (made["verdict"] == "smoke check").sum() == len(made) - 1 and not made["shown"].any()
+    assert made["p (Holm)"].isna().all()
     # Harmony's four tiny models are too few to bootstrap a Kendall tau over: no interval,
     # never "shown" on the strength of the draws that happen to define it.
-    assert directions[directions["study"] == "harmony"]["verdict"].tolist() == ["no interval"]
+    harmony = directions[directions["study"] == "harmony"]
+    assert harmony["interval"].tolist() == ["none"] and harmony["units"].tolist() == [4]
+    assert harmony["verdict"].tolist() == ["no interval"]
     harmony = directions[directions["study"] == "harmony"].iloc[0]
     summary = pd.read_csv(default_run / "results/tables/harmony/consistency_summary.csv").set_index("evaluation")
     assert harmony["expected higher"] == pytest.approx(summary.loc["train_before_test", "mean_kendall_tau"], abs=1e-3)
+
+
+def test_every_judged_tables_page_names_its_judge_and_its_measured_agreement(default_run):
+    """The default's ExPO win rates come from tiny_rm acting for the retired gpt4_turbo: the
+    page says so with the agreement the judge_agreement table measured; a judge that acts for
+    no retired one is named as a stand-in with no agreement."""
+    agreement = pd.read_csv(default_run / "results/tables/judge_agreement/expo.csv").set_index("model").loc["all"]
+    pages = default_run / "results/report/tables"
+    win_rates = (pages / "expo/alpaca_eval.html").read_text()
+    assert "Judge: tiny_rm (reward model tiny_llama/reward, a stand-in" in win_rates
+    assert "acting for the retired gpt4_turbo (chat endpoint gpt-4-1106-preview, as of 2023-11-06)" in win_rates
+    assert (
+        f"on {agreement['items']} released verdicts: raw agreement {agreement['raw_agreement']:.3f}, "
+        f"Cohen&#x27;s kappa {agreement['kappa']:.3f}"
+    ) in win_rates
+    best_of_n = (pages / "gem/chat_best_of_n.html").read_text()
+    assert "Judge: tiny_rm" in best_of_n and "acts for no retired judge" in best_of_n
+    for unjudged in ("ruler/tlg_levels.html", "gem/diversity_poems.html", "harmony/consistency_summary.html"):
+        assert "Judge:" not in (pages / unjudged).read_text(), unjudged
 
 
 def test_html_report_holds_every_studys_tables_plots_captions_and_the_provenance(run_copy):
@@ -64,6 +94,8 @@ def test_html_report_holds_every_studys_tables_plots_captions_and_the_provenance
         "pair accuracy",
         "n-gram distinct ratio",
         "tiny-scale",
+        "acting for the retired gpt4_turbo",
+        "smoke check",
         "reprolm lineage",
         "content hash",
     ):

@@ -54,8 +54,9 @@ def test_a_second_seed_of_a_recipe_is_its_own_finetune_and_the_tables_pool_both(
     assert ce[f"{column} seeds"] == 1 and ce[column] == pytest.approx(scores["ce"]["distinct"], abs=0.01)
 
     claims = pd.read_csv(run_copy / "results/report/effect_directions.csv").set_index("claim")
-    claim = claims.loc["GEM-Linear keeps more poem diversity than CE (n-gram distinct ratio)"]
+    claim = claims.loc["tiny_llama: GEM-Linear keeps more poem diversity than CE (n-gram distinct ratio)"]
     assert claim["expected higher"] == pytest.approx(linear[column], abs=1e-3)
     assert claim["difference lo"] <= claim["difference"] <= claim["difference hi"] and claim["paired"]
-    assert claim["shown"] == (claim["difference lo"] > 0)
+    # GEM-Linear pools two seeds, CE one: a claim still resting on one seed is a smoke check.
+    assert claim["seeds"] == 1 and claim["verdict"] == "smoke check" and not claim["shown"]
     assert "Nothing to be done" in snakemake(run_copy, "-n").stdout

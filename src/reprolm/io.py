@@ -156,9 +156,20 @@ def split_estimates(frame):
         for offset, (key, values) in enumerate(extra.items()):
             out.insert(at + offset, key, pd.array(values, dtype="Float64" if "seeds" not in key else "Int64"))
         kept += [
-            {"row": row, "column": column, "replicates": [float(x) for x in v.replicates]}
+            {
+                "row": row,
+                "column": column,
+                "replicates": [float(x) for x in v.replicates],
+                "units": v.units,
+                "seeds": v.seeds,
+            }
             for row, v in enumerate(cells)
             if isinstance(v, Estimate) and v.replicates.size
         ]
     # Figures with only a standard error have no replicates to keep.
-    return out, pd.DataFrame(kept, columns=["row", "column", "replicates"]) if kept else None
+    return out, pd.DataFrame(kept, columns=REPLICATE_COLUMNS) if kept else None
+
+
+# What ``{table}.replicates.parquet`` keeps of each cell: its bootstrap replicates, the number
+# of units they draw and of replicate seeds they pool (the paper comparison's claims report both).
+REPLICATE_COLUMNS = ["row", "column", "replicates", "units", "seeds"]

@@ -5,7 +5,8 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 
 from reprolm import paths
-from reprolm.aggregate.paper_comparison import study_headlines
+from reprolm.aggregate.judge_agreement import judge_caption, table_judge_notes
+from reprolm.aggregate.paper_comparison import claim_settings, study_headlines
 from reprolm.config import lookups
 from reprolm.config.checks import check_config, preflight
 from reprolm.config.params import canonical
@@ -539,6 +540,37 @@ def judged_released_items(wildcards):
         for retired, entry in study_succession(wildcards.study).items()
         if entry["spec"].get("released_verdicts")
     }
+
+
+def table_pages_inputs(wildcards):
+    """A study's tables, and its judge agreement table where it names a retired judge: the
+    pages of its judged tables give their judges' measured agreement."""
+    inputs = {"tables": paths.tables_dir(wildcards.study)}
+    if SUCCEEDED.get(wildcards.study):
+        inputs["agreement"] = f"results/tables/judge_agreement/{wildcards.study}.csv"
+    return inputs
+
+
+def table_judges(study_name):
+    """Each judged table of a study with its judges and the retired judges they act for
+    (the study asked of the config as written, before succession)."""
+    return table_judge_notes(
+        study(config, study_name).table_judges(WRITTEN_CONFIG),
+        config.get("judges", {}),
+        config.get("base_models", {}),
+    )
+
+
+def table_captions(study_name):
+    """A study's report captions, each judged table's naming its judges (its page gives
+    their measured agreement)."""
+    captions = study(config, study_name).captions()
+    captions["judges"] = {
+        table: judge_caption(notes, study_name)
+        for table, notes in table_judges(study_name).items()
+        if notes
+    }
+    return captions
 
 
 def judge_agreement_tables():

@@ -32,7 +32,7 @@ rule study_tables:
 
 rule table_pages:
     input:
-        tables=lambda wildcards: paths.tables_dir(wildcards.study),
+        unpack(table_pages_inputs),
     output:
         pages=report(
             directory("results/report/tables/{study}"),
@@ -48,7 +48,8 @@ rule table_pages:
         "../envs/core.yaml"
     params:
         code=library_code("table_pages.py"),
-        captions=lambda wildcards: study(config, wildcards.study).captions(),
+        captions=lambda wildcards: table_captions(wildcards.study),
+        judges=lambda wildcards: table_judges(wildcards.study),
     script:
         "../scripts/table_pages.py"
 
@@ -115,6 +116,11 @@ rule paper_comparison:
         # The studies' own figures (checked here, before any job): editing them reruns the
         # comparison even where the study's tables stay the same.
         study_headlines=study_headlines(STUDIES),
+        # The claims' thresholds and the config lists their `for_each` keys name: changing
+        # a study's bases reruns the comparison with the claims they make.
+        claims=claim_settings(
+            config, "config/paper_headlines.yaml", study_headlines(STUDIES)
+        ),
     script:
         "../scripts/paper_comparison.py"
 

@@ -15,4 +15,5 @@ with tracked_step(snakemake):
         snakemake.params.studies,
         snakemake.output.headlines,
         snakemake.output.directions,
+        snakemake.params.claims,
     )

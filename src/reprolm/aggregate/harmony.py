@@ -185,7 +185,7 @@ def pc1_score_estimates(matrix: pd.DataFrame) -> dict[str, Estimate]:
     draws = unit_draws(list(matrix.columns), RESAMPLES)
     replicates = np.stack([scores_on(row) for row in draws])  # (draws, models)
     return {
-        model: Estimate(100 * float(full.scores[model]), 100 * replicates[:, index])
+        model: Estimate(100 * float(full.scores[model]), 100 * replicates[:, index], units=len(matrix.columns))
         for index, model in enumerate(matrix.index)
     }
 
@@ -317,8 +317,11 @@ def consistency_estimates(
     per_task = _mean_of_finite(taus)
     return ConsistencyEstimates(
         consistency=point,
-        mean=Estimate(point.mean, over_pairs),
-        per_task={task: Estimate(float(point.per_task[task]), per_task[:, k]) for k, task in enumerate(matrix.columns)},
+        mean=Estimate(point.mean, over_pairs, units=len(matrix)),
+        per_task={
+            task: Estimate(float(point.per_task[task]), per_task[:, k], units=len(matrix))
+            for k, task in enumerate(matrix.columns)
+        },
     )
 
 
@@ -358,7 +361,7 @@ def pc1_share_estimate(matrix: pd.DataFrame, resamples: int = RESAMPLES) -> Esti
     models, tasks they all score alike left out."""
     values = matrix.to_numpy(dtype=float)
     draws = unit_draws(list(matrix.index), resamples)
-    return Estimate(pc1_share(matrix), np.array([_drawn_pc1_share(values[rows]) for rows in draws]))
+    return Estimate(pc1_share(matrix), np.array([_drawn_pc1_share(values[rows]) for rows in draws]), units=len(matrix))
 
 
 # lm-eval metrics whose per-document values are 0 or 1, so that a score's standard error

@@ -57,7 +57,7 @@ def as_scored(estimate: Estimate, figure: float, what: str) -> Estimate:
         or (math.isnan(estimate.value) and math.isnan(figure))
     ):
         raise ValueError(f"{what}: the per-prompt verdicts give {estimate.value!r}, the score file {figure!r}")
-    return Estimate(float(figure), estimate.replicates)
+    return Estimate(float(figure), estimate.replicates, units=estimate.units)
 
 
 def win_rate_estimates(data: Mapping, what: str) -> dict[str, Estimate]:
@@ -88,7 +88,9 @@ def win_rate_estimates(data: Mapping, what: str) -> dict[str, Estimate]:
     }
     if "lc_win_rate_replicates" in data:
         estimates["lc_win_rate"] = Estimate(
-            float(data["lc_win_rate"]), np.asarray(data["lc_win_rate_replicates"], dtype=float)
+            float(data["lc_win_rate"]),
+            np.asarray(data["lc_win_rate_replicates"], dtype=float),
+            units=len(prompts.ids),
         )
     else:
         estimates["lc_win_rate"] = as_scored(

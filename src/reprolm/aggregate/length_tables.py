@@ -113,7 +113,7 @@ def length_error_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
             numeric,
             scale=1.0,
         )
-        rmse = Estimate(math.sqrt(squared.value), np.sqrt(squared.replicates))
+        rmse = Estimate(math.sqrt(squared.value), np.sqrt(squared.replicates), units=squared.units)
         rows.append(
             {
                 "model": s.model,

@@ -1,9 +1,16 @@
 """The run's figures beside the papers' headline numbers, and whether the papers' effects
 show in what the run made (config/paper_headlines.yaml says where each figure lives, and a
-study may declare its own: :attr:`reprolm.studies.Study.headlines`)."""
+study may declare its own: :attr:`reprolm.studies.Study.headlines`).
+
+An effect claim names its models through the config: ``for_each`` maps a placeholder to a
+config key holding a list (``{base: ruler.bases}``), and the claim is made once for each value
+(each combination, for several), the placeholder filled in its ``claim``, ``higher`` and
+``lower``. A claim drawn over fewer than ``claims.min_units`` units or ``claims.min_seeds``
+replicate seeds is a smoke check: it is reported, never shown."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,12 +29,15 @@ class HeadlineError(ValueError):
 
 class Cell(NamedTuple):
     """A table cell the comparison reads: its figure, its interval bounds where the table
-    gives them, and the bootstrap replicates behind them (None for a figure without)."""
+    gives them, and the bootstrap replicates behind them (None for a figure without), with
+    the number of units they draw (0 where the table does not say) and of seeds they pool."""
 
     value: float | None
     low: float | None = None
     high: float | None = None
     replicates: np.ndarray | None = None
+    units: int = 0
+    seeds: int = 1
 
     def estimate(self) -> Estimate | float:
         return Estimate(self.value, self.replicates) if self.replicates is not None else self.value
@@ -62,17 +72,23 @@ def _cell(tables: Path, study: str, table: str, where: Mapping, column: str, ent
     bounds = [
         _number(row[f"{column} {side}"]) if f"{column} {side}" in frame.columns else None for side in ("lo", "hi")
     ]
-    return Cell(value, *bounds, _replicates(path, int(rows.index[0]), column))
+    return Cell(value, *bounds, *_replicates(path, int(rows.index[0]), column))
 
 
-def _replicates(table: Path, row: int, column: str) -> np.ndarray | None:
-    """The bootstrap replicates of one cell, kept beside its table (``write_table``)."""
+def _replicates(table: Path, row: int, column: str) -> tuple[np.ndarray | None, int, int]:
+    """The bootstrap replicates of one cell, kept beside its table (``write_table``), the
+    number of units they draw and of seeds they pool ((None, 0, 1) for a cell without)."""
     path = table.with_name(f"{table.stem}.replicates.parquet")
     if not path.is_file():
-        return None
+        return None, 0, 1
     kept = pd.read_parquet(path)
     match = kept[(kept["row"] == row) & (kept["column"] == column)]
-    return None if match.empty else np.asarray(match.iloc[0]["replicates"], dtype=float)
+    if match.empty:
+        return None, 0, 1
+    cell = match.iloc[0]
+    units = int(cell["units"]) if "units" in kept.columns else 0
+    seeds = int(cell["seeds"]) if "seeds" in kept.columns else 1
+    return np.asarray(cell["replicates"], dtype=float), units, seeds
 
 
 # Where entries come from, each as (the name an error gives it: the headline file or a study,
@@ -108,6 +124,9 @@ def headline_table(sources: Sources, tables: Path, studies: list[str]) -> pd.Dat
 
 # The level of the per-claim test; the Holm-adjusted p-values hold the family of claims to it.
 ALPHA = 0.05
+# Below these a claim is a smoke check (config ``claims``; the schema's defaults).
+MIN_UNITS = 30
+MIN_SEEDS = 2
 DIRECTION_COLUMNS = [
     "study",
     "claim",
@@ -119,32 +138,104 @@ DIRECTION_COLUMNS = [
     "p",
     "p (Holm)",
     "paired",
+    "units",
+    "seeds",
+    "interval",
     "verdict",
     "shown",
     "shown after Holm",
 ]
+SMOKE_CHECK = "smoke check"
 
 
-def _verdict(result: Difference | None) -> str:
+def _interval(result: Difference | None) -> str:
+    """Where the difference's interval lies: above zero, below zero, holding zero, or none."""
     if result is None:
-        return "not made"
+        return ""
     if math.isnan(result.low):
-        return "no interval"
+        return "none"
     if result.significant:
-        return "shown" if result.value > 0 else "reversed"
-    return "not significant"
+        return "above zero" if result.value > 0 else "below zero"
+    return "holds zero"
 
 
-def direction_table(sources: Sources, tables: Path, studies: list[str]) -> pd.DataFrame:
+VERDICTS = {"": "not made", "none": "no interval", "above zero": "shown", "below zero": "reversed"}
+
+
+def _verdict(interval: str, units: int, seeds: int, min_units: int, min_seeds: int) -> str:
+    """The claim's verdict: a smoke check below the units or seeds a claim needs (where the
+    figures have replicates to count), else what its interval says."""
+    if interval not in ("", "none") and (units < min_units or seeds < min_seeds):
+        return SMOKE_CHECK
+    return VERDICTS.get(interval, "not significant")
+
+
+def _placeholders(value, filled: Mapping[str, str]):
+    """``value`` (a string, number, list or mapping) with ``{name}`` replaced in its strings."""
+    if isinstance(value, str):
+        for name, text in filled.items():
+            value = value.replace("{" + name + "}", str(text))
+        return value
+    if isinstance(value, Mapping):
+        return {key: _placeholders(item, filled) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_placeholders(item, filled) for item in value]
+    return value
+
+
+def config_value(config: Mapping, key: str):
+    """The value at a dotted config key (``ruler.bases``); None where a part is missing."""
+    value = config
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def expand_directions(entries: Iterable[Mapping], lists: Mapping[str, list], source: str) -> list[dict]:
+    """Each claim once per value of its ``for_each`` config keys (every combination), the
+    values filled into its placeholders; a claim without ``for_each`` as it is. ``lists``:
+    each key's value in the config (None where the config lacks it: no claim is made)."""
+    expanded = []
+    for index, entry in enumerate(entries):
+        for_each = entry.get("for_each") or {}
+        names, keys = list(for_each), list(for_each.values())
+        values = []
+        for name, key in zip(names, keys, strict=True):
+            value = lists.get(key)
+            if value is not None and not isinstance(value, list):
+                raise HeadlineError(f"{source}: directions[{index}].for_each.{name}: config key {key!r} is not a list")
+            values.append(value or [])
+        body = {key: value for key, value in entry.items() if key != "for_each"}
+        for combination in itertools.product(*values):
+            expanded.append(_placeholders(body, dict(zip(names, combination, strict=True))))
+    return expanded
+
+
+def direction_table(
+    sources: Sources,
+    tables: Path,
+    studies: list[str],
+    lists: Mapping[str, list] | None = None,
+    min_units: int = MIN_UNITS,
+    min_seeds: int = MIN_SEEDS,
+) -> pd.DataFrame:
     """Each effect: the two figures compared (a number stands for itself, such as chance),
     their difference with the 95% interval of its bootstrap replicates (paired when both
-    figures were drawn over the same units) and a two-sided p-value. ``verdict``: shown (the
-    interval lies above zero), reversed (below), not significant (it holds zero), no interval
-    (neither figure has replicates) or not made (the run lacks a figure). ``p (Holm)`` adjusts
-    for the number of claims tested, and ``shown after Holm`` asks it to be under 0.05 too."""
+    figures were drawn over the same units) and a two-sided p-value; ``units`` and ``seeds``:
+    the fewest units and replicate seeds behind either figure. ``interval``: above zero,
+    below zero, holds zero, or none (neither figure has replicates). ``verdict``: smoke check
+    (the figures rest on fewer than ``min_units`` units or ``min_seeds`` seeds: never shown,
+    whatever the interval), else shown, reversed, not significant (the interval above,
+    below, or holding zero), no interval, or not made (the run lacks a figure). ``p (Holm)``
+    adjusts for the number of claims tested (smoke checks are not in the family), and
+    ``shown after Holm`` asks it to be under 0.05 too. ``lists``: the config values of the
+    claims' ``for_each`` keys (:func:`claim_lists`)."""
     rows = []
     for source, spec in sources:
-        for index, item in enumerate(spec.get("directions", [])):
+        directions = expand_directions(spec.get("directions", []), lists or {}, source)
+        for index, item in enumerate(directions):
             if item["study"] not in studies:
                 continue
             columns = item["column"] if isinstance(item["column"], list) else [item["column"]] * 2
@@ -165,6 +256,10 @@ def direction_table(sources: Sources, tables: Path, studies: list[str]) -> pd.Da
                     result = Difference(higher.value - lower.value, math.nan, math.nan, math.nan, False)
                 else:
                     result = difference(higher.estimate(), lower.estimate())
+            drawn = [cell for cell in cells if cell.replicates is not None]
+            units = min((cell.units for cell in drawn), default=None)
+            seeds = min((cell.seeds for cell in drawn), default=None)
+            interval = _interval(result)
             rows.append(
                 {
                     "study": item["study"],
@@ -176,10 +271,15 @@ def direction_table(sources: Sources, tables: Path, studies: list[str]) -> pd.Da
                     "difference hi": None if result is None else result.high,
                     "p": None if result is None else result.p,
                     "paired": None if result is None else result.paired,
-                    "verdict": _verdict(result),
+                    "units": units,
+                    "seeds": seeds,
+                    "interval": interval,
+                    "verdict": _verdict(interval, units or 0, seeds or 0, min_units, min_seeds),
                 }
             )
-    adjusted = holm([math.nan if row["p"] is None else row["p"] for row in rows])
+    # Only claims at the scale of a claim form the family Holm's adjustment counts.
+    tested = [row["p"] is not None and row["verdict"] != SMOKE_CHECK for row in rows]
+    adjusted = holm([row["p"] if counted else math.nan for row, counted in zip(rows, tested, strict=True)])
     for row, p_holm in zip(rows, adjusted, strict=True):
         row["p (Holm)"] = None if math.isnan(p_holm) else p_holm
         made = row["verdict"] != "not made"
@@ -190,20 +290,31 @@ def direction_table(sources: Sources, tables: Path, studies: list[str]) -> pd.Da
 
 HEADLINE_KEYS = {"study", "figure", "model", "paper", "table", "where", "column"}
 DIRECTION_KEYS = {"study", "claim", "table", "column", "higher", "lower"}
+# Keys an entry may leave out.
+OPTIONAL_KEYS = {"headlines": set(), "directions": {"for_each"}}
 
 
 def check_entries(spec: Mapping, source: str, implied: frozenset[str] = frozenset()) -> None:
     """Every entry of ``headlines`` and ``directions`` has exactly its keys (less those
-    ``implied``) and a headline's paper figure is a number; errors name ``source``."""
+    ``implied``, and the optional ``for_each`` of a claim: placeholder -> dotted config key),
+    and a headline's paper figure is a number; errors name ``source``."""
     for section, keys in (("headlines", HEADLINE_KEYS - implied), ("directions", DIRECTION_KEYS - implied)):
         for index, entry in enumerate(spec.get(section, [])):
             if not isinstance(entry, Mapping):
                 raise HeadlineError(f"{source}: {section}[{index}] is not a mapping")
-            missing, extra = sorted(keys - set(entry)), sorted(set(entry) - keys)
+            missing, extra = sorted(keys - set(entry)), sorted(set(entry) - keys - OPTIONAL_KEYS[section])
             if missing or extra:
                 raise HeadlineError(f"{source}: {section}[{index}]: missing keys {missing}, unknown keys {extra}")
             if section == "headlines" and not isinstance(entry["paper"], (int, float)):
                 raise HeadlineError(f"{source}: headlines[{index}].paper: expected a number, got {entry['paper']!r}")
+            for_each = entry.get("for_each", {})
+            if not isinstance(for_each, Mapping) or not all(
+                isinstance(name, str) and isinstance(key, str) for name, key in for_each.items()
+            ):
+                raise HeadlineError(
+                    f"{source}: {section}[{index}].for_each: expected placeholder -> dotted config key "
+                    f"(e.g. {{base: ruler.bases}}), got {for_each!r}"
+                )
 
 
 def load_headlines(path: str | Path) -> dict:
@@ -232,6 +343,25 @@ def study_headlines(studies: Iterable) -> dict[str, dict]:
     return declared
 
 
+def claim_lists(config: Mapping, specs: Iterable[Mapping]) -> dict[str, list | None]:
+    """The config value of every ``for_each`` key the claims of ``specs`` name (the headline
+    file's and the studies' own): what the comparison job needs of the config, so that it
+    reruns when one of them changes."""
+    keys = {key for spec in specs for entry in spec.get("directions", []) for key in entry.get("for_each", {}).values()}
+    return {key: config_value(config, key) for key in sorted(keys)}
+
+
+def claim_settings(config: Mapping, headlines_file: str | Path, declared: Mapping[str, Mapping]) -> dict:
+    """The comparison job's config: the ``claims`` thresholds and the ``for_each`` lists."""
+    claims = config.get("claims", {})
+    specs = [load_headlines(headlines_file), *declared.values()]
+    return {
+        "min_units": claims.get("min_units", MIN_UNITS),
+        "min_seeds": claims.get("min_seeds", MIN_SEEDS),
+        "lists": claim_lists(config, specs),
+    }
+
+
 def write_paper_comparison(
     headlines_file: str,
     declared: Mapping[str, Mapping],
@@ -239,15 +369,25 @@ def write_paper_comparison(
     studies: list[str],
     headline_csv: str,
     direction_csv: str,
+    settings: Mapping | None = None,
 ) -> None:
     """The headline file's entries and the studies' own (``declared``, from
-    :func:`study_headlines`), looked up in the enabled ``studies``' tables."""
+    :func:`study_headlines`), looked up in the enabled ``studies``' tables; ``settings``
+    from :func:`claim_settings` (without: the default thresholds, and no ``for_each`` list)."""
     from reprolm.io import write_table
 
+    settings = settings or {}
     sources = [(str(headlines_file), load_headlines(headlines_file))]
     sources += [(f"study {name!r}", spec) for name, spec in declared.items()]
     headline = headline_table(sources, Path(tables), studies)
-    direction = direction_table(sources, Path(tables), studies)
+    direction = direction_table(
+        sources,
+        Path(tables),
+        studies,
+        settings.get("lists", {}),
+        settings.get("min_units", MIN_UNITS),
+        settings.get("min_seeds", MIN_SEEDS),
+    )
     write_table(headline, Path(headline_csv).parent, Path(headline_csv).stem, decimals=3, markdown=False)
     # p-values keep their precision: a rounded 0.000 says less than the replicates do.
     write_table(

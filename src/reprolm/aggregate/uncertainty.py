@@ -41,6 +41,8 @@ class Estimate:
     # Standard deviation of the figure across replicate seeds (nan for one seed).
     seed_sd: float = math.nan
     standard_error: float = math.nan
+    # How many units (prompts, pairs, models) the figure was drawn over; 0 where not counted.
+    units: int = 0
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -64,6 +66,7 @@ class Estimate:
             self.seeds,
             self.seed_sd * abs(factor),
             self.standard_error * abs(factor),
+            self.units,
         )
 
 
@@ -116,7 +119,7 @@ def bootstrap(units: Sequence, statistic: BatchStatistic, resamples: int = RESAM
         return Estimate(math.nan)
     value = float(np.asarray(statistic(np.arange(n)[None, :]))[0])
     replicates = np.asarray(statistic(unit_draws(units, resamples)), dtype=float)
-    return Estimate(value, replicates)
+    return Estimate(value, replicates, units=n)
 
 
 def mean_of(values: Sequence[float], units: Sequence, scale: float = 1.0) -> Estimate:
@@ -146,7 +149,9 @@ def mean_of_estimates(estimates: Sequence[Estimate]) -> Estimate:
     """The plain mean of figures over the same units (an average of columns): their draws
     are the same, so each replicate is the mean of the figures' replicates of that draw."""
     return Estimate(
-        sum(e.value for e in estimates) / len(estimates), np.stack([e.replicates for e in estimates]).mean(axis=0)
+        sum(e.value for e in estimates) / len(estimates),
+        np.stack([e.replicates for e in estimates]).mean(axis=0),
+        units=min(e.units for e in estimates),
     )
 
 
@@ -167,7 +172,13 @@ def pool_seeds(per_seed: Sequence[Estimate]) -> Estimate:
     rng = np.random.default_rng(len(per_seed))
     picks = rng.integers(0, len(per_seed), size=(stacked.shape[1], len(per_seed)))
     replicates = stacked[picks, np.arange(stacked.shape[1])[:, None]].mean(axis=1)
-    return Estimate(float(values.mean()), replicates, seeds=len(per_seed), seed_sd=float(values.std(ddof=1)))
+    return Estimate(
+        float(values.mean()),
+        replicates,
+        seeds=len(per_seed),
+        seed_sd=float(values.std(ddof=1)),
+        units=min(e.units for e in per_seed),
+    )
 
 
 @dataclass(frozen=True)

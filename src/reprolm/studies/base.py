@@ -132,6 +132,13 @@ class Study:
         """Settings outside the study's section that its table writer uses."""
         return {}
 
+    def table_judges(self, config: Mapping) -> dict[str, list[str]]:
+        """The tables made from a judge's verdicts, by table name (or a name prefix ending in
+        ``*``), each with the ``judges`` entries whose verdicts make it as ``config`` names them
+        (the config as written: a retired judge by its own name, its successor acting for it):
+        the report's caption of each names its judges and their agreement with any retired one."""
+        return {}
+
     # ---- tables ----
     def captions(self) -> dict:
         """The report's captions, dedented: of all tables (``tables``), of the plots

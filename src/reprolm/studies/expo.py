@@ -173,6 +173,15 @@ class Expo(Study):
             }
         }
 
+    def table_judges(self, config: Mapping) -> dict[str, list[str]]:
+        spec = config["expo"]
+        return {
+            "alpha_search": [spec["judge"]],
+            "alpaca_eval": [win_rate_judge(spec)],
+            "mt_bench": [single_grade_judge(spec)],
+            "judge": [spec["judge"]] if spec.get("judge_validation") else [],
+        }
+
 
 def alpha_search_grades(config: Mapping, base: str, recipe: str) -> dict[str, str]:
     """The judge's grades of ``recipe``'s model (alpha 0) and of each extrapolation in the

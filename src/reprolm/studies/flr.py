@@ -100,5 +100,15 @@ class Flr(Study):
     def settings(self, config: Mapping) -> dict:
         return {"judges": {name: config["judges"][name] for name in config["flr"]["judges"]}}
 
+    def table_judges(self, config: Mapping) -> dict[str, list[str]]:
+        spec = config["flr"]
+        judged = {"reward_models": list(spec["judges"])}
+        if spec.get("ranking"):
+            judged["model_ranking"] = list(spec["judges"])
+        if spec.get("alignment"):
+            alignment = spec["alignment"]
+            judged["alignment"] = list(dict.fromkeys([alignment["judge"], *alignment.get("graders", [])]))
+        return judged
+
 
 register_study(Flr())

@@ -114,5 +114,11 @@ class Gem(Study):
     def settings(self, config: Mapping) -> dict:
         return {"models": self.models(config)}
 
+    def table_judges(self, config: Mapping) -> dict[str, list[str]]:
+        best_of_n = config["gem"].get("best_of_n")
+        if not best_of_n:
+            return {}
+        return {name: [best_of_n["judge"]] for name in ("chat", "chat_best_of_n", "reward_model")}
+
 
 register_study(Gem())
