@@ -3,14 +3,20 @@ reachable from the tests): it grades an answer by its number of words, capped at
 in FastChat's MT-Bench prompt forms), and prefers the longer of two answers. Asked with
 AlpacaEval's classifier prompt (``alpaca_eval_clf``), it answers as GPT-4 Turbo does there:
 one token with its top log-probabilities, P(the longer output's identifier) = 0.8, or 0.5
-for outputs of equal length. It records every request it saw, headers included. Statuses put
-in ``failures`` answer the next requests instead, one each (429 with a Retry-After of 20 ms,
-as rate-limiting APIs send), before it answers again."""
+for outputs of equal length. Asked anything else, it generates as a model would: ``n``
+choices, each as many words as the prompt's "word count of N words" asks (else as many as the
+prompt has), choice k's words all ``s{k}``, cut to ``max_tokens`` words (finish reason
+``length``). It records every request it saw, headers included. Statuses put in
+``failures`` answer the next requests instead, one each (429 with a Retry-After of 20 ms, as
+rate-limiting APIs send; a 401 quotes the refused key, as OpenAI's does), before it answers
+again; payloads put in ``replies`` answer the next requests (status 200) the same way,
+malformed ones included."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -20,6 +26,7 @@ import pytest
 class ChatEndpointStandIn(BaseHTTPRequestHandler):
     seen: list[dict] = []
     failures: list[int] = []
+    replies: list[dict] = []
 
     def do_POST(self):  # noqa: N802 (http.server's naming)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -28,11 +35,19 @@ class ChatEndpointStandIn(BaseHTTPRequestHandler):
         )
         if ChatEndpointStandIn.failures:
             status = ChatEndpointStandIn.failures.pop(0)
+            message = f"stand-in answers {status}"
+            if status == 401:  # as OpenAI's does, quoting the refused key
+                message += (
+                    f": incorrect API key provided: {self.headers.get('Authorization', '').removeprefix('Bearer ')}"
+                )
             self._reply(
                 status,
-                {"error": {"message": f"stand-in answers {status}", "type": "stand_in", "code": None}},
+                {"error": {"message": message, "type": "stand_in", "code": None}},
                 {"retry-after-ms": "20"} if status == 429 else {},
             )
+            return
+        if ChatEndpointStandIn.replies:
+            self._reply(200, ChatEndpointStandIn.replies.pop(0))
             return
         prompt = body["messages"][-1]["content"]
         logprobs = None
@@ -50,25 +65,19 @@ class ChatEndpointStandIn(BaseHTTPRequestHandler):
         elif "[The Start of Assistant's Answer]" in prompt:
             last_answer = prompt.split("[The Start of Assistant's Answer]\n", 1)[1].split("\n[The End", 1)[0]
             content = f"Fine. Rating: [[{min(10, len(last_answer.split()))}]]"
+        elif "[ASSISTANT]\n" not in prompt:
+            self._reply(200, _completion(body, _generated(body, prompt)))
+            return
         else:
             last_answer = prompt.rsplit("[ASSISTANT]\n", 1)[1]
             content = f"Reasonable. Rating: [[{min(10, len(last_answer.split()))}]]"
-        reply = {
-            "id": "x",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": content},
-                    "logprobs": logprobs,
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        choice = {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": content},
+            "logprobs": logprobs,
         }
-        self._reply(200, reply)
+        self._reply(200, _completion(body, [choice]))
 
     def _reply(self, status: int, payload: dict, headers: dict | None = None):
         data = json.dumps(payload).encode()
@@ -84,6 +93,36 @@ class ChatEndpointStandIn(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def _completion(body: dict, choices: list[dict]) -> dict:
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body["model"],
+        "choices": choices,
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+WORD_COUNT = re.compile(r"word count of (?:more than )?(\d+) words")
+
+
+def _generated(body: dict, prompt: str) -> list[dict]:
+    """``n`` choices of as many words as the prompt asks for, cut at ``max_tokens`` words."""
+    asked = WORD_COUNT.search(prompt)
+    words = int(asked.group(1)) if asked else len(prompt.split())
+    limit = body.get("max_tokens") or words
+    return [
+        {
+            "index": k,
+            "finish_reason": "length" if words > limit else "stop",
+            "message": {"role": "assistant", "content": " ".join([f"s{k}"] * min(words, limit))},
+            "logprobs": None,
+        }
+        for k in range(body.get("n") or 1)
+    ]
 
 
 def _alpaca_eval_verdict(prompt: str) -> tuple[str, dict]:
@@ -103,9 +142,10 @@ def _alpaca_eval_verdict(prompt: str) -> tuple[str, dict]:
 @pytest.fixture()
 def chat_endpoint():
     """The stand-in's base URL, for the length of one test."""
-    ChatEndpointStandIn.seen, ChatEndpointStandIn.failures = [], []
+    ChatEndpointStandIn.seen, ChatEndpointStandIn.failures, ChatEndpointStandIn.replies = [], [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), ChatEndpointStandIn)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: shutting the server down waits for one.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}/v1"
     server.shutdown()

@@ -1,8 +1,11 @@
-"""Prompt sets: dataset rows -> final prompt strings, stop tokens and token handling.
+"""Prompt sets: dataset rows -> the conversations a model is asked, stop tokens and token
+handling.
 
-A prompt builder sees the row, the tokenizer (for its chat template), what the model was
-trained for (``length_prompt`` of its recipe: ``mlt`` or ``instruction``) and the length
-targets. Builders are registered by name so studies add their own.
+A prompt builder sees the rows, what the model was trained for (``length_prompt`` of its
+recipe: ``mlt`` or ``instruction``) and the length targets, and returns each prompt as
+messages (and text the assistant's turn starts with, Ruler's MLT). A model with weights gets
+them through its chat template (:meth:`PromptBatch.texts`); a chat endpoint gets the messages
+and renders its own. Builders are registered by name so studies add their own.
 """
 
 from __future__ import annotations
@@ -16,16 +19,25 @@ from reprolm.registry import Registry
 
 @dataclass
 class PromptBatch:
-    prompts: list[str]
+    # Each prompt's messages, ending with the user's turn.
+    conversations: list[list[dict]]
+    # Text each assistant turn starts with, after the template's generation prompt ("" for none).
+    assistant_prefixes: list[str] = field(default_factory=list)
     # Special tokens that end a sample besides EOS and the template's end of turn.
     stop_tokens: list[str] = field(default_factory=list)
     skip_special_tokens: bool = True
 
+    def texts(self, tokenizer) -> list[str]:
+        """The prompts through ``tokenizer``'s chat template, each with its assistant prefix."""
+        prefixes = self.assistant_prefixes or [""] * len(self.conversations)
+        return [
+            tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefix
+            for messages, prefix in zip(self.conversations, prefixes, strict=True)
+        ]
 
-def chat_prompt(tokenizer, user: str) -> str:
-    return tokenizer.apply_chat_template(
-        [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
-    )
+
+def user_turn(user: str) -> list[dict]:
+    return [{"role": "user", "content": user}]
 
 
 def word_count_instruction(instruction: str, target_name: str, targets: TargetSet) -> str:
@@ -35,26 +47,26 @@ def word_count_instruction(instruction: str, target_name: str, targets: TargetSe
 
 
 @reads_length_targets
-def target_length_prompts(rows, tokenizer, length_prompt: str, targets: TargetSet) -> PromptBatch:
+def target_length_prompts(rows, length_prompt: str, targets: TargetSet) -> PromptBatch:
     """Ruler models: the assistant header followed by the target's MLT, stopping at any
-    further MLT. Other models: the word-count instruction through the chat template."""
+    further MLT. Other models: the word-count instruction as the user's turn."""
     if length_prompt == "mlt":
-        prompts = [chat_prompt(tokenizer, r["Instruction"]) + targets[r["TargetLength"]].mlt for r in rows]
-        return PromptBatch(prompts, stop_tokens=targets.mlt_tokens)
-    prompts = [
-        chat_prompt(tokenizer, word_count_instruction(r["Instruction"], r["TargetLength"], targets)) for r in rows
-    ]
-    return PromptBatch(prompts)
+        return PromptBatch(
+            [user_turn(r["Instruction"]) for r in rows],
+            assistant_prefixes=[targets[r["TargetLength"]].mlt for r in rows],
+            stop_tokens=targets.mlt_tokens,
+        )
+    return PromptBatch([user_turn(word_count_instruction(r["Instruction"], r["TargetLength"], targets)) for r in rows])
 
 
-def self_length_prompts(rows, tokenizer, length_prompt: str, targets: TargetSet) -> PromptBatch:
+def self_length_prompts(rows, length_prompt: str, targets: TargetSet) -> PromptBatch:
     """No target given: the model writes its own MLT first, so special tokens are kept."""
-    return PromptBatch([chat_prompt(tokenizer, r["Instruction"]) for r in rows], skip_special_tokens=False)
+    return PromptBatch([user_turn(r["Instruction"]) for r in rows], skip_special_tokens=False)
 
 
-def instruction_prompts(rows, tokenizer, length_prompt: str, targets: TargetSet) -> PromptBatch:
-    """The row's ``instruction`` through the chat template, nothing added."""
-    return PromptBatch([chat_prompt(tokenizer, r["instruction"]) for r in rows])
+def instruction_prompts(rows, length_prompt: str, targets: TargetSet) -> PromptBatch:
+    """The row's ``instruction`` as the user's turn, nothing added."""
+    return PromptBatch([user_turn(r["instruction"]) for r in rows])
 
 
 PROMPT_BUILDERS: Registry[Callable[..., PromptBatch]] = Registry("prompt kind")
@@ -65,7 +77,5 @@ PROMPT_BUILDERS.register("chat", instruction_prompts)
 MULTI_TURN = "multi_turn"
 
 
-def build_prompts(
-    kind: str, rows: list[Mapping], tokenizer, length_prompt: str, targets: TargetSet | None
-) -> PromptBatch:
-    return PROMPT_BUILDERS.get(kind)(rows, tokenizer, length_prompt, targets)
+def build_prompts(kind: str, rows: list[Mapping], length_prompt: str, targets: TargetSet | None) -> PromptBatch:
+    return PROMPT_BUILDERS.get(kind)(rows, length_prompt, targets)

@@ -6,13 +6,14 @@ import hashlib
 import json
 import logging
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprolm.generate import SamplingParams, make_backend
-from reprolm.generate.prompts import MULTI_TURN, build_prompts
+from reprolm.generate.prompts import MULTI_TURN, PromptBatch, build_prompts
 from reprolm.generate.request import complete, make_request
 from reprolm.io import atomic_path
 from reprolm.length import TargetSet
@@ -27,7 +28,7 @@ DEFAULT_SHARD_SIZE = 512
 
 def generate_promptset(
     *,
-    model_path: str,
+    model_path: str | None,
     dataset_file: str,
     promptset: dict,
     length_prompt: str,
@@ -38,8 +39,12 @@ def generate_promptset(
     output: str,
     shard_size: int = DEFAULT_SHARD_SIZE,
     progress_root: str | None = None,
+    endpoint: Mapping | None = None,
 ) -> int:
-    """Generate the prompt set's samples, ``shard_size`` rows at a time. With
+    """Generate the prompt set's samples, ``shard_size`` rows at a time. A model with
+    weights at ``model_path`` is run by the ``backend`` named; a model behind an
+    ``endpoint`` (the settings of :class:`ChatEndpointBackend`, its ``name`` included; no
+    ``model_path``) is sent the prompts' messages. With
     ``progress_root`` each finished shard is kept there until the output is written, and a
     stop signal (reprolm.stopping) ends the job after the shard it is in: a rerun starts
     with the first unfinished shard. A shard samples with ``seed`` plus its first row's
@@ -61,6 +66,7 @@ def generate_promptset(
             backend_options,
             seed,
             shard_size,
+            endpoint,
         )
         progress = ShardProgress(Path(progress_root) / key)
     engine = None
@@ -74,9 +80,16 @@ def generate_promptset(
                 raise JobStopped(
                     stop_request.signal_name, f"{index} of {len(starts)} shards of {shard_size} prompts saved"
                 )
-            engine = engine or make_backend(backend, model_path, **backend_options)
+            engine = engine or _engine(backend, model_path, backend_options, endpoint)
             shard = _generate_rows(
-                engine, rows[start : start + shard_size], promptset, length_prompt, targets, seed + start, dataset_file
+                engine,
+                rows[start : start + shard_size],
+                promptset,
+                length_prompt,
+                targets,
+                seed + start,
+                dataset_file,
+                start,
             )
             if progress:
                 shard = progress.save(index, shard)
@@ -91,27 +104,46 @@ def generate_promptset(
     return len(records)
 
 
+def _engine(backend: str, model_path: str | None, backend_options: dict, endpoint: Mapping | None):
+    if endpoint is not None:
+        from reprolm.generate.endpoint_backend import ChatEndpointBackend
+
+        return ChatEndpointBackend(**endpoint)
+    return make_backend(backend, model_path, **backend_options)
+
+
 def _generate_rows(
-    engine, rows: list[dict], promptset: dict, length_prompt: str, targets, seed: int, source: str
+    engine,
+    rows: list[dict],
+    promptset: dict,
+    length_prompt: str,
+    targets,
+    seed: int,
+    source: str,
+    first_row: int = 0,
 ) -> list[dict]:
     by_row: list[list[dict]] = [[] for _ in rows]
     for sampling, indices in sampling_groups(rows, promptset, seed, source):
         subset = [rows[i] for i in indices]
+        labels = [f"{source} row {first_row + i}" for i in indices]
         if promptset["prompt"] == MULTI_TURN:
-            produced = [[record] for record in generate_conversations(engine, subset, sampling, source)]
+            produced = [[record] for record in generate_conversations(engine, subset, sampling, source, labels)]
         else:
-            produced = _generate_single_turn(engine, subset, promptset, length_prompt, targets, sampling)
+            produced = _generate_single_turn(engine, subset, promptset, length_prompt, targets, sampling, labels)
         for i, records in zip(indices, produced, strict=True):
             by_row[i] = records
     return [record for row_records in by_row for record in row_records]
 
 
-def progress_key(model_path: str, dataset_file: str, *settings) -> str:
+def progress_key(model_path: str | None, dataset_file: str, *settings) -> str:
     """What determines a generation's samples; names its folder of finished shards, so a
-    changed model, prompt set or setting never reuses shards of another."""
-    model = recorded_hash(model_path) or json.dumps(
-        sorted((str(p.relative_to(model_path)), p.stat().st_mtime_ns) for p in Path(model_path).rglob("*"))
-    )
+    changed model, prompt set or setting never reuses shards of another. A model behind an
+    endpoint (no ``model_path``) is named by its endpoint settings among ``settings``."""
+    model = None
+    if model_path is not None:
+        model = recorded_hash(model_path) or json.dumps(
+            sorted((str(p.relative_to(model_path)), p.stat().st_mtime_ns) for p in Path(model_path).rglob("*"))
+        )
     material = json.dumps([model, content_hash(dataset_file), *settings], sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
@@ -163,25 +195,40 @@ def sampling_groups(
     return [(SamplingParams(**{"seed": seed, **dict(settings)}), indices) for settings, indices in groups.items()]
 
 
-def _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampling) -> list[list[dict]]:
+def _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampling, labels) -> list[list[dict]]:
     """Each row's samples as records, row by row."""
-    batch = build_prompts(
-        promptset["prompt"], _templated(rows, promptset.get("template")), engine.tokenizer, length_prompt, targets
-    )
+    batch = build_prompts(promptset["prompt"], _templated(rows, promptset.get("template")), length_prompt, targets)
+    prompts, samples = _answers(engine, batch, sampling, labels)
+    return [
+        [{**row, "prompt": prompt, "sample": index, "text": text} for index, text in enumerate(texts)]
+        for row, prompt, texts in zip(rows, prompts, samples, strict=True)
+    ]
+
+
+def _answers(engine, batch: PromptBatch, sampling: SamplingParams, labels: list[str]):
+    """Each prompt as its records show it, and its ``n`` texts. A model with weights gets
+    the prompts through its chat template, tokenised once (``make_request``); an endpoint
+    gets their messages (the records show them as JSON) and renders its own template."""
+    if engine.tokenizer is None:
+        if any(batch.assistant_prefixes):
+            raise ValueError(
+                f"{labels[0]}: the prompt starts the assistant's turn (an MLT), which a chat endpoint "
+                "cannot be sent; such prompts need a model with weights"
+            )
+        log.info("generating %d prompts at %s, sampling %s", len(batch.conversations), engine.describe(), sampling)
+        texts = engine.chat(batch.conversations, sampling, stop=batch.stop_tokens, labels=labels)
+        return [json.dumps(messages, ensure_ascii=False) for messages in batch.conversations], texts
+    prompts = batch.texts(engine.tokenizer)
     request = make_request(
         engine.tokenizer,
-        batch.prompts,
+        prompts,
         sampling,
         generation_eos=engine.generation_eos,
         stop_tokens=batch.stop_tokens,
         skip_special_tokens=batch.skip_special_tokens,
     )
     log.info("generating %s", request.describe())
-    samples = complete(engine, request)
-    return [
-        [{**row, "prompt": prompt, "sample": index, "text": text} for index, text in enumerate(texts)]
-        for row, prompt, texts in zip(rows, batch.prompts, samples, strict=True)
-    ]
+    return prompts, complete(engine, request)
 
 
 def _templated(rows: list[dict], template: str | None) -> list[dict]:
@@ -194,28 +241,29 @@ def _templated(rows: list[dict], template: str | None) -> list[dict]:
     return [{**row, "instruction": template.replace(INSTRUCTION_SLOT, row["instruction"])} for row in rows]
 
 
-def generate_conversations(engine, rows: list[dict], sampling: SamplingParams, source: str) -> list[dict]:
+def generate_conversations(
+    engine, rows: list[dict], sampling: SamplingParams, source: str, labels: list[str] | None = None
+) -> list[dict]:
     """MT-Bench style: every user turn in ``turns`` is asked after the model's own earlier
-    answers. Each record keeps the whole ``conversation``; ``text`` is the last answer."""
+    answers. Each record keeps the whole ``conversation``; ``text`` is the last answer.
+    ``labels`` name the rows in an endpoint's errors."""
     if sampling.n != 1:
         raise ValueError(f"{source}: multi-turn prompts take one sample per prompt (n=1), not n={sampling.n}")
     for row, record in enumerate(rows):
         if not record.get("turns"):
             raise KeyError(f"{source}: row {row}: multi-turn prompts need a non-empty 'turns' list")
+    labels = labels or [f"{source} row {i}" for i in range(len(rows))]
     conversations: list[list[dict]] = [[] for _ in rows]
     prompts = [""] * len(rows)
     for turn in range(max(len(record["turns"]) for record in rows)):
         asking = [i for i, record in enumerate(rows) if turn < len(record["turns"])]
         for i in asking:
             conversations[i].append({"role": "user", "content": rows[i]["turns"][turn]})
-            prompts[i] = engine.tokenizer.apply_chat_template(
-                conversations[i], tokenize=False, add_generation_prompt=True
-            )
-        request = make_request(
-            engine.tokenizer, [prompts[i] for i in asking], sampling, generation_eos=engine.generation_eos
-        )
-        log.info("turn %d: generating %s", turn + 1, request.describe())
-        for i, texts in zip(asking, complete(engine, request), strict=True):
+        log.info("turn %d", turn + 1)
+        batch = PromptBatch([list(conversations[i]) for i in asking])
+        asked, answers = _answers(engine, batch, sampling, [f"{labels[i]}, turn {turn + 1}" for i in asking])
+        for i, prompt, texts in zip(asking, asked, answers, strict=True):
+            prompts[i] = prompt
             conversations[i].append({"role": "assistant", "content": texts[0]})
     return [
         {**record, "prompt": prompt, "sample": 0, "text": conversation[-1]["content"], "conversation": conversation}

@@ -1,0 +1,203 @@
+"""Generation through an OpenAI-compatible chat endpoint (closed models' APIs, a researcher's
+own vLLM or TGI server), against the local recording stand-in (tests/chat_endpoint_standin.py;
+no real endpoint is reachable here): what requests went out (model, the prompt set's
+messages, sampling), what the generation file holds, retries, errors, and that the API key
+reaches neither logs, errors nor artifacts."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from chat_endpoint_standin import ChatEndpointStandIn
+from reprolm.generate import SamplingParams
+from reprolm.generate.endpoint_backend import ChatEndpointBackend, EndpointError
+from reprolm.generate.run import generate_promptset
+from reprolm.length import TargetSet
+
+KEY_ENV = "REPROLM_ENDPOINT_GENERATION_KEY"
+SECRET = "sk-reprolm-endpoint-generation-" + "7f3a2b"
+TLG_ROWS = [
+    {"id": 0, "Instruction": "Describe a cat.", "TargetLength": "10", "Level": 0},
+    {"id": 1, "Instruction": "Describe a dog.", "TargetLength": "30", "Level": 0},
+    {"id": 2, "Instruction": "Describe a bird.", "TargetLength": ">800", "Level": 2},
+]
+
+
+@pytest.fixture()
+def key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+
+
+def _endpoint(base_url: str, **settings) -> dict:
+    return {"name": "closed", "base_url": base_url, "model": "gpt-stand-in", "api_key_env": KEY_ENV, **settings}
+
+
+def _tlg_file(tmp_path, rows=TLG_ROWS):
+    path = tmp_path / "tlg.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return str(path)
+
+
+def _generate(tmp_path, endpoint: dict, sampling: dict, rows=TLG_ROWS, prompt="target_length", **options) -> list:
+    output = tmp_path / "generations.parquet"
+    generate_promptset(
+        model_path=None,
+        dataset_file=_tlg_file(tmp_path, rows),
+        promptset={"prompt": prompt, "sampling": sampling},
+        length_prompt="instruction",
+        targets=TargetSet.from_config("paper"),
+        backend="transformers",
+        backend_options={},
+        seed=7,
+        output=str(output),
+        endpoint=endpoint,
+        **options,
+    )
+    return pq.read_table(output).to_pylist()
+
+
+def test_an_endpoint_model_is_sent_the_prompt_sets_messages_and_sampling(chat_endpoint, key, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    sampling = {"max_new_tokens": 20, "temperature": 0.7, "top_p": 0.9, "n": 2}
+    records = _generate(tmp_path, _endpoint(chat_endpoint, max_concurrency=2), sampling)
+
+    # The original Ruler's prompt to its closed models (run_exp_api.py), as the user's turn.
+    asked = {
+        "Describe a cat.\nThe response should have a word count of 10 words.",
+        "Describe a dog.\nThe response should have a word count of 30 words.",
+        "Describe a bird.\nThe response should have a word count of more than 800 words.",
+    }
+    seen = ChatEndpointStandIn.seen
+    assert len(seen) == 3 and {s["path"] for s in seen} == {"/v1/chat/completions"}
+    assert {s["authorization"] for s in seen} == {f"Bearer {SECRET}"}
+    assert {s["body"]["messages"][0]["content"] for s in seen} == asked
+    for request in seen:
+        body = request["body"]
+        assert body["messages"] == [{"role": "user", "content": body["messages"][0]["content"]}]
+        assert {k: v for k, v in body.items() if k != "messages"} == {
+            "model": "gpt-stand-in",
+            "temperature": 0.7,
+            "top_p": 0.9,
+            "max_tokens": 20,
+            "n": 2,
+            "seed": 7,  # the job's seed plus the shard's first row
+        }
+
+    # Two samples per row, in row order whatever order the answers came in; the stand-in
+    # answers with the words asked for, cut at max_tokens.
+    assert [(r["id"], r["sample"]) for r in records] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
+    assert [len(r["text"].split()) for r in records] == [10, 10, 20, 20, 20, 20]
+    assert [r["text"].split()[0] for r in records] == ["s0", "s1"] * 3
+    assert {r["Instruction"] for r in records} == {row["Instruction"] for row in TLG_ROWS}
+    assert json.loads(records[0]["prompt"]) == [{"role": "user", "content": sorted(asked)[1]}]
+    assert SECRET not in caplog.text
+    assert SECRET.encode() not in (tmp_path / "generations.parquet").read_bytes()
+
+
+def test_shards_number_their_seed_by_row_and_an_endpoints_sampling_replaces_the_prompt_sets(
+    chat_endpoint, key, tmp_path
+):
+    endpoint = _endpoint(chat_endpoint, sampling={"temperature": 1.0})
+    sampling = {"max_new_tokens": 2048, "top_k": 50, "presence_penalty": 0.1}
+    _generate(tmp_path, endpoint, sampling, shard_size=2, progress_root=str(tmp_path / "progress"))
+    bodies = sorted((s["body"] for s in ChatEndpointStandIn.seen), key=lambda b: b["messages"][0]["content"])
+    assert [b["seed"] for b in bodies] == [9, 7, 7]  # bird (row 2: second shard), cat, dog
+    for body in bodies:
+        # top_k travels as a top-level field, as vLLM's and TGI's servers read it.
+        assert (body["temperature"], body["top_k"], body["presence_penalty"]) == (1.0, 50, 0.1)
+        assert "frequency_penalty" not in body and "stop" not in body
+    assert list((tmp_path / "progress").iterdir()) == []  # the finished shards, removed
+
+
+def test_stop_strings_and_multi_turn_conversations_are_sent_as_messages(chat_endpoint, key, tmp_path):
+    backend = ChatEndpointBackend(**_endpoint(chat_endpoint))
+    texts = backend.chat(
+        [[{"role": "user", "content": "one two three"}]], SamplingParams(max_new_tokens=5), stop=["<|end|>"]
+    )
+    assert texts == [["s0 s0 s0"]]
+    assert ChatEndpointStandIn.seen[0]["body"]["stop"] == ["<|end|>"]
+
+    ChatEndpointStandIn.seen = []
+    rows = [{"id": 0, "turns": ["Hello there.", "And again?"]}, {"id": 1, "turns": ["Only one."]}]
+    records = _generate(tmp_path, _endpoint(chat_endpoint), {"max_new_tokens": 8}, rows=rows, prompt="multi_turn")
+    second_turn = [s["body"]["messages"] for s in ChatEndpointStandIn.seen if len(s["body"]["messages"]) == 3]
+    assert second_turn == [
+        [
+            {"role": "user", "content": "Hello there."},
+            {"role": "assistant", "content": "s0 s0"},
+            {"role": "user", "content": "And again?"},
+        ]
+    ]
+    assert len(ChatEndpointStandIn.seen) == 3
+    assert [r["text"] for r in records] == ["s0 s0", "s0 s0"]
+    assert [len(r["conversation"]) for r in records] == [4, 2]
+
+
+def test_transient_failures_are_retried_with_backoff(chat_endpoint, key, tmp_path):
+    backend = ChatEndpointBackend(**_endpoint(chat_endpoint))
+    ChatEndpointStandIn.failures = [429, 503]
+    started = time.monotonic()
+    assert backend.chat([[{"role": "user", "content": "a b"}]], SamplingParams(max_new_tokens=5)) == [["s0 s0"]]
+    # The 429's Retry-After (20 ms), then the client's backoff after the 503 (about 0.4-1 s).
+    assert 0.3 < time.monotonic() - started < 3
+    assert len(ChatEndpointStandIn.seen) == 3
+
+
+def test_errors_name_the_model_endpoint_status_and_request_never_the_key(chat_endpoint, key, tmp_path, monkeypatch):
+    where = f"base model 'closed' ('gpt-stand-in' at {chat_endpoint})"
+    source = _tlg_file(tmp_path)
+    ChatEndpointStandIn.failures = [401]
+    with pytest.raises(EndpointError) as refused:
+        _generate(tmp_path, _endpoint(chat_endpoint, max_concurrency=1), {"max_new_tokens": 5})
+    message = str(refused.value)
+    assert message.startswith(f"{where}: the request for {source} row 0 ('Describe a cat.")
+    assert "(not retried): HTTP 401: " in message and "incorrect API key provided: ***" in message
+    assert SECRET not in message and refused.value.__cause__ is None
+
+    ChatEndpointStandIn.seen, ChatEndpointStandIn.failures = [], [500, 500]
+    backend = ChatEndpointBackend(**_endpoint(chat_endpoint, max_retries=1))
+    with pytest.raises(
+        EndpointError, match=re.escape(f"{where}: the request for prompt 0 ('q') failed after 1 retries: HTTP 500")
+    ):
+        backend.chat([[{"role": "user", "content": "q"}]], SamplingParams(max_new_tokens=5))
+    assert len(ChatEndpointStandIn.seen) == 2
+
+    ChatEndpointStandIn.replies = [{"id": "x", "object": "chat.completion", "model": "gpt-stand-in"}]
+    with pytest.raises(
+        EndpointError, match=re.escape(f"{where}: the reply to the request for prompt 0 ('q') has no 'choices'")
+    ):
+        backend.chat([[{"role": "user", "content": "q"}]], SamplingParams(max_new_tokens=5))
+
+    ChatEndpointStandIn.replies = [{"id": "x", "object": "chat.completion", "model": "m", "choices": []}]
+    with pytest.raises(EndpointError, match="has no 'choices'"):
+        backend.chat([[{"role": "user", "content": "q"}]], SamplingParams(max_new_tokens=5))
+
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(
+        EndpointError, match=re.escape(f"{where}: environment variable '{KEY_ENV}' (its API key) is not set")
+    ):
+        ChatEndpointBackend(**_endpoint(chat_endpoint))
+
+
+def test_prompts_that_start_the_assistants_turn_are_refused_for_an_endpoint(chat_endpoint, key, tmp_path):
+    with pytest.raises(ValueError, match=r"row 0: the prompt starts the assistant's turn \(an MLT\)"):
+        generate_promptset(
+            model_path=None,
+            dataset_file=_tlg_file(tmp_path),
+            promptset={"prompt": "target_length", "sampling": {"max_new_tokens": 5}},
+            length_prompt="mlt",
+            targets=TargetSet.from_config("paper"),
+            backend="transformers",
+            backend_options={},
+            seed=0,
+            output=str(tmp_path / "out.parquet"),
+            endpoint=_endpoint(chat_endpoint),
+        )
+    assert ChatEndpointStandIn.seen == [] and not (tmp_path / "out.parquet").exists()
