@@ -120,6 +120,35 @@ def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(p
     assert paper["judges"]["gpt4_mt_bench"]["model"] == "gpt-4"
 
 
+def test_paper_config_makes_the_models_of_each_papers_effect_claim(paper_jobs):
+    """The claims name their models through config: paper.yaml's are the papers' (Ruler vs
+    vanilla per base, GEM vs CE, ExPO vs the aligned model per pair, FLR vs chance,
+    Harmony's tau gain), and the DAG makes the models each compares."""
+    from reprolm.aggregate.paper_comparison import claim_settings, expand_directions, load_headlines
+    from reprolm.config import overlays
+
+    paper = overlays.load(REPO / "config/paper.yaml", REPO)
+    headlines = REPO / "config/paper_headlines.yaml"
+    claims = expand_directions(
+        load_headlines(headlines)["directions"], claim_settings(paper, headlines, {})["lists"], str(headlines)
+    )
+    finetuned = {f"{w['base']}/{w['recipe']}" for rule, w in paper_jobs if rule == "finetune"}
+    generated = {(f"{w['base']}/{w['recipe']}", w["promptset"]) for rule, w in paper_jobs if rule == "generate"}
+    ruler = [claim for claim in claims if claim["study"] == "ruler"]
+    assert len(ruler) == len(paper["ruler"]["bases"]) == 6
+    assert all({claim["higher"]["model"], claim["lower"]["model"]} <= finetuned for claim in ruler)
+    expo = [claim["higher"]["model"] for claim in claims if claim["study"] == "expo"]
+    assert len(expo) == 14 and all((model, paper["expo"]["win_rate"]) in generated for model in expo)
+    gem = [claim for claim in claims if claim["study"] == "gem"]
+    assert [claim["higher"]["base"] for claim in gem] == paper["gem"]["bases"] * 2
+    # Llama-3-8B's poems and stories are sampled; Qwen2.5-Math's are not (its recipes are the
+    # NuminaMath ones, evaluated on GSM8K only): its diversity claims are reported not made.
+    assert {("llama3_8b_gem/gem_linear", "poems"), ("llama3_8b_gem/ce", "stories")} <= generated
+    assert not any(model.startswith("qwen25_math_7b/") and p in ("poems", "stories") for model, p in generated)
+    assert {claim["study"] for claim in claims} == {"ruler", "gem", "expo", "flr", "harmony"}
+    assert ("paper_comparison", {}) in paper_jobs
+
+
 def test_cluster_jobs_find_what_they_would_fetch_from_a_hub_made_by_local_rules(paper_details):
     """Compute nodes may have no internet. Every hub artifact a submitted job reads is an
     input made by a local rule (run on the submitting host): model checkpoints, raw
@@ -140,6 +169,11 @@ def test_cluster_jobs_find_what_they_would_fetch_from_a_hub_made_by_local_rules(
             needs |= {"resources/nltk_data/punkt_tab"} if any(t["task"] == "ifeval" for t in tasks) else set()
         if job.rule == "score" and job.wildcards["metric"] == "diversity":
             needs.add("resources/hub_models/sentence-transformers--bert-large-nli-stsb-mean-tokens")
+            # The original's text: the generating model's chat template, NLTK's word tokens.
+            needs |= {
+                "resources/nltk_data/punkt_tab",
+                f"results/models/{job.wildcards['base']}/{job.wildcards['recipe']}",
+            }
         assert needs <= set(job.inputs), (job.rule, job.wildcards, needs - set(job.inputs))
         for path in job.inputs:
             hub_made = path.startswith(
