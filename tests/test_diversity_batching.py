@@ -26,7 +26,7 @@ def test_batched_encoding_of_many_prompts_equals_the_per_prompt_result():
         ["Neon puddles shake with every passing car", "Streetlights", "The city sleeps with one eye open."],
         ["The fox ran.", "A clever red fox outwitted the hounds at dawn, slipping through the barley.", "Fox."],
     ]
-    batched = embedding_diversities(groups, encoder, prompts, compat="original")
+    batched = embedding_diversities([[f"{p} {s}" for s in group] for p, group in zip(prompts, groups)], encoder)
     expected = [per_prompt_diversity(samples, encoder, prompt) for samples, prompt in zip(groups, prompts)]
     # Cosine similarities agree to 1e-7 (float32 sums over padded batches), scores x 100 to 1e-5.
     assert batched == pytest.approx(expected, abs=1e-5)

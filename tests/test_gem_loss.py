@@ -1,7 +1,11 @@
 """GEM's loss against autograd of its definition, its closed-form gradient, limits, masking
-and chunking; chat SFT examples with every assistant span trained; a GEM finetune."""
+and chunking; its normalisation across gradient accumulation (the paper's, over the step's
+tokens, and the original code's, per micro-batch), by hand and through the Trainer; chat SFT
+examples with every assistant span trained; a GEM finetune."""
 
 from __future__ import annotations
+
+import math
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -10,14 +14,14 @@ import torch
 
 from finetune_helpers import tiny_finetune_inputs
 from reprolm.train.examples import IGNORE_INDEX, assistant_spans_example
-from reprolm.train.losses import gem_loss
+from reprolm.train.losses import gem_loss, trainer_loss
 
 VOCAB = 11
 
 
 def reference_gem(logits, labels, beta, h):
     """The definition, term by term, with autograd doing the gradient."""
-    z = logits[:, :-1].reshape(-1, VOCAB)
+    z = logits[:, :-1].reshape(-1, logits.shape[-1])
     y = labels[:, 1:].reshape(-1)
     keep = y != IGNORE_INDEX
     z, y = z[keep], y[keep]
@@ -88,6 +92,123 @@ def test_masked_batch_and_the_trainers_token_count():
     assert over_accumulation.item() == pytest.approx(mean.item() / 4)
     with pytest.raises(ValueError, match="h='square'"):
         gem_loss(logits, labels, h="square")
+
+
+class Outputs:
+    def __init__(self, logits):
+        self.logits = logits
+
+
+def two_micro_batches():
+    """Vocabulary of two, every predicting position's logits (0, ln 3): softmax (1/4, 3/4).
+    Micro-batch A has one label token (0), B three (1, 1, 1)."""
+    row = torch.tensor([0.0, math.log(3)], dtype=torch.float64)
+    a = (row.repeat(1, 2, 1), torch.tensor([[IGNORE_INDEX, 0]]))
+    b = (row.repeat(1, 4, 1), torch.tensor([[IGNORE_INDEX, 1, 1, 1]]))
+    return a, b
+
+
+def test_accumulated_loss_per_micro_batch_as_the_original_or_over_the_steps_tokens_by_hand():
+    (logits_a, labels_a), (logits_b, labels_b) = two_micro_batches()
+    # GEM, beta 1, h linear, per token: sum_v q_v (z_v - z_y) with q = (1/4, 3/4):
+    # label 0: 3/4 ln 3; label 1: -1/4 ln 3.
+    spec = {"gradient_accumulation_steps": 2}
+    gem = {"kind": "gem", "beta": 1.0, "h": "linear"}
+    original = trainer_loss({**spec, "loss": {**gem, "compat": "original"}})
+    step = original(Outputs(logits_a), labels_a, 4) + original(Outputs(logits_b), labels_b, 4)
+    # Each micro-batch's mean, halved: (3/4 ln 3 + (-1/4 ln 3)) / 2.
+    assert step.item() == pytest.approx(math.log(3) / 4, abs=1e-12)
+    paper = trainer_loss({**spec, "loss": gem})
+    step = paper(Outputs(logits_a), labels_a, 4) + paper(Outputs(logits_b), labels_b, 4)
+    # Over the step's four tokens: (3/4 ln 3 - 3 x 1/4 ln 3) / 4.
+    assert step.item() == pytest.approx(0.0, abs=1e-12)
+    # The cross-entropy baseline the original way, -ln p_y: label 0 ln 4, label 1 ln 4/3.
+    ce = trainer_loss({**spec, "loss": {"kind": "ce", "compat": "original"}})
+    step = ce(Outputs(logits_a), labels_a, 4) + ce(Outputs(logits_b), labels_b, 4)
+    assert step.item() == pytest.approx((math.log(4) + math.log(4 / 3)) / 2, abs=1e-12)
+    # The paper's cross-entropy is the model's own (over the step's tokens): no function.
+    assert trainer_loss({**spec, "loss": {"kind": "ce"}}) is None
+    with pytest.raises(ValueError, match="loss compat 'sum'"):
+        trainer_loss({"loss": {**gem, "compat": "sum"}})
+
+
+def test_the_trainer_accumulates_the_original_per_micro_batch_gradient(tmp_path):
+    """A real Trainer step over two micro-batches of 1 and 5 label tokens (accumulation 2):
+    the gradient is the mean of the two micro-batches' GEM means ('original'), or the GEM
+    mean over all 6 tokens ('paper'); autograd of the definition gives both."""
+    from datasets import Dataset
+    from transformers import DataCollatorForSeq2Seq, Trainer, TrainerCallback
+
+    from reprolm.models.tiny import build_tiny_model
+    from reprolm.models.tokenizer import train_bpe_tokenizer
+    from reprolm.train.finetune import FinetuneSpec, training_arguments
+
+    tokenizer = train_bpe_tokenizer(["the miller repairs the blue door by the bridge"] * 4, vocab_size=300)
+    model = build_tiny_model(
+        {
+            "architecture": "llama",
+            "hidden_size": 16,
+            "num_layers": 1,
+            "num_heads": 2,
+            "intermediate_size": 32,
+            "max_positions": 16,
+        },
+        tokenizer,
+        seed=0,
+    )
+    examples = [
+        {"input_ids": [10, 11, 12, 13], "labels": [IGNORE_INDEX] * 3 + [13]},
+        {"input_ids": [20, 21, 22, 23, 24, 25], "labels": [IGNORE_INDEX, 21, 22, 23, 24, 25]},
+    ]
+    for example in examples:
+        example["attention_mask"] = [1] * len(example["input_ids"])
+
+    def by_definition(micro_batch_means: bool) -> list[torch.Tensor]:
+        model.zero_grad()
+        losses, counts = [], []
+        for example in examples:
+            labels = torch.tensor([example["labels"]])
+            logits = model(input_ids=torch.tensor([example["input_ids"]])).logits
+            losses.append(reference_gem(logits, labels, 0.7, "linear"))
+            counts.append(int((labels[:, 1:] != IGNORE_INDEX).sum()))
+        if micro_batch_means:
+            total = sum(losses) / 2
+        else:
+            total = sum(loss * count for loss, count in zip(losses, counts)) / sum(counts)
+        total.backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    class Gradients(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            self.seen = [p.grad.clone() for p in model.parameters()]
+
+    seen = {}
+    for compat in ("original", "paper"):
+        recipe = {
+            "per_device_train_batch_size": 1,
+            "gradient_accumulation_steps": 2,
+            "max_steps": 1,
+            "learning_rate": 0.0,
+            "loss": {"kind": "gem", "beta": 0.7, "h": "linear", "compat": compat},
+            "trainer_args": {"max_grad_norm": 0.0},
+        }
+        spec = FinetuneSpec(str(tmp_path), str(tmp_path / compat), str(tmp_path / "ck"), "", recipe)
+        args = training_arguments(spec)
+        assert args.average_tokens_across_devices is (compat == "paper")
+        gradients = Gradients()
+        Trainer(
+            model=model,
+            args=args,
+            train_dataset=Dataset.from_list(examples),
+            data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=IGNORE_INDEX),
+            compute_loss_func=trainer_loss(recipe),
+            callbacks=[gradients],
+        ).train()
+        seen[compat] = gradients.seen
+    for compat, micro_batch_means in (("original", True), ("paper", False)):
+        expected = by_definition(micro_batch_means)
+        assert all(torch.allclose(g, e, atol=1e-6) for g, e in zip(seen[compat], expected, strict=True))
+    assert not all(torch.allclose(a, b, atol=1e-6) for a, b in zip(seen["original"], seen["paper"]))
 
 
 @pytest.fixture(scope="module")

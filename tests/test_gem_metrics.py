@@ -4,6 +4,8 @@ data: SFT chats and prompts from GSM8K problems."""
 
 from __future__ import annotations
 
+import json
+
 import pyarrow.parquet as pq
 import pytest
 from sacrebleu.metrics import BLEU
@@ -38,13 +40,11 @@ def punkt_parameters(tmp_path, monkeypatch):
     nltk.tokenize._get_punkt_tokenizer.cache_clear()
 
 
-def test_distinct_n_by_hand_and_with_the_prompt_included(punkt_parameters):
+def test_distinct_n_by_hand():
     # unigrams: the, cat, sat, the, cat, ran, a, dog, ran -> 6 unique of 9
     assert distinct_n(SAMPLES, 1) == pytest.approx(100 * 6 / 9)
     # bigrams: (the cat) x2, (cat sat), (cat ran), (a dog), (dog ran) -> 5 of 6
     assert distinct_n(SAMPLES, 2) == pytest.approx(100 * 5 / 6)
-    # The original prepends the prompt to every sample: its words repeat, diversity drops.
-    assert distinct_n(SAMPLES, 1, prompt="write a poem", compat="original") == pytest.approx(100 * 8 / 18)
     assert distinct_n(SAMPLES, 3) == pytest.approx(100.0)
 
 
@@ -70,15 +70,116 @@ def test_self_bleu_uses_every_other_sample_unless_original():
     bleu = BLEU(effective_order=True)
     paper = 100 - sum(bleu.sentence_score(s, [o for o in SAMPLES if o != s]).score for s in SAMPLES) / 3
     assert self_bleu_diversity(SAMPLES) == pytest.approx(paper)
-    # Original: one reference stream, so each sample is compared with the first other only.
-    first_other = [SAMPLES[1], SAMPLES[0], SAMPLES[0]]
-    original = 100 - sum(bleu.sentence_score(f"p {s}", [f"p {o}"]).score for s, o in zip(SAMPLES, first_other)) / 3
-    assert self_bleu_diversity(SAMPLES, prompt="p", compat="original") == pytest.approx(original)
-    # "a dog ran" matches "the cat ran" (a paper reference) better than "the cat sat" (the
-    # original's only one): the variants differ.
-    assert self_bleu_diversity(SAMPLES) != pytest.approx(self_bleu_diversity(SAMPLES, compat="original"))
+    # By hand: the original compares each sample with the first other one only. Samples 0 and
+    # 2 are equal, 1 shares no word: original BLEUs 0 (0 v 1), 0 (1 v 0), 100 (2 v 0) ->
+    # diversity 100 - 100/3; paper BLEUs 100 (0 v {1, 2}), 0, 100 -> 100 - 200/3.
+    texts = ["a b c d e", "v w x y z", "a b c d e"]
+    assert self_bleu_diversity(texts, compat="original") == pytest.approx(100 - 100 / 3)
+    assert self_bleu_diversity(texts) == pytest.approx(100 - 200 / 3)
+    # corpus_bleu has no effective order: without a matching 4-gram a text's BLEU is 0.
+    assert self_bleu_diversity(["the cat sat", "the cat ran"], compat="original") == 100.0
+    assert self_bleu_diversity(["the cat sat", "the cat ran"]) < 50
     with pytest.raises(ValueError, match="at least two samples"):
         self_bleu_diversity(SAMPLES[:1])
+
+
+# Meta-Llama-3-8B-Instruct's chat template (its tokenizer_config.json), the original's.
+LLAMA3_TEMPLATE = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}"
+    "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'"
+    "+ message['content'] | trim + '<|eot_id|>' %}"
+    "{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
+)
+LLAMA3_SPECIAL = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+POEM = "Write a poem about the sea , please ."
+ANSWERS = ["The grey sea folds.<|eot_id|>", "  Waves hum at night. ", "The grey sea folds."]
+
+
+def rendered(answer: str) -> str:
+    """By hand: the original's text for POEM and an answer. The prompt comes back from the
+    generation's rendering decoded without special tokens and cleaned up as Llama-3's
+    tokenizer did (" ," -> ",", " ." -> "."); the template trims both turns."""
+    return (
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nWrite a poem about the sea, please."
+        "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+        f"{answer.replace('<|eot_id|>', '').strip()}<|eot_id|>"
+    )
+
+
+@pytest.fixture(scope="module")
+def llama3_style_tokenizer(tmp_path_factory):
+    """A small byte-level BPE tokenizer with Llama-3's special tokens, BOS, chat template and
+    clean-up flag, saved as a model folder's tokenizer."""
+    from reprolm.models.tokenizer import train_bpe_tokenizer
+
+    tokenizer = train_bpe_tokenizer([POEM, *ANSWERS], vocab_size=300)
+    tokenizer.add_tokens(LLAMA3_SPECIAL, special_tokens=True)
+    tokenizer.bos_token = "<|begin_of_text|>"
+    tokenizer.chat_template = LLAMA3_TEMPLATE
+    folder = tmp_path_factory.mktemp("llama3_style")
+    tokenizer.save_pretrained(folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "clean_up_tokenization_spaces": True}))
+    return folder
+
+
+def _generation_rows(folder) -> list[dict]:
+    from reprolm.models.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(str(folder))
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": POEM}], tokenize=False, add_generation_prompt=True
+    )
+    return [
+        {"id": 0, "sample": i, "instruction": POEM, "prompt": prompt, "text": text} for i, text in enumerate(ANSWERS)
+    ]
+
+
+def test_original_text_is_the_chat_template_over_the_decoded_prompt_and_the_answer(llama3_style_tokenizer):
+    from reprolm.models.loading import load_tokenizer
+    from reprolm.score.diversity import original_texts
+
+    rows = _generation_rows(llama3_style_tokenizer)
+    assert rows[0]["prompt"] == (
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n" + POEM + "<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
+    texts = original_texts(ANSWERS, rows[0]["prompt"], load_tokenizer(str(llama3_style_tokenizer)))
+    assert texts == [rendered(answer) for answer in ANSWERS]
+
+
+def test_diversity_metric_scores_the_original_text_with_the_paper_variant_beside(
+    llama3_style_tokenizer, punkt_parameters
+):
+    from collections import Counter
+
+    from nltk.tokenize import word_tokenize
+    from sacrebleu import corpus_bleu
+
+    rows = _generation_rows(llama3_style_tokenizer)
+    context = {"compat": "original", "variants": ["paper"], "tokenizer_dir": str(llama3_style_tokenizer)}
+    result = compute("diversity", rows, context)
+    assert result["compat"] == "original" and list(result["variants"]) == ["paper"]
+    texts = [rendered(answer) for answer in ANSWERS]
+    # Independently of the scorer: NLTK's tokens and sacrebleu's corpus_bleu as the original
+    # calls them, on the hand-rendered texts.
+    for n in (1, 2, 3):
+        grams = Counter(g for t in texts for words in [word_tokenize(t)] for g in zip(*(words[i:] for i in range(n))))
+        assert result["per_prompt"][f"distinct_{n}"] == [pytest.approx(100 * len(grams) / sum(grams.values()))]
+    bleus = [corpus_bleu([t], [texts[:i] + texts[i + 1 :]]).score for i, t in enumerate(texts)]
+    assert result["self_bleu"] == pytest.approx(100 - sum(bleus) / 3)
+    assert result["embedding"] == pytest.approx(embedding_diversity(texts, offline_encoder()), abs=1e-6)
+    # Beside it, the paper's: the answers alone, as generated.
+    paper = result["variants"]["paper"]
+    assert paper["distinct_1"] == pytest.approx(distinct_n(ANSWERS, 1))
+    assert paper["self_bleu"] == pytest.approx(self_bleu_diversity(ANSWERS))
+    # The shared template and prompt make the original's text far less diverse.
+    assert result["distinct"] < paper["distinct"] and result["embedding"] < paper["embedding"]
+    with pytest.raises(ValueError, match="needs the model's folder"):
+        compute("diversity", rows, {"compat": "original"})
+    with pytest.raises(KeyError, match="row 0 .* has no rendered 'prompt'"):
+        compute("diversity", [{**r, "prompt": None} for r in rows], context)
 
 
 def test_embedding_diversity_with_the_packaged_encoder():
@@ -204,9 +305,15 @@ def test_answer_metrics_with_compat_original():
     greedy = compute("answer_accuracy", rows, {"compat": "original"})
     assert greedy["correct"] == [True, True] and greedy["compat"] == "original"
     assert compute("answer_accuracy", rows, {})["correct"] == [False, False]
+    # Both readings in one score: the original's headline, the paper's beside it.
+    both = compute("answer_voting", rows, {"ks": [4], "compat": "original", "variants": ["paper", "original"]})
+    assert both["maj"] == [100.0] and list(both["variants"]) == ["paper"]
+    assert both["variants"]["paper"]["maj"] == [0.0] and both["variants"]["paper"]["compat"] == "paper"
+    greedy = compute("answer_accuracy", rows, {"compat": "original", "variants": ["paper"]})
+    assert greedy["variants"]["paper"]["correct"] == [False, False]
 
 
-def test_diversity_metric_averages_each_prompts_scores_and_honours_compat(punkt_parameters):
+def test_diversity_metric_averages_each_prompts_scores():
     rows = [{"id": 0, "sample": i, "instruction": "write a poem", "text": text} for i, text in enumerate(SAMPLES)]
     rows += [
         {"id": 1, "sample": i, "instruction": "write a story", "text": text}
@@ -214,15 +321,16 @@ def test_diversity_metric_averages_each_prompts_scores_and_honours_compat(punkt_
     ]
     paper = compute("diversity", rows, {})
     assert paper["prompts"] == 2 and paper["samples_per_prompt"] == 2
+    assert paper["compat"] == "paper" and paper["variants"] == {}
     assert paper["distinct_1"] == pytest.approx((100 * 6 / 9 + 100 * 3 / 6) / 2)
     assert paper["distinct"] == pytest.approx((paper["distinct_1"] + paper["distinct_2"] + paper["distinct_3"]) / 3)
     assert paper["self_bleu"] == pytest.approx((self_bleu_diversity(SAMPLES) + 0.0) / 2)
-    original = compute("diversity", rows, {"compat": "original"})
-    assert original["distinct_1"] < paper["distinct_1"] and original["compat"] == "original"
     # Each prompt's scores are kept, in prompt order, for the tables' bootstrap.
     assert paper["ids"] == [0, 1]
     assert paper["per_prompt"]["distinct_1"] == pytest.approx([100 * 6 / 9, 100 * 3 / 6])
     assert sum(paper["per_prompt"]["embedding"]) / 2 == pytest.approx(paper["embedding"])
+    with pytest.raises(ValueError, match="diversity compat 'answers'"):
+        compute("diversity", rows, {"compat": "answers"})
 
 
 # ---- GEM's data: SFT chats, GSM8K prompts, writing prompts ----
@@ -495,6 +603,44 @@ def test_diversity_table_means_over_prompts_and_the_distinct_ratio_averages_dist
     ]
 
 
+def test_tables_fill_the_seeds_columns_by_compat_with_each_variant_beside():
+    from reprolm.aggregate.gem_tables import chat_tables, diversity_table, gsm8k_tables
+    from reprolm.aggregate.tables import Score
+
+    rows = _generations({0: ["2.5", "x", "y", "2"], 1: ["3.5", "4", "z", "w"]}, {0: "2", 1: "4"})
+    context = {"ks": [4], "compat": "original", "variants": ["paper"]}
+    scores = [
+        Score("answer_voting", "tiny", "ce", "samples", compute("answer_voting", rows, context)),
+        Score("answer_accuracy", "tiny", "ce", "greedy", compute("answer_accuracy", rows, context)),
+    ]
+    # The hand-checked readings above: original maj@4 100, paper 0; greedy 2.5 is 2 (right)
+    # and 3.5 is 4 (right) originally, both wrong as written.
+    (row,) = gsm8k_tables(scores, GEM_STUDY, [("tiny", "ce")])[0].to_dict("records")
+    assert row["definition"] == "original"
+    assert row["Majority Voting (@4)"].value == 100.0 and row["Majority Voting (@4) [paper]"].value == 0.0
+    assert row["Greedy Decoding"].value == 100.0 and row["Greedy Decoding [paper]"].value == 0.0
+    per_prompt = {"distinct_1": [30.0, 50.0], "distinct_2": [60.0, 80.0], "distinct_3": [90.0, 100.0]}
+    original = {**per_prompt, "self_bleu": [20.0, 40.0], "embedding": [10.0, 12.0]}
+    paper = {name: [v + 10 for v in values] for name, values in original.items()}
+    data = {"ids": [0, 1], "per_prompt": original, "compat": "original", "encoder": "packaged"}
+    data["variants"] = {"paper": {"per_prompt": paper, "compat": "paper"}}
+    frame = diversity_table([Score("diversity", "tiny", "ce", "poems", data)], GEM_STUDY, [("tiny", "ce")], "poems")
+    row = frame.iloc[0]
+    # Distinct ratio: the mean of distinct-1..3 over the two prompts: (40 + 70 + 95) / 3.
+    assert row["definition"] == "original"
+    assert row["N-gram Distinct Ratio"].value == pytest.approx(205 / 3)
+    assert row["N-gram Distinct Ratio [paper]"].value == pytest.approx(205 / 3 + 10)
+    assert row["Self-BLEU Diversity Score"].value == 30.0 and row["Self-BLEU Diversity Score [paper]"].value == 40.0
+    assert row["Sentence-Embedding Diversity Score [paper]"].value == 21.0
+    # The chat table at the seed's n (and another beside it): best of the first n samples.
+    study = {**GEM_STUDY, "best_of_n": {**GEM_STUDY["best_of_n"], "headline": [1, 2]}}
+    best, _ = chat_tables(_gem_scores(), study, GEM_MODELS)
+    old = best_and_mean_of_n([[1.0, 3.0], [2.0, 0.5], [-1.0, 0.0]], [1, 2])
+    assert list(best.columns) == ["base", "model", "Reward (Best-of-N @1)", "Reward (Best-of-N @2)"]
+    assert best.iloc[0]["Reward (Best-of-N @1)"].value == old[1]["best"]
+    assert best.iloc[0]["Reward (Best-of-N @2)"].value == old[2]["best"]
+
+
 def test_gem_tables_from_scores_and_lm_eval_log_carry_intervals_and_plot_them(tmp_path):
     import gzip
     import json
@@ -562,6 +708,7 @@ def test_gem_tables_from_scores_and_lm_eval_log_carry_intervals_and_plot_them(tm
             for c in ("Greedy Decoding", "Majority Voting (@4)", "Best-of-N (@4)")
             for suffix in ("", " lo", " hi")
         ],
+        "definition",
     ]
     assert {"best-of-n lo", "mean-of-n hi"} <= set(pd.read_csv(tmp_path / "tables" / "chat_best_of_n.csv").columns)
     for plot in ("gsm8k_scaling.png", "diversity.png"):

@@ -398,12 +398,16 @@ def harmony_hub_data(wildcards):
 
 
 def metric_inputs(wildcards):
-    """The generations, and a hub sentence encoder the metric's settings name."""
+    """The generations, a hub sentence encoder the metric's settings name, and what scoring
+    the original GEM evaluation's text reads (the model's folder, NLTK data)."""
     settings = config.get("metrics", {}).get(wildcards.metric, {})
     encoder = lookups.hub_encoder(settings)
     return {
         "generations": f"results/generations/{wildcards.base}/{wildcards.recipe}/{wildcards.promptset}.parquet",
         "encoder": [encoder] if encoder else [],
+        **lookups.original_text_inputs(
+            wildcards.metric, settings, wildcards.base, wildcards.recipe
+        ),
     }
 
 

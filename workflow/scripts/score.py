@@ -10,7 +10,12 @@ from reprolm.score.metrics import compute
 
 with tracked_step(snakemake) as log:
     rows = pq.read_table(snakemake.input.generations).to_pylist()
-    assets = {"encoder_dir": snakemake.input.encoder[0]} if snakemake.input.encoder else {}
+    inputs = snakemake.input
+    assets = {"nltk_data": list(inputs.nltk_data)}
+    if inputs.encoder:
+        assets["encoder_dir"] = inputs.encoder[0]
+    if inputs.model:
+        assets["tokenizer_dir"] = inputs.model[0]
     result = compute(
         snakemake.wildcards.metric,
         rows,

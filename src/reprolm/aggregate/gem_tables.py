@@ -1,7 +1,12 @@
 """GEM's tables in the seed's layout, one row per recipe (CE, GEM-Linear, GEM-Logsigmoid)
 of each base model: IFEval, GSM8K (greedy, majority voting and best-of-N at the largest k,
-and every k), chat best-of-n reward, and diversity per creative-writing prompt set; plus
-plots of maj@k / pass@k against k and of the diversity scores."""
+and every k), chat best-of-n reward (at the seed's n), and diversity per creative-writing
+prompt set; plus plots of maj@k / pass@k against k and of the diversity scores.
+
+A metric scored by more than one definition (its ``compat`` and ``variants``, e.g. the
+original code's and the paper's) fills the seed's columns by its ``compat``, named in the
+row's ``definition`` column, and the same columns again, marked ``[variant]``, by each
+variant."""
 
 from __future__ import annotations
 
@@ -38,6 +43,12 @@ def _row(study: Mapping, base: str, recipe: str) -> dict:
 
 def _find(scores: list[Score], metric: str, base: str, recipe: str, name: str) -> Score | None:
     return next((s for s in scores if (s.metric, s.base, s.recipe, s.name) == (metric, base, recipe, name)), None)
+
+
+def _definitions(data: Mapping) -> list[tuple[str, Mapping]]:
+    """A score's definitions, each with its column suffix: its ``compat`` (the seed's columns
+    as they are, no suffix) and then each of its ``variants`` (`` [name]``)."""
+    return [("", data)] + [(f" [{name}]", variant) for name, variant in data.get("variants", {}).items()]
 
 
 def ifeval_table(scores: list[Score], study: Mapping, models: list) -> pd.DataFrame:
@@ -81,32 +92,42 @@ def gsm8k_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.
     voting_sets = _evaluation_promptsets(study, "answer_voting")
     for base, recipe in models:
         row = _row(study, base, recipe)
+        definition = None
         for promptset in greedy_sets:
             greedy = _find(scores, "answer_accuracy", base, recipe, promptset)
-            if greedy:
-                row["Greedy Decoding"] = mean_of(greedy.data["correct"], greedy.data["ids"], scale=100.0)
+            for suffix, data in _definitions(greedy.data) if greedy else []:
+                row[f"Greedy Decoding{suffix}"] = mean_of(data["correct"], data["ids"], scale=100.0)
+            definition = greedy.data.get("compat", "paper") if greedy else definition
         for promptset in voting_sets:
             voting = _find(scores, "answer_voting", base, recipe, promptset)
             if not voting:
                 continue
-            data = voting.data
-            maj = [mean_of(correct, data["ids"], scale=100.0) for correct in data["maj_correct"]]
-            passed = [mean_of(correct, data["ids"], scale=100.0) for correct in data["pass_correct"]]
-            k = data["ks"][-1]
-            row[f"Majority Voting (@{k})"] = maj[-1]
-            row[f"Best-of-N (@{k})"] = passed[-1]
-            by_k += [
-                {**_row(study, base, recipe), "k": k_, "maj@k": maj_k, "pass@k": pass_k}
-                for k_, maj_k, pass_k in zip(data["ks"], maj, passed, strict=True)
-            ]
+            for suffix, data in _definitions(voting.data):
+                maj = [mean_of(correct, data["ids"], scale=100.0) for correct in data["maj_correct"]]
+                passed = [mean_of(correct, data["ids"], scale=100.0) for correct in data["pass_correct"]]
+                k = data["ks"][-1]
+                row[f"Majority Voting (@{k}){suffix}"] = maj[-1]
+                row[f"Best-of-N (@{k}){suffix}"] = passed[-1]
+                by_k += [
+                    {
+                        **_row(study, base, recipe),
+                        "definition": data.get("compat", "paper"),
+                        "k": k_,
+                        "maj@k": maj_k,
+                        "pass@k": pass_k,
+                    }
+                    for k_, maj_k, pass_k in zip(data["ks"], maj, passed, strict=True)
+                ]
+            definition = voting.data.get("compat", "paper")
         if len(row) > 2:
-            headline.append(row)
+            headline.append({**row, "definition": definition})
     return pd.DataFrame(headline), pd.DataFrame(by_k)
 
 
 def chat_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Reward of the best of n samples per prompt (the seed reports the largest n), and the
-    best-of-n and mean-of-n reward at every n; each with its bootstrap over prompts."""
+    """Reward of the best of n samples per prompt at each ``headline`` n (the seed reports
+    n = 8; default the largest n), and the best-of-n and mean-of-n reward at every n; each
+    with its bootstrap over prompts."""
     spec = study["best_of_n"]
     headline, by_n = [], []
     for base, recipe in models:
@@ -127,7 +148,12 @@ def chat_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.D
             }
             for n in ns
         }
-        headline.append({**_row(study, base, recipe), f"Reward (Best-of-N @{ns[-1]})": result[ns[-1]]["best"]})
+        headline.append(
+            {
+                **_row(study, base, recipe),
+                **{f"Reward (Best-of-N @{n})": result[n]["best"] for n in spec.get("headline", ns[-1:])},
+            }
+        )
         by_n += [
             {**_row(study, base, recipe), "n": n, "best-of-n": result[n]["best"], "mean-of-n": result[n]["mean"]}
             for n in ns
@@ -137,24 +163,20 @@ def chat_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.D
 
 def diversity_table(scores: list[Score], study: Mapping, models: list, promptset: str) -> pd.DataFrame:
     """Per model: each diversity score's mean over prompts (the n-gram distinct ratio is the
-    mean of distinct-1, 2 and 3), with its bootstrap over prompts."""
+    mean of distinct-1, 2 and 3), with its bootstrap over prompts, by each definition the
+    score holds."""
     rows = []
     for base, recipe in models:
         score = _find(scores, "diversity", base, recipe, promptset)
         if score is None:
             continue
-        data = score.data
-        figures = {name: mean_of(values, data["ids"]) for name, values in data["per_prompt"].items()}
-        figures["distinct"] = mean_of_estimates([figures[f"distinct_{n}"] for n in (1, 2, 3)])
-        rows.append(
-            {
-                **_row(study, base, recipe),
-                **{column: figures[key] for column, key in DIVERSITY_COLUMNS.items()},
-                **{f"distinct-{n}": figures[f"distinct_{n}"] for n in (1, 2, 3)},
-                "encoder": data["encoder"],
-                "compat": data["compat"],
-            }
-        )
+        row = _row(study, base, recipe)
+        for suffix, data in _definitions(score.data):
+            figures = {name: mean_of(values, score.data["ids"]) for name, values in data["per_prompt"].items()}
+            figures["distinct"] = mean_of_estimates([figures[f"distinct_{n}"] for n in (1, 2, 3)])
+            row.update({f"{column}{suffix}": figures[key] for column, key in DIVERSITY_COLUMNS.items()})
+            row.update({f"distinct-{n}{suffix}": figures[f"distinct_{n}"] for n in (1, 2, 3)})
+        rows.append({**row, "definition": score.data["compat"], "encoder": score.data["encoder"]})
     return pd.DataFrame(rows)
 
 

@@ -10,9 +10,11 @@ from reprolm.length import TargetSet, count_words, reads_length_targets
 from reprolm.registry import Registry
 from reprolm.score import length
 from reprolm.score.diversity import (
+    check_compat,
     distinct_n,
     embedding_diversities,
     offline_encoder,
+    original_texts,
     self_bleu_diversity,
     sentence_encoder,
 )
@@ -95,10 +97,33 @@ def _references(rows, compat: str) -> dict:
     return references
 
 
+def definitions(context: Mapping) -> tuple[str, list[str]]:
+    """The settings' ``compat`` (the headline definition) and its ``variants``: the other
+    definitions computed beside it, each stored under ``variants`` in the result."""
+    compat = context.get("compat", "paper")
+    variants = [v for v in dict.fromkeys(context.get("variants", [])) if v != compat]
+    return compat, variants
+
+
+def with_variants(function: MetricFunction) -> MetricFunction:
+    """The metric by its ``compat``, and by each of its ``variants`` beside it."""
+
+    def scored(rows, context) -> dict:
+        compat, variants = definitions(context)
+        result = function(rows, {**context, "compat": compat})
+        result["variants"] = {v: function(rows, {**context, "compat": v}) for v in variants}
+        return result
+
+    scored.__doc__ = function.__doc__
+    return scored
+
+
 @METRICS.register("answer_accuracy")
+@with_variants
 def answer_accuracy(rows, context) -> dict:
     """Accuracy (x 100) of each prompt's first sample's answer: greedy decoding's accuracy.
-    Setting ``compat`` (paper / original): how answers are read (``extract_answer``)."""
+    Settings: ``compat`` (paper / original): how answers are read (``extract_answer``);
+    ``variants``: the other definitions scored beside it."""
     compat = context.get("compat", "paper")
     references = _references(rows, compat)
     first = {row["id"]: extract_answer(row["text"], compat) for row in rows if row["sample"] == 0}
@@ -114,10 +139,12 @@ def answer_accuracy(rows, context) -> dict:
 
 
 @METRICS.register("answer_voting")
+@with_variants
 def answer_voting(rows, context) -> dict:
     """Majority voting @k and pass@k (x 100) over each prompt's samples, for every k of the
-    metric's ``ks`` setting (default: powers of two up to the samples per prompt). Setting
-    ``compat`` (paper / original): how answers are read and whether unparsed ones vote."""
+    metric's ``ks`` setting (default: powers of two up to the samples per prompt). Settings:
+    ``compat`` (paper / original): how answers are read and whether unparsed ones vote;
+    ``variants``: the other definitions scored beside it."""
     compat = context.get("compat", "paper")
     references = _references(rows, compat)
     answers = samples_by_prompt(rows, lambda row: extract_answer(row["text"], compat))
@@ -140,40 +167,77 @@ def answer_voting(rows, context) -> dict:
     }
 
 
+def _diversity_scores(texts: Mapping, compat: str, encoder) -> dict:
+    """One definition's scores of each prompt's texts, and their means over prompts."""
+    per_prompt = {name: [] for name in ("distinct_1", "distinct_2", "distinct_3", "self_bleu")}
+    for group in texts.values():
+        for n in (1, 2, 3):
+            per_prompt[f"distinct_{n}"].append(distinct_n(group, n, compat))
+        per_prompt["self_bleu"].append(self_bleu_diversity(group, compat))
+    # One encode call over every prompt's texts: batched, on the job's GPU where it has one.
+    per_prompt["embedding"] = embedding_diversities(list(texts.values()), encoder)
+    means = {name: float(np.mean(values)) for name, values in per_prompt.items()}
+    means["distinct"] = float(np.mean([means[f"distinct_{n}"] for n in (1, 2, 3)]))
+    # Each prompt's scores, in prompt order, which the tables resample.
+    return {**means, "per_prompt": per_prompt}
+
+
 @METRICS.register("diversity")
 def diversity(rows, context) -> dict:
     """Diversity of each prompt's samples, averaged over prompts: distinct-1/2/3 (and their
     mean, the study's n-gram distinct ratio), self-BLEU and sentence-embedding diversity.
-    Settings: ``compat`` (paper / original) and ``encoder`` (``packaged``: the sentence
-    encoder installed with the project; else a sentence-transformers model's folder, or its
-    hub name, which the workflow downloads beforehand and hands over as ``encoder_dir``)."""
-    compat, encoder_name = context.get("compat", "paper"), context.get("encoder", "packaged")
+    Settings: ``compat`` (paper / original, ``reprolm.score.diversity``) and ``variants``
+    (definitions scored beside it, under ``variants``); ``encoder`` (``packaged``: the
+    sentence encoder installed with the project; else a sentence-transformers model's
+    folder, or its hub name, which the workflow downloads beforehand and hands over as
+    ``encoder_dir``). ``original`` renders through the chat template of the model that
+    generated (its folder: ``tokenizer_dir``) and reads NLTK data from ``nltk_data``."""
+    compat, variants = definitions(context)
+    for name in (compat, *variants):
+        check_compat(name)
+    encoder_name = context.get("encoder", "packaged")
     if encoder_name == "packaged":
         encoder = offline_encoder()
     else:
         encoder = sentence_encoder(context.get("encoder_dir") or encoder_name)
-    texts = samples_by_prompt(rows, lambda row: row["text"])
-    prompts = {row["id"]: row["instruction"] for row in rows}
-    per_prompt = {name: [] for name in ("distinct_1", "distinct_2", "distinct_3", "self_bleu", "embedding")}
-    for prompt_id, samples in texts.items():
-        prompt = prompts[prompt_id]
-        for n in (1, 2, 3):
-            per_prompt[f"distinct_{n}"].append(distinct_n(samples, n, prompt, compat))
-        per_prompt["self_bleu"].append(self_bleu_diversity(samples, prompt, compat))
-    # One encode call over every prompt's samples: batched, on the job's GPU where it has one.
-    per_prompt["embedding"] = embedding_diversities(list(texts.values()), encoder, [prompts[i] for i in texts], compat)
-    means = {name: float(np.mean(values)) for name, values in per_prompt.items()}
-    means["distinct"] = float(np.mean([means[f"distinct_{n}"] for n in (1, 2, 3)]))
+    samples = samples_by_prompt(rows, lambda row: row["text"])
+    texts = {"paper": samples}
+    if "original" in (compat, *variants):
+        texts["original"] = _original_texts(rows, samples, context)
+    scores = {name: _diversity_scores(texts[name], name, encoder) for name in (compat, *variants)}
     return {
-        **means,
+        **scores[compat],
         "compat": compat,
+        "variants": {name: scores[name] for name in variants},
         "encoder": encoder_name,
-        "prompts": len(texts),
-        "samples_per_prompt": min(map(len, texts.values())),
-        # Each prompt's scores, in ``ids`` order, which the tables resample.
-        "ids": list(texts),
-        "per_prompt": per_prompt,
+        "prompts": len(samples),
+        "samples_per_prompt": min(map(len, samples.values())),
+        "ids": list(samples),
     }
+
+
+def _original_texts(rows, samples: Mapping, context: Mapping) -> dict:
+    """Each prompt's samples as the original evaluation's text (``original_texts``), from the
+    generation's rendered ``prompt`` and the generating model's tokenizer."""
+    from reprolm.models.loading import load_tokenizer
+    from reprolm.score.lm_eval_bridge import use_nltk_data
+
+    if not context.get("tokenizer_dir"):
+        raise ValueError(
+            "diversity compat 'original' renders samples through the generating model's chat "
+            "template: the score job needs the model's folder (tokenizer_dir)"
+        )
+    use_nltk_data(context.get("nltk_data", []))
+    tokenizer = load_tokenizer(context["tokenizer_dir"])
+    prompts = {}
+    for index, row in enumerate(rows):
+        if not row.get("prompt"):
+            raise KeyError(
+                f"generation row {index} (prompt id {row.get('id')!r}) has no rendered 'prompt', "
+                "which diversity compat 'original' decodes as the original evaluation does"
+            )
+        prompts.setdefault(row["id"], row["prompt"])
+    return {prompt_id: original_texts(group, prompts[prompt_id], tokenizer) for prompt_id, group in samples.items()}
 
 
 def compute(name: str, rows: list[Mapping], context: Mapping) -> dict:

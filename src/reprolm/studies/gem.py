@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reprolm.config.checks import check_sampled_evaluations
-from reprolm.config.errors import ConfigError, require, require_grader
+from reprolm.config.errors import ConfigError, require
+from reprolm.config.references import check_sampled_evaluations, require_grader
 from reprolm.paths import grade_path, judge_score_path
 from reprolm.studies.base import Study, register_study
 
@@ -19,11 +19,15 @@ class Gem(Study):
         names prompts whose checks could not run here and why. ``gsm8k``: greedy accuracy, majority
         voting and best-of-N (the reference among the first k samples, i.e. pass@k) at the largest
         k; ``gsm8k_scaling`` every k. ``chat``: the reward model's mean score of the best of n
-        samples per prompt; ``chat_best_of_n`` best-of-n and mean-of-n for every n. ``diversity_*``:
-        the n-gram distinct ratio (unique / all n-grams across a prompt's samples, mean over n = 1, 2,
-        3, x100), self-BLEU diversity (100 - mean BLEU of each sample against the others) and
-        sentence-embedding diversity ((1 - mean pairwise cosine) x 100), each the mean over prompts.
-        Every figure has ``lo`` / ``hi`` columns: its 95% percentile bootstrap interval over prompts
+        samples per prompt at the seed's n (``gem.best_of_n.headline``); ``chat_best_of_n``
+        best-of-n and mean-of-n for every n. ``diversity_*``: the n-gram distinct ratio (unique /
+        all n-grams across a prompt's samples, mean over n = 1, 2, 3, x100), self-BLEU diversity
+        (100 - mean BLEU of each sample against the others) and sentence-embedding diversity ((1 -
+        mean pairwise cosine) x 100), each the mean over prompts. In ``gsm8k`` and ``diversity_*``
+        the seed's columns follow the definition in the row's ``definition`` column (``original``:
+        the original code's, e.g. diversity of the chat-template text of prompt and answer;
+        ``paper``: the paper's, e.g. diversity of the answers alone); a column marked ``[paper]``
+        or ``[original]`` holds the same figure by that other definition. Every figure has ``lo`` / ``hi`` columns: its 95% percentile bootstrap interval over prompts
         (over documents for lm-eval's IFEval), paired across models on the same prompts; the plots
         show these intervals as bands and error bars.
     """
@@ -36,7 +40,10 @@ class Gem(Study):
         """,
         "gsm8k": """\
             GSM8K accuracy x100: greedy, majority voting and best-of-N (the reference answer among
-            the first k samples, i.e. pass@k) at the largest k. ``lo`` / ``hi``: 95% percentile
+            the first k samples, i.e. pass@k) at the largest k, answers read by the row's
+            ``definition`` (``original``: as the original code's ``evaluation/utils/gsm8k.py``;
+            ``paper``: the number after the last "The answer is"); columns marked ``[paper]`` or
+            ``[original]``: the same by that other reading. ``lo`` / ``hi``: 95% percentile
             bootstrap interval over problems, paired across models.
         """,
         "gsm8k_scaling": """\
@@ -44,9 +51,10 @@ class Gem(Study):
             percentile bootstrap interval over problems.
         """,
         "chat": """\
-            The reward model's mean score of the best of n samples per chat prompt, at the largest
-            n. ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts, paired across
-            models.
+            The reward model's mean score of the best of n samples per chat prompt, the best of
+            the first n of each prompt's samples, at each n of ``gem.best_of_n.headline`` (the
+            seed's is 8). ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts, paired
+            across models.
         """,
         "chat_best_of_n": """\
             Best-of-n and mean-of-n reward scores for every n. ``lo`` / ``hi``: 95% percentile
@@ -60,8 +68,14 @@ class Gem(Study):
             Diversity of each model's samples on one prompt set, the mean over prompts of: the
             n-gram distinct ratio (unique / all n-grams across a prompt's samples, mean over n = 1,
             2, 3, x100), self-BLEU diversity (100 - mean BLEU of each sample against the others)
-            and sentence-embedding diversity ((1 - mean pairwise cosine) x 100). ``lo`` / ``hi``:
-            95% percentile bootstrap interval over prompts, paired across models.
+            and sentence-embedding diversity ((1 - mean pairwise cosine) x 100). The unmarked
+            columns follow the row's ``definition``: ``original``, the original
+            ``evaluation_diversity.py``'s (each sample as the chat template's rendering of the
+            prompt and the answer, NLTK word tokens, self-BLEU against the first other sample
+            only), which made the seed's figures; ``paper``, the answers alone (whitespace words,
+            self-BLEU against every other sample). Columns marked ``[paper]`` or ``[original]``:
+            the same scores by that other definition. ``lo`` / ``hi``: 95% percentile bootstrap
+            interval over prompts, paired across models.
         """,
     }
 
@@ -83,6 +97,9 @@ class Gem(Study):
                     f"gem.best_of_n.ns asks for best-of-{max(best_of_n['ns'])}, but promptset "
                     f"{best_of_n['promptset']!r} samples n={samples} answers per prompt"
                 )
+            for n in best_of_n.get("headline", []):
+                if n not in best_of_n["ns"]:
+                    raise ConfigError(f"gem.best_of_n.headline: n={n} is not one of gem.best_of_n.ns {best_of_n['ns']}")
         check_sampled_evaluations(config, spec.get("evaluations", []), "gem.evaluations")
         if spec.get("judge_validation"):
             require(spec["judge_validation"], config.get("datasets", {}), "gem.judge_validation")

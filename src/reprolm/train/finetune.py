@@ -186,6 +186,7 @@ def training_arguments(spec: FinetuneSpec):
         "dataloader_num_workers": 0,
     }
     owned = {
+        **_loss_normalisation(recipe),
         "output_dir": str(spec.checkpoint_dir),
         "seed": spec.seed,
         "data_seed": spec.seed,
@@ -199,6 +200,21 @@ def training_arguments(spec: FinetuneSpec):
     return arguments_class(objective(recipe))(
         **{**defaults, **objective_settings, **settings, **recipe.get("trainer_args", {}), **owned}
     )
+
+
+def _loss_normalisation(recipe: dict) -> dict:
+    """``average_tokens_across_devices`` off for a loss normalised per micro-batch (``loss:
+    {compat: original}``), refusing a ``trainer_args`` that turns it on."""
+    from reprolm.train.losses import per_micro_batch
+
+    if not per_micro_batch(recipe):
+        return {}
+    if recipe.get("trainer_args", {}).get("average_tokens_across_devices"):
+        raise ValueError(
+            "recipes.*.trainer_args.average_tokens_across_devices: a loss with compat 'original' "
+            "is normalised per micro-batch and per device; leave it out"
+        )
+    return {"average_tokens_across_devices": False}
 
 
 def lora_config(recipe: dict, add_token_ids: list[int]):

@@ -12,6 +12,14 @@ S = sum_v q_v w_v (for h = linear, softmax(z / beta) - onehot(y)). The loss ther
 as an autograd function that works through the tokens in chunks: its temporaries are one
 chunk's vocabulary-wide tensors, and what it keeps for the backward pass is that gradient,
 one logits-sized tensor, as cross-entropy keeps its log-softmax.
+
+Across gradient accumulation (``loss.compat``, for GEM and its cross-entropy baseline):
+``paper`` means over every label token of the optimizer step (the Trainer's
+``num_items_in_batch``, all micro-batches and devices), so each token weighs the same;
+``original`` is what the original GEM code trained both with (transformers 4.45, before the
+Trainer counted tokens across micro-batches): each micro-batch's mean over its own tokens,
+divided by the accumulation steps, then averaged over devices, so a token of a short
+micro-batch weighs more.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import torch
 
 IGNORE_INDEX = -100
 WEIGHTINGS = ("linear", "logsigmoid")
+COMPATS = ("paper", "original")
 
 
 def _weights(z: torch.Tensor, y: torch.Tensor, beta: float, h: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,17 +101,46 @@ def gem_loss(
     return _GEMLoss.apply(logits, labels, beta, h, chunk_tokens, count)
 
 
+def micro_batch_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The causal LM's cross-entropy, mean over this batch's label tokens (in at least
+    float32, as the models' own loss computes it); 0 with the graph kept when every label is
+    masked."""
+    targets = labels[:, 1:].to(logits.device)
+    if not (targets != IGNORE_INDEX).any():
+        return logits.sum() * 0.0
+    shifted = logits[:, :-1].reshape(-1, logits.shape[-1])
+    shifted = shifted.to(torch.promote_types(shifted.dtype, torch.float32))
+    return torch.nn.functional.cross_entropy(shifted, targets.reshape(-1), ignore_index=IGNORE_INDEX)
+
+
 def trainer_loss(recipe: dict):
     """The ``compute_loss_func`` a recipe's ``loss`` asks for (None: the model's own
-    cross-entropy)."""
-    spec = recipe.get("loss")
-    if not spec or spec.get("kind", "ce") == "ce":
+    cross-entropy, over the step's tokens)."""
+    spec = recipe.get("loss") or {}
+    kind, compat = spec.get("kind", "ce"), spec.get("compat", "paper")
+    if kind not in ("ce", "gem"):
+        raise ValueError(f"unknown loss kind {kind!r}; known: ce, gem")
+    if compat not in COMPATS:
+        raise ValueError(f"loss compat {compat!r}; choose from {COMPATS}")
+    if kind == "ce" and compat == "paper":
         return None
-    if spec["kind"] != "gem":
-        raise ValueError(f"unknown loss kind {spec['kind']!r}; known: ce, gem")
     beta, h = spec.get("beta", 0.7), spec.get("h", "linear")
+    accumulation = recipe.get("gradient_accumulation_steps", 1)
 
     def compute(outputs, labels, num_items_in_batch=None):
-        return gem_loss(outputs.logits, labels, beta=beta, h=h, num_items_in_batch=num_items_in_batch)
+        if compat == "paper":
+            return gem_loss(outputs.logits, labels, beta=beta, h=h, num_items_in_batch=num_items_in_batch)
+        # The Trainer scales a compute_loss_func's loss by nothing: the division by the
+        # accumulation steps that transformers 4.45 made is made here.
+        if kind == "ce":
+            return micro_batch_cross_entropy(outputs.logits, labels) / accumulation
+        return gem_loss(outputs.logits, labels, beta=beta, h=h) / accumulation
 
     return compute
+
+
+def per_micro_batch(recipe: dict) -> bool:
+    """Whether the recipe's loss is normalised per micro-batch (``compat: original``): the
+    Trainer must then neither count tokens across devices nor scale by their number
+    (``average_tokens_across_devices`` off), leaving the devices' gradients averaged."""
+    return (recipe.get("loss") or {}).get("compat", "paper") == "original"
