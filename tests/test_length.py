@@ -250,6 +250,37 @@ def test_level_and_target_figures_are_the_pooled_ones_with_a_bootstrap_over_prom
     assert per_target.loc[">800", "FM"].value == 100.0
 
 
+def test_each_length_table_says_which_definition_made_its_rows():
+    """A row's definition: the chat template its recipe trained with (a replicate's and an
+    extrapolation's are their recipe's; a baseline's its own) and, for TLG prompts, how
+    they were picked."""
+    import dataclasses
+
+    from reprolm.aggregate import length_tables as tables
+
+    definitions = tables.Definitions(
+        {"chat_templates": {"r": "ruler_custom", "vanilla": "own"}, "single_turn": {"tlg": "human_then_gpt"}}
+    )
+    scores = _ruler_scores()
+    replicate = [dataclasses.replace(s, recipe="r-seed3+expo0.3") for s in scores]
+    for batch in (scores, replicate):
+        levels = tables.tlg_levels(batch, PAPER, definitions)
+        assert set(levels["definition"]) == {"template=ruler_custom, single_turn=human_then_gpt"}
+        assert set(tables.tlg_targets(batch, PAPER, definitions)["definition"]) == set(levels["definition"])
+        assert tables.length_error_table(batch, PAPER, definitions)["definition"].tolist() == list(
+            set(levels["definition"])
+        )
+        assert tables.multi_mlt_table(batch, PAPER, definitions)["definition"].tolist() == ["template=ruler_custom"]
+        assert tables.self_mlt_table(batch, PAPER, definitions)["definition"].tolist() == ["template=ruler_custom"]
+    baseline = dataclasses.replace(scores[1], recipe="pretrained")
+    assert tables.multi_mlt_table([baseline], PAPER, definitions)["definition"].tolist() == ["template=own"]
+    vanilla = dataclasses.replace(scores[0], recipe="vanilla")
+    ttest = tables.ttest_table([scores[0], vanilla], "r", "vanilla", "paper", definitions)
+    assert ttest["definition"].tolist() == [
+        "r: template=ruler_custom, single_turn=human_then_gpt; vanilla: template=own, single_turn=human_then_gpt"
+    ]
+
+
 def test_length_errors_rmse_is_the_root_of_the_pooled_squared_error_per_draw():
     import numpy as np
 
@@ -308,7 +339,14 @@ def test_self_mlt_keeps_counts_and_resamples_fm_and_mean_words(tmp_path):
     assert row["no MLT"] == 1 and row["10"] == 1
     write_table(frame, tmp_path, "self_mlt")
     written = pd.read_csv(tmp_path / "self_mlt.csv")
-    assert list(written.columns) == ["model", *PAPER.names, "no MLT", "FM", "FM lo", "FM hi", "Avg", "Avg lo", "Avg hi"]
+    assert list(written.columns) == [
+        "model",
+        *PAPER.names,
+        "no MLT",
+        *["FM", "FM lo", "FM hi", "Avg", "Avg lo", "Avg hi"],
+        "definition",
+    ]
+    assert written["definition"].tolist() == ["template=own"]
     assert written["10"].dtype == "int64"
     assert (written["FM lo"] <= written["FM"]).all() and (written["FM"] <= written["FM hi"]).all()
 
@@ -348,6 +386,7 @@ def test_ruler_tables_and_plot_carry_the_intervals(tmp_path):
         "FM",
         "FM lo",
         "FM hi",
+        "definition",
     ]
     assert levels["PM_in"].dtype == "int64"
     errors = pd.read_csv(tmp_path / "tables" / "length_errors.csv")
@@ -360,6 +399,7 @@ def test_ruler_tables_and_plot_carry_the_intervals(tmp_path):
         "rmse lo",
         "rmse hi",
         "n",
+        "definition",
     ]
     replicates = pd.read_parquet(tmp_path / "tables" / "tlg_levels.replicates.parquet")
     assert set(replicates["column"]) == {"PM", "FM"}
@@ -380,3 +420,68 @@ def test_ruler_tables_and_plot_carry_the_intervals(tmp_path):
     assert all(np.isnan(estimate.low) for estimate in per_target["FM"])
     assert levels.loc[levels["level"] == "All", "FM lo"].notna().all()
     assert np.all(bars >= 0)
+
+
+def test_general_table_reports_the_metrics_ruler_names_each_in_its_own_column(tmp_path):
+    """One lm-eval run logs every metric of a task: the table reads the original's (``acc``
+    for HellaSwag, both GSM8K filters) where the suite reports another, and names the
+    metric in each column."""
+    import gzip
+    import json
+
+    from reprolm.aggregate import length_tables as tables
+    from reprolm.aggregate.tables import load_scores
+    from reprolm.io import write_json
+    from reprolm.paths import score_path
+
+    acc, acc_norm = [1, 0, 0, 1], [1, 1, 1, 0]
+    strict, flexible = [0.0, 0.0, 1.0], [1.0, 0.0, 1.0]
+    records = [
+        {"spec": "hellaswag", "task": "hellaswag", "doc_id": i, "filter": "none", "values": {"acc": a, "acc_norm": n}}
+        for i, (a, n) in enumerate(zip(acc, acc_norm, strict=True))
+    ]
+    records += [
+        {"spec": "gsm8k", "task": "gsm8k", "doc_id": i, "filter": name, "values": {"exact_match": v}}
+        for name, values in {"strict-match": strict, "flexible-extract": flexible}.items()
+        for i, v in enumerate(values)
+    ]
+    data = {
+        "metric": "lm_eval",
+        "task_order": ["hellaswag", "gsm8k"],
+        "tasks": {
+            "hellaswag": {
+                "metric": "acc_norm,none",
+                "value": 0.75,
+                "metrics": {"acc,none": 0.5, "acc_norm,none": 0.75},
+                "n_docs": 4,
+            },
+            "gsm8k": {
+                "metric": "exact_match,flexible-extract",
+                "value": 2 / 3,
+                "metrics": {"exact_match,strict-match": 1 / 3, "exact_match,flexible-extract": 2 / 3},
+                "n_docs": 3,
+            },
+        },
+    }
+    path = tmp_path / score_path("lm_eval", "b", "ruler", "general")
+    write_json(data, path)
+    with gzip.open(path.with_name("general.samples.jsonl.gz"), "wt") as stream:
+        stream.writelines(json.dumps(record) + "\n" for record in records)
+    scores = load_scores([path])
+    suite = tables.general_table(scores)
+    assert list(suite.columns) == ["model", "hellaswag (acc_norm)", "gsm8k (exact_match,flexible-extract)"]
+    assert suite.iloc[0]["hellaswag (acc_norm)"].value == 75.0
+    original = tables.general_table(
+        scores, {"hellaswag": ["acc,none"], "gsm8k": ["exact_match,strict-match", "exact_match,flexible-extract"]}
+    )
+    assert list(original.columns) == [
+        "model",
+        "hellaswag (acc)",
+        "gsm8k (exact_match,strict-match)",
+        "gsm8k (exact_match,flexible-extract)",
+    ]
+    row = original.iloc[0]
+    assert row["hellaswag (acc)"].value == 50.0
+    assert row["gsm8k (exact_match,strict-match)"].value == pytest.approx(100 / 3)
+    assert row["gsm8k (exact_match,flexible-extract)"].value == pytest.approx(200 / 3)
+    assert row["hellaswag (acc)"].low <= 50.0 <= row["hellaswag (acc)"].high

@@ -1,17 +1,19 @@
 """Ruler datasets, training examples and prompt formats."""
 
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from reprolm.data import fixture_world
 from reprolm.data.builders import BuildContext, build_split, single_turn
 from reprolm.data.schemas import DataError
 from reprolm.data.sources import SPLIT_ORDER, read_all_splits, write_source
 from reprolm.data.upstream import load_records
-from reprolm.generate.prompts import build_prompts
+from reprolm.generate.prompts import build_prompts, word_count_instruction
 from reprolm.length import PAPER_TARGETS, TargetSet, configured_targets
 from reprolm.models.tokenizer import train_bpe_tokenizer
 from reprolm.train.examples import IGNORE_INDEX, build_examples
@@ -41,14 +43,44 @@ def _conversation(question, answer, extra=()):
     return {"conversations": turns}
 
 
-def test_single_turn_selection():
-    records = [
-        _conversation("q1", "a1"),
-        _conversation("q2", "a2", [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]),
-        {"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "q"}]},
-        {"conversations": [{"from": "gpt", "value": "a"}, {"from": "human", "value": "q"}]},
-    ]
-    assert single_turn(records) == [records[0]]
+def _turns(*pairs):
+    return {"conversations": [{"from": who, "value": text} for who, text in pairs]}
+
+
+# OpenHermes-2.5-shaped rows: what the original's raw_openhermes_process.py keeps (exactly two
+# turns, whoever speaks) against the stricter human-then-gpt rule.
+OPENHERMES_ROWS = [
+    (_turns(("human", "Name a colour."), ("gpt", "Blue.")), True, True),
+    (_turns(("system", "Be terse."), ("human", "Name a colour."), ("gpt", "Blue.")), False, False),
+    (_turns(("human", "Hi."), ("gpt", "Hello."), ("human", "Name a colour."), ("gpt", "Blue.")), False, False),
+    (_turns(("system", "Be terse."), ("human", "Name a colour.")), True, False),
+    (_turns(("gpt", "Blue."), ("human", "Thanks.")), True, False),
+    (_turns(("human", "Name a colour.")), False, False),
+]
+
+
+def test_single_turn_keeps_two_turn_dialogues_as_the_original_does():
+    records = [row for row, _, _ in OPENHERMES_ROWS]
+    assert single_turn(records) == [row for row, original, _ in OPENHERMES_ROWS if original]
+    assert single_turn(records, "two_turns") == single_turn(records)
+    assert single_turn(records, "human_then_gpt") == [row for row, _, strict in OPENHERMES_ROWS if strict]
+    with pytest.raises(
+        ValueError, match=r"params.single_turn: unknown rule 'human'; known: \['human_then_gpt', 'two_turns'\]"
+    ):
+        single_turn(records, "human")
+
+
+@pytest.mark.parametrize(
+    "rule, expected", [("two_turns", ["Name a colour.", "Be terse.", "Blue."]), ("human_then_gpt", ["Name a colour."])]
+)
+def test_tlg_prompts_are_each_kept_dialogues_first_turn(tmp_path, rule, expected):
+    """The TLG instruction is the first turn, whoever speaks it (the original's
+    ``conversations[0]["value"]``)."""
+    folder = _source(tmp_path, "openhermes", "openhermes_conversations", [row for row, _, _ in OPENHERMES_ROWS])
+    params = {"num": len(expected), "seed": 10, "single_turn": rule}
+    ctx = BuildContext({"openhermes": folder}, {"openhermes": "openhermes_conversations"}, params, TARGETS)
+    build_split("ruler_tlg", ctx, "test", tmp_path / "tlg.parquet")
+    assert sorted(r["Instruction"] for r in pq.read_table(tmp_path / "tlg.parquet").to_pylist()) == sorted(expected)
 
 
 def test_tlg_follows_original_rng_order(tmp_path):
@@ -206,13 +238,163 @@ def test_missing_training_field_names_row(tokenizer):
 
 def test_prompt_formats(tokenizer):
     rows = [{"Instruction": "Describe the old piano.", "TargetLength": ">800"}]
-    ruler = build_prompts("target_length", rows, tokenizer, "mlt", TARGETS)
-    assert ruler.prompts[0].endswith("<|assistant|>\n[MLT:>800]")
+    ruler = build_prompts("target_length", rows, "mlt", TARGETS)
+    assert ruler.texts(tokenizer)[0].endswith("<|assistant|>\n[MLT:>800]")
     assert set(ruler.stop_tokens) == set(TARGETS.mlt_tokens)
-    baseline = build_prompts("target_length", rows, tokenizer, "instruction", TARGETS)
-    assert (
-        "Describe the old piano.\nThe response should have a word count of more than 800 words." in baseline.prompts[0]
+    baseline = build_prompts("target_length", rows, "instruction", TARGETS).texts(tokenizer)[0]
+    assert "Describe the old piano.\nThe response should have a word count of more than 800 words." in baseline
+    assert baseline.endswith("<|assistant|>\n")
+    assert build_prompts("target_length", rows, "instruction", TARGETS).stop_tokens == []
+    own = build_prompts("self_length", rows, "mlt", TARGETS)
+    assert own.texts(tokenizer)[0].endswith("<|assistant|>\n") and own.skip_special_tokens is False
+
+
+PAPER = yaml.safe_load((Path(__file__).parents[1] / "config" / "paper.yaml").read_text())
+HEADER_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+
+
+def _original_custom(instruction: str, answer: str | None = None) -> str:
+    """The original's custom_Template (src/utils/templates.py): apply_template with
+    ``answer`` = mlt + output, else the prompt up to the answer."""
+    prompt = (
+        f"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n{instruction}<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
     )
-    assert baseline.prompts[0].endswith("<|assistant|>\n") and baseline.stop_tokens == []
-    own = build_prompts("self_length", rows, tokenizer, "mlt", TARGETS)
-    assert own.prompts[0].endswith("<|assistant|>\n") and own.skip_special_tokens is False
+    return prompt if answer is None else f"{prompt}{answer}<|eot_id|>"
+
+
+@pytest.fixture
+def custom_tokenizer(tmp_path):
+    """The tiny default's kind of tokenizer as the paper config's Ruler finetune leaves it:
+    loaded with the recipe's template, its tokens added, saved with the model and loaded
+    again by generation."""
+    from reprolm.config.lookups import finetune_chat_template, finetune_tokens
+    from reprolm.models.loading import load_tokenizer
+
+    rng = random.Random(0)
+    texts = [fixture_world.passage(rng, 40) for _ in range(200)] + [fixture_world.question(rng) for _ in range(200)]
+    train_bpe_tokenizer(texts, 600).save_pretrained(tmp_path / "base")
+    tokenizer = load_tokenizer(str(tmp_path / "base"), finetune_chat_template(PAPER, "ruler"))
+    tokenizer.add_tokens(finetune_tokens(PAPER, "ruler"), special_tokens=True)
+    tokenizer.save_pretrained(tmp_path / "ruler")
+    return load_tokenizer(str(tmp_path / "ruler"))
+
+
+def test_the_paper_config_trains_every_ruler_recipe_with_the_custom_template():
+    from reprolm.config.lookups import chat_template_name, finetune_chat_template, finetune_tokens
+    from reprolm.studies.ruler import RULER_CUSTOM
+
+    targets = TargetSet.from_config(PAPER["length_targets"])
+    # The original's finetune.py: custom's SPECIAL_TOKENS, and for Ruler the MLTs after them.
+    assert finetune_tokens(PAPER, "ruler") == HEADER_TOKENS + targets.mlt_tokens
+    assert finetune_tokens(PAPER, "vanilla") == HEADER_TOKENS
+    assert finetune_chat_template(PAPER, "ruler") == finetune_chat_template(PAPER, "vanilla") == RULER_CUSTOM.jinja
+    assert [chat_template_name(PAPER, r) for r in ("ruler", "vanilla", "ruler+expo0.3", "pretrained")] == [
+        "ruler_custom",
+        "ruler_custom",
+        "ruler_custom",
+        "own",
+    ]
+    own = {**PAPER, "recipes": {**PAPER["recipes"], "ruler": {**PAPER["recipes"]["ruler"], "chat_template": "own"}}}
+    assert finetune_tokens(own, "ruler") == targets.mlt_tokens and finetune_chat_template(own, "ruler") is None
+
+
+def test_ruler_custom_template_tokens_and_rendering_on_the_tiny_tokenizer(custom_tokenizer):
+    from reprolm.models.chat import chat_prompt, stop_token_ids
+
+    tokenizer = custom_tokenizer
+    special = {index for index, token in tokenizer.added_tokens_decoder.items() if token.special}
+    for token in HEADER_TOKENS + TARGETS.mlt_tokens:
+        index = tokenizer.convert_tokens_to_ids(token)
+        assert index in special and tokenizer(token, add_special_tokens=False).input_ids == [index]
+    eot = tokenizer.convert_tokens_to_ids("<|eot_id|>")
+    record = {"Instruction": "Describe the old piano.", "output": "The miller opens the blue door.", "mlt": "[MLT:30]"}
+    recipe = {key: PAPER["recipes"]["ruler"][key] for key in ("format", "completion_prefix", "max_length")}
+    ruler = build_examples(tokenizer, [record], recipe, "mem")[0]
+    vanilla = build_examples(tokenizer, [record], {**recipe, "completion_prefix": "none"}, "mem")[0]
+    # Token for token the original's training text (this tokenizer adds no BOS of its own,
+    # so its tokenizer.encode would add none either).
+    assert (
+        ruler["input_ids"]
+        == tokenizer(_original_custom(record["Instruction"], "[MLT:30]" + record["output"])).input_ids
+    )
+    assert vanilla["input_ids"] == tokenizer(_original_custom(record["Instruction"], record["output"])).input_ids
+    assert tokenizer.decode(ruler["input_ids"]) == _original_custom(
+        record["Instruction"], "[MLT:30]" + record["output"]
+    )
+    # Labels: Ruler's from the MLT, vanilla's after the instruction prompt, both through <|eot_id|>.
+    prompt = tokenizer(_original_custom(record["Instruction"])).input_ids
+    assert ruler["labels"] == [IGNORE_INDEX] * len(prompt) + ruler["input_ids"][len(prompt) :]
+    assert ruler["input_ids"][len(prompt)] == tokenizer.convert_tokens_to_ids("[MLT:30]")
+    assert vanilla["labels"] == [IGNORE_INDEX] * len(prompt) + vanilla["input_ids"][len(prompt) :]
+    assert ruler["labels"][-1] == vanilla["labels"][-1] == eot
+    # Generation: the original's apply_template_for_generation(_vanilla) texts, stopping at
+    # <|eot_id|> and every MLT.
+    assert (
+        chat_prompt(tokenizer, [{"role": "user", "content": "Hi."}])[1] == tokenizer(_original_custom("Hi.")).input_ids
+    )
+    rows = [{"Instruction": "Describe the old piano.", "TargetLength": ">800"}]
+    user = [{"role": "user", "content": rows[0]["Instruction"]}]
+    assert (
+        chat_prompt(tokenizer, user)[0] + TARGETS[">800"].mlt == _original_custom(rows[0]["Instruction"]) + "[MLT:>800]"
+    )
+    asked = [{"role": "user", "content": word_count_instruction(rows[0]["Instruction"], ">800", TARGETS)}]
+    assert chat_prompt(tokenizer, asked)[0] == _original_custom(
+        "Describe the old piano.\nThe response should have a word count of more than 800 words."
+    )
+    stops = stop_token_ids(tokenizer, [], TARGETS.mlt_tokens)
+    assert eot in stops and set(tokenizer.convert_tokens_to_ids(TARGETS.mlt_tokens)) <= set(stops)
+
+
+def test_the_custom_templates_bos_is_the_originals_but_never_doubled(custom_tokenizer):
+    """A base that prepends its own BOS (Mistral, Gemma, DeepSeek) gets it before
+    <|begin_of_text|>, as the original's tokenizer.encode gives it; on Llama-3, whose BOS
+    <|begin_of_text|> is, the original's encode doubles it and the project keeps one."""
+    from tokenizers import processors
+
+    from reprolm.models.chat import prompt_token_ids
+
+    tokenizer = custom_tokenizer
+    text = _original_custom("Hi.")
+    bos = tokenizer.bos_token_id
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|bos|> $A", special_tokens=[("<|bos|>", bos)]
+    )
+    assert prompt_token_ids(tokenizer, text) == tokenizer(text).input_ids
+    assert prompt_token_ids(tokenizer, text)[:2] == [bos, tokenizer.convert_tokens_to_ids("<|begin_of_text|>")]
+    begin = tokenizer.convert_tokens_to_ids("<|begin_of_text|>")
+    tokenizer.bos_token = "<|begin_of_text|>"
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", begin)]
+    )
+    assert tokenizer(text).input_ids[:2] == [begin, begin]
+    assert prompt_token_ids(tokenizer, text) == tokenizer(text).input_ids[1:]
+
+
+def test_recipe_templates_and_single_turn_rules_are_checked_before_any_job():
+    import copy
+
+    from default_config import DEFAULT
+    from reprolm.config.checks import check_config
+    from reprolm.config.errors import ConfigError
+    from workflow_helpers import REPO
+
+    schema = REPO / "workflow/schemas/config.schema.yaml"
+    config = copy.deepcopy(DEFAULT)
+    config["recipes"]["ruler"]["chat_template"] = "ruler_costum"
+    with pytest.raises(
+        ConfigError,
+        match=r"recipes.ruler.chat_template: 'ruler_costum' is not declared; allowed: \['own', 'ruler_custom'\]; did you mean 'ruler_custom'\?",
+    ):
+        check_config(config, schema)
+    config = copy.deepcopy(DEFAULT)
+    config["datasets"]["tlg"]["params"]["single_turn"] = "human_then_gpt"
+    with pytest.raises(
+        ConfigError, match=r"the datasets built from 'openhermes' pick its single-turn dialogues differently"
+    ):
+        check_config(config, schema)
+    config["datasets"]["ruler_train"]["params"]["single_turn"] = "human_then_gpt"
+    check_config(config, schema)
+    config["ruler"]["lm_eval_metrics"]["arc_easy"] = "acc,none"
+    with pytest.raises(ConfigError, match=r"ruler.lm_eval_metrics: 'arc_easy' is not declared"):
+        check_config(config, schema)

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from default_config import DEFAULT, MODELS, TARGETS
+from reprolm.aggregate.length_tables import general_column
 from reprolm.length import count_words
 
 pytestmark = pytest.mark.workflow
@@ -30,7 +31,11 @@ def test_tlg_levels_table_matches_generations(default_run):
         "FM",
         "FM lo",
         "FM hi",
+        "definition",
     ]
+    # The default trains the tiny bases with their own template; its fixture has no two-turn
+    # dialogue that is not a human's question and gpt's answer.
+    assert set(table["definition"]) == {"template=own, single_turn=two_turns"}
     assert ((table["PM lo"] <= table["PM"]) & (table["PM"] <= table["PM hi"])).all()
     assert sorted(set(table["model"])) == sorted(MODELS)
     levels = [f"Level:{level}" for level in TARGETS.levels] + ["All"]
@@ -62,6 +67,7 @@ def test_other_ruler_tables(default_run):
     assert list(multi.columns) == [
         "model",
         *[f"{name}{bound}" for name in [*TARGETS.names, "Avg FM"] for bound in ("", " lo", " hi")],
+        "definition",
     ]
     for _, row in multi.iterrows():
         assert row["Avg FM"] == pytest.approx(row[TARGETS.names].mean(), abs=0.01)
@@ -76,9 +82,25 @@ def test_other_ruler_tables(default_run):
     errors = pd.read_csv(tables / "length_errors.csv")
     assert errors["exact_match"].between(0, 100).all() and (errors["rmse"] >= 0).all()
     general = pd.read_csv(tables / "general.csv")
-    tasks = [t["name"] for t in DEFAULT["lm_eval_suites"]["general"]["tasks"]]
+    # A column per metric, named: the original's (ruler.lm_eval_metrics) where the suite reads another.
+    chosen = DEFAULT["ruler"]["lm_eval_metrics"]
+    assert chosen["hellaswag"] == "acc,none"
+    tasks = [
+        general_column(t["name"], metric)
+        for t in DEFAULT["lm_eval_suites"]["general"]["tasks"]
+        for metric in (
+            [chosen[t["name"]]] if isinstance(chosen.get(t["name"]), str) else chosen.get(t["name"], [t["metric"]])
+        )
+    ]
+    assert "hellaswag (acc)" in tasks and "gsm8k (exact_match,strict-match)" in tasks and "mmlu (acc)" in tasks
     assert sorted(general["model"]) == sorted(MODELS)
     assert list(general.columns) == ["model", *[f"{task}{bound}" for task in tasks for bound in ("", " lo", " hi")]]
+    for model in MODELS:
+        result = json.loads((default_run / f"results/scores/lm_eval/{model}/general.json").read_text())
+        row = general.set_index("model").loc[model]
+        assert row["hellaswag (acc)"] == pytest.approx(
+            100 * result["tasks"]["hellaswag"]["metrics"]["acc,none"], abs=0.01
+        )
     assert all(
         (general[f"{task} lo"] <= general[task]).all() and (general[task] <= general[f"{task} hi"]).all()
         for task in tasks

@@ -30,6 +30,9 @@ rule finetune:
         add_tokens=lambda wildcards: canonical(
             lookups.finetune_tokens(config, wildcards.recipe)
         ),
+        chat_template=lambda wildcards: lookups.finetune_chat_template(
+            config, wildcards.recipe
+        ),
         launcher=lambda wildcards: model_settings(config, wildcards.base, "finetune")[
             "launcher"
         ],

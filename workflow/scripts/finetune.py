@@ -19,6 +19,7 @@ with tracked_step(snakemake) as log:
         recipe=dict(snakemake.params.recipe),
         seed=snakemake.params.seed,
         add_tokens=list(snakemake.params.add_tokens),
+        chat_template=snakemake.params.chat_template,
         deepspeed=snakemake.input.deepspeed[0] if snakemake.input.deepspeed else None,
         precision=snakemake.params.precision,
     )

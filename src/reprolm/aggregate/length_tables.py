@@ -14,9 +14,33 @@ from reprolm.aggregate.tables import Score
 from reprolm.aggregate.uncertainty import Estimate, mean_of_estimates, ratio_of_sums
 from reprolm.io import split_estimates, write_table
 from reprolm.length import TargetSet
+from reprolm.paths import split_expo, split_seed
 from reprolm.score.length import length_ttest, self_mlt_inside
 
 LEVEL_COLUMNS = ["model", "level", "PM_in", "PM_out", "PM", "FM_in", "FM_out", "FM"]
+# The last column of every length table: the definition its row was made by.
+DEFINITION = "definition"
+
+
+class Definitions:
+    """What a row's ``definition`` says: ``template=`` the chat template its model was
+    trained and asked with (``ruler_custom``: the original's for every base; ``own``: the
+    base's, as the instruct baselines are asked in the original too), and for TLG rows
+    ``single_turn=`` how the prompts were picked (``two_turns``: the original's)."""
+
+    def __init__(self, settings: Mapping | None = None):
+        settings = settings or {}
+        self.templates = settings.get("chat_templates", {})
+        self.single_turn = settings.get("single_turn", {})
+
+    def template(self, recipe: str) -> str:
+        return self.templates.get(split_seed(split_expo(recipe)[0])[0], "own")
+
+    def __call__(self, score: Score, prompts: bool = False) -> str:
+        parts = [f"template={self.template(score.recipe)}"]
+        if prompts:
+            parts.append(f"single_turn={self.single_turn.get(split_seed(score.name)[0], 'two_turns')}")
+        return ", ".join(parts)
 
 
 def _by_metric(scores: list[Score], metric: str) -> list[Score]:
@@ -68,9 +92,10 @@ def _window_estimates(score: Score, targets: TargetSet, row: Mapping, members: s
     return estimates
 
 
-def tlg_levels(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
+def tlg_levels(scores: list[Score], targets: TargetSet, definitions: Definitions | None = None) -> pd.DataFrame:
     """Per model and level (and ``All``): the pooled in/out counts, and PM and FM with their
     bootstrap over prompts."""
+    definitions = definitions or Definitions()
     rows = []
     for s in _by_metric(scores, "length_levels"):
         for row in s.data["levels"]:
@@ -79,21 +104,35 @@ def tlg_levels(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
                 if row["level"] == "All"
                 else {t.name for t in targets if f"Level:{t.level}" == row["level"]}
             )
-            rows.append({"model": s.model, **row, **_window_estimates(s, targets, row, members)})
-    return pd.DataFrame(rows, columns=LEVEL_COLUMNS)
+            rows.append(
+                {
+                    "model": s.model,
+                    **row,
+                    **_window_estimates(s, targets, row, members),
+                    DEFINITION: definitions(s, prompts=True),
+                }
+            )
+    return pd.DataFrame(rows, columns=[*LEVEL_COLUMNS, DEFINITION])
 
 
-def tlg_targets(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
+def tlg_targets(scores: list[Score], targets: TargetSet, definitions: Definitions | None = None) -> pd.DataFrame:
+    definitions = definitions or Definitions()
     rows = [
-        {"model": s.model, **row, **_window_estimates(s, targets, row, {row["target"]})}
+        {
+            "model": s.model,
+            **row,
+            **_window_estimates(s, targets, row, {row["target"]}),
+            DEFINITION: definitions(s, prompts=True),
+        }
         for s in _by_metric(scores, "length_levels")
         for row in s.data["targets"]
     ]
-    return pd.DataFrame(rows, columns=["model", "level", "target", *LEVEL_COLUMNS[2:]])
+    return pd.DataFrame(rows, columns=["model", "level", "target", *LEVEL_COLUMNS[2:], DEFINITION])
 
 
-def length_error_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
+def length_error_table(scores: list[Score], targets: TargetSet, definitions: Definitions | None = None) -> pd.DataFrame:
     """Exact-length rate and RMSE over outputs with a numeric target, by prompt."""
+    definitions = definitions or Definitions()
     rows = []
     for s in _by_metric(scores, "length_levels"):
         data = s.data
@@ -120,13 +159,15 @@ def length_error_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
                 "exact_match": _check_figure(s, "exact_match", exact, data["errors"]["exact_match"]),
                 "rmse": _check_figure(s, "rmse", rmse, data["errors"]["rmse"]),
                 "n": data["errors"]["n"],
+                DEFINITION: definitions(s, prompts=True),
             }
         )
-    return pd.DataFrame(rows, columns=["model", "exact_match", "rmse", "n"])
+    return pd.DataFrame(rows, columns=["model", "exact_match", "rmse", "n", DEFINITION])
 
 
-def multi_mlt_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
+def multi_mlt_table(scores: list[Score], targets: TargetSet, definitions: Definitions | None = None) -> pd.DataFrame:
     """FM per target over the prompts (each asked at every target) and their plain mean."""
+    definitions = definitions or Definitions()
     rows = []
     for s in _by_metric(scores, "length_multi_mlt"):
         data = s.data
@@ -143,14 +184,16 @@ def multi_mlt_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
                 "model": s.model,
                 **{n: per_target.get(n) for n in targets.names},
                 "Avg FM": _check_figure(s, "Avg FM", mean_of_estimates(list(per_target.values())), data["avg_FM"]),
+                DEFINITION: definitions(s),
             }
         )
-    return pd.DataFrame(rows, columns=["model", *targets.names, "Avg FM"])
+    return pd.DataFrame(rows, columns=["model", *targets.names, "Avg FM", DEFINITION])
 
 
-def self_mlt_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
+def self_mlt_table(scores: list[Score], targets: TargetSet, definitions: Definitions | None = None) -> pd.DataFrame:
     """How often each MLT was chosen (counts), FM against the chosen MLT's window and the
     mean word count, by prompt."""
+    definitions = definitions or Definitions()
     rows = []
     for s in _by_metric(scores, "length_self_mlt"):
         data = s.data
@@ -165,40 +208,57 @@ def self_mlt_table(scores: list[Score], targets: TargetSet) -> pd.DataFrame:
                 "Avg": _check_figure(
                     s, "Avg", pooled_by_prompt(data["ids"], data["word_counts"], every, 1.0), data["avg_words"]
                 ),
+                DEFINITION: definitions(s),
             }
         )
-    return pd.DataFrame(rows, columns=["model", *targets.names, "no MLT", "FM", "Avg"])
+    return pd.DataFrame(rows, columns=["model", *targets.names, "no MLT", "FM", "Avg", DEFINITION])
 
 
-def ttest_table(scores: list[Score], mlt_recipe: str, plain_recipe: str, compat: str) -> pd.DataFrame:
+def ttest_table(
+    scores: list[Score], mlt_recipe: str, plain_recipe: str, compat: str, definitions: Definitions | None = None
+) -> pd.DataFrame:
     """Lengths of the MLT-trained model against the plain-SFT model of the same base."""
-    levels = {(s.base, s.recipe): s.data for s in _by_metric(scores, "length_levels")}
+    definitions = definitions or Definitions()
+    levels = {(s.base, s.recipe): s for s in _by_metric(scores, "length_levels")}
     rows = []
-    for (base, recipe), data in sorted(levels.items()):
+    for (base, recipe), score in sorted(levels.items()):
         other = levels.get((base, plain_recipe))
         if recipe != mlt_recipe or other is None:
             continue
-        if data["ids"] != other["ids"]:
+        if score.data["ids"] != other.data["ids"]:
             raise ValueError(f"{base}: {mlt_recipe} and {plain_recipe} generations cover different prompts")
+        mine, theirs = definitions(score, prompts=True), definitions(other, prompts=True)
         rows.append(
             {
                 "base": base,
                 "compared": f"{mlt_recipe} vs {plain_recipe}",
-                **length_ttest(data["word_counts"], other["word_counts"], compat),
+                **length_ttest(score.data["word_counts"], other.data["word_counts"], compat),
+                DEFINITION: mine if mine == theirs else f"{mlt_recipe}: {mine}; {plain_recipe}: {theirs}",
             }
         )
-    return pd.DataFrame(rows, columns=["base", "compared", "t", "p", "compat"])
+    return pd.DataFrame(rows, columns=["base", "compared", "t", "p", "compat", DEFINITION])
 
 
-def general_table(scores: list[Score]) -> pd.DataFrame:
-    """Each lm-eval task's reported metric x 100, with its bootstrap over documents."""
+def general_column(task: str, metric: str) -> str:
+    """A general table column: the suite entry and the lm-eval metric it reports
+    (``arc (acc)``, ``gsm8k (exact_match,strict-match)``)."""
+    name, _, filter_name = metric.partition(",")
+    return f"{task} ({name if filter_name == 'none' else metric})"
+
+
+def general_table(scores: list[Score], metrics: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+    """Each lm-eval suite entry x 100 with its bootstrap over documents, in a column per
+    metric: those ``metrics`` names for the entry (``ruler.lm_eval_metrics``), else the
+    suite's own. All come from one lm-eval run, which logs every metric of a task."""
     rows = []
     for s in _by_metric(scores, "lm_eval"):
-        estimates = lm_eval_estimates(s)
+        wanted = {
+            task: list((metrics or {}).get(task) or [s.data["tasks"][task]["metric"]]) for task in s.data["task_order"]
+        }
+        estimates = lm_eval_estimates(s, wanted)
         row = {"model": s.model}
-        row.update(
-            {task: estimates[task][s.data["tasks"][task]["metric"]].scaled(100.0) for task in s.data["task_order"]}
-        )
+        for task, keys in wanted.items():
+            row.update({general_column(task, key): estimates[task][key].scaled(100.0) for key in keys})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -247,16 +307,18 @@ def _error_bars(rows: pd.DataFrame, column: str) -> np.ndarray:
 
 def write_ruler_tables(scores: list[Score], study: Mapping, config: Mapping, tables: Path, plots: Path) -> None:
     targets = TargetSet.from_config(config["length_targets"])
-    write_table(tlg_levels(scores, targets), tables, "tlg_levels")
-    per_target = tlg_targets(scores, targets)
+    definitions = Definitions(config)
+    write_table(tlg_levels(scores, targets, definitions), tables, "tlg_levels")
+    per_target = tlg_targets(scores, targets, definitions)
     write_table(per_target, tables, "tlg_targets")
-    write_table(length_error_table(scores, targets), tables, "length_errors")
-    write_table(multi_mlt_table(scores, targets), tables, "multi_mlt")
-    write_table(self_mlt_table(scores, targets), tables, "self_mlt")
+    write_table(length_error_table(scores, targets, definitions), tables, "length_errors")
+    write_table(multi_mlt_table(scores, targets, definitions), tables, "multi_mlt")
+    write_table(self_mlt_table(scores, targets, definitions), tables, "self_mlt")
     recipes = study["recipes"]
     if len(recipes) >= 2:
-        write_table(ttest_table(scores, recipes[0], recipes[1], study.get("compat", "paper")), tables, "ttest", None)
-    general = general_table(scores)
+        ttest = ttest_table(scores, recipes[0], recipes[1], study.get("compat", "paper"), definitions)
+        write_table(ttest, tables, "ttest", None)
+    general = general_table(scores, config.get("lm_eval_metrics"))
     if not general.empty:
         write_table(general, tables, "general")
     plots.mkdir(parents=True, exist_ok=True)

@@ -144,8 +144,12 @@ def _check_references(config: Mapping) -> None:
             require_model(config, online["model"], f"datasets.{name}.from_generations.model")
             require(online["promptset"], config.get("promptsets", {}), f"datasets.{name}.from_generations.promptset")
             require_grader(online["judge"], config.get("judges", {}), f"datasets.{name}.from_generations.judge")
+    from reprolm.models.templates import template_names
+
     for name, spec in recipes.items():
         require(spec["dataset"], datasets, f"recipes.{name}.dataset")
+        if "chat_template" in spec:
+            require(spec["chat_template"], template_names(), f"recipes.{name}.chat_template")
         if "init" in spec:
             require(spec["init"], [other for other in recipes if other != name], f"recipes.{name}.init")
     # ExPO is a stage: any model may be extrapolated, whether or not the study is enabled.

@@ -119,12 +119,42 @@ def finetune_start(config: Mapping, base: str, recipe: str) -> str:
 
 
 def finetune_tokens(config: Mapping, recipe: str) -> list[str]:
-    """Tokens a recipe adds to the tokenizer (``mlt``: one per length target)."""
+    """Tokens a recipe adds to the tokenizer: its named chat template's special tokens, then
+    (``add_tokens: mlt``) one per length target."""
     from reprolm.length import TargetSet
+    from reprolm.models.templates import named_template
 
-    if recipe_spec(config, recipe).get("add_tokens") == "mlt":
-        return TargetSet.from_config(config["length_targets"]).mlt_tokens
-    return []
+    spec = recipe_spec(config, recipe)
+    template = named_template(spec.get("chat_template"), f"recipes.{recipe}.chat_template")
+    tokens = list(template.special_tokens) if template else []
+    if spec.get("add_tokens") == "mlt":
+        tokens += TargetSet.from_config(config["length_targets"]).mlt_tokens
+    return tokens
+
+
+def finetune_chat_template(config: Mapping, recipe: str) -> str | None:
+    """The chat template (Jinja) a recipe's finetune trains with and saves with its model;
+    None keeps the starting checkpoint's own."""
+    from reprolm.models.templates import named_template
+
+    template = named_template(recipe_spec(config, recipe).get("chat_template"), f"recipes.{recipe}.chat_template")
+    return template.jinja if template else None
+
+
+def chat_template_name(config: Mapping, recipe: str) -> str:
+    """The named template a model was trained with (``own``: its base's), following
+    replicates, extrapolations and ``init`` recipes (whose template their model keeps)."""
+    from reprolm.models.templates import OWN_TEMPLATE
+
+    name = split_expo(recipe)[0]
+    while name != PRETRAINED:
+        spec = recipe_spec(config, name)
+        if spec.get("chat_template", OWN_TEMPLATE) != OWN_TEMPLATE:
+            return spec["chat_template"]
+        if "init" not in spec:
+            break
+        name = spec["init"]
+    return OWN_TEMPLATE
 
 
 def length_prompt(config: Mapping, recipe: str) -> str:
@@ -247,17 +277,6 @@ def hub_encoder(settings: Mapping) -> str | None:
     if name == "packaged" or Path(name).exists():
         return None
     return hub_model_dir(name)
-
-
-def original_text_inputs(metric: str, settings: Mapping, base: str, recipe: str) -> dict[str, list[str]]:
-    """What a score job reads to score the original GEM evaluation's text (diversity with
-    ``compat`` or a variant ``original``): the generating model's folder, for its chat
-    template, and NLTK's punkt_tab, for ``word_tokenize``; empty lists otherwise."""
-    original = metric == "diversity" and "original" in (settings.get("compat", "paper"), *settings.get("variants", []))
-    return {
-        "model": [model_dir(base, recipe)] if original else [],
-        "nltk_data": [nltk_data_dir("punkt_tab")] if original else [],
-    }
 
 
 def hub_model_repo(config: Mapping, folder: str) -> str:

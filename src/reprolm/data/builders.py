@@ -48,19 +48,28 @@ def _schema(ctx: BuildContext, source: str) -> UpstreamSchema:
     return UPSTREAM_SCHEMAS.get(ctx.schemas[source], f"sources.{source}.schema")
 
 
-def single_turn(conversations: list[dict]) -> list[dict]:
-    """OpenHermes records with exactly two turns, human then gpt."""
-    return [
-        record
-        for record in conversations
-        if len(record["conversations"]) == 2
-        and record["conversations"][0]["from"] == "human"
-        and record["conversations"][1]["from"] == "gpt"
-    ]
+# How Ruler's builders pick OpenHermes' single-turn dialogues (param ``single_turn``): the
+# original's raw_openhermes_process.py keeps every conversation of exactly two turns,
+# whoever speaks them; ``human_then_gpt`` also asks that a human asks and gpt answers.
+SINGLE_TURN_RULES = {
+    "two_turns": lambda turns: len(turns) == 2,
+    "human_then_gpt": lambda turns: len(turns) == 2 and turns[0]["from"] == "human" and turns[1]["from"] == "gpt",
+}
+
+
+def single_turn(conversations: list[dict], rule: str = "two_turns") -> list[dict]:
+    """OpenHermes records that are one exchange, by ``rule`` (:data:`SINGLE_TURN_RULES`);
+    the first turn is the instruction, the second the answer."""
+    if rule not in SINGLE_TURN_RULES:
+        raise ValueError(f"params.single_turn: unknown rule {rule!r}; known: {sorted(SINGLE_TURN_RULES)}")
+    keep = SINGLE_TURN_RULES[rule]
+    return [record for record in conversations if keep(record["conversations"])]
 
 
 def _shuffled_single_turn(ctx: BuildContext, rng: random.Random) -> list[dict]:
-    data = single_turn(ctx.records(ctx.params.get("conversations_source", "openhermes")))
+    data = single_turn(
+        ctx.records(ctx.params.get("conversations_source", "openhermes")), ctx.params.get("single_turn", "two_turns")
+    )
     rng.shuffle(data)
     return data
 

@@ -4,8 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reprolm.config.errors import ConfigError
+from reprolm.config.errors import ConfigError, require
+from reprolm.models.templates import CHAT_TEMPLATES, ChatTemplate
 from reprolm.studies.base import Study, register_study
+
+# The original's ``custom`` template (src/utils/templates.py, TEMPLATE=custom in every
+# finetune script), which it trains all six bases with: Llama-3's headers, no system turn,
+# ``<|eot_id|>`` after each turn. Its five tokens are added to every base's tokenizer as
+# special tokens (finetune.py: template.SPECIAL_TOKENS, with the MLTs for Ruler), whether or
+# not the template writes them all. ``<|begin_of_text|>`` is written as text: on Llama-3 it
+# is the BOS (kept once, where the original's tokenizer.encode adds a second), elsewhere a
+# new token after the base's own BOS, as the original has it.
+RULER_CUSTOM = ChatTemplate(
+    jinja=(
+        "<|begin_of_text|>"
+        "{% for message in messages %}"
+        "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] + '<|eot_id|>' }}"
+        "{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+    ),
+    special_tokens=("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
+)
+CHAT_TEMPLATES.register("ruler_custom", RULER_CUSTOM)
+# The builders that read OpenHermes' single-turn dialogues (one rule must serve both: the
+# training set leaves out the TLG set's rows of the same shuffle).
+SINGLE_TURN_BUILDERS = ("ruler_tlg", "ruler_train")
 
 
 class Ruler(Study):
@@ -23,6 +46,12 @@ class Ruler(Study):
         figure (not the in/out and MLT counts, nor the t-test) has ``lo`` / ``hi`` columns: its 95%
         percentile bootstrap interval over prompts (over documents for lm-eval; a multi-MLT prompt's
         outputs at every target are drawn together), paired across models on the same prompts.
+        Each length table's ``definition`` column says what made its row: ``template=`` the chat
+        template the model was trained and asked with (``ruler_custom``: the original's one
+        template for every base; ``own``: the base's own, as the instruct baselines are asked in
+        the original too) and ``single_turn=`` how the TLG prompts were picked (``two_turns``: the
+        original's, any two-turn OpenHermes dialogue; ``human_then_gpt``: a human's question and
+        gpt's answer only). The ``general`` columns name their lm-eval metric.
     """
     table_captions = {
         "tlg_levels": """\
@@ -31,37 +60,48 @@ class Ruler(Study):
             window, windows half-open (``lo < words <= hi``); a level's and ``All``'s figures pool the
             in/out counts of their targets (not a mean of per-target percentages), with those counts
             beside them. ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts (1000
-            draws), paired across models on the same prompts.
+            draws), paired across models on the same prompts. ``definition``: the row's chat
+            template (``ruler_custom`` is the original's) and TLG prompt rule (``two_turns`` is
+            the original's).
         """,
         "tlg_targets": """\
             PM and FM (percent of outputs whose word count lies in the target's half-open window,
             ``lo < words <= hi``) per model and target length, with the in/out counts. ``lo`` /
             ``hi``: 95% percentile bootstrap interval over prompts, paired across models.
+            ``definition``: the row's chat template and TLG prompt rule, as in ``tlg_levels``.
         """,
         "length_errors": """\
             Per model, the exact-length rate (percent of outputs with exactly the target's word
             count) and the RMSE of word count against the target, open-ended targets ("more than
             N") excluded. ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts.
+            ``definition``: the row's chat template and TLG prompt rule, as in ``tlg_levels``.
         """,
         "multi_mlt": """\
             One prompt answered at every target (multi-MLT): FM per target (percent within the
             target's half-open FM window) and their plain mean. ``lo`` / ``hi``: 95% percentile
             bootstrap interval over prompts, a prompt's outputs at every target drawn together.
+            ``definition``: the chat template the row's model was trained and asked with
+            (``ruler_custom`` is the original's).
         """,
         "self_mlt": """\
             Ruler models choosing their own MLT: how often each MLT was chosen (counts, no
             interval), FM against the chosen MLT's window and the mean word count. ``lo`` / ``hi``:
-            95% percentile bootstrap interval over prompts.
+            95% percentile bootstrap interval over prompts. ``definition``: the chat template the
+            row's model was trained and asked with.
         """,
         "ttest": """\
             Output lengths (words) of the Ruler model against vanilla SFT: means, the t statistic,
             degrees of freedom and two-sided p-value of Welch's test (Student's with ``compat:
             original``). A test, so no bootstrap interval; p-values at full precision.
+            ``definition``: the chat template and TLG prompt rule of the compared models.
         """,
         "general": """\
             The lm-eval suite (accuracies x100) of each model, to show that length control costs
-            no general ability. ``lo`` / ``hi``: 95% percentile bootstrap interval over each
-            task's documents.
+            no general ability. Each column is ``entry (metric)``: the lm-eval metric it reports,
+            the original's where ``ruler.lm_eval_metrics`` names it (``acc`` for ARC and
+            HellaSwag, not the leaderboard's ``acc_norm``; GSM8K under both filters, which the
+            original's one figure does not tell apart). ``lo`` / ``hi``: 95% percentile bootstrap
+            interval over each task's documents.
         """,
     }
     plots_caption = (
@@ -73,9 +113,83 @@ class Ruler(Study):
         # The windows themselves are checked with the rest of the config.
         if "length_targets" not in config:
             raise ConfigError("the ruler study needs length_targets ('paper' or a list)")
+        spec = config["ruler"]
+        specs = [
+            task["name"]
+            for task in config.get("lm_eval_suites", {}).get(spec.get("lm_eval_suite"), {}).get("tasks", [])
+        ]
+        for name in spec.get("lm_eval_metrics", {}):
+            require(name, specs, "ruler.lm_eval_metrics")
+        _check_single_turn(config)
+
+    def preflight(self, config: Mapping, task_cache: str) -> None:
+        from reprolm.score.task_facts import refuse_metrics_not_reported
+
+        tasks = {
+            task["name"]: task
+            for task in config["lm_eval_suites"].get(config["ruler"].get("lm_eval_suite"), {}).get("tasks", [])
+        }
+        wanted = {
+            f"ruler.lm_eval_metrics.{name}[{index}]": {"task": tasks[name]["task"], "metric": metric}
+            for name, metrics in lm_eval_metrics(config["ruler"]).items()
+            for index, metric in enumerate(metrics)
+        }
+        try:
+            refuse_metrics_not_reported(wanted, task_cache)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
 
     def settings(self, config: Mapping) -> dict:
-        return {"length_targets": config["length_targets"]}
+        from reprolm.config.lookups import chat_template_name, promptset_spec
+
+        spec = config["ruler"]
+        # Every recipe: a Ruler model may be a replicate, an extrapolation or an ``init``'s.
+        recipes = set(config.get("recipes", {}))
+        datasets = config.get("datasets", {})
+        single_turn = {}
+        for evaluation in spec.get("evaluations", []):
+            dataset = datasets.get(promptset_spec(config, evaluation["promptset"])["dataset"], {})
+            if dataset.get("builder") == "ruler_tlg":
+                single_turn[evaluation["promptset"]] = dataset.get("params", {}).get("single_turn", "two_turns")
+        return {
+            "length_targets": config["length_targets"],
+            # What each table's ``definition`` column says: the template each recipe's
+            # models were trained and asked with, and how the TLG prompts were chosen.
+            "chat_templates": {recipe: chat_template_name(config, recipe) for recipe in sorted(recipes)},
+            "single_turn": single_turn,
+            "lm_eval_metrics": lm_eval_metrics(spec),
+        }
+
+
+def lm_eval_metrics(spec: Mapping) -> dict[str, list[str]]:
+    """``ruler.lm_eval_metrics`` as lists: the lm-eval metric keys the general table reports
+    per suite entry, where they differ from the suite's own."""
+    return {
+        name: [metrics] if isinstance(metrics, str) else list(metrics)
+        for name, metrics in spec.get("lm_eval_metrics", {}).items()
+    }
+
+
+def _check_single_turn(config: Mapping) -> None:
+    """Each single-turn rule is known, and the TLG set and the training set that leaves its
+    rows out read the same source by the same rule."""
+    from reprolm.data.builders import SINGLE_TURN_RULES
+
+    rules = {}
+    for name, dataset in config.get("datasets", {}).items():
+        if dataset.get("builder") not in SINGLE_TURN_BUILDERS:
+            continue
+        rule = dataset.get("params", {}).get("single_turn", "two_turns")
+        require(rule, list(SINGLE_TURN_RULES), f"datasets.{name}.params.single_turn")
+        source = dataset.get("params", {}).get("conversations_source", "openhermes")
+        rules.setdefault(source, {})[name] = rule
+    for source, by_dataset in rules.items():
+        if len(set(by_dataset.values())) > 1:
+            raise ConfigError(
+                f"datasets.*.params.single_turn: the datasets built from {source!r} pick its single-turn "
+                f"dialogues differently ({by_dataset}); the training set leaves out the TLG set's rows only "
+                "when both use one rule"
+            )
 
 
 register_study(Ruler())

@@ -1,16 +1,18 @@
 """Tokenised training examples: a chat prompt and a completion, loss on the completion.
 
 The prompt goes through the tokenizer's chat template with the generation prompt; the
-completion (for Ruler: ``{mlt}{output}``) follows it and ends with EOS. Labels start
-exactly at the first completion token, so a Ruler model learns to emit the MLT itself.
-If truncation removes the first completion token, every label is masked.
+completion (for Ruler: ``{mlt}{output}``) follows it and ends as the template ends an
+assistant turn (``<|eot_id|>``, ``<|im_end|>``...; EOS where the template writes none), so
+the model learns to stop where generation stops it. Labels start exactly at the first
+completion token, so a Ruler model learns to emit the MLT itself. If truncation removes the
+first completion token, every label is masked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from reprolm.models.chat import chat_prompt, prompt_token_ids
+from reprolm.models.chat import chat_prompt, end_of_turn_ids, prompt_token_ids
 from reprolm.registry import Registry
 
 IGNORE_INDEX = -100
@@ -21,11 +23,25 @@ def prompt_ids(tokenizer, messages: list[dict]) -> list[int]:
     return chat_prompt(tokenizer, messages)[1]
 
 
+# The last tokenizer's answer end: (tokenizer, its template, its size) -> ids. Rendering the
+# template to find it costs more than tokenising a row, and every row of a build asks.
+_answer_end: dict[tuple, list[int]] = {}
+
+
+def answer_end_ids(tokenizer) -> list[int]:
+    """What ends an answer: the template's end-of-turn token, or EOS where it writes none."""
+    key = (tokenizer, tokenizer.chat_template, len(tokenizer))
+    if key not in _answer_end:
+        _answer_end.clear()
+        _answer_end[key] = end_of_turn_ids(tokenizer) or [tokenizer.eos_token_id]
+    return _answer_end[key]
+
+
 def completion_example(
     tokenizer, messages: list[dict], completion: str, max_length: int, loss_on_prompt: bool = False
 ) -> dict:
     prompt = prompt_ids(tokenizer, messages)
-    answer = tokenizer(completion, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+    answer = tokenizer(completion, add_special_tokens=False).input_ids + answer_end_ids(tokenizer)
     input_ids = (prompt + answer)[:max_length]
     if loss_on_prompt:
         labels = list(input_ids)
