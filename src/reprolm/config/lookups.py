@@ -279,6 +279,17 @@ def hub_encoder(settings: Mapping) -> str | None:
     return hub_model_dir(name)
 
 
+def original_text_inputs(metric: str, settings: Mapping, base: str, recipe: str) -> dict[str, list[str]]:
+    """What a score job reads to score the original GEM evaluation's text (diversity with
+    ``compat`` or a variant ``original``): the generating model's folder, for its chat
+    template, and NLTK's punkt_tab, for ``word_tokenize``; empty lists otherwise."""
+    original = metric == "diversity" and "original" in (settings.get("compat", "paper"), *settings.get("variants", []))
+    return {
+        "model": [model_dir(base, recipe)] if original else [],
+        "nltk_data": [nltk_data_dir("punkt_tab")] if original else [],
+    }
+
+
 def hub_model_repo(config: Mapping, folder: str) -> str:
     """The hub id of a ``resources/hub_models/`` folder, from the metrics that name it."""
     for settings in config.get("metrics", {}).values():
