@@ -253,3 +253,103 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     harmony = next(line for line in reasons if line.startswith("- train_before_test (24 jobs: qwen2_5_14b_"))
     assert harmony.endswith("over limit: runtime 2880 min is over partition gpu_h100's MaxTime of 1440 min")
     assert reasons[harmony] == "  change: base_models.qwen2_5_14b.resources.default.runtime"
+
+
+def _hub_repo(mirror, repo: str, model_type: str) -> None:
+    """A hub repository as the stand-in run reads it: a 7B-sized config.json of the family
+    and a tokenizer (the project's tiny BPE, as the hub stand-in's)."""
+    from transformers import AutoConfig
+
+    from reprolm.models.tokenizer import train_bpe_tokenizer
+
+    folder = mirror / repo
+    tokenizer = train_bpe_tokenizer([f"word{i} and more text {i * 7}" for i in range(300)], 400)
+    tokenizer.save_pretrained(folder)
+    config = AutoConfig.for_model(
+        model_type,
+        vocab_size=len(tokenizer),
+        hidden_size=4096,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=14336,
+    )
+    (folder / "config.json").write_text(json.dumps(config.to_dict()))
+
+
+# Ruler's baselines of two families (Llama, Gemma) at the paper's requests but for what the
+# test node (2 CPUs, 2 fake GPUs) has: the stand-in run's generations and length scores.
+STAND_IN_MODELS = {
+    "llama3_8b": ("meta-llama/Meta-Llama-3-8B", "llama"),
+    "llama3_8b_instruct": ("meta-llama/Meta-Llama-3-8B-Instruct", "llama"),
+    "gemma_7b_it": ("google/gemma-7b-it", "gemma"),
+}
+SMALL_NODE = {"mem_mb": 1500, "cpus_per_gpu": 1}
+STAND_IN_CONFIG = {
+    "studies": ["ruler"],
+    "ruler": {
+        "bases": ["llama3_8b"],
+        "recipes": ["ruler"],
+        "baselines": ["llama3_8b_instruct", "gemma_7b_it"],
+        "evaluations": [{"promptset": "tlg", "metric": "length_levels"}],
+        "lm_eval_suite": None,
+    },
+    # No vLLM on the test node; one batch for the TLG's 2,000 prompts.
+    "generation": {"backend": "transformers", "batch_size": 2000},
+    "resources": {"default": {"slurm_partition": "gpu", "gpu_model": "fake", "cpus_per_gpu": 1, "mem_mb": 1500}},
+    "base_models": {
+        name: {"resources": {stage: SMALL_NODE for stage in ("finetune", "generate", "evaluate")}}
+        for name in STAND_IN_MODELS
+    },
+}
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(600)
+def test_stand_in_run_of_each_family_and_class_through_the_profile(slurm_cluster, tmp_path):
+    work = scratch_copy(tmp_path / "work")
+    (work / "stand-in-test.yaml").write_text(yaml.safe_dump(STAND_IN_CONFIG))
+    mirror = tmp_path / "hub"
+    for repo, model_type in STAND_IN_MODELS.values():
+        _hub_repo(mirror, repo, model_type)
+    env = {k: v for k, v in snakemake_env(work).items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    result = subprocess.run(
+        [sys.executable, "-m", "reprolm.cli", "rehearse", "--configfile", "config/paper.yaml", "stand-in-test.yaml"]
+        + ["--workflow-profile", "profiles/slurm", "--profile", str(REPO / "tests" / "slurm_profile_test")]
+        + ["--stand-in", "generate", "score", "--hub-mirror", str(mirror)],
+        cwd=work,
+        env={**env, **slurm_cluster.env},
+        capture_output=True,
+        text=True,
+        timeout=580,
+    )
+    out = result.stdout
+    assert "Stand-in run:" in out, out[-3000:] + result.stderr[-3000:]
+    section = out[out.index("Stand-in run:") :].splitlines()
+    ran = [line.split() for line in section if re.match(r"^\s*(generate|score)\s", line)]
+    # One job per rule x family x request: the baselines' TLG generations (fewest jobs before
+    # them; the finetuned llama3_8b's need its finetune) and their length scores.
+    assert sorted((row[0], row[1]) for row in ran) == [
+        ("generate", "gemma_7b_it_pretrained_tlg"),
+        ("generate", "llama3_8b_instruct_pretrained_tlg"),
+        ("score", "length_levels_gemma_7b_it_pretrained_tlg"),
+        ("score", "length_levels_llama3_8b_instruct_pretrained_tlg"),
+    ], section
+    assert {row[2] for row in ran} == {"llama/TokenizersBackend", "gemma/TokenizersBackend"}
+    assert all("ran" in row for row in ran), section
+    # The GPU jobs were granted their fake GPU; each output's record names its SLURM job.
+    generations = [" ".join(row) for row in ran if row[0] == "generate"]
+    assert all(re.search(r"job \d+ on localhost, GPUs [01]$", line) for line in generations), generations
+    # The TLG build and the four representatives: five SLURM jobs.
+    assert "(5 SLURM jobs with those upstream" in section[0], section[0]
+    record = json.loads(
+        (
+            work / ".rehearsal/stand-in/results/generations/gemma_7b_it/pretrained/tlg.parquet.provenance.json"
+        ).read_text()
+    )
+    assert record["execution"]["hub_offline"] is True
+    stood_in = yaml.safe_load((work / ".rehearsal/stand-in/stand-in.yaml").read_text())
+    assert stood_in["base_models"]["gemma_7b_it"]["path"] == "models/gemma_7b_it"
+    tiny = json.loads((work / ".rehearsal/stand-in/models/gemma_7b_it/config.json").read_text())
+    assert (tiny["model_type"], tiny["hidden_size"], tiny["num_hidden_layers"]) == ("gemma", 64, 2)
+    assert "stand-in run failed" not in out and "- generate (" not in out and "- score (" not in out, out[-3000:]

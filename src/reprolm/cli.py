@@ -6,7 +6,6 @@
     reprolm plan [--configfile F] [--width N]  what a run will cost, before it starts
     reprolm rehearse [--configfile F] [--profile P]  whether the cluster accepts every job's request
     reprolm progress [--since 2h|ISO]          one line per job of the run: status, wall time, progress
-    reprolm config-docs [--output F]           the configuration keys page, from the config schema
 
 Run it in the workflow's folder (the records' paths are relative to it), or give ``--root``.
 """
@@ -18,7 +17,6 @@ import datetime
 import json
 import sys
 
-from reprolm.config.docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
 from reprolm.plan import DEVICES, plan
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
 from reprolm.provenance.query import format_tree, lineage, verify
@@ -68,24 +66,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SOURCE=N",
         help="rows to generate for a source not downloaded yet (with --sizes)",
     )
+    rehearse_parser.add_argument(
+        "--stand-in",
+        nargs="*",
+        metavar="RULE",
+        help="also run one job of each rule x model family x resource class on tiny stand-in models "
+        "through the profile (of the rules named; all if none)",
+    )
+    rehearse_parser.add_argument(
+        "--hub-mirror", help="a folder of hub repositories ({owner}/{name}/) read instead of the hub"
+    )
     progress_parser = commands.add_parser("progress", help="one line per job of the run: status, wall time, progress")
     progress_parser.add_argument(
         "--since", help="jobs since then: 2h, 30m, or an ISO time (default: the latest snakemake run's start)"
     )
-    config_docs_parser = commands.add_parser(
-        "config-docs", help="write the configuration keys page (Markdown) from the config schema's descriptions"
-    )
-    config_docs_parser.add_argument(
-        "--schema", default=str(SCHEMA_FILE), help=f"the config schema (default: {SCHEMA_FILE})"
-    )
-    config_docs_parser.add_argument(
-        "--output", default=str(KEYS_PAGE), help=f"the page to write (default: {KEYS_PAGE})"
-    )
     args = parser.parse_args(argv)
-
-    if args.command == "config-docs":
-        print(write_keys_page(args.schema, args.output))
-        return 0
 
     if args.command == "progress":
         now = datetime.datetime.now().astimezone()
@@ -95,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "rehearse":
         # Imported here: it loads Snakemake, which the other commands do not need.
-        from reprolm.rehearse.rehearsal import DEFAULT_PROFILE, DagError, rehearse
+        from pathlib import Path
+
+        from reprolm.rehearse.rehearsal import DEFAULT_PROFILE, DagError, StandInOptions, rehearse
 
         try:
             try:
@@ -107,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.profile or DEFAULT_PROFILE,
                 args.workflow_profile,
                 sizes=rows if args.sizes else None,
+                stand_in=None
+                if args.stand_in is None
+                else StandInOptions(args.stand_in, Path(args.hub_mirror) if args.hub_mirror else None),
             )
         except DagError as error:
             print(f"not ready: {error}", file=sys.stderr)

@@ -15,8 +15,8 @@ import contextlib
 import io
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -38,7 +38,8 @@ class DagError(RuntimeError):
 class ClusterDag:
     """What a cluster run of the config submits: ``jobs`` (Snakemake's job objects, their
     resources evaluated on first use as for a submission), the local jobs by rule, the
-    resolved config, the executor's settings from the profile and the workflow's folder."""
+    resolved config, the executor's settings from the profile, the workflow's folder and
+    what each job needs."""
 
     jobs: list
     local_jobs: Counter
@@ -46,6 +47,8 @@ class ClusterDag:
     executor_settings: Any
     workdir: Path
     checkpoint_rules: list[str]
+    # Each job's jobs it needs (Snakemake's own map).
+    dependencies: Mapping = field(default_factory=dict)
 
 
 def snakemake_arguments(configfiles: Sequence[str], profile: str | None, workflow_profile: str | None) -> list[str]:
@@ -93,6 +96,7 @@ def inspect_cluster_dag(arguments: Sequence[str], inspect: Callable[[ClusterDag]
             executor_settings=executor_settings,
             workdir=Path(workflow.workdir_init),
             checkpoint_rules=sorted({job.rule.name for job in workflow.dag.jobs if job.is_checkpoint}),
+            dependencies=workflow.dag.dependencies,
         )
         # Snakemake prints and swallows what its API raises; the rehearsal's own errors are
         # raised again below, as they are.

@@ -7,7 +7,9 @@ partition's limits and judged by the cluster with ``sbatch --test-only`` (nothin
 queued). It prints one line per request shape with its job count and the cluster's answer,
 then one verdict: ready, or each shape that will fail with the config key to change. With
 ``sizes``, the dataset builds are also run at the papers' sizes (``reprolm.rehearse.sizes``)
-and those needing over 80% of their request are failures too.
+and those needing over 80% of their request are failures too. With ``stand_in``, one job of
+each rule x model family x resource class runs through the profile on tiny stand-in models
+(``reprolm.rehearse.standin``); one that fails, or runs other than asked, is a failure too.
 """
 
 from __future__ import annotations
@@ -15,14 +17,26 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
 from reprolm.rehearse.dag import DagError, inspect_cluster_dag, snakemake_arguments
 from reprolm.rehearse.sizes import Measurement, data_jobs, measure_all, save
+from reprolm.rehearse.standin import STAND_IN_DIR, StandInRun, candidates, run_stand_ins
 from reprolm.rehearse.submissions import Shape, group_shapes, judge, plugin_requests, read_partitions, table, verdict
 
 DEFAULT_PROFILE = "profiles/slurm"
+
+
+@dataclass
+class StandInOptions:
+    """The stand-in run's: the rules to stand in (all when empty), a folder of hub
+    repositories to read instead of the hub, and a time limit for its Snakemake run."""
+
+    rules: Sequence[str] = ()
+    hub_mirror: Path | None = None
+    timeout_s: float | None = None
 
 
 @dataclass
@@ -34,6 +48,7 @@ class Rehearsal:
     verdict: list[str]
     notes: list[str] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
+    stand_in: StandInRun | None = None
 
     def table(self) -> pd.DataFrame:
         return table(self.shapes)
@@ -65,6 +80,16 @@ class Rehearsal:
                     ]
                 ).to_string(index=False)
             )
+        if self.stand_in is not None:
+            run = self.stand_in
+            lines += [
+                "",
+                f"Stand-in run: one job of each rule x model family x resource class through the profile "
+                f"({run.jobs_run} SLURM jobs with those upstream, {run.seconds:.0f} s)",
+            ]
+            if run.outcomes:
+                lines.append(pd.DataFrame(run.table()).to_string(index=False))
+            lines += [f"Not stood in: {why}" for why in run.not_stood_in]
         return "\n".join(lines + [""] + self.verdict)
 
 
@@ -94,22 +119,18 @@ def rehearse(
     workflow_profile: str | None = None,
     env: Mapping | None = None,
     sizes: Mapping[str, int] | None = None,
+    stand_in: StandInOptions | None = None,
 ) -> Rehearsal:
     """The submission rehearsal of a config with a profile (see the module's doc)."""
     partitions = cluster_partitions(env)
     arguments = snakemake_arguments(configfiles, profile, workflow_profile)
-    dag = inspect_cluster_dag(
-        arguments,
-        lambda dag: (
-            plugin_requests(dag),
-            dict(dag.local_jobs),
-            dag.checkpoint_rules,
-            dag.config,
-            data_jobs(dag),
-            dag.workdir,
-        ),
-    )
-    requests, local_jobs, checkpoint_rules, config, builds, workdir = dag
+
+    def read(dag):
+        requests = plugin_requests(dag)
+        found = candidates(dag, requests) if stand_in else []
+        return requests, dict(dag.local_jobs), dag.checkpoint_rules, dag.config, data_jobs(dag), dag.workdir, found
+
+    requests, local_jobs, checkpoint_rules, config, builds, workdir, found = inspect_cluster_dag(arguments, read)
     shapes = group_shapes(requests)
     judge(shapes, partitions, env)
     ready, lines = verdict(shapes, config, profile or workflow_profile or "the profile")
@@ -134,4 +155,27 @@ def rehearse(
                 lines.append(
                     f"  change: set-resources for rule dataset (mem_mb, runtime) in {profile or workflow_profile}"
                 )
-    return Rehearsal(shapes, local_jobs, checkpoint_rules, ready, lines, notes, measurements)
+    run = None
+    if stand_in is not None:
+        profiles = [("--profile", profile), ("--workflow-profile", workflow_profile)]
+        run = run_stand_ins(
+            found,
+            config,
+            workdir,
+            [word for option, path in profiles if path for word in (option, str((workdir / path).resolve()))],
+            rules=stand_in.rules,
+            hub_mirror=stand_in.hub_mirror,
+            env=env,
+            timeout=stand_in.timeout_s,
+        )
+        failed = [outcome for outcome in run.outcomes if outcome.status != "ran"]
+        if failed:
+            if ready:
+                lines = ["not ready: jobs of the stand-in run failed on the cluster"]
+                ready = False
+            for outcome in failed:
+                lines.append(f"- {outcome.rule} ({outcome.job}; {outcome.family}; {outcome.request}): {outcome.detail}")
+                lines.append(f"  see: {STAND_IN_DIR / 'snakemake.log'} and the job's log under {STAND_IN_DIR}")
+        elif not run.outcomes:
+            notes.append("Stand-in run: no job could be stood in (see above)")
+    return Rehearsal(shapes, local_jobs, checkpoint_rules, ready, lines, notes, measurements, run)

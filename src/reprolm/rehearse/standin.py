@@ -1,0 +1,397 @@
+"""The stand-in run: one job of each (rule x model family x resource class) of the config's
+DAG, executed through the profile on the cluster, with tiny models in place of the hub's.
+
+A job's model family is its base model's architecture and tokenizer (``model_type`` and
+``tokenizer_class``, read from the hub repository's ``config.json`` and
+``tokenizer_config.json``); its resource class is its sbatch request without what names the
+job. Of each class the job with the fewest jobs upstream of it represents it. The run is the
+same workflow in a folder of its own beside the real run's (``STAND_IN_DIR``: the shared file
+system the real jobs will use), with a config that differs from the real one in three ways:
+each hub base model is a local folder holding a tiny random model of its family (its hub
+config shrunk, its hub tokenizer as it is: ``stand_in_model``), each hub dataset a
+schema-true fixture of ``FIXTURE_ROWS`` rows, generations stop after ``MAX_NEW_TOKENS`` and
+finetunes after ``MAX_STEPS``, and every job keeps its routing and GPUs. The
+representatives' outputs are the targets of one ``snakemake --profile`` run; each is then
+checked by its provenance record: it ran as a SLURM job, with the hubs offline, on the GPUs
+it asked for.
+
+Not stood in (listed, never run): jobs whose model runs its own code (``trust_remote_code``;
+a local checkpoint cannot opt in), jobs that need an API judge's answers, and classes whose
+every job needs more than ``MAX_UPSTREAM`` jobs before it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from reprolm.provenance import provenance_path
+from reprolm.rehearse.sizes import DEFAULT_CONFIG, fixture_options
+from reprolm.rehearse.submissions import Request, resource_sources
+
+STAND_IN_DIR = Path(".rehearsal") / "stand-in"
+# What the workflow reads from its folder besides results (config files, DeepSpeed configs).
+SHARED_FOLDERS = ("workflow", "config", "profiles")
+# Enough for the builders' draws at the papers' counts (Ruler's TLG takes 2,000 conversations
+# from bins of lengths); a fixture's rows cost milliseconds.
+FIXTURE_ROWS = 3000
+# The stand-in's generations and finetunes: long enough to run every step of the job.
+MAX_NEW_TOKENS = 8
+MAX_STEPS = 2
+MAX_UPSTREAM = 12
+SEED = 0
+# The hub files a stand-in needs: the architecture, the tokenizer, the chat template.
+HUB_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+)
+# A tiny model's sizes, under each name a family's config gives them.
+TINY_SIZES = {
+    ("hidden_size", "n_embd", "d_model"): 64,
+    ("num_hidden_layers", "n_layer"): 2,
+    ("num_attention_heads", "n_head"): 4,
+    ("intermediate_size", "n_inner"): 128,
+    ("head_dim",): 16,
+}
+TINY_KV_HEADS = 2
+
+
+@dataclass
+class Candidate:
+    """A submitted job of the DAG, as the stand-in run selects it."""
+
+    rule: str
+    job: str
+    models: tuple[str, ...]
+    request: tuple
+    outputs: list[str]
+    log: str
+    upstream: int
+    upstream_rules: frozenset
+
+
+@dataclass
+class Outcome:
+    rule: str
+    job: str
+    family: str
+    request: str
+    status: str
+    detail: str = ""
+
+
+@dataclass
+class StandInRun:
+    outcomes: list[Outcome] = field(default_factory=list)
+    not_stood_in: list[str] = field(default_factory=list)
+    jobs_run: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ready(self) -> bool:
+        return all(outcome.status == "ran" for outcome in self.outcomes)
+
+    def table(self) -> list[dict]:
+        return [outcome.__dict__ for outcome in self.outcomes]
+
+
+def job_models(config: Mapping, rule: str, wildcards: Mapping) -> tuple[str, ...]:
+    """The base models a job runs (its own, or its judge's)."""
+    models = {base for _, base in resource_sources(config, rule, wildcards)}
+    if wildcards.get("base") in config.get("base_models", {}):
+        models.add(wildcards["base"])
+    return tuple(sorted(models))
+
+
+def candidates(dag, requests: Sequence[Request]) -> list[Candidate]:
+    """The DAG's submitted jobs with their requests and what each needs upstream."""
+    upstream: dict = {}
+
+    def closure(job) -> set:
+        if job not in upstream:
+            found = set()
+            for dependency in dag.dependencies.get(job, ()):
+                found.add(dependency)
+                found |= closure(dependency)
+            upstream[job] = found
+        return upstream[job]
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+    made = []
+    for job, request in zip(dag.jobs, requests, strict=True):
+        before = closure(job)
+        made.append(
+            Candidate(
+                rule=job.rule.name,
+                job=request.job,
+                models=job_models(dag.config, job.rule.name, dict(job.wildcards_dict)),
+                request=request.options,
+                outputs=[str(path) for path in job.output],
+                log=str(job.log[0]) if job.log else "",
+                upstream=len(before),
+                upstream_rules=frozenset(dependency.rule.name for dependency in before),
+            )
+        )
+    return made
+
+
+def fetch_hub_files(repo: str, revision: str | None, folder: Path, mirror: Path | None) -> Path:
+    """The hub files of ``repo`` a stand-in needs, from the hub or from a folder holding
+    repositories as ``{owner}/{name}/`` (a local mirror of the hub)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if mirror is not None:
+        source = mirror / repo
+        if not (source / "config.json").is_file():
+            raise FileNotFoundError(f"{source / 'config.json'}: {repo} is not in the hub mirror {mirror}")
+        for name in HUB_FILES:
+            if (source / name).is_file():
+                shutil.copy2(source / name, folder / name)
+        return folder
+    from huggingface_hub import snapshot_download
+
+    snapshot_download(repo, revision=revision, allow_patterns=list(HUB_FILES), local_dir=folder)
+    return folder
+
+
+def family_of(files: Path) -> str:
+    """``model_type/tokenizer_class`` of a repository's files."""
+    config = json.loads((files / "config.json").read_text())
+    tokenizer_config = files / "tokenizer_config.json"
+    tokenizer = (
+        json.loads(tokenizer_config.read_text()).get("tokenizer_class", "") if tokenizer_config.is_file() else ""
+    )
+    return f"{config['model_type']}/{(tokenizer or '?').removesuffix('Fast')}"
+
+
+def tiny_config(config: Mapping) -> dict:
+    """The hub config at a tiny model's sizes (every other setting as it is)."""
+    tiny = dict(config)
+    for names, size in TINY_SIZES.items():
+        for name in names:
+            if tiny.get(name) is not None:
+                tiny[name] = size
+    if tiny.get("num_key_value_heads") is not None:
+        heads = tiny.get("num_attention_heads", 4)
+        tiny["num_key_value_heads"] = (
+            heads if config["num_key_value_heads"] == config.get("num_attention_heads") else TINY_KV_HEADS
+        )
+    if isinstance(tiny.get("layer_types"), list):
+        tiny["layer_types"] = tiny["layer_types"][: tiny.get("num_hidden_layers", 2)]
+    for name in ("torch_dtype", "dtype", "quantization_config", "auto_map"):
+        tiny.pop(name, None)
+    return tiny
+
+
+def stand_in_model(files: Path, output: Path, chat_template_files: Path | None = None) -> Path:
+    """A tiny random model of the repository's architecture with its tokenizer, saved as
+    ``save_pretrained`` saves a checkpoint."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    config = tiny_config(json.loads((files / "config.json").read_text()))
+    model_type = config.pop("model_type")
+    tokenizer = AutoTokenizer.from_pretrained(files)
+    if chat_template_files is not None:
+        tokenizer.chat_template = AutoTokenizer.from_pretrained(chat_template_files).chat_template
+    torch.manual_seed(SEED)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **config))
+    output.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(output)
+    tokenizer.save_pretrained(output)
+    if (files / "generation_config.json").is_file():
+        shutil.copy2(files / "generation_config.json", output / "generation_config.json")
+    return output
+
+
+def select(
+    found: Sequence[Candidate], families: Mapping[str, str], rules: Sequence[str] | None
+) -> tuple[list[Candidate], list[str]]:
+    """One job per (rule, family, request), the one with the fewest jobs upstream; and why
+    the rest of the classes are not stood in."""
+    best: dict[tuple, Candidate] = {}
+    left_out: dict[tuple, str] = {}
+    for candidate in found:
+        if rules and candidate.rule not in rules:
+            continue
+        family = ",".join(families.get(model, "?") for model in candidate.models) or "-"
+        key = (candidate.rule, family, candidate.request)
+        unknown = [model for model in candidate.models if model not in families]
+        if unknown:
+            left_out[key] = f"{candidate.rule} ({candidate.job}): {', '.join(unknown)} not stood in"
+            continue
+        api = sorted(rule for rule in candidate.upstream_rules if rule.endswith("_api"))
+        if api:
+            left_out.setdefault(key, f"{candidate.rule} ({candidate.job}): needs an API judge ({', '.join(api)})")
+            continue
+        if candidate.upstream > MAX_UPSTREAM:
+            left_out.setdefault(
+                key, f"{candidate.rule} ({candidate.job}): {candidate.upstream} jobs upstream, over {MAX_UPSTREAM}"
+            )
+            continue
+        if key not in best or candidate.upstream < best[key].upstream:
+            best[key] = candidate
+    chosen = list(best.values())
+    return chosen, [why for key, why in left_out.items() if key not in best]
+
+
+def stand_in_config(config: Mapping, models: Mapping[str, str], default: Mapping, rows: int = FIXTURE_ROWS) -> dict:
+    """The config with the given base models at local folders, every hub dataset whose schema
+    has a fixture that fixture, and generations and finetunes cut short."""
+    stood_in = json.loads(json.dumps(config))
+    for name, folder in models.items():
+        spec = stood_in["base_models"][name]
+        spec.pop("hub")
+        spec["path"] = folder
+    from reprolm.data.upstream import UPSTREAM_SCHEMAS
+
+    for name, spec in stood_in.get("sources", {}).items():
+        # A schema without a fixture keeps its hub dataset: a job that reads it downloads it.
+        if "hub" in spec and UPSTREAM_SCHEMAS.get(spec["schema"], "schema").fixture is not None:
+            fixture = fixture_options(name, config, default)
+            stood_in["sources"][name] = {
+                **{key: value for key, value in spec.items() if key != "hub"},
+                "fixture": {**fixture, "n": rows, "seed": SEED},
+            }
+    for promptset in stood_in.get("promptsets", {}).values():
+        promptset["sampling"]["max_new_tokens"] = min(promptset["sampling"]["max_new_tokens"], MAX_NEW_TOKENS)
+    for recipe in stood_in.get("recipes", {}).values():
+        recipe["max_steps"] = MAX_STEPS
+    return stood_in
+
+
+def _request_text(request: tuple) -> str:
+    shown = ("-p", "--gpus", "--gres", "--nodes", "--mem", "-t")
+    return " ".join(f"{option}={value}" for option, value in request if option in shown and value)
+
+
+def _gpus_asked(request: tuple) -> int:
+    value = dict(request).get("--gpus") or ""
+    return int(value.split(":")[-1]) if value else 0
+
+
+def check(candidate: Candidate, family: str, folder: Path) -> Outcome:
+    """Whether the representative ran as the cluster would run the real job."""
+    outcome = Outcome(candidate.rule, candidate.job, family, _request_text(candidate.request), "failed")
+    output = folder / candidate.outputs[0]
+    record_path = provenance_path(output) if output.exists() else None
+    if record_path is None or not record_path.is_file():
+        log = folder / candidate.log if candidate.log else None
+        tail = log.read_text().strip().splitlines()[-3:] if log and log.is_file() else []
+        outcome.detail = f"no output; its log {log}: " + " | ".join(tail) if tail else f"no output ({candidate.log})"
+        return outcome
+    execution = json.loads(record_path.read_text()).get("execution") or {}
+    problems = []
+    if not execution.get("slurm_job_id"):
+        problems.append("it did not run as a SLURM job")
+    if execution.get("hub_offline") is not True:
+        problems.append("the hubs were online on the node (HF_HUB_OFFLINE unset)")
+    granted = [gpu for gpu in (execution.get("slurm_gpus") or "").split(",") if gpu]
+    if len(granted) != _gpus_asked(candidate.request):
+        problems.append(f"granted {len(granted)} GPUs, asked {_gpus_asked(candidate.request)}")
+    if problems:
+        outcome.detail = "; ".join(problems)
+        return outcome
+    outcome.status = "ran"
+    gpus = f", GPUs {execution['slurm_gpus']}" if granted else ""
+    outcome.detail = f"job {execution['slurm_job_id']} on {execution.get('slurm_node')}{gpus}"
+    return outcome
+
+
+def prepare_folder(workdir: Path) -> Path:
+    """The stand-in run's folder: the workflow's own files linked in, its results its own."""
+    folder = workdir / STAND_IN_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in SHARED_FOLDERS:
+        link = folder / name
+        if not link.exists() and (workdir / name).exists():
+            link.symlink_to(Path(os.path.relpath(workdir / name, folder)))
+    return folder
+
+
+def run_stand_ins(
+    found: Sequence[Candidate],
+    config: Mapping,
+    workdir: Path,
+    profile_arguments: Sequence[str],
+    rules: Sequence[str] | None = None,
+    hub_mirror: Path | None = None,
+    env: Mapping | None = None,
+    timeout: float | None = None,
+    log: Callable[[str], None] = lambda line: None,
+) -> StandInRun:
+    """Select the representatives, stand their models in, run them through the profile."""
+    result = StandInRun()
+    folder = prepare_folder(workdir)
+    hub_files, families, unread = {}, {}, []
+    wanted = [candidate for candidate in found if not rules or candidate.rule in rules]
+    needed = sorted({model for candidate in wanted for model in candidate.models})
+    for name in needed:
+        hub = config["base_models"][name].get("hub")
+        if hub is None:
+            continue
+        if hub.get("trust_remote_code"):
+            unread.append(f"{name} runs its own code (trust_remote_code), which a local checkpoint cannot opt into")
+            continue
+        try:
+            files = fetch_hub_files(hub["path"], hub.get("revision"), folder / "hub" / hub["path"], hub_mirror)
+        except Exception as error:  # the hub's errors (gated, missing, offline) are many kinds
+            unread.append(f"{name}: {hub['path']} could not be read: {error}")
+            continue
+        hub_files[name] = files
+        families[name] = family_of(files)
+    local = [name for name in needed if "hub" not in config["base_models"][name]]
+    families.update({name: "local" for name in local})
+    chosen, left_out = select(wanted, families, rules)
+    result.not_stood_in = unread + left_out
+    if not chosen:
+        return result
+    used = sorted({model for candidate in chosen for model in candidate.models if model in hub_files})
+    models = {}
+    for name in used:
+        hub = config["base_models"][name]["hub"]
+        output = folder / "models" / name
+        if not (output / "config.json").is_file():
+            template = hub.get("chat_template_from")
+            template_files = (
+                fetch_hub_files(template, None, folder / "hub" / template, hub_mirror) if template else None
+            )
+            stand_in_model(hub_files[name], output, template_files)
+        models[name] = str(output.relative_to(folder))
+    default_path = workdir / DEFAULT_CONFIG
+    default = yaml.safe_load(default_path.read_text()) if default_path.is_file() else {}
+    (folder / "stand-in.yaml").write_text(yaml.safe_dump(stand_in_config(config, models, default), sort_keys=False))
+    targets = [candidate.outputs[0] for candidate in chosen]
+    log(f"stand-in run: {len(chosen)} jobs through the profile, in {folder}")
+    started = time.monotonic()
+    completed = subprocess.run(
+        [str(Path(sys.executable).with_name("snakemake")), *targets, *profile_arguments]
+        + ["--configfile", "stand-in.yaml"],
+        cwd=folder,
+        env=None if env is None else dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    result.seconds = time.monotonic() - started
+    (folder / "snakemake.log").write_text(completed.stdout + completed.stderr)
+    result.jobs_run = (completed.stdout + completed.stderr).count("has been submitted with SLURM jobid")
+    for candidate in chosen:
+        family = ",".join(families[model] for model in candidate.models) or "-"
+        result.outcomes.append(check(candidate, family, folder))
+    return result
