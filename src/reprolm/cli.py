@@ -6,6 +6,7 @@
     reprolm plan [--configfile F] [--width N]  what a run will cost, before it starts
     reprolm rehearse [--configfile F] [--profile P]  whether the cluster accepts every job's request
     reprolm progress [--since 2h|ISO]          one line per job of the run: status, wall time, progress
+    reprolm config-docs [--output F]           the configuration keys page, from the config schema
 
 Run it in the workflow's folder (the records' paths are relative to it), or give ``--root``.
 """
@@ -17,6 +18,7 @@ import datetime
 import json
 import sys
 
+from reprolm.config.docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
 from reprolm.plan import DEVICES, plan
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
 from reprolm.provenance.query import format_tree, lineage, verify
@@ -80,7 +82,20 @@ def main(argv: list[str] | None = None) -> int:
     progress_parser.add_argument(
         "--since", help="jobs since then: 2h, 30m, or an ISO time (default: the latest snakemake run's start)"
     )
+    config_docs_parser = commands.add_parser(
+        "config-docs", help="write the configuration keys page (Markdown) from the config schema's descriptions"
+    )
+    config_docs_parser.add_argument(
+        "--schema", default=str(SCHEMA_FILE), help=f"the config schema (default: {SCHEMA_FILE})"
+    )
+    config_docs_parser.add_argument(
+        "--output", default=str(KEYS_PAGE), help=f"the page to write (default: {KEYS_PAGE})"
+    )
     args = parser.parse_args(argv)
+
+    if args.command == "config-docs":
+        print(write_keys_page(args.schema, args.output))
+        return 0
 
     if args.command == "progress":
         now = datetime.datetime.now().astimezone()
