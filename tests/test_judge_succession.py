@@ -236,3 +236,44 @@ def test_judged_table_captions_name_the_judge_its_date_and_the_measured_agreemen
     caption = judge_caption(stand_in["alpaca_eval"], "expo", undefined)
     assert "tiny_rm (reward model tiny_llama/reward, a stand-in: a tiny model this project builds" in caption
     assert "Cohen's kappa undefined (one verdict throughout)" in caption
+
+
+def test_a_judged_tables_page_carries_its_judges_caption_and_an_unjudged_one_none(tmp_path):
+    from reprolm.aggregate.report_pages import write_table_pages
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    pd.DataFrame({"model": ["m"], "Win Rate": [10.0]}).to_csv(tables / "alpaca_eval.csv", index=False)
+    pd.DataFrame({"model": ["m"], "Avg": [1.0]}).to_csv(tables / "lm_eval.csv", index=False)
+    agreement = tmp_path / "agreement.csv"
+    pd.DataFrame(
+        [
+            {
+                "original judge": "old",
+                "successor judge": "new",
+                "model": "m",
+                "items": 7,
+                "raw_agreement": 5 / 7,
+                "kappa": 0.4,
+            }
+        ]
+    ).to_csv(agreement, index=False)
+    judges = {
+        "old": {
+            "kind": "chat_endpoint",
+            "model": "gpt-4",
+            "as_of": "2023-06-13",
+            "successor": "new",
+            "released_verdicts": ["x"],
+        },
+        "new": {"kind": "chat_endpoint", "model": "gpt-4.1", "as_of": "2025-04-14"},
+    }
+    notes = table_judge_notes({"alpaca_*": ["old"]}, judges, {})
+    write_table_pages(tables, tmp_path / "pages", "expo", notes, agreement)
+    page = (tmp_path / "pages" / "alpaca_eval.html").read_text()
+    assert (
+        "<p class='caption'>Judge: new (chat endpoint gpt-4.1, as of 2025-04-14), acting for the retired old "
+        "(chat endpoint gpt-4, as of 2023-06-13); agreement with it on 7 released verdicts: raw agreement 0.714, "
+        "Cohen&#x27;s kappa 0.400 (results/tables/judge_agreement/expo.csv).</p>"
+    ) in page
+    assert "class='caption'" not in (tmp_path / "pages" / "lm_eval.html").read_text()
