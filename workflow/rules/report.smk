@@ -127,10 +127,10 @@ rule paper_comparison:
 
 rule leaderboard:
     input:
-        grades=lambda wildcards: lookups.leaderboard_grades(config),
+        grades=lambda wildcards: leaderboard_grades(config),
         models=lambda wildcards: [
             paths.model_dir(base, recipe)
-            for base, recipe in lookups.leaderboard_models(config)
+            for base, recipe in leaderboard_models(config)
         ],
     output:
         report(
@@ -144,7 +144,7 @@ rule leaderboard:
         "../envs/core.yaml"
     params:
         code=library_code("leaderboard.py"),
-        models=lambda wildcards: lookups.leaderboard_models(config),
+        models=lambda wildcards: leaderboard_models(config),
         leaderboard=canonical(config.get("leaderboard")),
         studies={s.name: s.models(config) for s in STUDIES},
     script:

@@ -21,6 +21,7 @@ import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 
 from reprolm.aggregate.uncertainty import LEVEL, difference, ratio_of_sums
+from reprolm.score.judges import judge_model, successors
 
 RELEASED_FIELDS = ("instruction", "output_1", "output_2", "generator_2", "preference")
 # A verdict as a category: the answer preferred, the reference preferred, or neither.
@@ -140,8 +141,6 @@ def succession_table(succession: Mapping[str, Mapping], judged: Mapping[str, str
     (``succession``: retired name -> its spec, its acting successor's name and spec), the
     successor's agreement with the released verdicts (``judged``: retired name -> the
     successor's verdict file), or one row saying that none were released."""
-    from reprolm.score.judges import judge_model
-
     rows = []
     for retired, entry in succession.items():
         identity = {
@@ -199,8 +198,6 @@ def table_judge_notes(
     config as written, before succession), each judge that makes it: the judge acting for the
     one named (:func:`reprolm.score.judges.successors`), its description, and the retired
     judge named where it acts for one, with whether that one has released verdicts."""
-    from reprolm.score.judges import successors
-
     acting = successors(judges)
     notes = {}
     for table, names in table_judges.items():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reprolm.io import write_table
 from reprolm.provenance.query import read_record
 
 
@@ -58,8 +59,6 @@ def leaderboard(
 
 
 def write_leaderboard(models, grade_files, model_dirs, studies, output: str) -> None:
-    from reprolm.io import write_table
-
     write_table(
         leaderboard(models, grade_files, model_dirs, studies),
         Path(output).parent,

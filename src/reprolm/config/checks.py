@@ -6,17 +6,37 @@ heads). Each error names the key and what is allowed.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError, require, require_grader
-from reprolm.config.lookups import expo_reference, expo_reference_dir
-from reprolm.config.resources import check_gpu_memory, model_settings, setting_key
+import yaml
+
+from reprolm.config.errors import ConfigError, require
+from reprolm.config.lookups import expo_reference_dir
+from reprolm.config.references import require_grader, require_model, require_recipe
+from reprolm.config.resources import INFERENCE_STAGES, model_settings, setting_key, stage_gpu_needs
+from reprolm.data.released_ratings import check_released
+from reprolm.generate.prompts import PROMPT_BUILDERS
+from reprolm.length import TargetSet, needs_length_targets
+from reprolm.models.local import local_checkpoint_problem
+from reprolm.models.parameters import model_parameters
 from reprolm.paths import PRETRAINED, split_expo, split_seed
-from reprolm.score.judges import LOCAL_JUDGES
+from reprolm.score.judges import judge_kind
+from reprolm.score.task_facts import refuse_metrics_not_reported
+from reprolm.studies import STUDIES, enabled_studies
+from reprolm.train.finetune import (
+    ARGUMENTS_CLASSES,
+    PEFT_OWN_KEYS,
+    PROJECT_ARGUMENTS,
+    PROJECT_PEFT_KEYS,
+    RECIPE_ARGUMENTS,
+    arguments_class,
+    objective,
+)
 from reprolm.train.precision import PRECISIONS
 from reprolm.train.tracking import reporters
 
@@ -26,29 +46,9 @@ log = logging.getLogger(__name__)
 LARGE_MODEL_PARAMETERS, LARGE_MODEL_MAX_LEARNING_RATE = 1e9, 1e-4
 
 
-def require_recipe(config: Mapping, recipe: str, allowed: list, where: str) -> None:
-    """A declared recipe, or ``{recipe}+expo{alpha}`` of one that has an ExPO reference
-    (``pretrained+expo{alpha}``'s reference depends on the base; it is checked per model)."""
-    plain, alpha = split_expo(recipe)
-    require(plain, allowed, where)
-    if alpha is not None and plain != PRETRAINED:
-        expo_reference(config, plain)
-
-
-def require_model(config: Mapping, name: str, where: str) -> None:
-    """``name`` is ``{base}/{recipe}`` of a declared base model and recipe (or pretrained)."""
-    base, _, recipe = name.partition("/")
-    require(base, config["base_models"], where)
-    require_recipe(config, recipe, list(config.get("recipes", {})) + [PRETRAINED], where)
-
-
 def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
     """Everything but the schema's own checks. Top-level keys the schema file does not
     describe must be registered studies' sections."""
-    import yaml
-
-    from reprolm.studies import STUDIES, enabled_studies
-
     if not config["studies"]:
         raise ConfigError(f"studies: the list is empty; enable at least one of {STUDIES.names()}")
     try:
@@ -71,6 +71,35 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
     _check_length_targets(config, studies)
 
 
+def check_gpu_memory(config: Mapping, root: Path) -> None:
+    """Refuse, before any job, a base model whose GPU jobs need more memory per GPU than the
+    ``gpu_mem_gb`` their settings give. Skipped where ``gpu_mem_gb`` is unset, for CPU jobs,
+    and for a model whose size neither its checkpoint, the config (``parameters``) nor its
+    hub name tells. A finetune is checked under each recipe the enabled studies train the
+    model with."""
+    trained = {(base, recipe) for study in enabled_studies(config) for base, recipe in study.models(config)}
+    for base in config["base_models"]:
+        stages = [
+            stage
+            for stage in ("finetune", *INFERENCE_STAGES)
+            if model_settings(config, base, stage)["gpus"] and model_settings(config, base, stage).get("gpu_mem_gb")
+        ]
+        parameters, source = model_parameters(config, base, root) if stages else (None, "")
+        if not parameters:
+            continue
+        for stage in stages:
+            needs = stage_gpu_needs(config, base, stage, parameters, trained, root)
+            if not needs:
+                continue
+            what, need = max(needs.items(), key=lambda item: item[1])
+            available = model_settings(config, base, stage)["gpu_mem_gb"]
+            if need > available:
+                raise ConfigError(
+                    f"{base} {what} ({parameters / 1e9:.1f}B parameters from its {source}); "
+                    f"{setting_key(config, base, stage, 'gpu_mem_gb')} is {available}: raise gpus or choose a larger GPU"
+                )
+
+
 # What lm-eval's task index answered (training splits, reported metrics), per lm-eval version.
 LM_EVAL_TASK_CACHE = "resources/lm_eval_tasks.json"
 
@@ -79,9 +108,6 @@ def preflight(config: Mapping, task_cache: str = LM_EVAL_TASK_CACHE) -> None:
     """Checks that ask lm-eval's task index, run by the workflow before any job: every
     configured lm-eval task reports the metric the config reads, and each enabled study's
     own (Harmony: every task can be trained on)."""
-    from reprolm.score.task_facts import refuse_metrics_not_reported
-    from reprolm.studies import enabled_studies
-
     configured = {
         f"lm_eval_suites.{name}.tasks[{index}]": task
         for name, suite in config.get("lm_eval_suites", {}).items()
@@ -100,7 +126,6 @@ def _check_sources(config: Mapping) -> None:
     fixture (a misspelt schema would otherwise fail only in the job that reads the source),
     a files source's files exist in formats it reads, and a released source names its
     format's files (whether they are downloaded is asked when the DAG is built)."""
-    from reprolm.data.released_ratings import check_released
     from reprolm.data.sources import file_splits
     from reprolm.data.upstream import UPSTREAM_SCHEMAS
 
@@ -179,22 +204,21 @@ def _check_references(config: Mapping) -> None:
             if task.get("source"):
                 require(task["source"], sources, f"lm_eval_suites.{name}.tasks[{index}].source")
     for name, spec in config.get("judges", {}).items():
-        if spec["kind"] in LOCAL_JUDGES:
-            require_model(config, spec["model"], f"judges.{name}.model")
-        # Sources a judge reads, each of the one schema it can read.
-        judge_sources = {
-            "judge_prompts": ("fastchat_judge_prompts", "FastChat's MT-Bench grading"),
-            "length_control": ("alpaca_eval_gamed", "AlpacaEval's length control (its df_gamed.csv)"),
-        }
-        for field, (wanted, reader) in judge_sources.items():
-            if not spec.get(field):
+        # What a judge reads: a model of the workflow's own, or sources of the one schema each can read.
+        for given in judge_kind(spec, f"judges.{name}.kind").inputs:
+            if not spec.get(given.field):
                 continue
-            key = f"judges.{name}.{field}"
-            require(spec[field], sources, key)
-            schema = sources[spec[field]]["schema"]
-            if schema != wanted:
+            key = f"judges.{name}.{given.field}"
+            if given.reads == "model":
+                require_model(config, spec[given.field], key)
+            if given.reads != "source":
+                continue
+            require(spec[given.field], sources, key)
+            schema = sources[spec[given.field]]["schema"]
+            if schema != given.schema:
                 raise ConfigError(
-                    f"{key}: source {spec[field]!r} has schema {schema!r}; {reader} reads schema {wanted!r}"
+                    f"{key}: source {spec[given.field]!r} has schema {schema!r}; {given.reader} reads schema "
+                    f"{given.schema!r}"
                 )
     if config.get("leaderboard"):
         require(config["leaderboard"]["promptset"], config.get("promptsets", {}), "leaderboard.promptset")
@@ -206,9 +230,6 @@ def _check_recipe_options(config: Mapping, studies: list) -> None:
     class (TrainingArguments, DPOConfig, ...) and of peft's LoraConfig that the project does not
     set itself; QLoRA only where the recipe's finetunes get GPUs; a full finetune of a model
     over 1B parameters at a tiny model's learning rate is warned about."""
-    from reprolm.plan import model_parameters
-    from reprolm.train.finetune import objective
-
     trained = _trained_models(config, studies)
     for name, recipe in config.get("recipes", {}).items():
         where = f"recipes.{name}"
@@ -263,16 +284,6 @@ def _require_field(key: str, fields: list[str], owned: Mapping, where: str, what
 
 
 def _check_trainer_args(recipe: Mapping, where: str) -> None:
-    import dataclasses
-
-    from reprolm.train.finetune import (
-        ARGUMENTS_CLASSES,
-        PROJECT_ARGUMENTS,
-        RECIPE_ARGUMENTS,
-        arguments_class,
-        objective,
-    )
-
     arguments = arguments_class(objective(recipe))
     fields = [field.name for field in dataclasses.fields(arguments)]
     what = ".".join(ARGUMENTS_CLASSES[objective(recipe)])
@@ -285,11 +296,7 @@ def _check_trainer_args(recipe: Mapping, where: str) -> None:
 
 
 def _check_peft(config: Mapping, recipe: Mapping, where: str, bases: list[str]) -> None:
-    import dataclasses
-
     from peft import LoraConfig
-
-    from reprolm.train.finetune import PEFT_OWN_KEYS, PROJECT_PEFT_KEYS, objective
 
     peft = recipe["peft"]
     fields = [field.name for field in dataclasses.fields(LoraConfig)] + list(PEFT_OWN_KEYS)
@@ -315,8 +322,6 @@ def _check_length_targets(config: Mapping, studies: list) -> None:
     them (whose job would otherwise fail only when it runs): a dataset builder, prompt kind or
     an enabled study's metric marked :func:`reprolm.length.reads_length_targets`, or a recipe
     adding one token per target."""
-    from reprolm.length import TargetSet
-
     if "length_targets" in config:
         try:
             TargetSet.from_config(config["length_targets"])
@@ -335,8 +340,6 @@ def _check_length_targets(config: Mapping, studies: list) -> None:
 def _length_target_readers(config: Mapping, studies: list):
     """(config key, value) of each entry that reads the length targets."""
     from reprolm.data.builders import BUILDERS
-    from reprolm.generate.prompts import PROMPT_BUILDERS
-    from reprolm.length import needs_length_targets
     from reprolm.score.metrics import METRICS
 
     for name, spec in config.get("datasets", {}).items():
@@ -360,8 +363,6 @@ def _check_base_models(config: Mapping) -> None:
     """A finetune's precision must be one training can use; a built model's attention heads
     must split its hidden size (and its key-value heads its heads); a local checkpoint
     folder holds a config and a tokenizer; otherwise the build fails only when its job runs."""
-    from reprolm.models.local import local_checkpoint_problem
-
     for name, spec in config["base_models"].items():
         precision = model_settings(config, name, "finetune")["precision"]
         if precision not in PRECISIONS:
@@ -385,22 +386,4 @@ def _check_base_models(config: Mapping) -> None:
             raise ConfigError(
                 f"base_models.{name}.build: num_heads {heads} is not divisible by "
                 f"num_kv_heads {kv_heads}; use a num_kv_heads that divides it"
-            )
-
-
-def check_sampled_evaluations(config: Mapping, evaluations: list, where: str) -> None:
-    """Metrics over many samples per prompt need that many: maj@k / pass@k at the largest k
-    of ``metrics.answer_voting.ks``, diversity at least two."""
-    ks = config.get("metrics", {}).get("answer_voting", {}).get("ks")
-    for index, evaluation in enumerate(evaluations):
-        samples = config["promptsets"][evaluation["promptset"]]["sampling"].get("n", 1)
-        if evaluation["metric"] == "answer_voting" and ks and max(ks) > samples:
-            raise ConfigError(
-                f"{where}[{index}]: metrics.answer_voting.ks asks for @{max(ks)}, but promptset "
-                f"{evaluation['promptset']!r} samples n={samples} answers per prompt"
-            )
-        if evaluation["metric"] == "diversity" and samples < 2:
-            raise ConfigError(
-                f"{where}[{index}]: diversity compares a prompt's samples, but promptset "
-                f"{evaluation['promptset']!r} samples n={samples}; set sampling.n to 2 or more"
             )

@@ -19,16 +19,3 @@ def require(name, allowed: Mapping | list, where: str) -> None:
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"{where}: {name!r} is not declared; allowed: {sorted(allowed)}{hint}")
 
-
-def require_grader(name, judges: Mapping, where: str) -> None:
-    """``name`` is a declared judge that grades single answers."""
-    from reprolm.score.judges import PAIRWISE_ONLY_JUDGES
-
-    require(name, judges, where)
-    kind = judges[name]["kind"]
-    if kind in PAIRWISE_ONLY_JUDGES:
-        graders = sorted(n for n, spec in judges.items() if spec["kind"] not in PAIRWISE_ONLY_JUDGES)
-        raise ConfigError(
-            f"{where}: judge {name!r} ({kind}) only compares two answers, and this key grades "
-            f"single answers; judges that grade: {graders}"
-        )

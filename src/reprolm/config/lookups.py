@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from reprolm.config.errors import ConfigError
+from reprolm.length import TargetSet
 from reprolm.paths import (
     PRETRAINED,
     base_model_dir,
@@ -25,7 +26,7 @@ from reprolm.paths import (
     split_expo,
     split_seed,
 )
-from reprolm.score.judges import LOCAL_JUDGES
+from reprolm.score.judges import judge_kind
 
 
 def _without_seeds(spec: Mapping) -> dict:
@@ -121,7 +122,6 @@ def finetune_start(config: Mapping, base: str, recipe: str) -> str:
 def finetune_tokens(config: Mapping, recipe: str) -> list[str]:
     """Tokens a recipe adds to the tokenizer: its named chat template's special tokens, then
     (``add_tokens: mlt``) one per length target."""
-    from reprolm.length import TargetSet
     from reprolm.models.templates import named_template
 
     spec = recipe_spec(config, recipe)
@@ -196,16 +196,7 @@ def judge_files(config: Mapping, judge: str) -> dict[str, str]:
     FLR's follow-ups file (so that editing it reruns what it scored), an endpoint's
     FastChat judge prompts and AlpacaEval's length-control data (sources' folders)."""
     spec = config["judges"][judge]
-    files = {}
-    if spec["kind"] in LOCAL_JUDGES:
-        files["judge_model"] = model_dir(*spec["model"].split("/", 1))
-    if spec["kind"] == "flr":
-        files["followups"] = spec["followups"]
-    if spec.get("judge_prompts"):
-        files["judge_prompts"] = raw_dir(spec["judge_prompts"])
-    if spec["kind"] == "alpaca_eval":
-        files["length_control"] = raw_dir(spec["length_control"])
-    return files
+    return judge_kind(spec, f"judges.{judge}.kind").files(spec)
 
 
 def judged_generations(online: Mapping) -> dict[str, str]:
@@ -226,25 +217,6 @@ def reference_generations(config: Mapping, promptset: str, base: str) -> str | N
         return None
     model = reference if "/" in reference else f"{base}/{reference}"
     return generations_file(*model.split("/", 1), promptset)
-
-
-def leaderboard_models(config: Mapping) -> list[tuple[str, str]]:
-    """Every finetuned model of the enabled studies (base models used as they are left out),
-    in study order, each once."""
-    from reprolm.studies import enabled_studies
-
-    models: dict[tuple[str, str], None] = {}
-    for study in enabled_studies(config):
-        for base, recipe in study.models(config):
-            if split_expo(recipe)[0] != PRETRAINED:
-                models[(base, recipe)] = None
-    return list(models)
-
-
-def leaderboard_grades(config: Mapping) -> list[str]:
-    """The leaderboard judge's grades of each finetuned model on the leaderboard prompts."""
-    spec = config["leaderboard"]
-    return [grade_path(spec["judge"], base, recipe, spec["promptset"]) for base, recipe in leaderboard_models(config)]
 
 
 def task_data(task: Mapping) -> str:

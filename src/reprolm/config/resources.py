@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reprolm.config.errors import ConfigError
-from reprolm.score.judges import LOCAL_JUDGES
+from reprolm.score.judges import judge_kind
 
 STAGE_DEFAULTS = {
     "gpus": 0,
@@ -141,14 +141,14 @@ def command_line_resource(resources: Mapping | None, name: str):
 def judge_base(config: Mapping, judge: str) -> str | None:
     """The base model whose ``evaluate`` settings a judge's jobs take; None for an endpoint."""
     spec = config["judges"][judge]
-    return spec["model"].split("/", 1)[0] if spec["kind"] in LOCAL_JUDGES else None
+    return spec["model"].split("/", 1)[0] if judge_kind(spec).local else None
 
 
 def judge_settings(config: Mapping, judge: str) -> dict:
     """Resources of a judge's jobs: its reward model's evaluate settings; an endpoint's
     defaults (it only makes requests)."""
     spec = config["judges"][judge]
-    if spec["kind"] in LOCAL_JUDGES:
+    if judge_kind(spec).local:
         return model_settings(config, spec["model"].split("/", 1)[0], "evaluate")
     return dict(STAGE_DEFAULTS)
 
@@ -228,7 +228,7 @@ def inference_gib(parameters: int, settings: Mapping) -> float:
     return parameters * PRECISION_BYTES[settings["precision"]] / shards / 2**30 + KV_CACHE_GIB
 
 
-def _stage_needs(config: Mapping, base: str, stage: str, parameters: int, trained: set, root: Path) -> dict[str, float]:
+def stage_gpu_needs(config: Mapping, base: str, stage: str, parameters: int, trained: set, root: Path) -> dict[str, float]:
     """What each job shape of a base model's stage needs per GPU (GiB), by its description."""
     settings = model_settings(config, base, stage)
     if stage != "finetune":
@@ -242,38 +242,6 @@ def _stage_needs(config: Mapping, base: str, stage: str, parameters: int, traine
             sharding = f"under ZeRO-{zero}" if zero else "without ZeRO"
             needs[f"finetune with recipe {name} needs ~{need:.0f} GiB per GPU with {gpus} GPUs {sharding}"] = need
     return needs
-
-
-def check_gpu_memory(config: Mapping, root: Path) -> None:
-    """Refuse, before any job, a base model whose GPU jobs need more memory per GPU than the
-    ``gpu_mem_gb`` their settings give. Skipped where ``gpu_mem_gb`` is unset, for CPU jobs,
-    and for a model whose size neither its checkpoint, the config (``parameters``) nor its
-    hub name tells. A finetune is checked under each recipe the enabled studies train the
-    model with."""
-    from reprolm.plan import model_parameters
-    from reprolm.studies import enabled_studies
-
-    trained = {(base, recipe) for study in enabled_studies(config) for base, recipe in study.models(config)}
-    for base in config["base_models"]:
-        stages = [
-            stage
-            for stage in ("finetune", *INFERENCE_STAGES)
-            if model_settings(config, base, stage)["gpus"] and model_settings(config, base, stage).get("gpu_mem_gb")
-        ]
-        parameters, source = model_parameters(config, base, root) if stages else (None, "")
-        if not parameters:
-            continue
-        for stage in stages:
-            needs = _stage_needs(config, base, stage, parameters, trained, root)
-            if not needs:
-                continue
-            what, need = max(needs.items(), key=lambda item: item[1])
-            available = model_settings(config, base, stage)["gpu_mem_gb"]
-            if need > available:
-                raise ConfigError(
-                    f"{base} {what} ({parameters / 1e9:.1f}B parameters from its {source}); "
-                    f"{setting_key(config, base, stage, 'gpu_mem_gb')} is {available}: raise gpus or choose a larger GPU"
-                )
 
 
 def score_stage(config: Mapping, metric: str) -> str:

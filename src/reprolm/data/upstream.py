@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from reprolm.data import fixtures, schemas, task_docs
 from reprolm.data.schemas import DataError, Problem
+from reprolm.provenance.fingerprint import entry_bound
 from reprolm.registry import Registry
 
 Messages = list[dict]
@@ -546,8 +547,6 @@ def schemas_read(sources: Mapping[str, Mapping]) -> list[str]:
 def schema_entries(names) -> list[tuple[str, str]]:
     """The named schemas as references to the statements that define them (for a job's
     code fingerprint, which follows each into its check, fixture and adapters)."""
-    from reprolm.provenance.fingerprint import entry_bound
-
     return sorted(entry_bound(__name__, UPSTREAM_SCHEMAS.get(name)) for name in set(names))
 
 

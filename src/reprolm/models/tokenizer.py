@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from reprolm.io import atomic_path
+
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
 
@@ -49,7 +51,6 @@ def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedToke
 
 def train_tokenizer_from_sources(sources, schemas, vocab_size: int, output: str) -> int:
     from reprolm.data.corpus import plain_texts
-    from reprolm.io import atomic_path
 
     tokenizer = train_bpe_tokenizer(plain_texts(sources, schemas), vocab_size)
     with atomic_path(output) as tmp:

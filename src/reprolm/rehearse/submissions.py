@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 from snakemake_interface_common.exceptions import WorkflowError
 
-from reprolm.score.judges import LOCAL_JUDGES
+from reprolm.score.judges import judge_kind
 
 # The options that name one job rather than ask for resources.
 JOB_NAMING = frozenset({"--job-name", "--output", "--comment", "-D", "--parsable", "--export"})
@@ -169,7 +169,7 @@ def resource_sources(config: Mapping, rule: str, wildcards: Mapping) -> frozense
     """(stage, base model) whose config resources size a job of ``rule``; none for rules
     the profile sizes."""
     judge = config.get("judges", {}).get(wildcards.get("judge", ""))
-    if judge and judge["kind"] in LOCAL_JUDGES and not rule.endswith("_api"):
+    if judge and judge_kind(judge).local and not rule.endswith("_api"):
         return frozenset({("evaluate", judge["model"].split("/", 1)[0])})
     if rule in RULE_STAGES and "base" in wildcards:
         return frozenset({(RULE_STAGES[rule], wildcards["base"])})

@@ -30,8 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from reprolm.aggregate.uncertainty import RESAMPLES, Estimate, each_draw
+from reprolm.score.api_requests import DEFAULT_MAX_RETRIES, request_failure
 from reprolm.score.judge_cache import JudgeCache
-from reprolm.score.judges import DEFAULT_MAX_RETRIES, request_failure
 
 log = logging.getLogger(__name__)
 

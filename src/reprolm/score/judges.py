@@ -28,7 +28,7 @@ every judged table names it, and ``released_verdicts`` (the retired judge's publ
 verdicts in AlpacaEval's ``annotations.json`` format) are what the successor is measured
 against (:mod:`reprolm.aggregate.judge_agreement`). A judge is never swapped silently.
 
-The endpoint judges (every kind but :data:`LOCAL_JUDGES`) retry transient failures
+The endpoint judges (every kind that is not :attr:`JudgeKind.local`) retry transient failures
 (``max_retries``, default 5) and, in the workflow, keep every verdict in a cache
 (:mod:`reprolm.score.judge_cache`) so that a rerun only sends what it has not sent before.
 """
@@ -41,9 +41,13 @@ import os
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from reprolm.config.errors import ConfigError
+from reprolm.paths import model_dir, raw_dir
 from reprolm.registry import Registry
+from reprolm.score.api_requests import DEFAULT_MAX_RETRIES, request_failure
+from reprolm.score.flr import FollowUpScorer, load_followups
 from reprolm.score.judge_cache import CACHE_ROOT, JudgeCache, cache_dir
 
 log = logging.getLogger(__name__)
@@ -129,26 +133,6 @@ Answer (b):
 {second}
 
 Reply with a single letter: a or b."""
-
-
-# How often a request that failed transiently (no connection, a timeout, HTTP 408, 409, 429
-# or 5xx) is sent again before the job fails.
-DEFAULT_MAX_RETRIES = 5
-
-
-def request_failure(judge: str, base_url: str, error: Exception, max_retries: int, api_key: str) -> RuntimeError:
-    """A failed request as an error naming the judge: transient failures were retried
-    ``max_retries`` times, other refusals (a bad request, a refused key) not at all. The API
-    key is masked in the endpoint's message, which may quote a refused key back."""
-    import openai
-
-    if isinstance(error, openai.APIStatusError):
-        transient = error.status_code in (408, 409, 429) or error.status_code >= 500
-        what = error.message  # "Error code: 400 - {the endpoint's message}"
-    else:  # openai.APIConnectionError, timeouts included
-        transient, what = True, f"{type(error).__name__}: {error}"
-    when = f"after {max_retries} retries" if transient else "(not retried)"
-    return RuntimeError(f"judge {judge!r} at {base_url}: request failed {when}: {what}".replace(api_key, "***"))
 
 
 def _render(conversation: Conversation) -> str:
@@ -334,20 +318,81 @@ def read_judge_prompts(folder: str) -> dict[str, dict]:
     return prompts
 
 
-JUDGES: Registry[Callable[..., object]] = Registry("judge kind")
-# Kinds that run a model of the workflow's own (its checkpoint is an input of their jobs);
-# the others only send requests to an API.
-LOCAL_JUDGES = ("reward_model", "flr")
+@dataclass(frozen=True)
+class JudgeInput:
+    """A file a judge kind's jobs read, named by a field of its spec."""
+
+    # Its name among the job's inputs (the ``files`` that :func:`make_judge` takes).
+    name: str
+    # The spec's field that names it.
+    field: str
+    # What the field names: ``model`` (a workflow model ``{base}/{recipe}``, whose folder is
+    # read), ``file`` (a path, read as it is) or ``source`` (a source, whose raw folder is read).
+    reads: str
+    # What the judge does with it, for errors.
+    purpose: str
+    # A source's schema (the one its reader reads), and that reader, for errors.
+    schema: str | None = None
+    reader: str = ""
+
+    def path(self, spec: Mapping) -> str:
+        value = spec[self.field]
+        if self.reads == "model":
+            return model_dir(*value.split("/", 1))
+        return raw_dir(value) if self.reads == "source" else value
+
+    def missing(self, spec: Mapping, judge: str) -> str:
+        """The error of a judge made without this input."""
+        what = {"model": "model's folder", "file": "file", "source": "source's folder"}[self.reads]
+        return f"judge {judge!r} {self.purpose}: it needs the {spec[self.field]!r} {what}"
 
 
-# Kinds that compare two answers and give no single grade.
-PAIRWISE_ONLY_JUDGES = ("alpaca_eval",)
+@dataclass(frozen=True)
+class JudgeKind:
+    """A ``judges.*.kind``: how to make its judge, what its jobs read and what it can judge."""
+
+    name: str
+    # (spec, files, seed, name, cache) -> the judge.
+    make: Callable[..., object]
+    inputs: tuple[JudgeInput, ...] = ()
+    # Compares two answers and gives no single grade.
+    pairwise_only: bool = False
+    # The model its verdicts come from, by its spec.
+    verdicts_model: Callable[[Mapping], str] = field(default=lambda spec: spec["model"])
+
+    @property
+    def local(self) -> bool:
+        """Runs a model of the workflow's own (its checkpoint is an input of its jobs); the
+        other kinds only send requests to an API."""
+        return any(given.reads == "model" for given in self.inputs)
+
+    def files(self, spec: Mapping) -> dict[str, str]:
+        """What a judge of this kind reads, by input name: each input its spec names."""
+        return {given.name: given.path(spec) for given in self.inputs if spec.get(given.field)}
+
+
+JUDGES: Registry[JudgeKind] = Registry("judge kind")
+
+
+def register_judge_kind(name: str, inputs: tuple[JudgeInput, ...] = (), pairwise_only: bool = False, **properties):
+    """``@register_judge_kind(name, ...)`` on the function that makes a kind's judge."""
+
+    def decorate(make: Callable[..., object]) -> Callable[..., object]:
+        JUDGES.register(name, JudgeKind(name, make, inputs, pairwise_only, **properties))
+        return make
+
+    return decorate
+
+
+def judge_kind(spec: Mapping, where: str | None = None) -> JudgeKind:
+    """The kind of a ``judges`` entry."""
+    return JUDGES.get(spec["kind"], where)
 
 
 def judge_names(judges: Mapping[str, Mapping], api: bool) -> list[str]:
     """The names of the ``judges`` entries that only send requests to an API (``api``), or
     of those that run a model."""
-    return [name for name, spec in judges.items() if (spec["kind"] not in LOCAL_JUDGES) == api]
+    return [name for name, spec in judges.items() if (not judge_kind(spec).local) == api]
 
 
 def judge_name_regex(judges: Mapping[str, Mapping], api: bool) -> str:
@@ -358,12 +403,13 @@ def judge_name_regex(judges: Mapping[str, Mapping], api: bool) -> str:
     return "|".join(names) if names else "(?!)"
 
 
-@JUDGES.register("flr")
-def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
-    from reprolm.score.flr import FollowUpScorer, load_followups
+JUDGE_MODEL = JudgeInput("judge_model", "model", "model", "runs its model")
 
-    if files.get("followups") is None:
-        raise ValueError("an flr judge needs its follow-ups file")
+
+@register_judge_kind(
+    "flr", inputs=(JUDGE_MODEL, JudgeInput("followups", "followups", "file", "scores the likelihood of follow-ups"))
+)
+def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     return FollowUpScorer(
         files["judge_model"],
         load_followups(files["followups"], spec.get("categories")),
@@ -375,7 +421,7 @@ def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | N
     )
 
 
-@JUDGES.register("reward_model")
+@register_judge_kind("reward_model", inputs=(JUDGE_MODEL,))
 def _reward_model_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     return RewardModelJudge(
         files["judge_model"],
@@ -385,15 +431,22 @@ def _reward_model_judge(spec: Mapping, files: Mapping[str, str], seed: int, name
     )
 
 
-@JUDGES.register("chat_endpoint")
+@register_judge_kind(
+    "chat_endpoint",
+    inputs=(
+        JudgeInput(
+            "judge_prompts",
+            "judge_prompts",
+            "source",
+            "grades with FastChat's prompts",
+            schema="fastchat_judge_prompts",
+            reader="FastChat's MT-Bench grading",
+        ),
+    ),
+)
 def _chat_endpoint_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     requests = {"seed": seed, "max_retries": spec.get("max_retries", DEFAULT_MAX_RETRIES), "name": name, "cache": cache}
     if spec.get("judge_prompts"):
-        if files.get("judge_prompts") is None:
-            raise ValueError(
-                f"judge {name or spec['model']!r} grades with FastChat's prompts: it needs the "
-                f"{spec['judge_prompts']!r} source's folder"
-            )
         return FastChatMTBenchJudge(
             spec["base_url"],
             spec["model"],
@@ -407,18 +460,41 @@ def _chat_endpoint_judge(spec: Mapping, files: Mapping[str, str], seed: int, nam
     )
 
 
-@JUDGES.register("alpaca_eval")
+def _alpaca_eval_annotator_model(spec: Mapping) -> str:
+    """The model of an ``alpaca_eval`` judge's annotator, as the package's annotator config
+    names it."""
+    from pathlib import Path
+
+    import alpaca_eval
+    import yaml
+
+    from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR
+
+    annotator = spec.get("annotator", DEFAULT_ANNOTATOR)
+    configs = Path(alpaca_eval.__file__).parent / "evaluators_configs" / annotator / "configs.yaml"
+    return yaml.safe_load(configs.read_text())[annotator]["completions_kwargs"]["model_name"]
+
+
+@register_judge_kind(
+    "alpaca_eval",
+    inputs=(
+        JudgeInput(
+            "length_control",
+            "length_control",
+            "source",
+            "controls for length",
+            schema="alpaca_eval_gamed",
+            reader="AlpacaEval's length control (its df_gamed.csv)",
+        ),
+    ),
+    pairwise_only=True,
+    verdicts_model=_alpaca_eval_annotator_model,
+)
 def _alpaca_eval_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR, AlpacaEvalJudge
 
-    annotator = spec.get("annotator", DEFAULT_ANNOTATOR)
-    if files.get("length_control") is None:
-        raise ValueError(
-            f"the AlpacaEval judge {name or annotator!r} needs its length-control source's folder "
-            f"({spec['length_control']!r})"
-        )
     return AlpacaEvalJudge(
-        annotator,
+        spec.get("annotator", DEFAULT_ANNOTATOR),
         spec["base_url"],
         spec["api_key_env"],
         files["length_control"],
@@ -435,17 +511,18 @@ def make_judge(
     name: str | None = None,
     cache_folder: str | os.PathLike | None = None,
 ):
-    """The judge a ``judges.{name}`` spec describes. ``files``: what its jobs read (a
-    model's folder as ``judge_model``, FLR's ``followups``, FastChat's ``judge_prompts``
-    source folder, AlpacaEval's ``length_control`` source folder; ``reprolm.config.lookups.judge_files``); an endpoint's key comes from
-    the environment. ``name``: its key under ``judges``, which errors name; an endpoint judge
-    keeps its verdicts in ``cache_folder`` when one is given."""
-    kind = spec["kind"]
-    make = JUDGES.get(kind)
+    """The judge a ``judges.{name}`` spec describes. ``files``: what its jobs read, by the
+    names of its kind's inputs (:attr:`JudgeKind.files`: a model's folder as ``judge_model``,
+    FLR's ``followups``, FastChat's ``judge_prompts`` source folder, AlpacaEval's
+    ``length_control`` source folder); an endpoint's key comes from the environment.
+    ``name``: its key under ``judges``, which errors name; an endpoint judge keeps its
+    verdicts in ``cache_folder`` when one is given."""
+    kind = judge_kind(spec)
     files = dict(files or {})
-    if kind in LOCAL_JUDGES and files.get("judge_model") is None:
-        raise ValueError(f"a {kind} judge needs its model folder")
-    return make(spec, files, seed, name, JudgeCache(spec, cache_folder))
+    for given in kind.inputs:
+        if spec.get(given.field) and files.get(given.name) is None:
+            raise ValueError(given.missing(spec, name or spec.get("model") or spec.get("annotator") or kind.name))
+    return kind.make(spec, files, seed, name, JudgeCache(spec, cache_folder))
 
 
 def job_judge(smk):
@@ -458,25 +535,14 @@ def job_judge(smk):
 def request_counts(judge) -> dict:
     """A score's record of what its endpoint judge's verdicts cost: how many came from the
     cache and how many were requested (nothing for a judge that runs a model)."""
-    return {} if judge.kind in LOCAL_JUDGES else {"verdicts": judge.cache.counts()}
+    return {} if JUDGES[judge.kind].local else {"verdicts": judge.cache.counts()}
 
 
 def judge_model(spec: Mapping) -> str:
     """The model a judge's verdicts come from: an endpoint's model name, an ``alpaca_eval``
     judge's annotator's (as the package's annotator config names it), a local judge's
     checkpoint."""
-    if spec["kind"] != "alpaca_eval":
-        return spec["model"]
-    from pathlib import Path
-
-    import alpaca_eval
-    import yaml
-
-    from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR
-
-    annotator = spec.get("annotator", DEFAULT_ANNOTATOR)
-    configs = Path(alpaca_eval.__file__).parent / "evaluators_configs" / annotator / "configs.yaml"
-    return yaml.safe_load(configs.read_text())[annotator]["completions_kwargs"]["model_name"]
+    return judge_kind(spec).verdicts_model(spec)
 
 
 def successors(judges: Mapping[str, Mapping]) -> dict[str, str]:

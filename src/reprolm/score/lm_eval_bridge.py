@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from reprolm.data.schemas import DataError
 from reprolm.data.upstream import schema_for_task
 from reprolm.io import atomic_path
+from reprolm.progress import Interval, ProgressCounter, interval
 
 if TYPE_CHECKING:
     from lm_eval.api.model import LM
@@ -416,8 +417,6 @@ def counting_requests(lm: LM, requests_per_line: int) -> Iterator[None]:
     the number of requests each call is given (with a response cache, those not cached)."""
     from lm_eval.api.model import CacheHook
 
-    from reprolm.progress import Interval, ProgressCounter, interval
-
     every = Interval(steps=requests_per_line, seconds=interval().seconds)
     counters: dict[str, ProgressCounter] = {}
 
@@ -494,7 +493,6 @@ def evaluate_tasks(
     ``n_docs_available``, the actual ``num_fewshot``, and the task version.
     """
     import lm_eval
-    from reprolm.progress import interval
 
     names = [spec.name for spec in tasks]
     duplicates = sorted({name for name in names if names.count(name) > 1})

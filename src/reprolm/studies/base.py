@@ -16,8 +16,11 @@ import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from reprolm.aggregate.tables import load_scores
 from reprolm.config.errors import ConfigError, require
-from reprolm.paths import PRETRAINED, score_path
+from reprolm.config.references import require_recipe
+from reprolm.io import atomic_path, collected_tables
+from reprolm.paths import PRETRAINED, grade_path, score_path, split_expo
 from reprolm.registry import Registry
 
 # (rule, wildcards) -> that checkpoint's output path; inside Snakemake it raises until the
@@ -70,8 +73,6 @@ class Study:
         recipes = list(config.get("recipes", {}))
         for base in spec.get("bases", []) + spec.get("baselines", []):
             require(base, config["base_models"], f"{self.name}.bases")
-        from reprolm.config.checks import require_recipe
-
         allowed = recipes + ([PRETRAINED] if self.pretrained_recipes else [])
         for recipe in spec.get("recipes", []):
             require_recipe(config, recipe, allowed, f"{self.name}.recipes")
@@ -159,8 +160,6 @@ class Study:
         import tempfile
 
         from reprolm.aggregate.replicates import pool_tables, replicate_sets
-        from reprolm.aggregate.tables import load_scores
-        from reprolm.io import atomic_path, collected_tables
 
         writer = self.table_writer()
         sets = replicate_sets(load_scores(score_paths))
@@ -242,6 +241,23 @@ def study(config: Mapping, name: str) -> Study:
     """The registered study ``name``, loading the config's ``study_modules`` first."""
     load_study_modules(config.get("study_modules", []))
     return STUDIES.get(name, "studies")
+
+
+def leaderboard_models(config: Mapping) -> list[tuple[str, str]]:
+    """Every finetuned model of the enabled studies (base models used as they are left out),
+    in study order, each once."""
+    models: dict[tuple[str, str], None] = {}
+    for study in enabled_studies(config):
+        for base, recipe in study.models(config):
+            if split_expo(recipe)[0] != PRETRAINED:
+                models[(base, recipe)] = None
+    return list(models)
+
+
+def leaderboard_grades(config: Mapping) -> list[str]:
+    """The leaderboard judge's grades of each finetuned model on the leaderboard prompts."""
+    spec = config["leaderboard"]
+    return [grade_path(spec["judge"], base, recipe, spec["promptset"]) for base, recipe in leaderboard_models(config)]
 
 
 def _validate_section(spec: Mapping, schema: Mapping, name: str) -> None:

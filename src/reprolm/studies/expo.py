@@ -12,8 +12,9 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError, require, require_grader
+from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import expo_reference, expo_reference_dir
+from reprolm.config.references import require_grader
 from reprolm.paths import PRETRAINED, expo_name, grade_path, judge_score_path, model_dir, score_path, win_rate_path
 from reprolm.studies.base import CheckpointOutput, Study, register_study
 

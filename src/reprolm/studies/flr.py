@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reprolm.config.errors import require, require_grader
+from reprolm.config.errors import require
+from reprolm.config.references import require_grader
 from reprolm.paths import PRETRAINED, grade_path, judge_score_path, win_rate_path
 from reprolm.studies.base import Study, register_study
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from reprolm.config.errors import ConfigError, require
 from reprolm.paths import score_path
+from reprolm.score.task_facts import refuse_metrics_not_reported, refuse_tasks_without_training_split
 from reprolm.studies.base import Study, register_study
 
 # The report's caption of both score tables, direct and train-before-test.
@@ -100,8 +101,6 @@ class Harmony(Study):
         return [reference] if reference else []
 
     def preflight(self, config: Mapping, task_cache: str) -> None:
-        from reprolm.score.task_facts import refuse_metrics_not_reported, refuse_tasks_without_training_split
-
         tasks = config["harmony"]["tasks"]
         try:
             refuse_tasks_without_training_split(tasks, task_cache, "harmony.tasks")

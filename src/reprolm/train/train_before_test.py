@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprolm.io import atomic_path
+from reprolm.provenance import recorded_hash
 from reprolm.score.lm_eval_bridge import (
     TaskSpec,
     build_task,
@@ -195,8 +196,6 @@ def best_epoch(epochs: list[dict]) -> dict:
 def run_key(model_path: str, spec: TaskSpec, recipe: Mapping, seed: int) -> str:
     """What determines a run's training and scores; names its checkpoint folder, so that a
     retry resumes only its own run."""
-    from reprolm.provenance import recorded_hash
-
     material = {
         "model_sha256": recorded_hash(model_path),
         "model": str(model_path),

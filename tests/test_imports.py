@@ -1,0 +1,213 @@
+"""The package's import graph, read from its source (no module is imported): no cycle among
+reprolm's modules, imports inside functions counted; a reprolm module imported inside a
+function only where importing it loads a heavy library (torch, pandas, ...), so that what
+imports the function's module stays light; and the config lookups the workflow reads while
+it parses load none of them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+# Libraries a module may import lazily, and the modules that load them with it: each takes
+# from a tenth of a second (numpy) to many seconds (torch), or runs only on a GPU (vllm).
+HEAVY_LIBRARIES = {
+    "alpaca_eval",
+    "bitsandbytes",
+    "datasets",
+    "deepspeed",
+    "lm_eval",
+    "matplotlib",
+    "numpy",
+    "pandas",
+    "peft",
+    "pyarrow",
+    "scipy",
+    "sentence_transformers",
+    "statsmodels",
+    "torch",
+    "transformers",
+    "trl",
+    "vllm",
+}
+# Function-level imports of light reprolm modules still to be moved to the top of their
+# module, each with why it is still inside a function; an entry that no longer occurs fails
+# the test, so that the list only shrinks.
+PENDING = "in a module another session was changing when the import graph was checked (issue 35)"
+TEMPLATES = "the Ruler chat template registers from reprolm.studies, above config.lookups, which asks for it"
+ALLOWED_LAZY: dict[tuple[str, str], str] = {
+    ("reprolm.aggregate.paper_comparison", "reprolm.io"): PENDING,
+    ("reprolm.config.checks", "reprolm.models.templates"): PENDING,
+    ("reprolm.config.lookups", "reprolm.models.templates"): TEMPLATES,
+    ("reprolm.data.builders", "reprolm.score.flr"): PENDING,
+    ("reprolm.generate.run", "reprolm.generate.endpoint_backend"): PENDING,
+    ("reprolm.generate", "reprolm.generate.transformers_backend"): PENDING,
+    ("reprolm.generate", "reprolm.generate.vllm_backend"): PENDING,
+    ("reprolm.models.base", "reprolm.train.pretrain"): PENDING,
+    ("reprolm.models.templates", "reprolm.studies"): TEMPLATES,
+    ("reprolm.studies.ruler", "reprolm.score.task_facts"): PENDING,
+    ("reprolm.studies.ruler", "reprolm.config.lookups"): PENDING,
+    ("reprolm.train.finetune", "reprolm.train.examples"): PENDING,
+}
+# Import edges that close a cycle, left for now with the reason; same rule.
+ALLOWED_CYCLE_EDGES: dict[tuple[str, str], str] = {("reprolm.models.templates", "reprolm.studies"): TEMPLATES}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _targets(node: ast.Import | ast.ImportFrom, modules: set[str]) -> list[str]:
+    """The module names an import statement loads (``from a import b``: ``a.b`` where it is a
+    module, else ``a``); relative imports resolved."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        raise AssertionError(f"relative import of {node.module!r}: the package imports absolutely")
+    base = node.module or ""
+    return [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+
+
+class _Imports(ast.NodeVisitor):
+    """(target, line, inside a function) of each import statement, ``if TYPE_CHECKING``
+    blocks left out."""
+
+    def __init__(self):
+        self.found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
+        self._depth = 0
+
+    def visit_FunctionDef(self, node):
+        self._depth += 1
+        self.generic_visit(node)
+        self._depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_If(self, node):
+        if isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            return
+        self.generic_visit(node)
+
+    def visit_Import(self, node):
+        self.found.append((node, self._depth > 0))
+
+    visit_ImportFrom = visit_Import
+
+
+def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]], dict[str, set[str]], dict[str, list]]:
+    """(top-level edges, all edges, third-party top-level imports, function-level reprolm
+    imports as (target, line)) by module. Importing ``a.b.c`` runs the packages ``a.b`` and
+    ``a`` first: an edge to each, but for the importer's own packages."""
+    files = {_module_name(path): path for path in (SRC / "reprolm").rglob("*.py")}
+    modules = set(files)
+    top: dict[str, set[str]] = {name: set() for name in files}
+    every: dict[str, set[str]] = {name: set() for name in files}
+    libraries: dict[str, set[str]] = {name: set() for name in files}
+    lazy: dict[str, list] = {name: [] for name in files}
+    for name, path in files.items():
+        collector = _Imports()
+        collector.visit(ast.parse(path.read_text(), str(path)))
+        own_packages = {name.rsplit(".", depth)[0] for depth in range(1, name.count(".") + 1)}
+        for node, in_function in collector.found:
+            for target in _targets(node, modules):
+                if not target.startswith("reprolm"):
+                    if not in_function:
+                        libraries[name].add(target.split(".")[0])
+                    continue
+                while target not in modules:
+                    target = target.rsplit(".", 1)[0]
+                loaded = {target} | {
+                    target.rsplit(".", depth)[0] for depth in range(1, target.count(".") + 1)
+                } - own_packages - {name}
+                every[name] |= loaded
+                if in_function:
+                    lazy[name].append((target, node.lineno))
+                else:
+                    top[name] |= loaded
+    return top, every, libraries, lazy
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as [a, b, ..., a], or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for successor in sorted(edges[node]):
+            if state.get(successor) == 1:
+                return path[path.index(successor) :] + [successor]
+            if successor not in state:
+                found = visit(successor)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def heavy_modules(top: dict[str, set[str]], libraries: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The heavy libraries importing each module loads, through its top-level imports."""
+    loads: dict[str, set[str]] = {}
+
+    def of(name: str, seen: frozenset = frozenset()) -> set[str]:
+        if name not in loads:
+            found = libraries[name] & HEAVY_LIBRARIES
+            for target in top[name] - seen - {name}:
+                found |= of(target, seen | {name})
+            loads[name] = found
+        return loads[name]
+
+    for name in top:
+        of(name)
+    return loads
+
+
+def test_the_finder_names_a_cycle_and_the_graph_sees_imports_inside_functions():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+    top, every, libraries, lazy = import_graph()
+    # Known edges, one of each sort: a top-level import, one inside a function and the
+    # package a submodule's import runs.
+    assert "reprolm.config.lookups" in top["reprolm.config.references"]
+    assert ("reprolm.models.loading", 1) in {(target, 1) for target, _ in lazy["reprolm.train.finetune"]}
+    assert "reprolm.studies" in top["reprolm.config.checks"]
+    assert "torch" in libraries["reprolm.train.losses"]
+
+
+def test_no_import_cycle_among_the_packages_modules():
+    _, every, _, _ = import_graph()
+    for importer, target in ALLOWED_CYCLE_EDGES:
+        assert target in every[importer], f"{importer} no longer imports {target}: drop it from ALLOWED_CYCLE_EDGES"
+        every[importer].discard(target)
+    cycle = find_cycle(every)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_a_module_is_imported_inside_a_function_only_where_it_loads_a_heavy_library():
+    top, _, libraries, lazy = import_graph()
+    loads = heavy_modules(top, libraries)
+    light = sorted(
+        f"{name}:{line} imports {target} (which loads no heavy library) inside a function"
+        for name, imports in lazy.items()
+        for target, line in imports
+        if not loads[target] and (name, target) not in ALLOWED_LAZY
+    )
+    assert not light, "\n".join(light)
+    occurring = {(name, target) for name, imports in lazy.items() for target, _ in imports}
+    assert set(ALLOWED_LAZY) <= occurring, f"no longer imported inside a function: {set(ALLOWED_LAZY) - occurring}"
+
+
+def test_the_config_lookups_load_no_heavy_library():
+    top, _, libraries, _ = import_graph()
+    assert heavy_modules(top, libraries)["reprolm.config.lookups"] == set()
