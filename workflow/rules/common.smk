@@ -35,7 +35,12 @@ from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
 from reprolm.score.judges import judge_name_regex, successors
 from reprolm.score.metrics import METRICS
-from reprolm.studies import enabled_studies, leaderboard_grades, leaderboard_models, study
+from reprolm.studies import (
+    enabled_studies,
+    leaderboard_grades,
+    leaderboard_models,
+    study,
+)
 from reprolm.studies.expo import alpha_search_grades, extrapolated_models
 from reprolm.studies.harmony import task_spec
 
