@@ -218,6 +218,30 @@ def base_model_schemas(wildcards):
     return canonical({s: config["sources"][s]["schema"] for s in corpus})
 
 
+def local_base_names(adapters):
+    """A wildcard regex of the base models given as a local folder (``path``): LoRA adapter
+    folders (``adapters`` true, merged by adapter_base_model) or checkpoints (linked in).
+    """
+    from reprolm.models.local import is_adapter
+
+    names = [
+        re.escape(n)
+        for n, spec in config["base_models"].items()
+        if "path" in spec and is_adapter(spec["path"]) == adapters
+    ]
+    return "|".join(names) if names else "(?!)"
+
+
+def adapter_base_model_inputs(wildcards):
+    """An adapter's base when it is a configured base model (its folder is built, downloaded
+    or linked first); a checkpoint folder outside the config is hashed as a param instead.
+    """
+    from reprolm.models.local import adapter_base
+
+    base = adapter_base(config["base_models"], wildcards.base)
+    return {"base": base.folder} if base.name else {}
+
+
 def dataset_inputs(wildcards):
     spec = config["datasets"][wildcards.dataset]
     if "from_generations" in spec:

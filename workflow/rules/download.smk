@@ -1,4 +1,4 @@
-from reprolm.models.local import local_checkpoint_hash
+from reprolm.models.local import adapter_base, adapter_hashes, local_checkpoint_hash
 
 
 # Downloads run on the submitting host: compute nodes often have no internet access.
@@ -95,7 +95,7 @@ rule local_base_model:
     log:
         "logs/local_base_model/{base}.log",
     wildcard_constraints:
-        base=base_names("path"),
+        base=local_base_names(adapters=False),
     conda:
         "../envs/core.yaml"
     params:
@@ -107,6 +107,37 @@ rule local_base_model:
         ),
     script:
         "../scripts/local_base_model.py"
+
+
+# A researcher's LoRA adapter, merged into its base (a configured base model, an input here,
+# or a checkpoint folder hashed as a param): a plain checkpoint that every stage loads. The
+# adapter's hash is a param, so new adapter weights rerun this and what was made from it.
+rule adapter_base_model:
+    input:
+        unpack(adapter_base_model_inputs),
+    output:
+        directory("resources/models/{base}"),
+    log:
+        "logs/adapter_base_model/{base}.log",
+    benchmark:
+        "benchmarks/adapter_base_model/{base}.tsv"
+    wildcard_constraints:
+        base=local_base_names(adapters=True),
+    conda:
+        "../envs/train.yaml"
+    resources:
+        **stage_routing("extrapolate"),
+        mem_mb=stage_resource("extrapolate", "mem_mb"),
+        runtime=stage_resource("extrapolate", "runtime"),
+    params:
+        code=library_code("adapter_base_model.py"),
+        path=lambda wildcards: config["base_models"][wildcards.base]["path"],
+        base_folder=lambda wildcards: adapter_base(
+            config["base_models"], wildcards.base
+        ).folder,
+        content=lambda wildcards: adapter_hashes(config["base_models"], wildcards.base),
+    script:
+        "../scripts/adapter_base_model.py"
 
 
 # What cluster jobs would otherwise fetch on their nodes: an lm-eval task's hub datasets

@@ -370,7 +370,7 @@ def _check_base_models(config: Mapping) -> None:
                 f"base_models.{name}.resources.finetune.precision: {precision!r} cannot train; "
                 f"choose from {list(PRECISIONS)}"
             )
-        problem = "path" in spec and local_checkpoint_problem(spec["path"])
+        problem = "path" in spec and local_checkpoint_problem(spec["path"], config["base_models"], name)
         if problem:
             raise ConfigError(f"base_models.{name}.path: {problem}")
         build = spec.get("build")

@@ -30,17 +30,19 @@ def trusts_remote_code(path) -> bool:
     return (Path(str(adapter_base(path) or path)) / REMOTE_CODE_MARKER).is_file()
 
 
-def from_pretrained(model_class, path: str, **kwargs):
+def from_pretrained(model_class, path: str, base: str | None = None, tokenizer: str | None = None, **kwargs):
     """``model_class.from_pretrained(path)``, and for a LoRA adapter folder its base with the
-    adapter merged in: a plain model, as fast as a full checkpoint. A base whose vocabulary
-    the finetune grew (added tokens) is grown to the adapter's tokenizer first."""
-    base = adapter_base(path)
-    model = model_class.from_pretrained(base or path, trust_remote_code=trusts_remote_code(path), **kwargs)
+    adapter merged in: a plain model, as fast as a full checkpoint. The base is the one the
+    adapter records unless ``base`` names another folder. A base whose vocabulary the
+    finetune grew (added tokens) is grown to the adapter's tokenizer (or ``tokenizer``'s) first."""
+    base = base or adapter_base(path)
+    remote_code = (Path(str(base)) / REMOTE_CODE_MARKER).is_file() if base else trusts_remote_code(path)
+    model = model_class.from_pretrained(base or path, trust_remote_code=remote_code, **kwargs)
     if base is None:
         return model
     from peft import PeftModel
 
-    vocabulary = len(AutoTokenizer.from_pretrained(path, trust_remote_code=trusts_remote_code(path)))
+    vocabulary = len(AutoTokenizer.from_pretrained(tokenizer or path, trust_remote_code=remote_code))
     if model.get_input_embeddings().weight.shape[0] != vocabulary:
         model.resize_token_embeddings(vocabulary)
     return PeftModel.from_pretrained(model, path).merge_and_unload()

@@ -79,18 +79,16 @@ class FollowUpScorer:
     ):
         from transformers import AutoModelForCausalLM
 
-        from reprolm.models.loading import device_map, input_device, load_tokenizer, torch_dtype, trusts_remote_code
+        from reprolm.models.loading import device_map, from_pretrained, input_device, load_tokenizer, torch_dtype
 
         if compat not in COMPATS:
             raise ValueError(f"FLR compat {compat!r}: choose from {COMPATS}")
         if format not in FORMATS:
             raise ValueError(f"FLR format {format!r}: choose from {FORMATS}")
         self.tokenizer = load_tokenizer(model_path)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            model_path,
-            dtype=torch_dtype(precision),
-            device_map=device_map(),
-            trust_remote_code=trusts_remote_code(model_path),
+        # A judge saved as a LoRA adapter (peft.save: adapter) is merged onto its base.
+        self.model = from_pretrained(
+            AutoModelForCausalLM, model_path, dtype=torch_dtype(precision), device_map=device_map()
         ).eval()
         self.device = input_device(self.model)
         self.followups, self.compat, self.format = followups, compat, format

@@ -291,13 +291,17 @@ def language_model(
     """
     from lm_eval.api.registry import get_model
 
-    from reprolm.models.loading import trusts_remote_code, visible_gpus
+    from reprolm.models.loading import adapter_base, trusts_remote_code, visible_gpus
 
     if backend == "hf":
         if isinstance(model, (str, Path)):
+            # A LoRA adapter folder (peft.save: adapter): lm-eval applies it to its base,
+            # with the adapter's tokenizer (a finetune may have grown the vocabulary).
+            base = adapter_base(model)
             return get_model("hf")(
-                pretrained=str(model),
-                tokenizer=tokenizer,
+                pretrained=base or str(model),
+                peft=str(model) if base else None,
+                tokenizer=tokenizer or (str(model) if base else None),
                 dtype=dtype,
                 batch_size=batch_size,
                 trust_remote_code=trusts_remote_code(model),
