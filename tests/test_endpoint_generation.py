@@ -201,3 +201,104 @@ def test_prompts_that_start_the_assistants_turn_are_refused_for_an_endpoint(chat
             endpoint=_endpoint(chat_endpoint),
         )
     assert ChatEndpointStandIn.seen == [] and not (tmp_path / "out.parquet").exists()
+
+
+def test_an_endpoint_model_is_a_baseline_of_generated_evaluations_only():
+    """Config: an endpoint entry is valid with its three keys; a study scores an endpoint
+    baseline on the evaluations that allow it and never with its lm-eval suite; an endpoint
+    model among a study's bases (to be finetuned) is refused naming the key."""
+    import copy
+
+    import yaml
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    from reprolm.config.checks import check_config
+    from reprolm.config.errors import ConfigError
+    from reprolm.studies import STUDIES
+    from workflow_helpers import REPO
+
+    schema = REPO / "workflow/schemas/config.schema.yaml"
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config["base_models"]["closed"] = {
+        "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": KEY_ENV}
+    }
+    config["ruler"]["baselines"] = ["closed"]
+    config["ruler"]["evaluations"][1]["endpoint_models"] = False  # multi_mlt: the open models only
+    validate(copy.deepcopy(config), schema=str(schema))
+    check_config(config, schema)
+    assert sorted(p for p in STUDIES["ruler"].score_paths(config) if "/closed/" in p) == [
+        "results/scores/length_levels/closed/pretrained/tlg.json"
+    ]
+
+    keyless = copy.deepcopy(config)
+    del keyless["base_models"]["closed"]["endpoint"]["api_key_env"]
+    with pytest.raises(WorkflowError, match="'api_key_env' is a required property"):
+        validate(keyless, schema=str(schema))
+
+    config["ruler"]["bases"].append("closed")
+    with pytest.raises(
+        ConfigError, match=r"ruler.bases: 'closed' is asked through an endpoint .* name it in ruler.baselines"
+    ):
+        check_config(config, schema)
+
+
+def test_the_generate_api_script_writes_generations_and_provenance_naming_the_endpoint_not_the_key(
+    chat_endpoint, key, tmp_path, monkeypatch
+):
+    """The rule's script under a Snakemake job object as generate_api gives it (its params:
+    the endpoint settings, no backend): the generations and their provenance record."""
+    import runpy
+    import signal
+
+    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params, ResourceList, Wildcards
+    from snakemake.script import Snakemake
+
+    from reprolm.provenance.records import provenance_path
+    from reprolm.stopping import STOP_SIGNALS
+    from workflow_helpers import REPO
+
+    monkeypatch.chdir(tmp_path)
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.setenv(variable, "1")
+    output = "results/generations/closed/pretrained/tlg.parquet"
+    endpoint = {"base_url": chat_endpoint, "model": "gpt-stand-in", "api_key_env": KEY_ENV, "max_concurrency": 2}
+    params = {
+        "promptset": {"prompt": "target_length", "sampling": {"max_new_tokens": 2048}},
+        "length_prompt": "instruction",
+        "length_targets": "paper",
+        "shard_size": 512,
+        "progress_root": "results/checkpoints/generate/closed/pretrained/tlg",
+        "seed": 7,
+        "endpoint": endpoint,
+    }
+    job = Snakemake(
+        InputFiles(fromdict={"prompts": _tlg_file(tmp_path)}),
+        OutputFiles([output]),
+        Params(fromdict=params),
+        Wildcards(fromdict={"base": "closed", "recipe": "pretrained", "promptset": "tlg"}),
+        1,
+        ResourceList(fromdict={"api_requests": 1}),
+        Log(["logs/generate/closed/pretrained/tlg.log"]),
+        {},
+        "generate_api",
+        None,
+    )
+    handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        runpy.run_path(str(REPO / "workflow/scripts/generate.py"), init_globals={"snakemake": job})
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+    records = pq.read_table(output).to_pylist()
+    assert [r["id"] for r in records] == [0, 1, 2] and [len(r["text"].split()) for r in records] == [10, 30, 800]
+    assert {s["body"]["model"] for s in ChatEndpointStandIn.seen} == {"gpt-stand-in"}
+    record = json.loads(open(provenance_path(output)).read())
+    assert record["rule"] == "generate_api" and record["wildcards"]["base"] == "closed"
+    recorded = record["params"]["endpoint"]
+    assert (recorded["base_url"], recorded["model"]) == (chat_endpoint, "gpt-stand-in")
+    log = (tmp_path / "logs/generate/closed/pretrained/tlg.log").read_text()
+    assert "gpt-stand-in" in log and "3 samples" in log
+    for path in (output, provenance_path(output), "logs/generate/closed/pretrained/tlg.log"):
+        assert SECRET.encode() not in (tmp_path / path).read_bytes(), path

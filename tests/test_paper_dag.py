@@ -26,11 +26,27 @@ def paper_jobs(paper_details) -> list:
     return [(job.rule, job.wildcards) for job in paper_details]
 
 
-def test_paper_config_builds_the_full_ruler_dag_offline(paper_jobs):
+def test_paper_config_builds_the_full_ruler_dag_offline(paper_jobs, paper_details):
     jobs = paper_jobs
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
-    bases, baselines = paper["ruler"]["bases"], paper["ruler"]["baselines"]
+    bases = paper["ruler"]["bases"]
+    baselines = [b for b in paper["ruler"]["baselines"] if "hub" in paper["base_models"][b]]
+    closed = [b for b in paper["ruler"]["baselines"] if "endpoint" in paper["base_models"][b]]
     assert len(bases) == 6 and len(baselines) == 6
+    # The closed baselines (GPT-4o, GPT-4 Turbo, GPT-3.5 Turbo, Claude 3 Haiku, Claude 3.5
+    # Sonnet): nothing downloaded, finetuned or run through lm-eval; their TLG generations
+    # (a local rule, run on the submitting host) hold an API request each and are scored
+    # like the others'.
+    assert len(closed) == 5
+    asked = [job for job in paper_details if job.wildcards.get("base") in closed]
+    assert sorted((job.rule, job.wildcards.get("metric"), job.wildcards["base"]) for job in asked) == sorted(
+        [("generate_api", None, b) for b in closed] + [("score", "length_levels", b) for b in closed]
+    )
+    assert {job.wildcards["promptset"] for job in asked} == {"tlg"}
+    for job in asked:
+        if job.rule == "generate_api":
+            assert job.inputs == ["results/datasets/tlg/test.parquet"]
+            assert job.resources.get("api_requests") == "1" and "gpu" not in job.resources
     finetunes = sorted(
         (w["base"], w["recipe"]) for rule, w in jobs if rule == "finetune" and w["recipe"] in ("ruler", "vanilla")
     )
@@ -156,6 +172,7 @@ def test_cluster_jobs_find_what_they_would_fetch_from_a_hub_made_by_local_rules(
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     local = local_rules(REPO / "config" / "paper.yaml")
     assert {"raw_source", "download_base_model", "lm_eval_task_data", "nltk_data", "download_hub_model"} <= local
+    assert "generate_api" in local and "generate" not in local
     made_by = {path: job.rule for job in paper_details for path in job.outputs}
     submitted = [job for job in paper_details if job.rule not in local]
     for job in submitted:

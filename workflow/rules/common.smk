@@ -198,9 +198,14 @@ def tokenizer_schemas(wildcards):
     return canonical({s: config["sources"][s]["schema"] for s in corpus})
 
 
-def base_names(kind):
-    """A wildcard regex matching exactly the base models whose config has ``kind`` (build or hub)."""
-    names = [re.escape(n) for n, spec in config["base_models"].items() if kind in spec]
+def base_names(*kinds):
+    """A wildcard regex matching exactly the base models whose config has one of ``kinds``
+    (build, hub, path, endpoint)."""
+    names = [
+        re.escape(n)
+        for n, spec in config["base_models"].items()
+        if any(kind in spec for kind in kinds)
+    ]
     # An empty alternation would match the empty string; (?!) matches nothing.
     return "|".join(names) if names else "(?!)"
 
@@ -276,6 +281,45 @@ def recipe_train_file(wildcards):
 def deepspeed_config(wildcards):
     path = lookups.recipe_spec(config, wildcards.recipe).get("deepspeed")
     return [path] if path else []
+
+
+def generation_inputs(wildcards):
+    """The prompt set's dataset, and the model's folder unless it is asked through an endpoint."""
+    inputs = {"prompts": promptset_file(wildcards)}
+    if wildcards.base not in lookups.endpoint_models(config):
+        inputs["model"] = model_dir(wildcards)
+    return inputs
+
+
+def generation_job(api):
+    """A generation's settings and resources besides those of its prompt set. A model with
+    weights (``api`` False): the backend and the model's placement, GPUs, memory and time.
+    A model behind an endpoint: its endpoint settings (the key's variable name, never the
+    key) and one ``api_requests`` (``--resources api_requests=N`` caps how many run at once),
+    so that a change of backend or placement never resends what was paid for."""
+    if api:
+        params = {
+            "endpoint": lambda wildcards: canonical(
+                config["base_models"][wildcards.base]["endpoint"]
+            )
+        }
+        return {"params": params, "resources": {"api_requests": 1}}
+    params = {
+        "backend": config["generation"]["backend"],
+        "batch_size": config["generation"]["batch_size"],
+        "precision": lambda wildcards: model_settings(
+            config, wildcards.base, "generate"
+        )["precision"],
+    }
+    resources = {
+        **stage_routing("generate"),
+        "gpu": stage_resource("generate", "gpus"),
+        "nodes": stage_nodes("generate"),
+        "mem_mb": stage_resource("generate", "mem_mb"),
+        "runtime": stage_resource("generate", "runtime"),
+        "slurm_extra": stage_stop_signal("generate"),
+    }
+    return {"params": params, "resources": resources}
 
 
 def promptset_file(wildcards):

@@ -1,39 +1,44 @@
-rule generate:
-    input:
-        model=model_dir,
-        prompts=promptset_file,
-    output:
-        "results/generations/{base}/{recipe}/{promptset}.parquet",
-    log:
-        "logs/generate/{base}/{recipe}/{promptset}.log",
-    benchmark:
-        "benchmarks/generate/{base}/{recipe}/{promptset}.tsv"
-    conda:
-        "../envs/generate.yaml"
-    threads: stage_threads("generate")
-    resources:
-        **stage_routing("generate"),
-        gpu=stage_resource("generate", "gpus"),
-        nodes=stage_nodes("generate"),
-        mem_mb=stage_resource("generate", "mem_mb"),
-        runtime=stage_resource("generate", "runtime"),
-        slurm_extra=stage_stop_signal("generate"),
-    params:
-        code=library_code("generate.py"),
-        promptset=lambda wildcards: canonical(
-            lookups.promptset_spec(config, wildcards.promptset)
-        ),
-        length_prompt=lambda wildcards: canonical(
-            lookups.length_prompt(config, wildcards.recipe)
-        ),
-        length_targets=canonical(config.get("length_targets")),
-        backend=config["generation"]["backend"],
-        batch_size=config["generation"]["batch_size"],
-        shard_size=config["generation"]["shard_size"],
-        progress_root="results/checkpoints/generate/{base}/{recipe}/{promptset}",
-        precision=lambda wildcards: model_settings(config, wildcards.base, "generate")[
-            "precision"
-        ],
-        seed=lambda wildcards: lookups.sampling_seed(config, wildcards.promptset),
-    script:
-        "../scripts/generate.py"
+# Generation is two rules: `generate` for models with weights, submitted like any model job,
+# and `generate_api` for models asked through an OpenAI-compatible endpoint
+# (`base_models.*.endpoint`), which only send requests: run on the submitting host (compute
+# nodes often have no internet), at most `--resources api_requests=N` at once. The base
+# wildcard's constraint keeps them disjoint.
+localrules:
+    generate_api,
+
+
+for api in (False, True):
+
+    rule:
+        name:
+            "generate_api" if api else "generate"
+        input:
+            unpack(generation_inputs),
+        output:
+            "results/generations/{base}/{recipe}/{promptset}.parquet",
+        log:
+            "logs/generate/{base}/{recipe}/{promptset}.log",
+        benchmark:
+            "benchmarks/generate/{base}/{recipe}/{promptset}.tsv"
+        wildcard_constraints:
+            base=base_names("endpoint") if api else base_names("build", "hub", "path"),
+        conda:
+            "../envs/generate.yaml"
+        threads: 1 if api else stage_threads("generate")
+        resources:
+            **generation_job(api)["resources"],
+        params:
+            **generation_job(api)["params"],
+            code=library_code("generate.py"),
+            promptset=lambda wildcards: canonical(
+                lookups.promptset_spec(config, wildcards.promptset)
+            ),
+            length_prompt=lambda wildcards: canonical(
+                lookups.length_prompt(config, wildcards.recipe)
+            ),
+            length_targets=canonical(config.get("length_targets")),
+            shard_size=config["generation"]["shard_size"],
+            progress_root="results/checkpoints/generate/{base}/{recipe}/{promptset}",
+            seed=lambda wildcards: lookups.sampling_seed(config, wildcards.promptset),
+        script:
+            "../scripts/generate.py"

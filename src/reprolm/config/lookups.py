@@ -157,6 +157,11 @@ def chat_template_name(config: Mapping, recipe: str) -> str:
     return OWN_TEMPLATE
 
 
+def endpoint_models(config: Mapping) -> set[str]:
+    """The base models asked through an OpenAI-compatible endpoint: no weights here."""
+    return {name for name, spec in config["base_models"].items() if "endpoint" in spec}
+
+
 def length_prompt(config: Mapping, recipe: str) -> str:
     """How a model is asked for a length: ``mlt`` if its recipe taught MLTs."""
     plain = split_expo(recipe)[0]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from reprolm.aggregate.tables import load_scores
 from reprolm.config.errors import ConfigError, require
+from reprolm.config.lookups import endpoint_models
 from reprolm.config.references import require_recipe
 from reprolm.io import atomic_path, collected_tables
 from reprolm.paths import PRETRAINED, grade_path, score_path, split_expo
@@ -31,7 +32,8 @@ CheckpointOutput = Callable[..., str]
 class Study:
     """Defaults serve a study whose section has ``bases`` x ``recipes`` (plus ``baselines``
     used as they are), scored by ``evaluations`` (a metric on a prompt set) and an
-    ``lm_eval_suite``; a study overrides what differs."""
+    ``lm_eval_suite``; a study overrides what differs. A baseline asked through an endpoint
+    (no weights) gets the evaluations that allow ``endpoint_models`` and no lm-eval suite."""
 
     name: str = ""
     # "package.module:function" of the table writer, imported only by the job that writes
@@ -73,6 +75,11 @@ class Study:
         recipes = list(config.get("recipes", {}))
         for base in spec.get("bases", []) + spec.get("baselines", []):
             require(base, config["base_models"], f"{self.name}.bases")
+        for base in sorted(set(spec.get("bases", [])) & endpoint_models(config)):
+            raise ConfigError(
+                f"{self.name}.bases: {base!r} is asked through an endpoint (base_models.{base}.endpoint) and "
+                f"has no weights to finetune or evaluate with lm-eval; name it in {self.name}.baselines"
+            )
         allowed = recipes + ([PRETRAINED] if self.pretrained_recipes else [])
         for recipe in spec.get("recipes", []):
             require_recipe(config, recipe, allowed, f"{self.name}.recipes")
@@ -105,12 +112,15 @@ class Study:
     def score_paths(self, config: Mapping) -> list[str]:
         """The score files the study's tables read."""
         spec = config[self.name]
+        endpoints = endpoint_models(config)
         paths = []
         for base, recipe in self.models(config):
             for evaluation in spec.get("evaluations", []):
+                if base in endpoints and not evaluation.get("endpoint_models", True):
+                    continue
                 if recipe in evaluation.get("recipes", [recipe]):
                     paths.append(score_path(evaluation["metric"], base, recipe, evaluation["promptset"]))
-            if spec.get("lm_eval_suite"):
+            if spec.get("lm_eval_suite") and base not in endpoints:
                 paths.append(score_path("lm_eval", base, recipe, spec["lm_eval_suite"]))
         return paths
 
