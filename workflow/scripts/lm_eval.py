@@ -18,5 +18,7 @@ with tracked_step(snakemake):
         nltk_data=list(snakemake.input.nltk_data),
         samples_output=snakemake.output.samples,
         cache_root=snakemake.params.cache_root,
+        tracking=snakemake.config.get("tracking", {}),
+        artifact=snakemake.output.score,
     )
     write_json({"metric": "lm_eval", **result}, snakemake.output.score)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -408,6 +408,36 @@ def environment_report_once() -> Iterator[None]:
         evaluator.add_env_info = collect
 
 
+# The parts of simple_evaluate's output keyed by task name.
+TASK_KEYED = ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples", "samples")
+
+
+def wandb_logger(init_args: Mapping[str, Any]):
+    """lm-eval's own W&B logger, attached to the process's W&B run (a Trainer's, in
+    train-before-test) or starting one with ``init_args`` (reprolm.train.tracking.evaluation_run)."""
+    from lm_eval.loggers import WandbLogger
+
+    return WandbLogger(init_args=dict(init_args))
+
+
+def log_evaluation(logger, output: Mapping[str, Any], label: str | None = None) -> None:
+    """One ``simple_evaluate`` output through lm-eval's W&B logger, as lm-eval's CLI logs
+    it: results, their table and artifact, and the per-sample tables where samples were
+    logged. ``label`` names the evaluation within its run (``boolq-valid``), so that several
+    evaluations of one task in one run keep apart."""
+    if label is not None:
+        output = {
+            key: {f"{task}-{label}": value for task, value in part.items()}
+            if key in TASK_KEYED and isinstance(part, Mapping)
+            else part
+            for key, part in output.items()
+        }
+    logger.post_init(dict(output))
+    logger.log_eval_result()
+    if output.get("samples"):
+        logger.log_eval_samples(output["samples"])
+
+
 REQUEST_TYPES = ("loglikelihood", "loglikelihood_rolling", "generate_until")
 
 
@@ -473,8 +503,13 @@ def evaluate_tasks(
     apply_chat_template: bool = False,
     samples_output: str | None = None,
     response_cache: str | Path | None = None,
+    logger=None,
+    log_label: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate one model on every task through ``lm_eval.simple_evaluate``.
+
+    ``logger``: lm-eval's W&B logger (:func:`wandb_logger`), which each task's output goes
+    through as it is evaluated (:func:`log_evaluation`, labelled ``log_label``).
 
     ``response_cache``: a folder for lm-eval's response cache (``use_cache``, one SQLite file
     per task spec), which keeps every answered request as it is answered: an evaluation that
@@ -534,6 +569,8 @@ def evaluate_tasks(
                 apply_chat_template=apply_chat_template,
             )
             summaries[spec.name] = _summarise(spec, configs[spec.name], output)
+            if logger is not None:
+                log_evaluation(logger, output, log_label)
             if samples_output is not None:
                 # A group (MMLU) logs its documents under each of its tasks.
                 for task_name, logged in output["samples"].items():

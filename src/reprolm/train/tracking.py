@@ -2,7 +2,8 @@
 one or several.
 
 Off by default; the config's ``tracking.report_to`` turns it on for every finetune and
-train-before-test. It is read from the config, not passed as a rule param: where the loss
+train-before-test; with ``wandb`` named, lm-eval's evaluations (the ``lm_eval`` rule and
+train-before-test's) log through lm-eval's own W&B logger too. It is read from the config, not passed as a rule param: where the loss
 curves go must never rerun a training job. Each run is named after its artifact and the
 key of what it trains (``run_name``), which is also its checkpoint folder's name.
 """
@@ -71,3 +72,18 @@ def report_to(settings: Mapping, name: str) -> list[str]:
     if "mlflow" in names:
         os.environ.setdefault("MLFLOW_EXPERIMENT_NAME", project)
     return names
+
+
+def evaluation_run(settings: Mapping, name: str, job_type: str = "evaluation") -> dict | None:
+    """``wandb.init``'s arguments for lm-eval's W&B logger (``lm_eval.loggers.WandbLogger``)
+    of the evaluation run ``name``, in project ``tracking.project`` with its files under
+    ``logs/wandb``; None where ``tracking.report_to`` does not name wandb."""
+    if "wandb" not in reporters(settings):
+        return None
+    WANDB_ROOT.mkdir(parents=True, exist_ok=True)
+    return {
+        "name": name,
+        "project": os.environ.get("WANDB_PROJECT", settings.get("project", DEFAULT_PROJECT)),
+        "dir": os.environ.get("WANDB_DIR", str(WANDB_ROOT.resolve())),
+        "job_type": job_type,
+    }

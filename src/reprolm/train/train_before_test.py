@@ -38,6 +38,7 @@ from reprolm.score.lm_eval_bridge import (
     builtin_task_config,
     eval_split,
     evaluate_tasks,
+    wandb_logger,
 )
 from reprolm.train.finetune import TRAINER_STATE, latest_checkpoint
 from reprolm.train.precision import mixed_precision
@@ -148,7 +149,14 @@ class EpochEvaluator:
     """Scores the in-memory model on the valid and test sets (no reload between epochs)."""
 
     def __init__(
-        self, spec: TaskSpec, splits: HarmonySplits, workdir: Path, batch_size: int, seed: int, chat_template: bool
+        self,
+        spec: TaskSpec,
+        splits: HarmonySplits,
+        workdir: Path,
+        batch_size: int,
+        seed: int,
+        chat_template: bool,
+        logger=None,
     ):
         self.valid = TaskSpec(
             spec.name,
@@ -167,6 +175,8 @@ class EpochEvaluator:
             spec.gen_kwargs,
         )
         self.batch_size, self.seed, self.chat_template = batch_size, seed, chat_template
+        # lm-eval's W&B logger: each evaluation labelled with its set (boolq-valid, boolq-test).
+        self.logger = logger
 
     def __call__(self, model, tokenizer) -> dict[str, float]:
         was_training = model.training
@@ -181,6 +191,8 @@ class EpochEvaluator:
                 seed=self.seed,
                 bootstrap_iters=0,
                 apply_chat_template=self.chat_template,
+                logger=self.logger,
+                log_label=name,
             )
             scores[name] = result["tasks"][spec.name]["value"]
         if was_training:
@@ -296,10 +308,19 @@ def train_before_test(
     resume = latest_checkpoint(checkpoint_dir)
     progress = EpochProgress(checkpoint_dir)
     progress.resume_at(resume)
+    # With W&B among the loggers, the evaluations go through lm-eval's own logger, into the
+    # run the Trainer then logs its loss to (one run, named as the Trainer names it).
+    logger = wandb_logger({"name": run_name(output, checkpoint_dir.name)}) if "wandb" in (report_to or []) else None
     with tempfile.TemporaryDirectory() as scratch:
         # Models trained on chat-formatted text are asked through the same template.
         evaluate = EpochEvaluator(
-            spec, splits, Path(scratch), recipe.get("eval_batch_size", 8), seed, recipe.get("chat_template", False)
+            spec,
+            splits,
+            Path(scratch),
+            recipe.get("eval_batch_size", 8),
+            seed,
+            recipe.get("chat_template", False),
+            logger,
         )
         if progress.direct is None:
             progress.direct = evaluate(model, tokenizer)
@@ -351,6 +372,8 @@ def train_before_test(
             log.info("resuming from %s", resume)
         trainer.train(resume_from_checkpoint=resume)
         stop.raise_if_stopped()
+    if logger is not None:
+        logger.run.finish()
     direct, epochs = progress.direct, progress.epochs
     best = best_epoch(epochs)
     result = {
