@@ -18,6 +18,9 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup setup-gpu system-deps run report test test-fast lint format clean bench slurm-profile docs
 
+# Packages are installed with their bytecode compiled: where the environment sets
+# PYTHONDONTWRITEBYTECODE (as container images often do), Python never caches what it compiles,
+# and every job and test process would compile pandas, numpy and transformers from source.
 # requirements/cpu-lock.txt pins every package (the GPU set's versions: requirements/lock.sh), torch
 # as its CPU build, installed first from where requirements/torch-cpu-wheels.sh says (anything else
 # pulls CUDA wheels). Installed through uv (on PATH, else the locked uv), pip where uv cannot be had.
@@ -25,7 +28,7 @@ TORCH_CPU_WHEELS ?= $(shell bash requirements/torch-cpu-wheels.sh)
 UV_LOCKED = $(shell grep -o '^uv==[^ ]*' requirements/cpu-lock.txt)
 define install_packages
 	@uv=$$(command -v uv || command -v $(VENV)/bin/uv || { $(PIP) install -q $(UV_LOCKED) && echo $(VENV)/bin/uv; }); \
-	  if [ -n "$$uv" ]; then $$uv pip install -q --python $(PY) $(1); else $(PIP) install -q $(1); fi
+	  if [ -n "$$uv" ]; then $$uv pip install -q --compile-bytecode --python $(PY) $(1); else $(PIP) install -q $(1); fi
 endef
 
 # The stamp is named by the content of what it installs, so a venv made from another lock (an
@@ -39,6 +42,7 @@ $(INSTALLED):
 	$(call install_packages,--find-links $(TORCH_CPU_WHEELS) torch==2.13.0+cpu)
 	$(call install_packages,--find-links $(TORCH_CPU_WHEELS) -r requirements/cpu-lock.txt)
 	$(PIP) install -q --no-deps -e .
+	$(PY) -m compileall -q src workflow/scripts
 	touch $@
 
 setup: system-deps $(INSTALLED)
