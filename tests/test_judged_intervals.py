@@ -198,9 +198,10 @@ def test_expo_tables_carry_intervals_and_write_lo_hi_columns(tmp_path):
             )
         )
 
-    alphas = alpha_table(scores)
+    alphas = alpha_table(scores, {"tiny/dpo": 0.1})
     assert [e.value for e in alphas["mean_grade"]] == [searched[a]["mean"] for a in (0.0, 0.1, 0.3)]
     assert alphas["chosen"].tolist() == [False, False, True]
+    assert alphas["model card"].tolist() == [False, True, False]
     # Each alpha's mean of 30 grades of sd 1: an interval about +- 1.96 / sqrt(30) = 0.36 wide.
     assert [e.high - e.low for e in alphas["mean_grade"]] == pytest.approx([0.72] * 3, abs=0.25)
     plot_alpha_curves(alphas, tmp_path / "alpha_search.png")
