@@ -15,11 +15,13 @@ import re
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import yaml
 
 from reprolm.plan import PlannedJob, apply_measurements
 from reprolm.rehearse.sizes import DataJob, measure, save
+from reprolm.rehearse.standin import STAND_IN_ROWS, Candidate, cut_row_counts, select
 from reprolm.rehearse.submissions import (
     Partition,
     Request,
@@ -172,6 +174,49 @@ def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
     assert planned[1].seconds == 30.0
 
 
+def _candidate(rule: str, output: str, models: tuple, upstream: set, request=(("-p", "gpu"),)) -> Candidate:
+    return Candidate(rule, output, models, request, [output], "", len(upstream), frozenset(), frozenset(upstream))
+
+
+def test_representatives_share_the_jobs_upstream_of_them():
+    families = {"llama": "llama/Fast", "gemma": "gemma/Fast"}
+    build, fixture = "dataset:tlg.parquet", "raw_source:openhermes"
+    found = [
+        _candidate("generate", "g/llama_it", ("llama",), {build, fixture}),
+        _candidate("generate", "g/gemma", ("gemma",), {build, fixture}),
+        # Fewer jobs upstream than s/llama_it, but none of them needed already.
+        _candidate("score", "s/llama_small", ("llama",), {"generate:g/llama_small", "dataset:small.parquet"}),
+        _candidate("score", "s/llama_it", ("llama",), {"generate:g/llama_it", build, fixture}),
+        _candidate("generate", "g/phi", ("phi",), set()),
+        _candidate("score", "s/far", ("gemma",), {f"job:{i}" for i in range(13)}),
+    ]
+    chosen, left_out = select(found, families, None)
+    # The llama score is the one of the chosen llama generation: nothing more to run.
+    assert [c.job for c in chosen] == ["g/llama_it", "g/gemma", "s/llama_it"]
+    assert left_out == ["generate (g/phi): phi not stood in", "score (s/far): 13 jobs upstream, over 12"]
+
+
+def test_the_stand_in_config_cuts_every_row_count():
+    config = {
+        "datasets": {
+            "tlg": {"params": {"num": 2000, "seed": 10, "single_turn": "two_turns"}},
+            "ruler_train": {"params": {"tlg_num": 2000, "cap_per_mlt": {"short": 20000, "long": 3}}},
+            "all_rows": {"params": {"split": "test"}},
+        },
+        "lm_eval_suites": {"general": {"tasks": [{"name": "arc", "limit": None}, {"name": "mmlu", "limit": 2}]}},
+        "harmony": {"train": {"max_num_train": 50000, "num_train_epochs": 3}},
+    }
+    cut = cut_row_counts(config)
+    assert cut["datasets"]["tlg"]["params"] == {"num": STAND_IN_ROWS, "seed": 10, "single_turn": "two_turns"}
+    assert cut["datasets"]["ruler_train"]["params"] == {
+        "tlg_num": STAND_IN_ROWS,
+        "cap_per_mlt": {"short": STAND_IN_ROWS, "long": 3},
+    }
+    assert cut["datasets"]["all_rows"] == config["datasets"]["all_rows"]
+    assert [task["limit"] for task in cut["lm_eval_suites"]["general"]["tasks"]] == [STAND_IN_ROWS, 2]
+    assert cut["harmony"]["train"] == {"max_num_train": STAND_IN_ROWS, "num_train_epochs": 3}
+
+
 # The paper's routing for the test cluster (docs/cluster.md, step 4), and three requests made to fail.
 ROUTING = {
     "resources": {
@@ -292,10 +337,9 @@ STAND_IN_CONFIG = {
         "recipes": ["ruler"],
         "baselines": ["llama3_8b_instruct", "gemma_7b_it"],
         "evaluations": [{"promptset": "tlg", "metric": "length_levels"}],
-        "lm_eval_suite": None,
     },
-    # No vLLM on the test node; one batch for the TLG's 2,000 prompts.
-    "generation": {"backend": "transformers", "batch_size": 2000},
+    # No vLLM on the test node.
+    "generation": {"backend": "transformers"},
     "resources": {"default": {"slurm_partition": "gpu", "gpu_model": "fake", "cpus_per_gpu": 1, "mem_mb": 1500}},
     "base_models": {
         name: {"resources": {stage: SMALL_NODE for stage in ("finetune", "generate", "evaluate")}}
@@ -348,6 +392,9 @@ def test_stand_in_run_of_each_family_and_class_through_the_profile(slurm_cluster
         ).read_text()
     )
     assert record["execution"]["hub_offline"] is True
+    # Each stand-in job processed a handful of rows: the TLG's 2,000 prompts cut to 8.
+    generated = pd.read_parquet(work / ".rehearsal/stand-in/results/generations/gemma_7b_it/pretrained/tlg.parquet")
+    assert len(generated) == STAND_IN_ROWS
     stood_in = yaml.safe_load((work / ".rehearsal/stand-in/stand-in.yaml").read_text())
     assert stood_in["base_models"]["gemma_7b_it"]["path"] == "models/gemma_7b_it"
     tiny = json.loads((work / ".rehearsal/stand-in/models/gemma_7b_it/config.json").read_text())

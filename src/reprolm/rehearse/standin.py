@@ -9,11 +9,15 @@ same workflow in a folder of its own beside the real run's (``STAND_IN_DIR``: th
 system the real jobs will use), with a config that differs from the real one in three ways:
 each hub base model is a local folder holding a tiny random model of its family (its hub
 config shrunk, its hub tokenizer as it is: ``stand_in_model``), each hub dataset a
-schema-true fixture of ``FIXTURE_ROWS`` rows, generations stop after ``MAX_NEW_TOKENS`` and
-finetunes after ``MAX_STEPS``, and every job keeps its routing and GPUs. The
-representatives' outputs are the targets of one ``snakemake --profile`` run; each is then
-checked by its provenance record: it ran as a SLURM job, with the hubs offline, on the GPUs
-it asked for.
+schema-true fixture of ``FIXTURE_ROWS`` rows, every row count the config gives
+(``ROW_COUNT_KEYS``: builders' draws, lm-eval limits, training documents) cut to
+``STAND_IN_ROWS``, generations stop after ``MAX_NEW_TOKENS`` and finetunes after
+``MAX_STEPS``; every job keeps its routing and GPUs. The run proves where and how jobs run,
+not the papers' sizes (``reprolm.rehearse.sizes`` measures those). Of the jobs of a class,
+the representative is the one that adds the fewest jobs to those the run already needs, so
+representatives share their upstream jobs where they can. The representatives' outputs are
+the targets of one ``snakemake --profile`` run; each is then checked by its provenance
+record: it ran as a SLURM job, with the hubs offline, on the GPUs it asked for.
 
 Not stood in (listed, never run): jobs whose model runs its own code (``trust_remote_code``;
 a local checkpoint cannot opt in), jobs that need an API judge's answers, and classes whose
@@ -41,9 +45,14 @@ from reprolm.rehearse.submissions import Request, resource_sources
 STAND_IN_DIR = Path(".rehearsal") / "stand-in"
 # What the workflow reads from its folder besides results (config files, DeepSpeed configs).
 SHARED_FOLDERS = ("workflow", "config", "profiles")
-# Enough for the builders' draws at the papers' counts (Ruler's TLG takes 2,000 conversations
-# from bins of lengths); a fixture's rows cost milliseconds.
-FIXTURE_ROWS = 3000
+# Rows each stand-in job processes: every row count the config gives is cut to it.
+STAND_IN_ROWS = 8
+# Config keys that give a row count (dataset builders' draws and caps, lm-eval suites' limits,
+# train-before-test's documents), wherever they sit in the config.
+ROW_COUNT_KEYS = frozenset({"num", "tlg_num", "cap_per_mlt", "limit", "max_num_train", "max_num_valid", "max_num_test"})
+# A fixture's rows: enough for a builder's draw of STAND_IN_ROWS after its filters (Ruler's
+# training set takes its rows after the TLG's, from length bins) and no more.
+FIXTURE_ROWS = 5 * STAND_IN_ROWS
 # The stand-in's generations and finetunes: long enough to run every step of the job.
 MAX_NEW_TOKENS = 8
 MAX_STEPS = 2
@@ -84,6 +93,12 @@ class Candidate:
     log: str
     upstream: int
     upstream_rules: frozenset
+    # The jobs it needs, local ones included (``job_key`` of each): what running it costs.
+    upstream_jobs: frozenset = frozenset()
+
+    @property
+    def key(self) -> str:
+        return f"{self.rule}:{self.outputs[0] if self.outputs else self.job}"
 
 
 @dataclass
@@ -119,6 +134,11 @@ def job_models(config: Mapping, rule: str, wildcards: Mapping) -> tuple[str, ...
     return tuple(sorted(models))
 
 
+def job_key(job) -> str:
+    """A Snakemake job's identity across the DAG: its rule and first output."""
+    return f"{job.rule.name}:{next(iter(job.output), '')}"
+
+
 def candidates(dag, requests: Sequence[Request]) -> list[Candidate]:
     """The DAG's submitted jobs with their requests and what each needs upstream."""
     upstream: dict = {}
@@ -146,6 +166,7 @@ def candidates(dag, requests: Sequence[Request]) -> list[Candidate]:
                 log=str(job.log[0]) if job.log else "",
                 upstream=len(before),
                 upstream_rules=frozenset(dependency.rule.name for dependency in before),
+                upstream_jobs=frozenset(job_key(dependency) for dependency in before),
             )
         )
     return made
@@ -222,9 +243,13 @@ def stand_in_model(files: Path, output: Path, chat_template_files: Path | None =
 def select(
     found: Sequence[Candidate], families: Mapping[str, str], rules: Sequence[str] | None
 ) -> tuple[list[Candidate], list[str]]:
-    """One job per (rule, family, request), the one with the fewest jobs upstream; and why
-    the rest of the classes are not stood in."""
-    best: dict[tuple, Candidate] = {}
+    """One job per (rule, family, request); and why the rest of the classes are not stood in.
+
+    Classes are taken in order of their cheapest job (the fewest jobs upstream); each one's
+    representative is the job that adds the fewest jobs to those the representatives taken
+    so far need (ties: the fewest upstream), so that a score reuses a chosen generation and
+    the run's local jobs (downloads, fixtures) are as few as the classes allow."""
+    classes: dict[tuple, list[Candidate]] = {}
     left_out: dict[tuple, str] = {}
     for candidate in found:
         if rules and candidate.rule not in rules:
@@ -244,16 +269,41 @@ def select(
                 key, f"{candidate.rule} ({candidate.job}): {candidate.upstream} jobs upstream, over {MAX_UPSTREAM}"
             )
             continue
-        if key not in best or candidate.upstream < best[key].upstream:
-            best[key] = candidate
-    chosen = list(best.values())
-    return chosen, [why for key, why in left_out.items() if key not in best]
+        classes.setdefault(key, []).append(candidate)
+    chosen: list[Candidate] = []
+    needed: set[str] = set()
+    for members in sorted(classes.values(), key=lambda members: min(c.upstream for c in members)):
+        best = min(members, key=lambda c: (len(c.upstream_jobs - needed), c.upstream))
+        chosen.append(best)
+        needed |= best.upstream_jobs | {best.key}
+    return chosen, [why for key, why in left_out.items() if key not in classes]
+
+
+def cut_row_counts(node, rows: int = STAND_IN_ROWS):
+    """``node`` (a config or part of it) with every count under ``ROW_COUNT_KEYS`` (a number,
+    or a mapping of numbers) at most ``rows``; one left null (all rows) set to ``rows``."""
+    if isinstance(node, list):
+        return [cut_row_counts(item, rows) for item in node]
+    if not isinstance(node, dict):
+        return node
+    cut = {}
+    for key, value in node.items():
+        if key in ROW_COUNT_KEYS and value is None:
+            cut[key] = rows
+        elif key in ROW_COUNT_KEYS and isinstance(value, int) and not isinstance(value, bool):
+            cut[key] = min(value, rows)
+        elif key in ROW_COUNT_KEYS and isinstance(value, dict):
+            cut[key] = {name: min(count, rows) if isinstance(count, int) else count for name, count in value.items()}
+        else:
+            cut[key] = cut_row_counts(value, rows)
+    return cut
 
 
 def stand_in_config(config: Mapping, models: Mapping[str, str], default: Mapping, rows: int = FIXTURE_ROWS) -> dict:
     """The config with the given base models at local folders, every hub dataset whose schema
-    has a fixture that fixture, and generations and finetunes cut short."""
-    stood_in = json.loads(json.dumps(config))
+    has a fixture that fixture, every row count cut to ``STAND_IN_ROWS``, and generations and
+    finetunes cut short."""
+    stood_in = cut_row_counts(json.loads(json.dumps(config)))
     for name, folder in models.items():
         spec = stood_in["base_models"][name]
         spec.pop("hub")
