@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reprolm.provenance.hashing import recorded_hash
+from reprolm.train.tracking import evaluation_run, run_name
 
 
 def task_specs(suite: Mapping, sources: Mapping[str, str]):
@@ -52,7 +53,6 @@ def run_suite(
     through lm-eval's own W&B logger to a run named after ``artifact`` (the score file) and
     the same key (reprolm.train.tracking.run_name)."""
     from reprolm.score.lm_eval_bridge import evaluate_tasks, use_nltk_data, wandb_logger
-    from reprolm.train.tracking import evaluation_run, run_name
 
     use_nltk_data(nltk_data)
     lm_backend = "vllm" if backend == "vllm" else "hf"
