@@ -194,6 +194,23 @@ def test_no_import_cycle_among_the_packages_modules():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def test_the_statistics_are_a_leaf_and_only_the_tables_and_studies_import_the_tables():
+    """The interval type and the bootstrap (reprolm.stats) import no other reprolm module, so
+    scoring and writing use them without reaching up to the tables (reprolm.aggregate)."""
+    _, every, _, _ = import_graph()
+    statistics = {name for name in every if name.split(".")[:2] == ["reprolm", "stats"]}
+    assert {"reprolm.stats.estimate", "reprolm.stats.bootstrap"} <= statistics
+    assert not {name: every[name] - statistics for name in statistics if every[name] - statistics}
+    above = sorted(
+        f"{name} imports {target}"
+        for name, targets in every.items()
+        if not name.startswith(("reprolm.aggregate", "reprolm.studies"))
+        for target in targets
+        if target.split(".")[:2] == ["reprolm", "aggregate"]
+    )
+    assert not above, "\n".join(above)
+
+
 def test_a_module_is_imported_inside_a_function_only_where_it_loads_a_heavy_library():
     top, _, libraries, lazy = import_graph()
     loads = heavy_modules(top, libraries)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reprolm.stats.estimate import Estimate
+
 
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
@@ -104,7 +106,7 @@ def collected_tables() -> Iterator[list[CollectedTable]]:
 def write_table(frame, folder: str | os.PathLike, name: str, decimals: int | None = 2, markdown: bool = True) -> Path:
     """A pandas frame as ``{name}.csv``. ``decimals=None`` keeps full precision (p-values).
     ``markdown``: also a ``.md`` rendering beside the CSV, which only a rule whose output is
-    the whole folder may write. A cell holding an :class:`reprolm.aggregate.uncertainty.Estimate`
+    the whole folder may write. A cell holding an :class:`reprolm.stats.estimate.Estimate`
     becomes its figure, with ``{column} lo`` and ``{column} hi`` columns for its interval
     (and ``{column} seeds`` / ``{column} seed sd`` where it pools replicate seeds); the
     bootstrap replicates go to ``{name}.replicates.parquet``."""
@@ -133,8 +135,6 @@ def split_estimates(frame):
     columns, and the replicates behind them as a long frame (row, column, replicates), or
     None where no cell is an estimate."""
     import pandas as pd
-
-    from reprolm.aggregate.uncertainty import Estimate
 
     columns = [c for c in frame.columns if frame[c].map(lambda v: isinstance(v, Estimate)).any()]
     if not columns:

@@ -1,164 +1,53 @@
-"""Intervals and significance for the study tables.
+"""Intervals and significance for the study tables, built on :mod:`reprolm.stats`.
 
-Every figure in a study table is computed from units (prompts, documents, preference pairs,
-models). Its interval is a percentile bootstrap over those units: the units are drawn with
-replacement :data:`RESAMPLES` times and the figure recomputed on each draw. The draws are
-seeded by the units' ids alone, so two figures computed over the same units (two models on
-one prompt set, one model before and after ExPO) are resampled identically: the difference
-of their replicates is a *paired* bootstrap of the difference, which is what the effect
-claims test. Replicate seeds (a recipe trained several times) add a second level: each
-replicate draws seeds with replacement as well (:func:`pool_seeds`).
-
-A table cell that holds an :class:`Estimate` is written by :func:`reprolm.io.write_table` as
-the figure and its ``{column} lo`` / ``{column} hi`` bounds, and its replicates are kept in
-``{table}.replicates.parquet`` beside the CSV, where the paper comparison reads them.
+A figure and its interval (:class:`Estimate`) and the unit bootstrap that fills it
+(:func:`unit_draws`, :func:`mean_of`, :func:`ratio_of_sums`, ...) are :mod:`reprolm.stats`'s,
+which every layer may import; the tables read them from here with what only they need.
+Replicate seeds (a recipe trained several times) add a second level: each replicate draws
+seeds with replacement as well (:func:`pool_seeds`). Two figures computed over the same units
+are resampled identically, so the difference of their replicates is a *paired* bootstrap of
+the difference (:func:`difference`), which is what the effect claims test; a family of claims
+is adjusted with :func:`holm`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from statistics import NormalDist
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-RESAMPLES = 1000
-LEVEL = 0.95
+from reprolm.stats.bootstrap import (
+    BatchStatistic,
+    bootstrap,
+    each_draw,
+    mean_of,
+    mean_of_estimates,
+    ratio_of_sums,
+    unit_draws,
+)
+from reprolm.stats.estimate import DEFINED_SHARE, LEVEL, RESAMPLES, Estimate, percentile_interval
 
-
-@dataclass(frozen=True, eq=False)
-class Estimate:
-    """A figure, its two-sided :data:`LEVEL` percentile interval and the bootstrap replicates
-    the interval comes from. A figure whose units are not at hand (a score file that keeps
-    only lm-eval's standard error) has no replicates but a ``standard_error``: its interval
-    is the normal one, value +- z x SE, and it pairs with nothing."""
-
-    value: float
-    replicates: np.ndarray = field(default_factory=lambda: np.empty(0))
-    seeds: int = 1
-    # Standard deviation of the figure across replicate seeds (nan for one seed).
-    seed_sd: float = math.nan
-    standard_error: float = math.nan
-    # How many units (prompts, pairs, models) the figure was drawn over; 0 where not counted.
-    units: int = 0
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        if self.replicates.size == 0 and math.isfinite(self.standard_error):
-            z = NormalDist().inv_cdf(0.5 + LEVEL / 2)
-            return self.value - z * self.standard_error, self.value + z * self.standard_error
-        return percentile_interval(self.replicates)
-
-    @property
-    def low(self) -> float:
-        return self.interval[0]
-
-    @property
-    def high(self) -> float:
-        return self.interval[1]
-
-    def scaled(self, factor: float) -> Estimate:
-        return Estimate(
-            self.value * factor,
-            self.replicates * factor,
-            self.seeds,
-            self.seed_sd * abs(factor),
-            self.standard_error * abs(factor),
-            self.units,
-        )
-
-
-# The share of draws that must define a figure for its interval to be given. A draw can
-# leave a figure undefined (too few distinct models for a Kendall tau, no prompt of a level);
-# the percentile interval of the remaining draws would describe only draws that happen to be
-# well-behaved, narrower than the truth (four models drawn with replacement are four
-# distinct ones in 9% of draws).
-DEFINED_SHARE = 0.95
-
-
-def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
-    """The central ``level`` interval of the replicates; (nan, nan) when fewer than
-    :data:`DEFINED_SHARE` of them are finite."""
-    replicates = np.asarray(replicates, dtype=float)
-    finite = replicates[np.isfinite(replicates)]
-    if finite.size == 0 or finite.size < DEFINED_SHARE * replicates.size:
-        return math.nan, math.nan
-    tail = (1 - level) / 2
-    low, high = np.quantile(finite, [tail, 1 - tail])
-    return float(low), float(high)
-
-
-def unit_draws(units: Sequence, resamples: int = RESAMPLES) -> np.ndarray:
-    """A (resamples, n) matrix of indices into ``units``, drawn with replacement.
-
-    The generator is seeded by the sorted unit ids and draws over the sorted order, so any
-    two calls with the same set of ids (in whatever order) select the same ids in every
-    replicate."""
-    keys = [str(unit) for unit in units]
-    if len(set(keys)) != len(keys):
-        duplicated = sorted({k for k in keys if keys.count(k) > 1})[:5]
-        raise ValueError(f"bootstrap units must be distinct; repeated: {duplicated}")
-    order = np.argsort(keys, kind="stable")
-    digest = hashlib.sha256("\x1f".join(sorted(keys)).encode()).digest()
-    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
-    draws = rng.integers(0, len(keys), size=(resamples, len(keys)))
-    return order[draws]
-
-
-BatchStatistic = Callable[[np.ndarray], np.ndarray]
-
-
-def bootstrap(units: Sequence, statistic: BatchStatistic, resamples: int = RESAMPLES) -> Estimate:
-    """The figure ``statistic`` gives on all units, with its replicates. ``statistic`` takes a
-    (k, n) index matrix into ``units`` and returns the k figures (row 0 of the first call is
-    the units as they are)."""
-    n = len(units)
-    if n == 0:
-        return Estimate(math.nan)
-    value = float(np.asarray(statistic(np.arange(n)[None, :]))[0])
-    replicates = np.asarray(statistic(unit_draws(units, resamples)), dtype=float)
-    return Estimate(value, replicates, units=n)
-
-
-def mean_of(values: Sequence[float], units: Sequence, scale: float = 1.0) -> Estimate:
-    """The mean of per-unit values (an accuracy from 0/1 values), times ``scale``."""
-    array = np.asarray(values, dtype=float) * scale
-    return bootstrap(units, lambda draws: array[draws].mean(axis=1))
-
-
-def ratio_of_sums(
-    numerators: Sequence[float], denominators: Sequence[float], units: Sequence, scale: float = 1.0
-) -> Estimate:
-    """sum(numerators) / sum(denominators) x ``scale`` over the drawn units: a pooled
-    percentage (Ruler's level scores: outputs in window over outputs of the level); nan in a
-    replicate that draws no unit of the denominator."""
-    top = np.asarray(numerators, dtype=float)
-    bottom = np.asarray(denominators, dtype=float)
-
-    def statistic(draws):
-        total = bottom[draws].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(total > 0, scale * top[draws].sum(axis=1) / np.where(total > 0, total, 1), np.nan)
-
-    return bootstrap(units, statistic)
-
-
-def mean_of_estimates(estimates: Sequence[Estimate]) -> Estimate:
-    """The plain mean of figures over the same units (an average of columns): their draws
-    are the same, so each replicate is the mean of the figures' replicates of that draw."""
-    return Estimate(
-        sum(e.value for e in estimates) / len(estimates),
-        np.stack([e.replicates for e in estimates]).mean(axis=0),
-        units=min(e.units for e in estimates),
-    )
-
-
-def each_draw(units: Sequence, figure: Callable[[np.ndarray], float], resamples: int = RESAMPLES) -> Estimate:
-    """For figures with no batched form (a regression refitted on each draw): ``figure``
-    takes one index array into ``units``."""
-    return bootstrap(units, lambda draws: np.array([figure(row) for row in draws]), resamples)
+__all__ = [
+    "DEFINED_SHARE",
+    "LEVEL",
+    "RESAMPLES",
+    "BatchStatistic",
+    "Difference",
+    "Estimate",
+    "bootstrap",
+    "difference",
+    "each_draw",
+    "holm",
+    "mean_of",
+    "mean_of_estimates",
+    "percentile_interval",
+    "pool_seeds",
+    "ratio_of_sums",
+    "unit_draws",
+    "within_standard_error",
+]
 
 
 def pool_seeds(per_seed: Sequence[Estimate]) -> Estimate:

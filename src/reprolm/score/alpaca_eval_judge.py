@@ -29,9 +29,10 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from reprolm.aggregate.uncertainty import RESAMPLES, Estimate, each_draw
 from reprolm.score.api_requests import DEFAULT_MAX_RETRIES, request_failure
 from reprolm.score.judge_cache import JudgeCache
+from reprolm.stats.bootstrap import each_draw
+from reprolm.stats.estimate import RESAMPLES, Estimate
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from reprolm.aggregate.uncertainty import LEVEL, mean_of
 from reprolm.score.judges import conversation_of
+from reprolm.stats.bootstrap import mean_of
+from reprolm.stats.estimate import LEVEL
 
 
 def _nanmean(values) -> float:
@@ -116,7 +117,7 @@ def win_rates(preferences: Sequence[float], answer_lengths: Sequence[int], refer
 
 def pair_accuracy(judge, pairs: Sequence[Mapping]) -> dict:
     """Share of pairs whose chosen answer scores strictly higher than the rejected one (%),
-    with its percentile bootstrap interval over the pairs (:mod:`reprolm.aggregate.uncertainty`).
+    with its percentile bootstrap interval over the pairs (:mod:`reprolm.stats.bootstrap`).
     ``pairs`` hold TRL's conversational ``prompt``/``chosen``/``rejected`` turns; a pair's id
     is its position (preference pairs carry no id of their own)."""
     chosen = judge.score([list(pair["prompt"]) + list(pair["chosen"]) for pair in pairs])
