@@ -46,9 +46,9 @@ import pandas as pd
 from reprolm.config import overlays
 from reprolm.config.lookups import promptset_spec, recipe_spec
 from reprolm.models.parameters import model_parameters
-from reprolm.provenance.cost import stage_of
 from reprolm.provenance.hashing import provenance_path
 from reprolm.rehearse.sizes import MEASURED
+from reprolm.stages import rule_stage, stage_of
 
 # Dense bf16 peak FLOP/s and the share of it a job reaches (training, generation). The CPU
 # figure is per core of a current server CPU in float32.
@@ -151,7 +151,8 @@ def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | Non
     requested = job.runtime_min * 60
     flops, kind = None, "train"
     wildcards = job.wildcards
-    if size and job.rule == "finetune":
+    entry = rule_stage(job.rule)
+    if size and job.stage == "finetune":
         recipe = recipe_spec(config, wildcards["recipe"])
         if recipe.get("max_steps"):
             examples = (
@@ -166,17 +167,17 @@ def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | Non
         if examples:
             flops = 6 * size * examples * recipe["max_length"]
         job.checkpoint_gb = size * CHECKPOINT_BYTES / 1e9
-    elif size and job.rule == "build_base_model":
+    elif size and job.stage == "pretrain":
         pretrain = config["base_models"][wildcards["base"]]["build"]["pretrain"]
         flops = 6 * size * pretrain["steps"] * pretrain["batch_size"] * pretrain["block_size"]
-    elif size and job.rule == "generate":
+    elif size and job.stage == "generate" and not entry.api:
         promptset = promptset_spec(config, wildcards["promptset"])
         prompts = dataset_rows(config, promptset["dataset"], root)
         sampling = promptset.get("sampling", {})
         if prompts:
             flops = 2 * size * prompts * sampling.get("n", 1) * (PROMPT_TOKENS + sampling["max_new_tokens"])
             kind = "generate"
-    elif size and job.rule == "train_before_test":
+    elif size and job.stage == "train_before_test":
         train = config.get("harmony", {}).get("train", {})
         epochs, length = train.get("num_train_epochs", 1), train.get("max_length", 1024)
         documents = [train.get(key) for key in ("max_num_train", "max_num_valid", "max_num_test")]
@@ -186,7 +187,7 @@ def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | Non
                 + 2 * size * (documents[1] + documents[2]) * (epochs + 1) * length
             )
     if size:
-        training = job.rule in ("finetune", "build_base_model", "train_before_test")
+        training = entry.trains
         held = size * (TRAINING_BYTES if training else INFERENCE_BYTES)
         job.peak_gpu_gb = held / max(1, job.gpus if training else 1) / 1e9 if job.gpus else 0.0
     if flops is not None:

@@ -14,40 +14,9 @@ from pathlib import Path
 import pandas as pd
 
 from reprolm.provenance.query import lineage
+from reprolm.stages import stage_of
 
-# Stages by rule; a rule not named here is its own stage.
-STAGE_OF_RULE = {
-    "raw_source": "download",
-    "download_base_model": "download",
-    "download_hub_model": "download",
-    "lm_eval_task_data": "download",
-    "nltk_data": "download",
-    "dataset": "data",
-    "tokenizer": "data",
-    "build_base_model": "pretrain",
-    "finetune": "finetune",
-    "train_before_test": "train_before_test",
-    "extrapolate": "extrapolate",
-    "alpha_search": "extrapolate",
-    "generate": "generate",
-    "lm_eval": "evaluate",
-    "score": "evaluate",
-    "reward_benchmark": "evaluate",
-    "study_tables": "report",
-    "paper_comparison": "report",
-    "leaderboard": "report",
-    "provenance_index": "report",
-    "study_cost": "report",
-}
-JUDGE_RULES = ("grade", "win_rate", "pair_accuracy", "rating_agreement", "model_ranking")
 HOUR = 3600.0
-
-
-def stage_of(rule: str) -> str:
-    base = rule.removesuffix("_api")
-    if base in JUDGE_RULES:
-        return "judge"
-    return STAGE_OF_RULE.get(base, base)
 
 
 @dataclass

@@ -23,6 +23,7 @@ import pandas as pd
 from snakemake_interface_common.exceptions import WorkflowError
 
 from reprolm.score.judges import judge_kind
+from reprolm.stages import rule_stage
 
 # The options that name one job rather than ask for resources.
 JOB_NAMING = frozenset({"--job-name", "--output", "--comment", "-D", "--parsable", "--export"})
@@ -61,15 +62,6 @@ CONFIG_KEYS = {
 # Snakemake's resource behind each option, for the jobs of other rules (the profile's
 # default-resources or set-resources).
 PROFILE_KEYS = {**CONFIG_KEYS, "--gpus": "gpu", "--gres": "gres", "--cpus-per-task": "threads (set-threads)"}
-# The config stage whose resources a rule's jobs take (workflow/rules/*.smk); judges' jobs
-# take their model's `evaluate` resources.
-RULE_STAGES = {
-    "finetune": "finetune",
-    "train_before_test": "train_before_test",
-    "generate": "generate",
-    "lm_eval": "evaluate",
-    "extrapolate": "extrapolate",
-}
 # What SLURM's refusals are about, by the words of its message.
 REASON_OPTIONS = (
     ("partition", ("-p",)),
@@ -168,11 +160,12 @@ def group_shapes(requests: Sequence[Request]) -> list[Shape]:
 def resource_sources(config: Mapping, rule: str, wildcards: Mapping) -> frozenset:
     """(stage, base model) whose config resources size a job of ``rule``; none for rules
     the profile sizes."""
+    entry = rule_stage(rule)
     judge = config.get("judges", {}).get(wildcards.get("judge", ""))
-    if judge and judge_kind(judge).local and not rule.endswith("_api"):
+    if judge and judge_kind(judge).local and not entry.api:
         return frozenset({("evaluate", judge["model"].split("/", 1)[0])})
-    if rule in RULE_STAGES and "base" in wildcards:
-        return frozenset({(RULE_STAGES[rule], wildcards["base"])})
+    if entry.resources and "base" in wildcards:
+        return frozenset({(entry.resources, wildcards["base"])})
     return frozenset()
 
 

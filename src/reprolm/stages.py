@@ -1,0 +1,79 @@
+"""The workflow's rules by stage: the one table the cost report (``reprolm cost``), the plan
+(``reprolm plan``) and the rehearsal of a cluster's requests read.
+
+Every rule of the workflow has an entry, and every entry a rule: ``tests/test_stages.py``
+reads the rule names from the rule files and fails on either. A rule's stage is the step of
+the pipeline its jobs' cost is counted under; its ``resources`` is the stage of the config's
+``resources`` block (and ``base_models.*.resources``) that sizes its jobs for the base model
+its ``base`` wildcard names, None where the profile sizes them or another model's settings
+do (a judge's jobs: its model's ``evaluate``; a score job's: its metric's stage,
+:func:`reprolm.config.resources.score_stage`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RuleStage:
+    stage: str
+    resources: str | None = None
+    # The job trains a model: it holds the optimiser's state beside the weights.
+    trains: bool = False
+    # The job only sends requests to an API, on the submitting host: it runs no model.
+    api: bool = False
+
+
+def _local_and_api(rule: str, stage: str) -> dict[str, RuleStage]:
+    """A step of two rules (common.smk: judge_rule): ``{rule}`` for a model run by the
+    workflow, ``{rule}_api`` for one behind an API."""
+    return {rule: RuleStage(stage), f"{rule}_api": RuleStage(stage, api=True)}
+
+
+RULE_STAGES: dict[str, RuleStage] = {
+    "raw_source": RuleStage("download"),
+    "download_base_model": RuleStage("download"),
+    "local_base_model": RuleStage("download"),
+    "download_hub_model": RuleStage("download"),
+    "lm_eval_task_data": RuleStage("download"),
+    "nltk_data": RuleStage("download"),
+    # Merging a researcher's adapter into its base: weight arithmetic, sized as ExPO's is.
+    "adapter_base_model": RuleStage("merge", resources="extrapolate"),
+    "dataset": RuleStage("data"),
+    "tokenizer": RuleStage("data"),
+    "build_base_model": RuleStage("pretrain", trains=True),
+    "finetune": RuleStage("finetune", resources="finetune", trains=True),
+    "train_before_test": RuleStage("train_before_test", resources="train_before_test", trains=True),
+    "extrapolate": RuleStage("extrapolate", resources="extrapolate"),
+    "alpha_search": RuleStage("extrapolate"),
+    "generate": RuleStage("generate", resources="generate"),
+    "generate_api": RuleStage("generate", api=True),
+    "lm_eval": RuleStage("evaluate", resources="evaluate"),
+    "score": RuleStage("evaluate"),
+    **_local_and_api("grade", "judge"),
+    **_local_and_api("win_rate", "judge"),
+    **_local_and_api("pair_accuracy", "judge"),
+    **_local_and_api("rating_agreement", "judge"),
+    **_local_and_api("model_ranking", "judge"),
+    **_local_and_api("judge_released", "judge"),
+    "judge_agreement": RuleStage("report"),
+    "study_tables": RuleStage("report"),
+    "table_pages": RuleStage("report"),
+    "judge_agreement_page": RuleStage("report"),
+    "headline_summary": RuleStage("report"),
+    "paper_comparison": RuleStage("report"),
+    "leaderboard": RuleStage("report"),
+    "provenance_index": RuleStage("report"),
+    "study_cost": RuleStage("report"),
+}
+
+
+def rule_stage(rule: str) -> RuleStage:
+    """The rule's entry; a rule the table does not know (one a record names that has since
+    been renamed) is a stage of its own, sized by the profile."""
+    return RULE_STAGES.get(rule, RuleStage(rule))
+
+
+def stage_of(rule: str) -> str:
+    return rule_stage(rule).stage
