@@ -225,8 +225,8 @@ def _ruler_scores():
 def test_level_and_target_figures_are_the_pooled_ones_with_a_bootstrap_over_prompts():
     import numpy as np
 
-    from reprolm.aggregate import length_tables as tables
     from reprolm.aggregate.uncertainty import ratio_of_sums, unit_draws
+    from reprolm.studies.ruler import tables
 
     scores = _ruler_scores()
     levels = tables.tlg_levels(scores, PAPER).set_index("level")
@@ -256,7 +256,7 @@ def test_each_length_table_says_which_definition_made_its_rows():
     they were picked."""
     import dataclasses
 
-    from reprolm.aggregate import length_tables as tables
+    from reprolm.studies.ruler import tables
 
     definitions = tables.Definitions(
         {"chat_templates": {"r": "ruler_custom", "vanilla": "own"}, "single_turn": {"tlg": "human_then_gpt"}}
@@ -284,8 +284,8 @@ def test_each_length_table_says_which_definition_made_its_rows():
 def test_length_errors_rmse_is_the_root_of_the_pooled_squared_error_per_draw():
     import numpy as np
 
-    from reprolm.aggregate import length_tables as tables
     from reprolm.aggregate.uncertainty import unit_draws
+    from reprolm.studies.ruler import tables
 
     scores = _ruler_scores()
     data = scores[0].data
@@ -304,8 +304,8 @@ def test_length_errors_rmse_is_the_root_of_the_pooled_squared_error_per_draw():
 def test_multi_mlt_draws_a_prompts_outputs_at_every_target_together():
     import numpy as np
 
-    from reprolm.aggregate import length_tables as tables
     from reprolm.aggregate.uncertainty import unit_draws
+    from reprolm.studies.ruler import tables
 
     scores = _ruler_scores()
     row = tables.multi_mlt_table(scores, PAPER).iloc[0]
@@ -325,8 +325,8 @@ def test_multi_mlt_draws_a_prompts_outputs_at_every_target_together():
 def test_self_mlt_keeps_counts_and_resamples_fm_and_mean_words(tmp_path):
     import pandas as pd
 
-    from reprolm.aggregate import length_tables as tables
     from reprolm.io import write_table
+    from reprolm.studies.ruler import tables
 
     scores = _ruler_scores()
     assert scores[2].data["mlt_names"] == ["10", "30", None, "50"]
@@ -354,8 +354,8 @@ def test_self_mlt_keeps_counts_and_resamples_fm_and_mean_words(tmp_path):
 def test_ruler_tables_refuse_a_score_the_configured_targets_do_not_reproduce():
     from dataclasses import replace
 
-    from reprolm.aggregate import length_tables as tables
     from reprolm.length import Window
+    from reprolm.studies.ruler import tables
 
     narrower = TargetSet([replace(t, fm=Window(60, 90)) if t.name == "80" else t for t in PAPER])
     with pytest.raises(ValueError, match="length_levels score of b/r on tlg: FM of 80 is 100.0 in the score file"):
@@ -366,8 +366,8 @@ def test_ruler_tables_and_plot_carry_the_intervals(tmp_path):
     import numpy as np
     import pandas as pd
 
-    from reprolm.aggregate import length_tables as tables
     from reprolm.io import split_estimates
+    from reprolm.studies.ruler import tables
 
     tables.write_ruler_tables(
         _ruler_scores(), {"recipes": ["r"]}, {"length_targets": "paper"}, tmp_path / "tables", tmp_path / "plots"
@@ -429,10 +429,10 @@ def test_general_table_reports_the_metrics_ruler_names_each_in_its_own_column(tm
     import gzip
     import json
 
-    from reprolm.aggregate import length_tables as tables
     from reprolm.aggregate.tables import load_scores
     from reprolm.io import write_json
     from reprolm.paths import score_path
+    from reprolm.studies.ruler import tables
 
     acc, acc_norm = [1, 0, 0, 1], [1, 1, 1, 0]
     strict, flexible = [0.0, 0.0, 1.0], [1.0, 0.0, 1.0]

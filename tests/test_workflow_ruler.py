@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from default_config import DEFAULT, MODELS, TARGETS
-from reprolm.aggregate.length_tables import general_column
 from reprolm.length import count_words
+from reprolm.studies.ruler.tables import general_column
 
 pytestmark = pytest.mark.workflow
 

@@ -48,7 +48,8 @@ LARGE_MODEL_PARAMETERS, LARGE_MODEL_MAX_LEARNING_RATE = 1e9, 1e-4
 
 def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
     """Everything but the schema's own checks. Top-level keys the schema file does not
-    describe must be registered studies' sections."""
+    describe must be registered studies' sections, each checked against its study's schema
+    (defaults filled in) before anything reads it."""
     if not config["studies"]:
         raise ConfigError(f"studies: the list is empty; enable at least one of {STUDIES.names()}")
     try:
@@ -60,6 +61,8 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
     for key in config:
         if not key.startswith("_"):
             require(key, known, "top-level config key")
+    for name in STUDIES.names():
+        STUDIES[name].validate_section(config)
     _check_sources(config)
     _check_references(config)
     _check_base_models(config)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from reprolm.studies import with_study_sections
+
 SCHEMA_FILE = Path("workflow/schemas/config.schema.yaml")
 KEYS_PAGE = Path("docs/configuration-keys.md")
 
@@ -22,7 +24,8 @@ NAME = "{name}"
 
 
 def load_schema(path: str | Path = SCHEMA_FILE) -> dict:
-    return yaml.safe_load(Path(path).read_text())
+    """The workflow's schema with each registered study's section (its folder's schema.yaml)."""
+    return with_study_sections(yaml.safe_load(Path(path).read_text()))
 
 
 def keys_page(schema: Mapping, schema_path: str | Path = SCHEMA_FILE) -> str:
@@ -32,11 +35,12 @@ def keys_page(schema: Mapping, schema_path: str | Path = SCHEMA_FILE) -> str:
     lines = [
         "# Configuration keys",
         "",
-        f"<!-- Written by `reprolm config-docs` from {schema_path}: edit the schema's",
-        "descriptions and run it again; tests/test_config_docs.py checks this page is current. -->",
+        f"<!-- Written by `reprolm config-docs` from {schema_path} and the studies' schema.yaml: edit",
+        "the schemas' descriptions and run it again; tests/test_config_docs.py checks this page is current. -->",
         "",
         "Every key of the workflow configuration, from the JSON schema that checks it before any job",
-        f"(`{schema_path}`). `{NAME}` stands for a name of your choosing (letters, digits and `_`);",
+        f"(`{schema_path}`; a study's section from its folder's `src/reprolm/studies/<study>/schema.yaml`).",
+        f"`{NAME}` stands for a name of your choosing (letters, digits and `_`);",
         "**required** keys must be given where their parent is. How the files combine, and what",
         "is checked beyond the schema, is in [Configuration](configuration.md).",
         "",

@@ -1,4 +1,4 @@
-"""Studies as plug-ins: each module here registers one :class:`Study` in :data:`STUDIES`; a
+"""Studies as plug-ins: each folder here registers one :class:`Study` in :data:`STUDIES`; a
 researcher's own study is a file named in the config's ``study_modules``."""
 
 from reprolm.studies.base import (
@@ -9,7 +9,9 @@ from reprolm.studies.base import (
     leaderboard_models,
     load_study_modules,
     register_study,
+    section_schema,
     study,
+    with_study_sections,
 )
 
 # Registering the package's own studies (each module registers itself on import).
@@ -23,5 +25,7 @@ __all__ = [
     "leaderboard_models",
     "load_study_modules",
     "register_study",
+    "section_schema",
     "study",
+    "with_study_sections",
 ]

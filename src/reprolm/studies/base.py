@@ -1,20 +1,25 @@
 """What a study declares to the workflow, and the registry the workflow asks.
 
-A study is one module: a :class:`Study` registered in :data:`STUDIES`. The workflow never
-branches on a study's name; it asks the study for its config check, the models it
-evaluates, the score files its tables read, any extra targets, the settings its table writer
-needs besides its own section, the writer itself, and any paper figures of its own. A study
-outside the package (a researcher's own) is a Python file named in the config's
-``study_modules``; loading it registers its study.
+A study is one folder, ``reprolm/studies/<name>/``: a :class:`Study` registered in
+:data:`STUDIES` by its ``__init__.py``, beside it the JSON-Schema of its config section
+(``schema.yaml``), its table writer and anything else only it uses. The workflow never
+branches on a study's name; it asks the study for its config section's schema and check,
+the models it evaluates, the score files its tables read, any extra targets, the settings
+its table writer needs besides its own section, the writer itself, and any paper figures of
+its own. A study outside the package (a researcher's own) is a Python file named in the
+config's ``study_modules``; loading it registers its study.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib
 import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+import yaml
 
 from reprolm.aggregate.tables import load_scores
 from reprolm.config.errors import ConfigError, require
@@ -56,8 +61,9 @@ class Study:
     directions: Sequence[Mapping] = ()
     # Whether ``recipes`` may name ``pretrained`` (a base model evaluated as it is).
     pretrained_recipes: bool = False
-    # A JSON-Schema of the study's config section, for studies whose section the workflow's
-    # schema file does not describe (a researcher's own).
+    # The JSON-Schema of the study's config section (:func:`section_schema` reads a package
+    # study's from its folder): merged into the workflow's schema for the keys page, and
+    # checked, its defaults filled in, before any other config check.
     schema: Mapping | None = None
     # The file a study registered from ``study_modules`` was loaded from: an input of its
     # table job, so that editing it reruns the tables (the code fingerprint follows only
@@ -70,8 +76,7 @@ class Study:
         spec = config.get(self.name)
         if spec is None:
             raise ConfigError(f"study {self.name!r} is enabled but the config has no {self.name!r} section")
-        if self.schema is not None:
-            _validate_section(spec, self.schema, self.name)
+        self.validate_section(config)
         recipes = list(config.get("recipes", {}))
         for base in spec.get("bases", []) + spec.get("baselines", []):
             require(base, config["base_models"], f"{self.name}.bases")
@@ -93,6 +98,12 @@ class Study:
         if suite:
             require(suite, config.get("lm_eval_suites", {}), f"{self.name}.lm_eval_suite")
         self.check_section(config)
+
+    def validate_section(self, config: Mapping) -> None:
+        """The study's section, where the config has one, against :attr:`schema`; the
+        schema's defaults are filled in where the section leaves a key out."""
+        if self.schema is not None and config.get(self.name) is not None:
+            _validate_section(config[self.name], self.schema, self.name)
 
     def check_section(self, config: Mapping) -> None:
         """Checks particular to the study."""
@@ -270,10 +281,41 @@ def leaderboard_grades(config: Mapping) -> list[str]:
     return [grade_path(spec["judge"], base, recipe, spec["promptset"]) for base, recipe in leaderboard_models(config)]
 
 
+def section_schema(module_file: str | Path) -> dict:
+    """The JSON-Schema of a package study's config section: ``schema.yaml`` in its folder."""
+    return yaml.safe_load(Path(module_file).with_name("schema.yaml").read_text())
+
+
+def with_study_sections(schema: Mapping) -> dict:
+    """The workflow's config schema with each registered study's section schema added under
+    ``properties`` (after the shared keys, in registration order)."""
+    merged = dict(schema)
+    merged["properties"] = dict(schema.get("properties", {}))
+    for name in STUDIES.names():
+        if STUDIES[name].schema is not None:
+            merged["properties"].setdefault(name, STUDIES[name].schema)
+    return merged
+
+
 def _validate_section(spec: Mapping, schema: Mapping, name: str) -> None:
+    """``spec`` against ``schema``, each property's ``default`` set where ``spec`` leaves it
+    out (as Snakemake's ``validate`` does for the workflow's schema); the first error names
+    its key."""
+    # Imported here: listing and fingerprinting studies stays cheap.
     import jsonschema
 
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(spec), key=lambda e: list(e.path))
+    base = jsonschema.Draft202012Validator
+    validate_properties = base.VALIDATORS["properties"]
+
+    def properties(validator, properties, instance, subschema):
+        if isinstance(instance, dict):
+            for key, node in properties.items():
+                if "default" in node:
+                    instance.setdefault(key, copy.deepcopy(node["default"]))
+        yield from validate_properties(validator, properties, instance, subschema)
+
+    validator = jsonschema.validators.extend(base, {"properties": properties})(schema)
+    errors = sorted(validator.iter_errors(spec), key=lambda e: list(e.path))
     if errors:
         error = errors[0]
         where = ".".join([name, *map(str, error.path)])

@@ -1,4 +1,4 @@
-"""Ruler: length control with Meta Length Tokens (docs/studies/ruler.md, seed 000)."""
+"""Ruler: length control with Meta Length Tokens (docs/studies/ruler.md, seed 000): its\nconfig section's schema (schema.yaml) and table writer (tables.py) beside it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from reprolm.config.errors import ConfigError, require
 from reprolm.models.templates import CHAT_TEMPLATES, ChatTemplate
-from reprolm.studies.base import Study, register_study
+from reprolm.studies.base import Study, register_study, section_schema
 
 # The original's ``custom`` template (src/utils/templates.py, TEMPLATE=custom in every
 # finetune script), which it trains all six bases with: Llama-3's headers, no system turn,
@@ -33,7 +33,8 @@ SINGLE_TURN_BUILDERS = ("ruler_tlg", "ruler_train")
 
 class Ruler(Study):
     name = "ruler"
-    tables = "reprolm.aggregate.length_tables:write_ruler_tables"
+    tables = "reprolm.studies.ruler.tables:write_ruler_tables"
+    schema = section_schema(__file__)
     caption = """\
         **PM** (precise match) and **FM** (flexible match) are the percentages of outputs whose word
         count (``\\w+`` tokens) lies in the target's PM or FM window; windows are half-open,
