@@ -522,7 +522,7 @@ def test_gsm8k_figures_are_the_scores_with_a_paired_bootstrap_over_prompts():
     import numpy as np
 
     from reprolm.aggregate import uncertainty as u
-    from reprolm.aggregate.gem_tables import gsm8k_tables
+    from reprolm.studies.gem.tables import gsm8k_tables
 
     scores = _gem_scores()
     headline, by_k = gsm8k_tables(scores, GEM_STUDY, GEM_MODELS)
@@ -556,7 +556,7 @@ def test_chat_best_and_mean_of_n_by_prompt():
     import numpy as np
 
     from reprolm.aggregate import uncertainty as u
-    from reprolm.aggregate.gem_tables import chat_tables
+    from reprolm.studies.gem.tables import chat_tables
 
     best, by_n = chat_tables(_gem_scores(), GEM_STUDY, GEM_MODELS)
     old = best_and_mean_of_n([[1.0, 3.0], [2.0, 0.5], [-1.0, 0.0]], [1, 2])
@@ -573,8 +573,8 @@ def test_diversity_table_means_over_prompts_and_the_distinct_ratio_averages_dist
     import numpy as np
     import pandas as pd
 
-    from reprolm.aggregate.gem_tables import diversity_table
     from reprolm.io import write_table
+    from reprolm.studies.gem.tables import diversity_table
 
     scores = _gem_scores()
     frame = diversity_table(scores, GEM_STUDY, GEM_MODELS, "poems")
@@ -604,8 +604,8 @@ def test_diversity_table_means_over_prompts_and_the_distinct_ratio_averages_dist
 
 
 def test_tables_fill_the_seeds_columns_by_compat_with_each_variant_beside():
-    from reprolm.aggregate.gem_tables import chat_tables, diversity_table, gsm8k_tables
     from reprolm.aggregate.tables import Score
+    from reprolm.studies.gem.tables import chat_tables, diversity_table, gsm8k_tables
 
     rows = _generations({0: ["2.5", "x", "y", "2"], 1: ["3.5", "4", "z", "w"]}, {0: "2", 1: "4"})
     context = {"ks": [4], "compat": "original", "variants": ["paper"]}
@@ -647,10 +647,10 @@ def test_gem_tables_from_scores_and_lm_eval_log_carry_intervals_and_plot_them(tm
 
     import pandas as pd
 
-    from reprolm.aggregate.gem_tables import write_gem_tables
     from reprolm.aggregate.tables import load_scores
     from reprolm.io import write_json
     from reprolm.paths import score_path
+    from reprolm.studies.gem.tables import write_gem_tables
 
     # IFEval over three prompts, as lm-eval reports it and logs it.
     prompt = {"strict": [True, False, True], "loose": [True, True, True]}

@@ -82,7 +82,7 @@ def test_the_schemas_enums_are_the_registries_names():
 
 
 # The studies moved into one folder each so far (issue 35).
-FOLDER_STUDIES = ["ruler"]
+FOLDER_STUDIES = ["ruler", "gem"]
 
 
 def load_yaml(path):
@@ -203,7 +203,7 @@ def _small(study: str) -> dict:
     return overlays.load(REPO / f"tests/configs/config-{study}.yaml", REPO)
 
 
-def test_a_config_without_length_targets_is_refused_only_where_something_reads_them():
+def test_a_config_without_length_targets_is_refused_only_where_something_reads_them(monkeypatch):
     # GEM and Harmony read no length targets: their configs need none.
     for study in ("gem", "harmony"):
         config = _small(study)
@@ -241,7 +241,14 @@ def test_a_config_without_length_targets_is_refused_only_where_something_reads_t
         assert _refused(config).startswith(f"{where} needs length_targets ('paper' or a list of targets)")
     config = copy.deepcopy(gem)
     config["gem"]["evaluations"].append({"promptset": "poems", "metric": "length_levels"})
+    # GEM's schema allows no length metric; a study whose schema does (or that has none, as
+    # one from study_modules may) reaches the check.
+    assert _refused(config).startswith("gem.evaluations.4.metric: 'length_levels' is not one of")
+    from reprolm.studies import STUDIES
+
+    monkeypatch.setattr(STUDIES["gem"], "schema", None)
     assert _refused(config).startswith("gem.evaluations[4].metric: 'length_levels' needs length_targets")
+    monkeypatch.undo()
     # What reads none passes: a self-chosen length (the model writes its own MLT) and MLT-free recipes.
     config = copy.deepcopy(gem)
     config["promptsets"]["own_length"] = {**gem["promptsets"]["poems"], "prompt": "self_length"}

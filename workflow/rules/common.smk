@@ -471,8 +471,8 @@ def harmony_hub_data(wildcards):
 
 
 def metric_inputs(wildcards):
-    """The generations, a hub sentence encoder the metric's settings name, and what scoring
-    the original GEM evaluation's text reads (the model's folder, NLTK data)."""
+    """The generations, a hub sentence encoder the metric's settings name, and what the
+    metric's original evaluation reads to score text (the model's folder, NLTK data)."""
     settings = config.get("metrics", {}).get(wildcards.metric, {})
     encoder = lookups.hub_encoder(settings)
     return {

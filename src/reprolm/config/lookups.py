@@ -257,9 +257,9 @@ def hub_encoder(settings: Mapping) -> str | None:
 
 
 def original_text_inputs(metric: str, settings: Mapping, base: str, recipe: str) -> dict[str, list[str]]:
-    """What a score job reads to score the original GEM evaluation's text (diversity with
-    ``compat`` or a variant ``original``): the generating model's folder, for its chat
-    template, and NLTK's punkt_tab, for ``word_tokenize``; empty lists otherwise."""
+    """What a score job reads to score text as the diversity metric's original evaluation
+    does (with ``compat`` or a variant ``original``): the generating model's folder, for its
+    chat template, and NLTK's punkt_tab, for ``word_tokenize``; empty lists otherwise."""
     original = metric == "diversity" and "original" in (settings.get("compat", "paper"), *settings.get("variants", []))
     return {
         "model": [model_dir(base, recipe)] if original else [],

@@ -1,4 +1,4 @@
-"""GEM: entropy-regularised SFT preserves output diversity (docs/studies/gem.md, seed 003)."""
+"""GEM: entropy-regularised SFT preserves output diversity (docs/studies/gem.md, seed 003): its\nconfig section's schema (schema.yaml) and table writer (tables.py) beside it."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from reprolm.config.errors import ConfigError, require
 from reprolm.config.references import check_sampled_evaluations, require_grader
 from reprolm.paths import grade_path, judge_score_path
-from reprolm.studies.base import Study, register_study
+from reprolm.studies.base import Study, register_study, section_schema
 
 
 class Gem(Study):
     name = "gem"
-    tables = "reprolm.aggregate.gem_tables:write_gem_tables"
+    tables = "reprolm.studies.gem.tables:write_gem_tables"
+    schema = section_schema(__file__)
     caption = """\
         ``ifeval``: lm-eval's IFEval accuracies x100 (prompt and instruction level, strict and loose;
         ``Prompt-Level`` and ``Instruction-Level`` are the loose ones) and their mean; ``not scored``
