@@ -38,7 +38,7 @@ RULE_STAGES: dict[str, RuleStage] = {
     "download_hub_model": RuleStage("download"),
     "lm_eval_task_data": RuleStage("download"),
     "nltk_data": RuleStage("download"),
-    # Merging a researcher's adapter into its base: weight arithmetic, sized as ExPO's is.
+    # Merging a researcher's adapter into its base: weight arithmetic, sized as extrapolate's.
     "adapter_base_model": RuleStage("merge", resources="extrapolate"),
     "dataset": RuleStage("data"),
     "tokenizer": RuleStage("data"),

@@ -1,9 +1,9 @@
 """The unit bootstrap behind every interval.
 
 The draws are seeded by the units' ids alone, so two figures computed over the same units
-(two models on one prompt set, one model before and after ExPO) are resampled identically:
-the difference of their replicates is a *paired* bootstrap of the difference, which is what
-the effect claims test (:func:`reprolm.aggregate.uncertainty.difference`).
+(two models on one prompt set, one model before and after its weights change) are resampled
+identically: the difference of their replicates is a *paired* bootstrap of the difference,
+which is what the effect claims test (:func:`reprolm.aggregate.uncertainty.difference`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def ratio_of_sums(
     numerators: Sequence[float], denominators: Sequence[float], units: Sequence, scale: float = 1.0
 ) -> Estimate:
     """sum(numerators) / sum(denominators) x ``scale`` over the drawn units: a pooled
-    percentage (Ruler's level scores: outputs in window over outputs of the level); nan in a
+    percentage (outputs in a length window over the outputs of a level); nan in a
     replicate that draws no unit of the denominator."""
     top = np.asarray(numerators, dtype=float)
     bottom = np.asarray(denominators, dtype=float)
