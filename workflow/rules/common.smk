@@ -40,6 +40,7 @@ from reprolm.studies import (
     leaderboard_grades,
     leaderboard_models,
     study,
+    study_rules,
 )
 from reprolm.studies.expo import alpha_search_grades, extrapolated_models
 from reprolm.studies.harmony import task_spec
@@ -86,6 +87,8 @@ wildcard_constraints:
 # The library code each job runs, as a param: editing src/reprolm reruns exactly the jobs
 # whose code changed (Snakemake's code trigger sees only the rule's script).
 SCRIPTS = os.path.join(workflow.basedir, "scripts")
+# The conda environments, by absolute path for rules files outside workflow/ (a study's own).
+ENVS = os.path.join(workflow.basedir, "envs")
 
 
 def library_code(script):

@@ -7,7 +7,6 @@ localrules:
     win_rate_api,
     pair_accuracy_api,
     rating_agreement_api,
-    model_ranking_api,
     judge_released_api,
 
 
@@ -111,31 +110,6 @@ for api in (False, True):
             code=library_code("reward_benchmark.py"),
             judge=judge_spec,
             metric="rating_agreement",
-            seed=config["seed"],
-        script:
-            "../scripts/reward_benchmark.py"
-
-    rule:
-        name:
-            judge_rule("model_ranking", api)
-        input:
-            unpack(judged_dataset_inputs),
-            elo=lambda wildcards: config["flr"]["ranking"]["elo"],
-        output:
-            "results/scores/model_ranking/{judge}/{dataset}/{split}.json",
-        log:
-            "logs/model_ranking/{judge}/{dataset}/{split}.log",
-        wildcard_constraints:
-            judge=judge_name_pattern(api),
-        conda:
-            "../envs/evaluate.yaml"
-        threads: judge_threads
-        resources:
-            **judge_job_resources(api),
-        params:
-            code=library_code("reward_benchmark.py"),
-            judge=judge_spec,
-            metric="model_ranking",
             seed=config["seed"],
         script:
             "../scripts/reward_benchmark.py"

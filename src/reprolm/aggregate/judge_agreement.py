@@ -21,7 +21,7 @@ import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 
 from reprolm.aggregate.uncertainty import LEVEL, difference, ratio_of_sums
-from reprolm.score.judges import judge_model, successors
+from reprolm.score.judges import judge_kind, judge_model, successors
 
 RELEASED_FIELDS = ("instruction", "output_1", "output_2", "generator_2", "preference")
 # A verdict as a category: the answer preferred, the reference preferred, or neither.
@@ -160,19 +160,10 @@ def succession_table(succession: Mapping[str, Mapping], judged: Mapping[str, str
     return pd.DataFrame(rows)
 
 
-# How a caption names a judge's kind.
-JUDGE_KINDS = {
-    "reward_model": "reward model",
-    "flr": "follow-up likelihood",
-    "chat_endpoint": "chat endpoint",
-    "alpaca_eval": "AlpacaEval annotator",
-}
-
-
 def judge_description(name: str, spec: Mapping, base_models: Mapping) -> str:
     """A judge as a caption names it: its key, kind and model, and the date its model stands
     for (``as_of``); a local judge on a model this project builds is a stand-in."""
-    kind = JUDGE_KINDS.get(spec["kind"], spec["kind"])
+    kind = judge_kind(spec)
     if spec["kind"] == "alpaca_eval":
         # The annotator config names its model; reading it needs the alpaca_eval package.
         from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR
@@ -180,8 +171,8 @@ def judge_description(name: str, spec: Mapping, base_models: Mapping) -> str:
         model = spec.get("annotator", DEFAULT_ANNOTATOR)
     else:
         model = spec["model"]
-    parts = [f"{kind} {model}"]
-    base = base_models.get(str(model).split("/")[0], {}) if spec["kind"] in ("reward_model", "flr") else {}
+    parts = [f"{kind.title or kind.name} {model}"]
+    base = base_models.get(str(model).split("/")[0], {}) if kind.local else {}
     if "build" in base:
         parts.append("a stand-in: a tiny model this project builds")
     elif "hub" in base:

@@ -197,9 +197,10 @@ def expo_reference_dir(config: Mapping, base: str, recipe: str) -> str:
 
 
 def judge_files(config: Mapping, judge: str) -> dict[str, str]:
-    """What a judge's jobs read: the checkpoint of a local judge (reward model, FLR's LM),
-    FLR's follow-ups file (so that editing it reruns what it scored), an endpoint's
-    FastChat judge prompts and AlpacaEval's length-control data (sources' folders)."""
+    """What a judge's jobs read, as its kind declares: the checkpoint of a local judge (a
+    reward model, a follow-up likelihood LM), a follow-ups file (so that editing it reruns
+    what it scored), an endpoint's FastChat judge prompts and AlpacaEval's length-control
+    data (sources' folders)."""
     spec = config["judges"][judge]
     return judge_kind(spec, f"judges.{judge}.kind").files(spec)
 

@@ -359,6 +359,8 @@ class JudgeKind:
     pairwise_only: bool = False
     # The model its verdicts come from, by its spec.
     verdicts_model: Callable[[Mapping], str] = field(default=lambda spec: spec["model"])
+    # How a table's caption names the kind (its name where empty).
+    title: str = ""
 
     @property
     def local(self) -> bool:
@@ -407,7 +409,9 @@ JUDGE_MODEL = JudgeInput("judge_model", "model", "model", "runs its model")
 
 
 @register_judge_kind(
-    "flr", inputs=(JUDGE_MODEL, JudgeInput("followups", "followups", "file", "scores the likelihood of follow-ups"))
+    "flr",
+    inputs=(JUDGE_MODEL, JudgeInput("followups", "followups", "file", "scores the likelihood of follow-ups")),
+    title="follow-up likelihood",
 )
 def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     return FollowUpScorer(
@@ -421,7 +425,7 @@ def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | N
     )
 
 
-@register_judge_kind("reward_model", inputs=(JUDGE_MODEL,))
+@register_judge_kind("reward_model", inputs=(JUDGE_MODEL,), title="reward model")
 def _reward_model_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     return RewardModelJudge(
         files["judge_model"],
@@ -443,6 +447,7 @@ def _reward_model_judge(spec: Mapping, files: Mapping[str, str], seed: int, name
             reader="FastChat's MT-Bench grading",
         ),
     ),
+    title="chat endpoint",
 )
 def _chat_endpoint_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     requests = {"seed": seed, "max_retries": spec.get("max_retries", DEFAULT_MAX_RETRIES), "name": name, "cache": cache}
@@ -489,6 +494,7 @@ def _alpaca_eval_annotator_model(spec: Mapping) -> str:
     ),
     pairwise_only=True,
     verdicts_model=_alpaca_eval_annotator_model,
+    title="AlpacaEval annotator",
 )
 def _alpaca_eval_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR, AlpacaEvalJudge

@@ -11,6 +11,7 @@ from reprolm.studies.base import (
     register_study,
     section_schema,
     study,
+    study_rules,
     with_study_sections,
 )
 
@@ -27,5 +28,6 @@ __all__ = [
     "register_study",
     "section_schema",
     "study",
+    "study_rules",
     "with_study_sections",
 ]

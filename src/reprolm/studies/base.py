@@ -16,6 +16,7 @@ import copy
 import hashlib
 import importlib
 import importlib.util
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -161,12 +162,17 @@ class Study:
         the report's caption of each names its judges and their agreement with any retired one."""
         return {}
 
+    def rules_file(self) -> str | None:
+        """The Snakemake rules of the steps only this study takes: ``rules.smk`` beside the
+        file that defines the study (its folder's ``__init__.py``, or a researcher's study
+        file); None where it has none. The workflow includes every registered study's."""
+        path = Path(inspect.getfile(type(self))).with_name("rules.smk")
+        return str(path) if path.is_file() else None
+
     # ---- tables ----
     def captions(self) -> dict:
         """The report's captions, dedented: of all tables (``tables``), of the plots
         (``plots``) and of each table (``table``, by :attr:`table_captions`' keys)."""
-        import inspect
-
         return {
             "tables": inspect.cleandoc(self.caption),
             "plots": inspect.cleandoc(self.plots_caption),
@@ -262,6 +268,11 @@ def study(config: Mapping, name: str) -> Study:
     """The registered study ``name``, loading the config's ``study_modules`` first."""
     load_study_modules(config.get("study_modules", []))
     return STUDIES.get(name, "studies")
+
+
+def study_rules() -> list[str]:
+    """The rules files of the registered studies' own steps (:meth:`Study.rules_file`)."""
+    return [STUDIES[name].rules_file() for name in STUDIES.names() if STUDIES[name].rules_file()]
 
 
 def leaderboard_models(config: Mapping) -> list[tuple[str, str]]:

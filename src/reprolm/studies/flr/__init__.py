@@ -1,5 +1,7 @@
 """FLR: follow-up likelihood as reward (docs/studies/flr.md, seed 001). Its judges are compared on
-reward-model benchmarks, and its online loop aligns a policy with FLR's own preferences."""
+reward-model benchmarks, and its online loop aligns a policy with FLR's own preferences. Beside
+this module: its config section's schema (schema.yaml), table writer (tables.py) and the rule of
+the step only it takes (rules.smk: judges ranking models against their arena ELO)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,13 @@ from collections.abc import Mapping
 from reprolm.config.errors import require
 from reprolm.config.references import require_grader
 from reprolm.paths import PRETRAINED, grade_path, judge_score_path, win_rate_path
-from reprolm.studies.base import Study, register_study
+from reprolm.studies.base import Study, register_study, section_schema
 
 
 class Flr(Study):
     name = "flr"
-    tables = "reprolm.aggregate.flr_tables:write_flr_tables"
+    tables = "reprolm.studies.flr.tables:write_flr_tables"
+    schema = section_schema(__file__)
     caption = """\
         ``reward_models``: each judge's pair accuracy (the chosen answer scored strictly higher), and
         Pearson, Spearman and Kendall correlations with human ratings and, on WildBench, of each
