@@ -1,5 +1,6 @@
 """One registry mechanism for everything the config names: studies, metrics, dataset builders,
-judges, generation backends, prompt builders, source schemas, fixtures and training formats.
+judges, generation backends, prompt builders, source schemas, fixtures, training formats and
+training objectives.
 
 A registry maps a name to an entry. Entries are registered with ``@REGISTRY.register(name)``
 or ``REGISTRY.register(name, entry)``; looking up an unknown name raises

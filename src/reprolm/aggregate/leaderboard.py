@@ -11,6 +11,7 @@ import pandas as pd
 
 from reprolm.io import write_table
 from reprolm.provenance.query import read_record
+from reprolm.train.objectives import DEFAULT_OBJECTIVE
 
 
 def _made_how(model_dir: str) -> dict:
@@ -22,7 +23,7 @@ def _made_how(model_dir: str) -> dict:
     starts = [item["path"] for item in record.get("inputs", {}).get("base", [])]
     return {
         "made by": record.get("rule"),
-        "objective": recipe.get("objective", "sft") if recipe else None,
+        "objective": recipe.get("objective", DEFAULT_OBJECTIVE) if recipe else None,
         "loss": f"{loss.get('kind')} ({', '.join(f'{k}={v}' for k, v in sorted(loss.items()) if k != 'kind')})"
         if loss
         else None,

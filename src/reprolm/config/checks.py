@@ -28,15 +28,8 @@ from reprolm.paths import PRETRAINED, split_expo, split_seed
 from reprolm.score.judges import judge_kind
 from reprolm.score.task_facts import refuse_metrics_not_reported
 from reprolm.studies import STUDIES, enabled_studies
-from reprolm.train.finetune import (
-    ARGUMENTS_CLASSES,
-    PEFT_OWN_KEYS,
-    PROJECT_ARGUMENTS,
-    PROJECT_PEFT_KEYS,
-    RECIPE_ARGUMENTS,
-    arguments_class,
-    objective,
-)
+from reprolm.train.finetune import PEFT_OWN_KEYS, PROJECT_ARGUMENTS, PROJECT_PEFT_KEYS, RECIPE_ARGUMENTS
+from reprolm.train.objectives import objective_of
 from reprolm.train.precision import PRECISIONS
 from reprolm.train.tracking import reporters
 
@@ -250,7 +243,7 @@ def _check_recipe_options(config: Mapping, studies: list) -> None:
                     "model's rate; above %g such finetunes tend to diverge: lower it, or train LoRA with %s.peft",
                     where,
                     recipe["learning_rate"],
-                    objective(recipe),
+                    objective_of(recipe).name,
                     base,
                     parameters / 1e9,
                     source,
@@ -287,9 +280,9 @@ def _require_field(key: str, fields: list[str], owned: Mapping, where: str, what
 
 
 def _check_trainer_args(recipe: Mapping, where: str) -> None:
-    arguments = arguments_class(objective(recipe))
-    fields = [field.name for field in dataclasses.fields(arguments)]
-    what = ".".join(ARGUMENTS_CLASSES[objective(recipe)])
+    objective = objective_of(recipe, f"{where}.objective")
+    fields = [field.name for field in dataclasses.fields(objective.arguments_class())]
+    what = ".".join(objective.arguments)
     for key in recipe["trainer_args"]:
         _require_field(key, fields, PROJECT_ARGUMENTS, f"{where}.trainer_args", what)
         if key in RECIPE_ARGUMENTS:
@@ -305,9 +298,10 @@ def _check_peft(config: Mapping, recipe: Mapping, where: str, bases: list[str]) 
     fields = [field.name for field in dataclasses.fields(LoraConfig)] + list(PEFT_OWN_KEYS)
     for key in peft:
         _require_field(key, fields, PROJECT_PEFT_KEYS, f"{where}.peft", "peft.LoraConfig")
-    if objective(recipe) == "reward" and peft.get("save") == "adapter":
+    objective = objective_of(recipe, f"{where}.objective")
+    if objective.scores_sequences and peft.get("save") == "adapter":
         raise ConfigError(
-            f"{where}.peft.save: judges read a reward model as one checkpoint; use 'merged' for objective reward"
+            f"{where}.peft.save: judges read a reward model as one checkpoint; use 'merged' for objective {objective.name}"
         )
     if peft.get("quantization"):
         for base in sorted(bases):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from reprolm.config.errors import ConfigError
 from reprolm.score.judges import judge_kind
+from reprolm.train.objectives import objective_of
 
 STAGE_DEFAULTS = {
     "gpus": 0,
@@ -191,7 +192,6 @@ WORKING_GIB = 4.0
 PRECISION_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
 KV_CACHE_GIB = 4.0
 INFERENCE_STAGES = ("generate", "evaluate", "train_before_test")
-PAIRED_OBJECTIVES = ("dpo", "kto")
 
 
 def setting_key(config: Mapping, base: str, stage: str, key: str) -> str:
@@ -212,10 +212,11 @@ def zero_stage(recipe: Mapping, root: Path) -> int:
 
 def finetune_gib(parameters: int, gpus: int, stage: int, recipe: Mapping) -> float:
     """GiB per GPU of a full finetune of ``parameters`` over ``gpus`` GPUs at ZeRO ``stage``;
-    a DPO/KTO recipe adds its frozen reference model's weights and trains pairs."""
+    a recipe whose objective keeps a frozen reference model (DPO, KTO) adds its weights and
+    trains pairs."""
     sharded = ZERO_SHARDED[stage]
     per_param = sum(size / (gpus if part in sharded else 1) for part, size in STATE_BYTES.items())
-    paired = recipe.get("objective") in PAIRED_OBJECTIVES
+    paired = objective_of(recipe).reference_model
     if paired:
         per_param += STATE_BYTES["weights"] / (gpus if "weights" in sharded else 1)
     tokens = recipe.get("per_device_train_batch_size", 8) * recipe["max_length"] * (2 if paired else 1)
@@ -228,7 +229,9 @@ def inference_gib(parameters: int, settings: Mapping) -> float:
     return parameters * PRECISION_BYTES[settings["precision"]] / shards / 2**30 + KV_CACHE_GIB
 
 
-def stage_gpu_needs(config: Mapping, base: str, stage: str, parameters: int, trained: set, root: Path) -> dict[str, float]:
+def stage_gpu_needs(
+    config: Mapping, base: str, stage: str, parameters: int, trained: set, root: Path
+) -> dict[str, float]:
     """What each job shape of a base model's stage needs per GPU (GiB), by its description."""
     settings = model_settings(config, base, stage)
     if stage != "finetune":

@@ -24,6 +24,7 @@ from reprolm.io import atomic_path, link_or_copy_tree
 from reprolm.oserrors import folder_bytes, naming_os_faults, os_fault
 from reprolm.provenance import recorded_hash
 from reprolm.stopping import STOPPED_EXIT_STATUS, JobStopped, watch_for_stop
+from reprolm.train.objectives import PREFERENCE_PAIRS, Objective, objective_of
 from reprolm.train.precision import mixed_precision
 from reprolm.train.tracking import run_name
 
@@ -113,13 +114,6 @@ def latest_checkpoint(folder: Path) -> str | None:
     return str(checkpoints[-1]) if checkpoints else None
 
 
-# The settings class each objective's trainer reads: (module, class).
-ARGUMENTS_CLASSES = {
-    "sft": ("transformers", "TrainingArguments"),
-    "dpo": ("trl", "DPOConfig"),
-    "kto": ("trl", "KTOConfig"),
-    "reward": ("trl", "RewardConfig"),
-}
 # Settings the project makes itself, and why; ``recipes.*.trainer_args`` may not set them.
 PROJECT_ARGUMENTS = {
     "output_dir": "checkpoints go to results/checkpoints/{base}/{recipe}/<spec hash>",
@@ -149,26 +143,13 @@ PROJECT_PEFT_KEYS = {
 }
 
 
-def arguments_class(objective_name: str):
-    """The transformers / TRL settings dataclass of an objective's trainer."""
-    import importlib
-
-    module, name = ARGUMENTS_CLASSES[objective_name]
-    return getattr(importlib.import_module(module), name)
-
-
 def training_arguments(spec: FinetuneSpec):
-    """Trainer settings from the recipe: ``TrainingArguments`` for SFT, TRL's ``DPOConfig``
-    or ``KTOConfig`` (with ``beta`` and ``max_length``) for ``objective: dpo`` / ``kto``,
-    ``RewardConfig`` for ``objective: reward``; ``trainer_args`` on top of the defaults, under
+    """Trainer settings from the recipe: its objective's settings class (``TrainingArguments``
+    for SFT, TRL's ``DPOConfig``, ``KTOConfig`` or ``RewardConfig``) with the objective's own
+    settings (``beta``, ``max_length``, ...), ``trainer_args`` on top of the defaults, under
     the settings the project owns (``PROJECT_ARGUMENTS``)."""
     recipe = spec.recipe
-    objective_settings = {}
-    if objective(recipe) in ("dpo", "kto"):
-        objective_settings = {"beta": recipe.get("beta", 0.1), "max_length": recipe["max_length"]}
-    elif objective(recipe) == "reward":
-        # Dropout makes the two sequences of a pair see different networks.
-        objective_settings = {"max_length": recipe["max_length"], "disable_dropout": True}
+    objective = objective_of(recipe)
     settings = {k: recipe[k] for k in TRAINING_KEYS if k in recipe}
     # transformers 5 takes a warm-up ratio as a float warmup_steps below 1.
     if "warmup_ratio" in settings:
@@ -197,8 +178,8 @@ def training_arguments(spec: FinetuneSpec):
         "run_name": run_name(spec.output_dir, spec.key()),
         "remove_unused_columns": False,
     }
-    return arguments_class(objective(recipe))(
-        **{**defaults, **objective_settings, **settings, **recipe.get("trainer_args", {}), **owned}
+    return objective.arguments_class()(
+        **{**defaults, **objective.settings(recipe), **settings, **recipe.get("trainer_args", {}), **owned}
     )
 
 
@@ -226,7 +207,7 @@ def lora_config(recipe: dict, add_token_ids: list[int]):
     settings = {k: v for k, v in recipe["peft"].items() if k not in PEFT_OWN_KEYS}
     if add_token_ids:
         settings.setdefault("trainable_token_indices", {"embed_tokens": add_token_ids})
-    task = TaskType.SEQ_CLS if objective(recipe) == "reward" else TaskType.CAUSAL_LM
+    task = TaskType.SEQ_CLS if objective_of(recipe).scores_sequences else TaskType.CAUSAL_LM
     return LoraConfig(task_type=task, **settings)
 
 
@@ -245,7 +226,7 @@ def load_start_model(spec: FinetuneSpec, tokenizer, quantize: bool):
 
     kwargs = {"dtype": torch.float32}
     model_class = AutoModelForCausalLM
-    if objective(spec.recipe) == "reward":
+    if objective_of(spec.recipe).scores_sequences:
         model_class = AutoModelForSequenceClassification
         kwargs.update(num_labels=1, pad_token_id=tokenizer.pad_token_id)
     if quantize:
@@ -304,40 +285,32 @@ def save_merged(spec: FinetuneSpec, tokenizer, adapter_dir: Path) -> Path:
 PREFERENCE_FIELDS = ("prompt", "chosen", "rejected")
 
 
-def objective(recipe: dict) -> str:
-    return recipe.get("objective", "sft")
-
-
-def preference_trainer(model, tokenizer, args, records: list[dict], source: str, kind: str, peft_config=None):
-    """On conversational pairs (``prompt`` turns, ``chosen``/``rejected`` assistant turns):
-    TRL's DPOTrainer (``kind`` dpo; the reference model is a frozen copy of the starting
-    model, or with ``peft_config`` the model with its adapter off), KTOTrainer (``kind`` kto;
-    each pair becomes a desirable and an undesirable example) or RewardTrainer (``kind``
-    reward; Bradley-Terry loss on the pair's two scores)."""
+def preference_trainer(
+    model, tokenizer, args, records: list[dict], source: str, objective: Objective, peft_config=None
+):
+    """The objective's TRL trainer on conversational pairs (``prompt`` turns,
+    ``chosen``/``rejected`` assistant turns): DPOTrainer (the reference model is a frozen copy
+    of the starting model, or with ``peft_config`` the model with its adapter off),
+    KTOTrainer (each pair becomes a desirable and an undesirable example) or RewardTrainer
+    (Bradley-Terry loss on the pair's two scores)."""
     from datasets import Dataset
-    from trl import DPOTrainer, KTOTrainer, RewardTrainer
     from trl.data_utils import unpair_preference_dataset
 
     for row, record in enumerate(records):
         for field_name in PREFERENCE_FIELDS:
             if not record.get(field_name):
                 raise KeyError(
-                    f"{source}: row {row}: missing or empty field {field_name!r} (a {kind} recipe "
+                    f"{source}: row {row}: missing or empty field {field_name!r} (a {objective.name} recipe "
                     f"needs {list(PREFERENCE_FIELDS)}, e.g. from the preference_pairs builder)"
                 )
     pairs = Dataset.from_list([{name: record[name] for name in PREFERENCE_FIELDS} for record in records])
     log.info("%d preference pairs", len(pairs))
-    if kind == "kto":
-        return KTOTrainer(
-            model=model,
-            args=args,
-            train_dataset=unpair_preference_dataset(pairs),
-            processing_class=tokenizer,
-            peft_config=peft_config,
-        )
-    trainer_class = DPOTrainer if kind == "dpo" else RewardTrainer
-    return trainer_class(
-        model=model, args=args, train_dataset=pairs, processing_class=tokenizer, peft_config=peft_config
+    return objective.trainer_class()(
+        model=model,
+        args=args,
+        train_dataset=unpair_preference_dataset(pairs) if objective.unpaired else pairs,
+        processing_class=tokenizer,
+        peft_config=peft_config,
     )
 
 
@@ -347,7 +320,7 @@ def run(spec: FinetuneSpec) -> None:
     import pyarrow.parquet as pq
     import torch
     from datasets import Dataset
-    from transformers import DataCollatorForSeq2Seq, Trainer
+    from transformers import DataCollatorForSeq2Seq
 
     from reprolm.models.loading import load_tokenizer
     from reprolm.train.examples import build_examples
@@ -378,10 +351,10 @@ def run(spec: FinetuneSpec) -> None:
         peft_config = lora_config(spec.recipe, tokenizer.convert_tokens_to_ids(spec.add_tokens))
 
     records = pq.read_table(spec.train_file).to_pylist()
-    if objective(spec.recipe) in ("dpo", "kto", "reward"):
-        trainer = preference_trainer(
-            model, tokenizer, args, records, spec.train_file, objective(spec.recipe), peft_config
-        )
+    objective = objective_of(spec.recipe)
+    log.info("objective %s: %s", objective.name, objective.loss)
+    if objective.reads == PREFERENCE_PAIRS:
+        trainer = preference_trainer(model, tokenizer, args, records, spec.train_file, objective, peft_config)
     else:
         if peft_config is not None:
             from peft import get_peft_model
@@ -394,7 +367,7 @@ def run(spec: FinetuneSpec) -> None:
         examples = build_examples(tokenizer, records, spec.recipe, spec.train_file)
         trainable = [e for e in examples if any(label != -100 for label in e["labels"])]
         log.info("%d training examples (%d fully masked by truncation)", len(trainable), len(examples) - len(trainable))
-        trainer = Trainer(
+        trainer = objective.trainer_class()(
             model=model,
             args=args,
             train_dataset=Dataset.from_list(trainable),
