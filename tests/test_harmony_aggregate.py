@@ -8,7 +8,10 @@ import pandas as pd
 import pytest
 from scipy.stats import kendalltau
 
-from reprolm.aggregate.harmony import (
+from reprolm.aggregate.paper_comparison import write_paper_comparison
+from reprolm.aggregate.tables import Score
+from reprolm.aggregate.uncertainty import RESAMPLES, difference, unit_draws
+from reprolm.studies.harmony.rankings import (
     PAPER_METRICS,
     PAPER_TASKS,
     TASK_LABELS,
@@ -25,10 +28,7 @@ from reprolm.aggregate.harmony import (
     ranking_consistency,
     score_matrix,
 )
-from reprolm.aggregate.harmony_tables import write_harmony_tables
-from reprolm.aggregate.paper_comparison import write_paper_comparison
-from reprolm.aggregate.tables import Score
-from reprolm.aggregate.uncertainty import RESAMPLES, difference, unit_draws
+from reprolm.studies.harmony.tables import write_harmony_tables
 
 DATA = Path(__file__).parent / "data" / "harmony"
 # The paper's published results, shipped with the config that compares a run against them.
@@ -522,7 +522,7 @@ def test_reference_comparison_without_a_paper_model_has_columns_and_no_rows(tmp_
 
 
 def test_leaderboard_pc1_scores_carry_an_interval_over_tasks(results):
-    from reprolm.aggregate.harmony import pc1_score_estimates
+    from reprolm.studies.harmony.rankings import pc1_score_estimates
 
     matrix = results["train_before_test"]
     estimates = pc1_score_estimates(matrix)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from reprolm.aggregate.harmony import consistency_figure, tau_heatmap, tau_limits
 from reprolm.aggregate.uncertainty import Estimate
+from reprolm.studies.harmony.rankings import consistency_figure, tau_heatmap, tau_limits
 
 
 def test_tau_limits_are_symmetric_as_soon_as_a_tau_or_an_interval_end_is_negative():

@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from reprolm.aggregate.harmony import _drawn_pc1_share, pc1_share
 from reprolm.aggregate.uncertainty import holm, unit_draws
 from reprolm.data.released_ratings import FASTCHAT_COMMIT, missing_released_files
 from reprolm.data.sources import read_source, write_source
 from reprolm.data.upstream import MT_BENCH_PROMPTS
+from reprolm.studies.harmony.rankings import _drawn_pc1_share, pc1_share
 
 ROOT = Path(__file__).resolve().parents[1]
 FASTCHAT = ROOT / "config/reference/fastchat"

@@ -42,7 +42,7 @@ def test_harmony_tables_match_the_score_files(default_run):
     summary = pd.read_csv(tables / "consistency_summary.csv").set_index("evaluation")
     assert list(summary.index) == ["direct", "train_before_test"]
     # The summary is the aggregation of the score tables (NaN where every model ties).
-    from reprolm.aggregate.harmony import ranking_consistency
+    from reprolm.studies.harmony.rankings import ranking_consistency
 
     for kind in ("direct", "train_before_test"):
         matrix = pd.read_csv(tables / f"{kind}_scores.csv").set_index("model")[tasks] / 100

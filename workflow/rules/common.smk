@@ -43,7 +43,6 @@ from reprolm.studies import (
     study_rules,
 )
 from reprolm.studies.expo import alpha_search_grades, extrapolated_models
-from reprolm.studies.harmony import task_spec
 
 # Hub caches live inside the project, never in the user's home; the token of the user's
 # `huggingface-cli login` stays found (HF_TOKEN_PATH) by this process and every job.
@@ -127,12 +126,6 @@ def base_model_code(wildcards):
 def lm_eval_code(wildcards):
     tasks = config["lm_eval_suites"][wildcards.suite]["tasks"]
     return task_reading_code("lm_eval.py", [t["task"] for t in tasks])
-
-
-def train_before_test_code(wildcards):
-    return task_reading_code(
-        "train_before_test.py", [task_spec(config, wildcards.task)["task"]]
-    )
 
 
 def metric_code(wildcards):
@@ -463,25 +456,15 @@ def lm_eval_sources(wildcards):
     )
 
 
-def harmony_task_docs(wildcards):
-    source = task_spec(config, wildcards.task).get("source")
-    return [raw_dir(source)] if source else []
-
-
-def harmony_hub_data(wildcards):
-    task = task_spec(config, wildcards.task)
-    return [] if task.get("source") else [lookups.task_data(task)]
-
-
 def metric_inputs(wildcards):
     """The generations, a hub sentence encoder the metric's settings name, and what the
-    metric's original evaluation reads to score text (the model's folder, NLTK data)."""
+    definitions its settings choose read (the model's folder, NLTK data)."""
     settings = config.get("metrics", {}).get(wildcards.metric, {})
     encoder = lookups.hub_encoder(settings)
     return {
         "generations": f"results/generations/{wildcards.base}/{wildcards.recipe}/{wildcards.promptset}.parquet",
         "encoder": [encoder] if encoder else [],
-        **lookups.original_text_inputs(
+        **lookups.definition_inputs(
             wildcards.metric, settings, wildcards.base, wildcards.recipe
         ),
     }

@@ -43,34 +43,3 @@ rule finetune:
         seed=lambda wildcards: lookups.recipe_seed(config, wildcards.recipe),
     script:
         "../scripts/finetune.py"
-
-
-rule train_before_test:
-    input:
-        model=model_dir,
-        docs=harmony_task_docs,
-        hub_data=harmony_hub_data,
-    output:
-        "results/scores/train_before_test/{base}/{recipe}/{task}.json",
-    log:
-        "logs/train_before_test/{base}/{recipe}/{task}.log",
-    benchmark:
-        "benchmarks/train_before_test/{base}/{recipe}/{task}.tsv"
-    conda:
-        "../envs/train.yaml"
-    threads: stage_threads("train_before_test")
-    resources:
-        **stage_routing("train_before_test"),
-        gpu=stage_resource("train_before_test", "gpus"),
-        nodes=stage_nodes("train_before_test"),
-        mem_mb=stage_resource("train_before_test", "mem_mb"),
-        runtime=stage_resource("train_before_test", "runtime"),
-        slurm_extra=stage_stop_signal("train_before_test"),
-    params:
-        code=train_before_test_code,
-        task=lambda wildcards: canonical(task_spec(config, wildcards.task)),
-        train=canonical(config.get("harmony", {}).get("train", {})),
-        checkpoint_root="results/checkpoints/train_before_test/{base}/{recipe}/{task}",
-        seed=config["seed"],
-    script:
-        "../scripts/train_before_test.py"

@@ -103,7 +103,7 @@ LM_EVAL_TASK_CACHE = "resources/lm_eval_tasks.json"
 def preflight(config: Mapping, task_cache: str = LM_EVAL_TASK_CACHE) -> None:
     """Checks that ask lm-eval's task index, run by the workflow before any job: every
     configured lm-eval task reports the metric the config reads, and each enabled study's
-    own (Harmony: every task can be trained on)."""
+    own (:meth:`reprolm.studies.Study.preflight`)."""
     configured = {
         f"lm_eval_suites.{name}.tasks[{index}]": task
         for name, suite in config.get("lm_eval_suites", {}).items()

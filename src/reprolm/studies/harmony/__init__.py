@@ -1,4 +1,7 @@
-"""LM-Harmony: train-before-test harmonises model rankings (docs/studies/harmony.md, seed 002)."""
+"""LM-Harmony: train-before-test harmonises model rankings (docs/studies/harmony.md, seed 002).
+Beside this module: its config section's schema (schema.yaml), the rule of the step only it
+takes (rules.smk: train_before_test), its PC1 and ranking-consistency analysis (rankings.py)
+and table writer (tables.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +9,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reprolm.config.errors import ConfigError, require
+from reprolm.config.lookups import task_data
 from reprolm.paths import score_path
 from reprolm.score.task_facts import refuse_metrics_not_reported, refuse_tasks_without_training_split
-from reprolm.studies.base import Study, register_study
+from reprolm.studies.base import Study, register_study, section_schema
 
 # The report's caption of both score tables, direct and train-before-test.
 SCORES_CAPTION = """\
@@ -24,7 +28,8 @@ SCORES_CAPTION = """\
 
 class Harmony(Study):
     name = "harmony"
-    tables = "reprolm.aggregate.harmony_tables:write_harmony_tables"
+    tables = "reprolm.studies.harmony.tables:write_harmony_tables"
+    schema = section_schema(__file__)
     caption = """\
         Scores x100 of every model on every task, evaluated directly and after fine-tuning on the
         task's training split (train-before-test: the test score at the epoch with the best
@@ -136,6 +141,14 @@ def task_spec(config: Mapping, name: str) -> dict:
         if task["name"] == name:
             return task
     raise KeyError(f"harmony.tasks has no task named {name!r}")
+
+
+def task_inputs(config: Mapping, name: str) -> dict[str, list[str]]:
+    """What a train-before-test job reads of its task's documents: the raw source the task
+    names (``docs``), else the hub dataset the ``lm_eval_task_data`` rule fetched
+    (``hub_data``)."""
+    task = task_spec(config, name)
+    return {"docs": [], "hub_data": [], "docs" if task.get("source") else "hub_data": [task_data(task)]}
 
 
 register_study(Harmony())

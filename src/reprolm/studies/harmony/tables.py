@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from reprolm.aggregate.harmony import (
+from reprolm.aggregate.tables import Score
+from reprolm.aggregate.uncertainty import Estimate
+from reprolm.io import write_table
+from reprolm.paths import PRETRAINED
+from reprolm.studies.harmony.rankings import (
     binary_standard_error,
     consistency_estimates,
     informative_tasks,
@@ -20,10 +24,6 @@ from reprolm.aggregate.harmony import (
     plot_tau_heatmap,
     reference_comparison,
 )
-from reprolm.aggregate.tables import Score
-from reprolm.aggregate.uncertainty import Estimate
-from reprolm.io import write_table
-from reprolm.paths import PRETRAINED
 
 KINDS = {"direct": "direct_eval", "train_before_test": "train_before_test"}
 
