@@ -26,6 +26,7 @@ from reprolm.paths import (
     split_expo,
     split_seed,
 )
+from reprolm.score.definitions import chosen_definitions
 from reprolm.score.judges import judge_kind
 
 
@@ -257,14 +258,15 @@ def hub_encoder(settings: Mapping) -> str | None:
     return hub_model_dir(name)
 
 
-def original_text_inputs(metric: str, settings: Mapping, base: str, recipe: str) -> dict[str, list[str]]:
-    """What a score job reads to score text as the diversity metric's original evaluation
-    does (with ``compat`` or a variant ``original``): the generating model's folder, for its
-    chat template, and NLTK's punkt_tab, for ``word_tokenize``; empty lists otherwise."""
-    original = metric == "diversity" and "original" in (settings.get("compat", "paper"), *settings.get("variants", []))
+def definition_inputs(metric: str, settings: Mapping, base: str, recipe: str) -> dict[str, list[str]]:
+    """What a score job reads besides the generations to score by the definitions the
+    metric's settings choose (``compat`` and ``variants``, :mod:`reprolm.score.definitions`):
+    the generating model's folder where one renders text through its chat template, and the
+    NLTK data their tokenizers read; empty lists otherwise."""
+    chosen = chosen_definitions(metric, settings)
     return {
-        "model": [model_dir(base, recipe)] if original else [],
-        "nltk_data": [nltk_data_dir("punkt_tab")] if original else [],
+        "model": [model_dir(base, recipe)] if any(definition.reads_model for definition in chosen) else [],
+        "nltk_data": [nltk_data_dir(name) for name in sorted({name for d in chosen for name in d.nltk_data})],
     }
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-COMPATS = ("paper", "original")
+from reprolm.score.definitions import DIVERSITY_DEFINITIONS
 
 # The role headers a Llama-3 chat prompt leaves once decoded without its special tokens,
 # which the original removes from the prompt (wherever they occur in it).
@@ -33,11 +33,6 @@ ORIGINAL_ANSWER_RESIDUE = "<|eot_id|>"
 # Llama-3 tokenizers do; transformers 5 skips it for BPE tokenizers, so it is done here.
 DECODE_CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"))
 DECODE_CLEANUP += ((" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
-
-
-def check_compat(compat: str) -> None:
-    if compat not in COMPATS:
-        raise ValueError(f"diversity compat {compat!r}: choose from {COMPATS}")
 
 
 def original_prompt(tokenizer, rendered_prompt: str) -> str:
@@ -89,7 +84,7 @@ def _words(text: str, compat: str) -> list[str]:
 def distinct_n(texts: Sequence[str], n: int, compat: str = "paper") -> float:
     """``texts``: one prompt's samples as the definition reads them (``original_texts`` for
     ``original``)."""
-    check_compat(compat)
+    DIVERSITY_DEFINITIONS.get(compat, "diversity compat")
     grams = [
         tuple(words[i : i + n]) for text in texts for words in [_words(text, compat)] for i in range(len(words) - n + 1)
     ]
@@ -99,7 +94,7 @@ def distinct_n(texts: Sequence[str], n: int, compat: str = "paper") -> float:
 def self_bleu_diversity(texts: Sequence[str], compat: str = "paper") -> float:
     from sacrebleu.metrics import BLEU
 
-    check_compat(compat)
+    DIVERSITY_DEFINITIONS.get(compat, "diversity compat")
     if len(texts) < 2:
         raise ValueError("self-BLEU needs at least two samples")
     scores = []

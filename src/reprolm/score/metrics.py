@@ -9,8 +9,8 @@ import numpy as np
 from reprolm.length import TargetSet, count_words, reads_length_targets
 from reprolm.registry import Registry
 from reprolm.score import length
+from reprolm.score.definitions import chosen_definitions
 from reprolm.score.diversity import (
-    check_compat,
     distinct_n,
     embedding_diversities,
     offline_encoder,
@@ -97,29 +97,25 @@ def _references(rows, compat: str) -> dict:
     return references
 
 
-def definitions(context: Mapping) -> tuple[str, list[str]]:
-    """The settings' ``compat`` (the headline definition) and its ``variants``: the other
-    definitions computed beside it, each stored under ``variants`` in the result."""
-    compat = context.get("compat", "paper")
-    variants = [v for v in dict.fromkeys(context.get("variants", [])) if v != compat]
-    return compat, variants
+def register_by_definitions(metric: str):
+    """Registers the metric scored by the headline definition its settings choose
+    (``compat``), and by each of their ``variants`` beside it, stored under ``variants`` in
+    the result (:mod:`reprolm.score.definitions`)."""
+
+    def decorate(function: MetricFunction) -> MetricFunction:
+        def scored(rows, context) -> dict:
+            headline, *variants = chosen_definitions(metric, context)
+            result = function(rows, {**context, "compat": headline.name})
+            result["variants"] = {v.name: function(rows, {**context, "compat": v.name}) for v in variants}
+            return result
+
+        scored.__doc__ = function.__doc__
+        return METRICS.register(metric, scored)
+
+    return decorate
 
 
-def with_variants(function: MetricFunction) -> MetricFunction:
-    """The metric by its ``compat``, and by each of its ``variants`` beside it."""
-
-    def scored(rows, context) -> dict:
-        compat, variants = definitions(context)
-        result = function(rows, {**context, "compat": compat})
-        result["variants"] = {v: function(rows, {**context, "compat": v}) for v in variants}
-        return result
-
-    scored.__doc__ = function.__doc__
-    return scored
-
-
-@METRICS.register("answer_accuracy")
-@with_variants
+@register_by_definitions("answer_accuracy")
 def answer_accuracy(rows, context) -> dict:
     """Accuracy (x 100) of each prompt's first sample's answer: greedy decoding's accuracy.
     Settings: ``compat`` (paper / original): how answers are read (``extract_answer``);
@@ -138,8 +134,7 @@ def answer_accuracy(rows, context) -> dict:
     }
 
 
-@METRICS.register("answer_voting")
-@with_variants
+@register_by_definitions("answer_voting")
 def answer_voting(rows, context) -> dict:
     """Majority voting @k and pass@k (x 100) over each prompt's samples, for every k of the
     metric's ``ks`` setting (default: powers of two up to the samples per prompt). Settings:
@@ -192,23 +187,21 @@ def diversity(rows, context) -> dict:
     folder, or its hub name, which the workflow downloads beforehand and hands over as
     ``encoder_dir``). ``original`` renders through the chat template of the model that
     generated (its folder: ``tokenizer_dir``) and reads NLTK data from ``nltk_data``."""
-    compat, variants = definitions(context)
-    for name in (compat, *variants):
-        check_compat(name)
+    chosen = chosen_definitions("diversity", context)
     encoder_name = context.get("encoder", "packaged")
     if encoder_name == "packaged":
         encoder = offline_encoder()
     else:
         encoder = sentence_encoder(context.get("encoder_dir") or encoder_name)
     samples = samples_by_prompt(rows, lambda row: row["text"])
-    texts = {"paper": samples}
-    if "original" in (compat, *variants):
-        texts["original"] = _original_texts(rows, samples, context)
-    scores = {name: _diversity_scores(texts[name], name, encoder) for name in (compat, *variants)}
+    # A definition that reads the model scores the samples in its chat template's rendering.
+    rendered = _original_texts(rows, samples, context) if any(d.reads_model for d in chosen) else None
+    scores = {d.name: _diversity_scores(rendered if d.reads_model else samples, d.name, encoder) for d in chosen}
+    headline, *variants = chosen
     return {
-        **scores[compat],
-        "compat": compat,
-        "variants": {name: scores[name] for name in variants},
+        **scores[headline.name],
+        "compat": headline.name,
+        "variants": {d.name: scores[d.name] for d in variants},
         "encoder": encoder_name,
         "prompts": len(samples),
         "samples_per_prompt": min(map(len, samples.values())),

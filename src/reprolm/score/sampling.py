@@ -11,13 +11,13 @@ from fractions import Fraction
 
 import numpy as np
 
+from reprolm.score.definitions import ANSWER_READINGS
+
 ANSWER_MARKER = re.compile(r"the answer is", re.IGNORECASE)
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 # The original evaluation's number pattern: at most one of ".,/" inside, so "1,250,000"
 # matches "1,250".
 ORIGINAL_NUMBER = re.compile(r"[\-+]?\d*[\.,/]?\d+")
-# paper: the answer as written; original: the original code's reading (evaluation/utils/gsm8k.py).
-ANSWER_COMPATS = ("paper", "original")
 
 
 def normalise_number(text: str) -> str | None:
@@ -34,8 +34,7 @@ def normalise_number(text: str) -> str | None:
 def extract_answer(text: str, compat: str = "paper") -> str | None:
     """The first number after the last "The answer is" (any case): "The answer is: $1,250."
     gives "1250". ``compat: original`` reads it as the original GEM evaluation does."""
-    if compat not in ANSWER_COMPATS:
-        raise ValueError(f"answer compat {compat!r}: choose from {ANSWER_COMPATS}")
+    ANSWER_READINGS.get(compat, "answer compat")
     if compat == "original":
         return original_answer(text)
     parts = ANSWER_MARKER.split(text)
@@ -85,8 +84,7 @@ def voting_outcomes(
     the reference is among them (``pass``). An unparsed answer (None) casts no vote; with
     ``compat: original`` it is a vote like any other, as in the original code
     (``[None, None, 7, None, 5]`` elects None)."""
-    if compat not in ANSWER_COMPATS:
-        raise ValueError(f"answer compat {compat!r}: choose from {ANSWER_COMPATS}")
+    ANSWER_READINGS.get(compat, "answer compat")
     outcomes = {}
     for k in ks:
         majority, passed = [], []
