@@ -11,10 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+import yaml
 
 from finetune_helpers import tiny_finetune_inputs
 from reprolm.train.examples import IGNORE_INDEX, assistant_spans_example
-from reprolm.train.losses import gem_loss, trainer_loss
+from reprolm.train.losses import NORMALISATIONS, gem_loss, trainer_loss
+from workflow_helpers import REPO
 
 VOCAB = 11
 
@@ -128,8 +130,13 @@ def test_accumulated_loss_per_micro_batch_as_the_original_or_over_the_steps_toke
     assert step.item() == pytest.approx((math.log(4) + math.log(4 / 3)) / 2, abs=1e-12)
     # The paper's cross-entropy is the model's own (over the step's tokens): no function.
     assert trainer_loss({**spec, "loss": {"kind": "ce"}}) is None
-    with pytest.raises(ValueError, match="loss compat 'sum'"):
+    with pytest.raises(ValueError, match="^loss compat: unknown loss normalisation 'sum'"):
         trainer_loss({"loss": {**gem, "compat": "sum"}})
+    # The schema offers the registered normalisations.
+    recipe = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())["properties"]["recipes"]
+    assert (
+        recipe["additionalProperties"]["properties"]["loss"]["properties"]["compat"]["enum"] == NORMALISATIONS.names()
+    )
 
 
 def test_the_trainer_accumulates_the_original_per_micro_batch_gradient(tmp_path):

@@ -24,11 +24,36 @@ micro-batch weighs more.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 import torch
+
+from reprolm.registry import Registry
 
 IGNORE_INDEX = -100
 WEIGHTINGS = ("linear", "logsigmoid")
-COMPATS = ("paper", "original")
+
+
+@dataclass(frozen=True)
+class Normalisation:
+    """A ``loss.compat``: how the loss is averaged across gradient accumulation."""
+
+    name: str
+    # Each micro-batch's mean over its own label tokens, divided by the accumulation steps
+    # (the Trainer must then leave the devices' gradients averaged); else the mean over every
+    # label token of the optimizer step.
+    per_micro_batch: bool
+
+
+NORMALISATIONS: Registry[Normalisation] = Registry("loss normalisation")
+NORMALISATIONS.register("paper", Normalisation("paper", per_micro_batch=False))
+NORMALISATIONS.register("original", Normalisation("original", per_micro_batch=True))
+
+
+def normalisation(loss: Mapping) -> Normalisation:
+    """The normalisation a recipe's ``loss`` settings choose (``compat``, default paper)."""
+    return NORMALISATIONS.get(loss.get("compat", "paper"), "loss compat")
 
 
 def _weights(z: torch.Tensor, y: torch.Tensor, beta: float, h: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,18 +142,17 @@ def trainer_loss(recipe: dict):
     """The ``compute_loss_func`` a recipe's ``loss`` asks for (None: the model's own
     cross-entropy, over the step's tokens)."""
     spec = recipe.get("loss") or {}
-    kind, compat = spec.get("kind", "ce"), spec.get("compat", "paper")
+    kind = spec.get("kind", "ce")
     if kind not in ("ce", "gem"):
         raise ValueError(f"unknown loss kind {kind!r}; known: ce, gem")
-    if compat not in COMPATS:
-        raise ValueError(f"loss compat {compat!r}; choose from {COMPATS}")
-    if kind == "ce" and compat == "paper":
+    micro_batch = normalisation(spec).per_micro_batch
+    if kind == "ce" and not micro_batch:
         return None
     beta, h = spec.get("beta", 0.7), spec.get("h", "linear")
     accumulation = recipe.get("gradient_accumulation_steps", 1)
 
     def compute(outputs, labels, num_items_in_batch=None):
-        if compat == "paper":
+        if not micro_batch:
             return gem_loss(outputs.logits, labels, beta=beta, h=h, num_items_in_batch=num_items_in_batch)
         # The Trainer scales a compute_loss_func's loss by nothing: the division by the
         # accumulation steps that transformers 4.45 made is made here.
@@ -143,4 +167,4 @@ def per_micro_batch(recipe: dict) -> bool:
     """Whether the recipe's loss is normalised per micro-batch (``compat: original``): the
     Trainer must then neither count tokens across devices nor scale by their number
     (``average_tokens_across_devices`` off), leaving the devices' gradients averaged."""
-    return (recipe.get("loss") or {}).get("compat", "paper") == "original"
+    return normalisation(recipe.get("loss") or {}).per_micro_batch
