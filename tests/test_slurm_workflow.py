@@ -113,6 +113,7 @@ def small_config() -> dict:
     config["promptsets"] = {PROMPTSET: {**config["promptsets"][PROMPTSET], "sampling": {"max_new_tokens": 32}}}
     config["ruler"].update(bases=[BASE], recipes=[RECIPE], evaluations=[{"promptset": PROMPTSET, "metric": METRIC}])
     del config["ruler"]["lm_eval_suite"]
+    config["ruler"].pop("lm_eval_metrics", None)
     return config
 
 
