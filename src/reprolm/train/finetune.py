@@ -24,6 +24,7 @@ from reprolm.io import atomic_path, link_or_copy_tree
 from reprolm.oserrors import folder_bytes, naming_os_faults, os_fault
 from reprolm.provenance import recorded_hash
 from reprolm.stopping import STOPPED_EXIT_STATUS, JobStopped, watch_for_stop
+from reprolm.train.examples import build_examples
 from reprolm.train.objectives import PREFERENCE_PAIRS, Objective, objective_of
 from reprolm.train.precision import mixed_precision
 from reprolm.train.tracking import run_name
@@ -323,7 +324,6 @@ def run(spec: FinetuneSpec) -> None:
     from transformers import DataCollatorForSeq2Seq
 
     from reprolm.models.loading import load_tokenizer
-    from reprolm.train.examples import build_examples
     from reprolm.train.losses import trainer_loss
     from reprolm.train.progress import TrainingProgress
     from reprolm.train.stop_on_signal import StopOnSignal
