@@ -16,7 +16,8 @@ from scipy import stats
 
 from finetune_helpers import tiny_finetune_inputs
 from reprolm.data.builders import BUILDERS, BuildContext
-from reprolm.score.flr import FEEDBACK_OPENING, FollowUpScorer, load_followups
+from reprolm.registry import UnknownName
+from reprolm.score.flr import FEEDBACK_OPENING, SCORINGS, FollowUpScorer, load_followups
 from reprolm.score.reward_benchmarks import correlations, load_elo, model_ranking, rating_agreement
 from workflow_helpers import REPO
 
@@ -95,6 +96,15 @@ def test_batched_scores_equal_scoring_each_follow_up_alone(scoring_lm):
         for category, sides in by_category.items():
             assert reward[category] == pytest.approx(sum(sides["positive"]) / 10 - sum(sides["negative"]) / 10)
     assert batched.score(CONVERSATIONS) == pytest.approx([sum(r.values()) / 2 for r in rewards])
+
+
+def test_an_flr_judges_compat_is_a_registered_scoring():
+    judges = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())["properties"]["judges"]
+    flr = next(b for b in judges["additionalProperties"]["oneOf"] if b["properties"]["kind"] == {"const": "flr"})
+    assert flr["properties"]["compat"]["enum"] == SCORINGS.names()
+    # Refused before the model is loaded.
+    with pytest.raises(UnknownName, match="^FLR compat: unknown FLR scoring 'raw'"):
+        FollowUpScorer("no/such/model", {}, compat="raw")
 
 
 def test_original_compat_reads_raw_logits_at_one_position(scoring_lm):

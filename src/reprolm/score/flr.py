@@ -31,8 +31,9 @@ from pathlib import Path
 
 import yaml
 
+from reprolm.registry import Registry
+
 FEEDBACK_OPENING = "Please ask me a question and provide feedback to my answer."
-COMPATS = ("paper", "original")
 FORMATS = ("chat", "feedback")
 # Stands in for the follow-up while the chat template is rendered, to find where it starts.
 PLACEHOLDER = "\u2063FOLLOW-UP\u2063"
@@ -81,8 +82,7 @@ class FollowUpScorer:
 
         from reprolm.models.loading import device_map, from_pretrained, input_device, load_tokenizer, torch_dtype
 
-        if compat not in COMPATS:
-            raise ValueError(f"FLR compat {compat!r}: choose from {COMPATS}")
+        self.scoring = SCORINGS.get(compat, "FLR compat")
         if format not in FORMATS:
             raise ValueError(f"FLR format {format!r}: choose from {FORMATS}")
         self.tokenizer = load_tokenizer(model_path)
@@ -91,7 +91,7 @@ class FollowUpScorer:
             AutoModelForCausalLM, model_path, dtype=torch_dtype(precision), device_map=device_map()
         ).eval()
         self.device = input_device(self.model)
-        self.followups, self.compat, self.format = followups, compat, format
+        self.followups, self.format = followups, format
         self.batch_size, self.max_length = batch_size, max_length
 
     def _messages(self, conversation: Sequence[Mapping], followup: str) -> list[dict]:
@@ -206,12 +206,7 @@ class FollowUpScorer:
             for side, utterances in sides.items()
             for utterance in utterances
         ]
-        if self.compat == "original":
-            flat = self._original_scores([(c, u) for c in conversations for _, _, u in slots])
-            values = [flat[k * len(slots) : (k + 1) * len(slots)] for k in range(len(conversations))]
-        else:
-            token_ids = {u: self.tokenizer(u, add_special_tokens=False).input_ids for _, _, u in slots}
-            values = [self._paper_scores(c, [token_ids[u] for _, _, u in slots]) for c in conversations]
+        values = self.scoring(self, conversations, [utterance for _, _, utterance in slots])
         scores: list[dict] = []
         for conversation_values in values:
             by_category = {category: {"positive": [], "negative": []} for category in self.followups}
@@ -246,3 +241,22 @@ class FollowUpScorer:
         rewards = self.score(exchanges + reference_exchanges)
         n = len(exchanges)
         return [1.0 / (1.0 + math.exp(rewards[n + k] - rewards[k])) for k in range(n)]
+
+
+def _paper_scoring(scorer: FollowUpScorer, conversations, followups: list[str]) -> list[list[float]]:
+    """Each conversation's follow-ups by their tokens' mean log-probability, over the
+    prefix's cache."""
+    token_ids = {u: scorer.tokenizer(u, add_special_tokens=False).input_ids for u in followups}
+    return [scorer._paper_scores(c, [token_ids[u] for u in followups]) for c in conversations]
+
+
+def _original_scoring(scorer: FollowUpScorer, conversations, followups: list[str]) -> list[list[float]]:
+    """Each conversation's follow-ups as the original code scores them: whole sequences."""
+    flat = scorer._original_scores([(c, u) for c in conversations for u in followups])
+    return [flat[k * len(followups) : (k + 1) * len(followups)] for k in range(len(conversations))]
+
+
+# A judge's ``compat``: how its follow-ups are scored (the module's docstring).
+SCORINGS: Registry = Registry("FLR scoring")
+SCORINGS.register("paper", _paper_scoring)
+SCORINGS.register("original", _original_scoring)
