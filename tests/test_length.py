@@ -3,9 +3,11 @@
 import math
 
 import pytest
+import yaml
 
 from reprolm.length import PAPER_TARGETS, TargetSet, Window, configured_targets, count_words
 from reprolm.score import length
+from workflow_helpers import REPO
 
 PAPER = TargetSet(PAPER_TARGETS)
 
@@ -161,6 +163,9 @@ def test_ttest_welch_by_default_student_for_original():
     assert welch["p"] == pytest.approx(stats.ttest_ind(ruler, vanilla, equal_var=False).pvalue)
     assert student["p"] == pytest.approx(stats.ttest_ind(ruler, vanilla).pvalue)
     assert welch["p"] != pytest.approx(student["p"])
+    # The study's compat offers the registered tests.
+    schema = yaml.safe_load((REPO / "src/reprolm/studies/ruler/schema.yaml").read_text())
+    assert schema["properties"]["compat"]["enum"] == length.LENGTH_TTESTS.names()
 
 
 def test_config_targets_and_unknown_name():

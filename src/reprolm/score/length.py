@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from reprolm.length import TargetSet, count_words, leading_mlt, strip_mlt
+from reprolm.registry import Registry
 
 
 def in_out_counts(
@@ -127,13 +129,27 @@ def length_errors(word_counts: Sequence[int], target_names: Sequence[str], targe
     return {"exact_match": 100.0 * exact / len(pairs), "rmse": rmse, "n": len(pairs)}
 
 
-def length_ttest(ruler_lengths: Sequence[int], vanilla_lengths: Sequence[int], compat: str = "paper") -> dict:
-    """t-test of output lengths, Ruler vs vanilla on the same prompts.
+@dataclass(frozen=True)
+class LengthTTest:
+    """A ``compat`` of the t-test of output lengths."""
 
-    ``paper``: Welch's test (unequal variances). ``original``: Student's test, as the
-    original code calls ``scipy.stats.ttest_ind`` with its defaults.
-    """
+    name: str
+    # Student's test (one pooled variance); else Welch's (unequal variances).
+    equal_var: bool
+
+
+# paper: Welch's test; original: Student's, as the original code calls scipy.stats.ttest_ind
+# with its defaults.
+LENGTH_TTESTS: Registry[LengthTTest] = Registry("length t-test")
+LENGTH_TTESTS.register("paper", LengthTTest("paper", equal_var=False))
+LENGTH_TTESTS.register("original", LengthTTest("original", equal_var=True))
+
+
+def length_ttest(ruler_lengths: Sequence[int], vanilla_lengths: Sequence[int], compat: str = "paper") -> dict:
+    """t-test of output lengths, Ruler vs vanilla on the same prompts, by the registered
+    test ``compat`` names (:data:`LENGTH_TTESTS`)."""
     from scipy import stats
 
-    result = stats.ttest_ind(ruler_lengths, vanilla_lengths, equal_var=(compat == "original"))
+    test = LENGTH_TTESTS.get(compat, "length t-test compat")
+    result = stats.ttest_ind(ruler_lengths, vanilla_lengths, equal_var=test.equal_var)
     return {"t": float(result.statistic), "p": float(result.pvalue), "compat": compat}
