@@ -78,13 +78,13 @@ class FollowUpScorer:
         max_length: int = 2048,
         precision: str = "float32",
     ):
+        self.scoring = SCORINGS.get(compat, "FLR compat")
+        if format not in FORMATS:
+            raise ValueError(f"FLR format {format!r}: choose from {FORMATS}")
         from transformers import AutoModelForCausalLM
 
         from reprolm.models.loading import device_map, from_pretrained, input_device, load_tokenizer, torch_dtype
 
-        self.scoring = SCORINGS.get(compat, "FLR compat")
-        if format not in FORMATS:
-            raise ValueError(f"FLR format {format!r}: choose from {FORMATS}")
         self.tokenizer = load_tokenizer(model_path)
         # A judge saved as a LoRA adapter (peft.save: adapter) is merged onto its base.
         self.model = from_pretrained(
