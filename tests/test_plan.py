@@ -141,3 +141,19 @@ def test_a_job_sized_from_inputs_not_made_yet_is_planned():
         "rule dataset:\n    wildcards: dataset=tlg, split=test\n    resources: tmpdir=/tmp, mem_mb=<TBD>, runtime=<TBD>\n"
     )
     assert (job.rule, job.runtime_min, job.gpus) == ("dataset", 0.0, 0)
+
+
+def test_jobs_the_rehearsal_measured_take_its_figures(tmp_path):
+    """``reprolm rehearse --sizes`` leaves results/rehearsal/sizes.json: per rule and job
+    (its wildcards' values joined by '/'), the measured seconds."""
+    import yaml
+
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    measured = tmp_path / "results" / "rehearsal" / "sizes.json"
+    measured.parent.mkdir(parents=True)
+    measured.write_text(json.dumps({"score": {"big/sft/ask/x": {"seconds": 412.5, "peak_mb": 900.0}}}))
+    estimate = plan(tmp_path, "config.yaml", dry_run_text=DRY_RUN, calibrated=False)
+    score = next(job for job in estimate.jobs if job.rule == "score")
+    assert (score.seconds, score.basis) == (412.5, "measured by the rehearsal")
+    assert [job.basis for job in estimate.jobs if job.rule != "score"] == ["tokens x parameters"] * 2 + ["requested"]
+    assert estimate.measured == 1 and "1 jobs measured by the rehearsal" in estimate.summary()

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from reprolm.plan import PlannedJob, apply_measurements
-from reprolm.rehearse.sizes import DataJob, measure, save
+from reprolm.rehearse.sizes import DataJob, ScoreJob, fixture_options, measure, measure_all, measure_score, save
 from reprolm.rehearse.standin import STAND_IN_ROWS, Candidate, cut_row_counts, select
 from reprolm.rehearse.submissions import (
     Partition,
@@ -164,14 +164,43 @@ def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
         f"peak memory {measured.peak_mb:.0f} MB is over 80% of mem_mb {int(measured.peak_mb)}",
         f"{measured.seconds:.0f} s is over 80% of runtime 0.01 min",
     ]
-    with pytest.raises(RuntimeError, match="building tlg/test failed \\(exit 1\\):\n(.|\n)*no_such_builder"):
-        measure(dataclasses.replace(job, builder="no_such_builder"), {"openhermes": 20}, tmp_path / "broken")
-    save([measured], tmp_path)
+    # A build that fails is named with its exception; one from generations is not measured.
+    broken = dataclasses.replace(job, builder="no_such_builder")
+    from_generations = dataclasses.replace(job, job="pairs/train", schemas={})
+    failed, not_built = measure_all([broken, from_generations], {"openhermes": 20}, tmp_path / "broken")[1]
+    assert failed.startswith("tlg/test: building tlg/test failed (exit 1): ") and "'no_such_builder'" in failed
+    assert not_built == "pairs/train: built from generations, not from raw sources"
+    # Score jobs alike in metric, prompt set and request: measured once on generations of the
+    # built TLG set (60 rows x 2 samples), the figure standing for each of them.
+    scores = ScoreJob(
+        jobs=["length_levels/a/pretrained/tlg", "length_levels/b/pretrained/tlg"],
+        metric="length_levels",
+        promptset="tlg",
+        dataset="tlg",
+        split="test",
+        samples=2,
+        words=300,
+        context={"length_targets": config["length_targets"], "nltk_data": []},
+        mem_mb=4000,
+        runtime_min=60,
+        stage="default",
+        keys={"resources.default.mem_mb", "resources.default.runtime"},
+    )
+    scored = measure_score(scores, tmp_path / "tlg_test" / "built.parquet", tmp_path)
+    assert (scored.rule, scored.job, scored.rows) == ("score", "length_levels/a/pretrained/tlg", {"generations": 120})
+    assert 50 < scored.peak_mb < 0.8 * 4000 and 0 < scored.seconds < 0.8 * 3600 and scored.flags == []
+    assert dataclasses.replace(scored, mem_mb=50).flags[0].startswith("peak memory")
+    assert scored.change == "resources.default.mem_mb, resources.default.runtime"
+    save([measured, scored], tmp_path)
     planned = [PlannedJob("dataset", {"dataset": "tlg", "split": "test"}, [], [], seconds=30.0)]
     planned.append(PlannedJob("dataset", {"dataset": "other", "split": "test"}, [], [], seconds=30.0))
-    assert apply_measurements(planned, tmp_path) == 1
+    for base in ("a", "b"):
+        wildcards = {"metric": "length_levels", "base": base, "recipe": "pretrained", "promptset": "tlg"}
+        planned.append(PlannedJob("score", wildcards, [], [], seconds=30.0))
+    assert apply_measurements(planned, tmp_path) == 3
     assert (planned[0].seconds, planned[0].basis) == (measured.seconds, "measured by the rehearsal")
     assert planned[1].seconds == 30.0
+    assert [job.seconds for job in planned[2:]] == [scored.seconds] * 2
 
 
 def _candidate(rule: str, output: str, models: tuple, upstream: set, request=(("-p", "gpu"),)) -> Candidate:
@@ -215,6 +244,16 @@ def test_the_stand_in_config_cuts_every_row_count():
     assert cut["datasets"]["all_rows"] == config["datasets"]["all_rows"]
     assert [task["limit"] for task in cut["lm_eval_suites"]["general"]["tasks"]] == [STAND_IN_ROWS, 2]
     assert cut["harmony"]["train"] == {"max_num_train": STAND_IN_ROWS, "num_train_epochs": 3}
+
+
+def test_a_fixture_of_several_splits_makes_those_the_hub_source_names():
+    paper, default = (yaml.safe_load((REPO / "config" / name).read_text()) for name in ("paper.yaml", "config.yaml"))
+    # ExPO's alpha search reads UltraFeedback's test_gen, which the fixture's default omits.
+    assert fixture_options("ultrafeedback", paper, default) == {"splits": ["train_prefs", "test_prefs", "test_gen"]}
+    assert fixture_options("openhermes", paper, default) == {
+        "bin_centres": [10, 30, 50, 80, 145, 230],
+        "max_words": 260,
+    }
 
 
 # The paper's routing for the test cluster (docs/cluster.md, step 4), and three requests made to fail.
@@ -275,16 +314,25 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
         f"not ready: 3 of {len(judged)} job shapes (31 of {submitted} jobs) will fail; {later_jobs} jobs of "
         "dataset are sized at run time from inputs not made yet (rehearse again once they exist)"
     )
-    # Measured at 50 Arena-Hard questions: far within the 4 GB the workflow asks for them.
+    # Measured at 50 Arena-Hard questions, far within the 4 GB the workflow asks for them; and
+    # the length scores of their generations (multi-MLT: 50 questions x 9 targets), each kind
+    # once for all its jobs.
     sizes = out[out.index("Sizes:") : out.index("not ready:")].splitlines()
-    measured = {words[0]: words for words in map(str.split, sizes[2:]) if words and "/" in words[0]}
-    assert sorted(measured) == ["arena_multi_mlt/test", "arena_self_mlt/test"]
-    for job, row in measured.items():
-        assert row[1:3] == ["arena_hard", "50"] and int(row[3]) < 0.8 * 4000 and row[4] == "4000", row
-        assert len(row) == 7, f"{job} flagged: {row}"
+    measured = {words[1]: words for words in map(str.split, sizes[2:]) if len(words) > 1 and "/" in words[1]}
+    datasets = {job: row[2:5] for job, row in measured.items() if row[0] == "dataset"}
+    assert datasets == {
+        "arena_multi_mlt/test": ["1", "arena_hard", "50"],
+        "arena_self_mlt/test": ["1", "arena_hard", "50"],
+    }
+    scores = {job.split("/")[0]: row[2:5] for job, row in measured.items() if row[0] == "score"}
+    assert scores == {"length_multi_mlt": ["18", "generations", "450"], "length_self_mlt": ["6", "generations", "50"]}
+    for row in measured.values():
+        assert int(row[5]) < 0.8 * 4000 and row[6] == "4000" and len(row) == 9, f"flagged: {row}"
     assert "Not measured: tlg/test: no row count for openhermes (give --rows SOURCE=N)" in out
+    assert "Not measured: flr_pairs/train: built from generations, not from raw sources" in out
+    assert re.search(r"Not measured: score length_levels/\S+/tlg \(\d+ jobs\): its dataset tlg/test was not built", out)
     figures = json.loads((work / "results" / "rehearsal" / "sizes.json").read_text())
-    assert sorted(figures["dataset"]) == sorted(measured)
+    assert sorted(figures["dataset"]) == sorted(datasets) and len(figures["score"]) == 18 + 6
     reasons = dict(zip(verdict[1::2], verdict[2::2]))
     finetune = next(line for line in reasons if line.startswith("- finetune (2 jobs: llama3_8b_ruler"))
     assert "over limit: 16 GPUs of type a100" in finetune

@@ -21,8 +21,9 @@ is on disk, else from the config (a base model's ``parameters``, or a built mode
 else from a size tag in the hub name (``Qwen2.5-1.5B``: 1.5e9); a model none of these give is
 ``unknown`` and its jobs fall back to the requested bound.
 
-Measured: a job that ``reprolm rehearse --sizes`` ran at the papers' sizes (dataset builds)
-takes its measured wall time instead (``reprolm.rehearse.sizes.MEASURED``).
+Measured: a job that ``reprolm rehearse --sizes`` ran at the papers' sizes (dataset builds,
+and score jobs on a CPU: each of those alike in metric, prompt set and request) takes its
+measured wall time instead (``reprolm.rehearse.sizes.MEASURED``).
 
 Calibration: where earlier runs left provenance records of a planned job's outputs
 (``execution.usage.wall_seconds``), each rule's estimates are scaled by the ratio of the

@@ -6,10 +6,11 @@ installed SLURM executor plugin exactly as it would submit it, is checked agains
 partition's limits and judged by the cluster with ``sbatch --test-only`` (nothing is
 queued). It prints one line per request shape with its job count and the cluster's answer,
 then one verdict: ready, or each shape that will fail with the config key to change. With
-``sizes``, the dataset builds are also run at the papers' sizes (``reprolm.rehearse.sizes``)
-and those needing over 80% of their request are failures too. With ``stand_in``, one job of
-each rule x model family x resource class runs through the profile on tiny stand-in models
-(``reprolm.rehearse.standin``); one that fails, or runs other than asked, is a failure too.
+``sizes``, the dataset builds and the score jobs that run on a CPU are also run at the
+papers' sizes (``reprolm.rehearse.sizes``) and those needing over 80% of their request are
+failures too. With ``stand_in``, one job of each rule x model family x resource class runs
+through the profile on tiny stand-in models (``reprolm.rehearse.standin``); one that fails,
+or runs other than asked, is a failure too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from reprolm.rehearse.dag import DagError, inspect_cluster_dag, snakemake_arguments
-from reprolm.rehearse.sizes import Measurement, data_jobs, measure_all, save
+from reprolm.rehearse.sizes import Measurement, data_jobs, measure_all, save, score_jobs
 from reprolm.rehearse.standin import STAND_IN_DIR, StandInRun, candidates, run_stand_ins
 from reprolm.rehearse.submissions import Shape, group_shapes, judge, plugin_requests, read_partitions, table, verdict
 
@@ -63,12 +64,14 @@ class Rehearsal:
             lines.append(f"On this host, not submitted: {local}")
         lines += self.notes
         if self.measurements:
-            lines += ["", "Sizes: dataset builds at the papers' row counts, against their request"]
+            lines += ["", "Sizes: data and CPU scoring jobs at the papers' row counts, against their request"]
             lines.append(
                 pd.DataFrame(
                     [
                         {
+                            "rule": m.rule,
                             "job": m.job,
+                            "jobs": len(m.jobs or [m.job]),
                             "rows": ", ".join(f"{source} {rows}" for source, rows in m.rows.items()),
                             "peak MB": round(m.peak_mb),
                             "mem_mb": m.mem_mb,
@@ -128,9 +131,12 @@ def rehearse(
     def read(dag):
         requests = plugin_requests(dag)
         found = candidates(dag, requests) if stand_in else []
-        return requests, dict(dag.local_jobs), dag.checkpoint_rules, dag.config, data_jobs(dag), dag.workdir, found
+        builds = (data_jobs(dag), score_jobs(dag)) if sizes is not None else ([], [])
+        return requests, dict(dag.local_jobs), dag.checkpoint_rules, dag.config, builds, dag.workdir, found
 
-    requests, local_jobs, checkpoint_rules, config, builds, workdir, found = inspect_cluster_dag(arguments, read)
+    requests, local_jobs, checkpoint_rules, config, (builds, scores), workdir, found = inspect_cluster_dag(
+        arguments, read
+    )
     shapes = group_shapes(requests)
     judge(shapes, partitions, env)
     ready, lines = verdict(shapes, config, profile or workflow_profile or "the profile")
@@ -142,19 +148,19 @@ def rehearse(
         )
     measurements = []
     if sizes is not None:
-        measurements, skipped = measure_all(builds, sizes, workdir)
+        measurements, skipped = measure_all(builds, sizes, workdir, scores)
         notes += [f"Not measured: {why}" for why in skipped]
         notes.append(f"Measured figures for reprolm plan: {save(measurements, workdir)}")
         flagged = [m for m in measurements if m.flags]
         if flagged:
             if ready:
-                lines = ["not ready: dataset builds need more than their request"]
+                lines = ["not ready: data or scoring jobs need more than their request"]
                 ready = False
             for m in flagged:
-                lines.append(f"- dataset ({m.job}): {'; '.join(m.flags)}")
-                lines.append(
-                    f"  change: set-resources for rule dataset (mem_mb, runtime) in {profile or workflow_profile}"
-                )
+                alike = f", {len(m.jobs)} jobs alike" if m.jobs and len(m.jobs) > 1 else ""
+                lines.append(f"- {m.rule} ({m.job}{alike}): {'; '.join(m.flags)}")
+                profile_keys = f"set-resources for rule {m.rule} (mem_mb, runtime) in {profile or workflow_profile}"
+                lines.append(f"  change: {m.change or profile_keys}")
     run = None
     if stand_in is not None:
         profiles = [("--profile", profile), ("--workflow-profile", workflow_profile)]

@@ -1,4 +1,4 @@
-"""Dataset builds measured at the papers' sizes against what their jobs ask SLURM for.
+"""Data and CPU scoring jobs measured at the papers' sizes against what they ask SLURM for.
 
 Each ``dataset`` job of the DAG is run once, outside Snakemake, the way its script runs it
 (``build_split`` with the job's params), on schema-true records the project's fixtures
@@ -9,13 +9,21 @@ the fixture settings of the source, or of the embedded default's source of the s
 records are written by one process and the build runs in another, so the build's peak
 resident memory (``wait4``'s ``ru_maxrss``) and wall time are its own. Its request is the
 job's own where the DAG fixes it, else the one the workflow makes from the data it reads
-(``build_request`` on the generated sources). A job whose need is over ``FLAGGED_SHARE`` of
-its request is flagged; the figures are kept in ``MEASURED`` for
-``reprolm plan``.
+(``build_request`` on the generated sources).
+
+Each ``score`` job that asks for no GPU (the metrics that count and parse) is measured the
+same way on generations made from its prompt set's dataset as measured above: every row
+answered ``n`` times (the prompt set's samples) with a text of up to ``max_new_tokens``
+words, scored by the job's metric with the job's settings (``compute``). Score jobs alike in
+metric, prompt set and request are measured once and the figure stands for each of them.
+
+A job whose need is over ``FLAGGED_SHARE`` of its request is flagged, with the key that
+sizes it; the figures are kept in ``MEASURED`` (per rule and job) for ``reprolm plan``.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -29,8 +37,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-from reprolm.config.resources import build_request
+from reprolm.config.lookups import promptset_spec
+from reprolm.config.resources import build_request, score_stage
+from reprolm.data.upstream import UPSTREAM_SCHEMAS
 from reprolm.io import atomic_path
+from reprolm.rehearse.submissions import config_key
 
 FLAGGED_SHARE = 0.8
 MEASURED = Path("results") / "rehearsal" / "sizes.json"
@@ -62,6 +73,29 @@ context = BuildContext(
 )
 build_split(job["builder"], context, job["split"], job["output"])
 """
+# Generations of a built dataset as the generate rule writes them: the row, its prompt, the
+# sample's index and its text (a fixture passage, ending in a number for the answer metrics).
+WRITE_GENERATIONS = """
+import sys, json, random, pyarrow as pa, pyarrow.parquet as pq
+from reprolm.data.fixture_world import passage
+dataset, samples, words, output, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+rng = random.Random(seed)
+rows = pq.read_table(dataset).to_pylist()
+made = [
+    {**row, "prompt": str(row.get("Instruction") or row.get("instruction") or ""), "sample": index,
+     "text": passage(rng, rng.randint(1, words)) + f" The answer is {rng.randint(0, 999)}."}
+    for row in rows
+    for index in range(samples)
+]
+pq.write_table(pa.Table.from_pylist(made), output)
+"""
+SCORE = """
+import sys, json
+import pyarrow.parquet as pq
+from reprolm.score.metrics import compute
+job = json.loads(sys.argv[1])
+compute(job["metric"], pq.read_table(job["generations"]).to_pylist(), job["context"])
+"""
 
 
 @dataclass
@@ -83,6 +117,25 @@ class DataJob:
 
 
 @dataclass
+class ScoreJob:
+    """Score jobs alike in metric, prompt set, settings and request, from the DAG."""
+
+    jobs: list[str]
+    metric: str
+    promptset: str
+    dataset: str
+    split: str
+    samples: int
+    words: int
+    context: dict
+    mem_mb: int
+    runtime_min: int
+    # The config stage that sizes them, and the keys that set their memory and time.
+    stage: str
+    keys: set
+
+
+@dataclass
 class Measurement:
     job: str
     rows: dict
@@ -90,6 +143,11 @@ class Measurement:
     seconds: float
     mem_mb: int
     runtime_min: int
+    rule: str = "dataset"
+    # The DAG's jobs the figure stands for (the job itself unless alike jobs share it).
+    jobs: list[str] | None = None
+    # The config keys to change for a flagged request (none: the profile sizes the job).
+    change: str = ""
 
     @property
     def flags(self) -> list[str]:
@@ -111,23 +169,32 @@ def source_splits_of(spec: Mapping) -> list[str]:
 
 
 def fixture_options(source: str, config: Mapping, default: Mapping) -> dict:
-    """Fixture settings (but its size and seed) for generating a source's records."""
+    """Fixture settings (but its size and seed) for generating a source's records; a fixture
+    that makes several splits makes those the source names (a hub source's)."""
     schema = config["sources"][source]["schema"]
     own = [config["sources"][source]]
     alike = [spec for spec in default.get("sources", {}).values() if spec.get("schema") == schema]
-    for spec in own + alike:
-        if "fixture" in spec:
-            return {key: value for key, value in spec["fixture"].items() if key not in ("n", "seed")}
-    return {}
+    options = next(
+        (
+            {key: value for key, value in spec["fixture"].items() if key not in ("n", "seed")}
+            for spec in own + alike
+            if "fixture" in spec
+        ),
+        {},
+    )
+    fixture = UPSTREAM_SCHEMAS.get(schema).fixture
+    if "hub" in own[0] and fixture is not None and "splits" in inspect.signature(fixture).parameters:
+        options["splits"] = source_splits_of(own[0])
+    return options
 
 
 def data_jobs(dag) -> list[DataJob]:
-    """The DAG's dataset builds from raw sources (not those from generations)."""
+    """The DAG's dataset builds (those from generations have no schemas: not measured)."""
     default_path = dag.workdir / DEFAULT_CONFIG
     default = yaml.safe_load(default_path.read_text()) if default_path.is_file() else {}
     jobs = []
     for job in dag.jobs:
-        if job.rule.name != "dataset" or not job.params.schemas:
+        if job.rule.name != "dataset":
             continue
         sources = dag.config["sources"]
         jobs.append(
@@ -146,6 +213,42 @@ def data_jobs(dag) -> list[DataJob]:
             )
         )
     return jobs
+
+
+def score_jobs(dag) -> list[ScoreJob]:
+    """The DAG's score jobs that ask for no GPU, alike ones together."""
+    config = dag.config
+    groups: dict[tuple, ScoreJob] = {}
+    for job in dag.jobs:
+        if job.rule.name != "score" or job.resources.get("gpu"):
+            continue
+        wildcards = dict(job.wildcards_dict)
+        metric, promptset = wildcards["metric"], wildcards["promptset"]
+        spec = promptset_spec(config, promptset)
+        context = {"length_targets": job.params.length_targets, **job.params.settings, "nltk_data": []}
+        request = (job.resources.get("mem_mb"), job.resources.get("runtime"))
+        key = (metric, promptset, json.dumps(context, sort_keys=True, default=str), request)
+        if key not in groups:
+            groups[key] = ScoreJob(
+                jobs=[],
+                metric=metric,
+                promptset=promptset,
+                dataset=spec["dataset"],
+                split=spec["split"],
+                samples=spec["sampling"].get("n", 1),
+                words=spec["sampling"]["max_new_tokens"],
+                context=context,
+                mem_mb=request[0],
+                runtime_min=request[1],
+                stage=score_stage(config, metric),
+                keys=set(),
+            )
+        group = groups[key]
+        group.jobs.append("/".join(wildcards.values()))
+        group.keys |= {
+            config_key(config, wildcards["base"], group.stage, resource) for resource in ("mem_mb", "runtime")
+        }
+    return list(groups.values())
 
 
 def _known(value) -> int | None:
@@ -194,29 +297,85 @@ def measure(job: DataJob, rows: Mapping[str, int], scratch: Path) -> Measurement
         seconds,
         job.mem_mb or request["mem_mb"],
         job.runtime_min or request["runtime"],
+        jobs=[job.job],
     )
 
 
-def measure_all(jobs: list[DataJob], rows: Mapping[str, int], workdir: Path) -> tuple[list[Measurement], list[str]]:
-    """Measurements of the jobs whose sources have a row count, and the jobs skipped (why)."""
-    measurements, skipped = [], []
+def measure_score(group: ScoreJob, built: Path, scratch: Path) -> Measurement:
+    """A score job's peak memory and wall time on generations of the built dataset."""
+    folder = scratch / "score" / group.jobs[0].replace("/", "_")
+    folder.mkdir(parents=True)
+    generations = folder / "generations.parquet"
+    command = [sys.executable, "-c", WRITE_GENERATIONS, str(built), str(group.samples), str(group.words)]
+    subprocess.run(command + [str(generations), str(SEED)], check=True)
+    spec = {"metric": group.metric, "generations": str(generations), "context": group.context}
+    peak_mb, seconds = _peak_mb_and_seconds(
+        [sys.executable, "-c", SCORE, json.dumps(spec, default=str)], f"scoring {group.jobs[0]}"
+    )
+    return Measurement(
+        group.jobs[0],
+        {"generations": pq.ParquetFile(generations).metadata.num_rows},
+        peak_mb,
+        seconds,
+        group.mem_mb,
+        group.runtime_min,
+        rule="score",
+        jobs=group.jobs,
+        change=", ".join(sorted(group.keys)),
+    )
+
+
+def measure_all(
+    jobs: list[DataJob], rows: Mapping[str, int], workdir: Path, scores: list[ScoreJob] = ()
+) -> tuple[list[Measurement], list[str]]:
+    """Measurements of the dataset jobs whose sources have a row count, then of the score
+    jobs on what those built, and the jobs skipped or failed (why: a failure's exception)."""
+    measurements, skipped, built = [], [], {}
     with tempfile.TemporaryDirectory(prefix="reprolm-sizes-") as scratch:
         for job in jobs:
+            if not job.schemas:
+                skipped.append(f"{job.job}: built from generations, not from raw sources")
+                continue
             counts = {source: rows.get(source) or downloaded_rows(source, workdir) for source in job.schemas}
             missing = sorted(source for source, count in counts.items() if not count)
             if missing:
                 skipped.append(f"{job.job}: no row count for {', '.join(missing)} (give --rows SOURCE=N)")
                 continue
-            measurements.append(measure(job, counts, Path(scratch)))
+            try:
+                measurements.append(measure(job, counts, Path(scratch)))
+            except RuntimeError as error:
+                skipped.append(f"{job.job}: {_last_line(error)}")
+                continue
+            built[job.job] = Path(scratch) / job.job.replace("/", "_") / "built.parquet"
+        for group in scores:
+            dataset = f"{group.dataset}/{group.split}"
+            if group.context.get("encoder"):
+                skipped.append(f"score {group.jobs[0]}: runs a sentence encoder, whose weights a rehearsal has not got")
+            elif dataset not in built:
+                skipped.append(f"score {group.jobs[0]} ({len(group.jobs)} jobs): its dataset {dataset} was not built")
+            else:
+                try:
+                    measurements.append(measure_score(group, built[dataset], Path(scratch)))
+                except RuntimeError as error:
+                    skipped.append(f"score {group.jobs[0]}: {_last_line(error)}")
     return measurements, skipped
 
 
+def _last_line(error: RuntimeError) -> str:
+    """What failed and the failing process's last line (its exception)."""
+    lines = str(error).strip().splitlines()
+    return f"{lines[0]} {lines[-1]}" if len(lines) > 1 else lines[0]
+
+
 def save(measurements: list[Measurement], workdir: Path) -> Path:
-    """The figures for ``reprolm plan``: per rule and job, seconds and peak memory."""
+    """The figures for ``reprolm plan``: per rule and job, seconds and peak memory (a
+    measurement's figure for each job it stands for)."""
     path = workdir / MEASURED
     path.parent.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, dict] = {}
+    for m in measurements:
+        for job in m.jobs or [m.job]:
+            figures.setdefault(m.rule, {})[job] = {"seconds": m.seconds, "peak_mb": m.peak_mb}
     with atomic_path(path) as tmp:
-        Path(tmp).write_text(
-            json.dumps({"dataset": {m.job: {"seconds": m.seconds, "peak_mb": m.peak_mb} for m in measurements}})
-        )
+        Path(tmp).write_text(json.dumps(figures))
     return path
