@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 RULES = ROOT / "workflow" / "rules"
 RULE_START = re.compile(r"^([ \t]*)(?:rule|checkpoint)\b ?(\w*):[ \t]*$")
-# "reprolm.aggregate.expo:write_expo_tables": code reprolm imports by name at run time.
+# "reprolm.studies.expo.tables:write_expo_tables": code reprolm imports by name at run time.
 MODULE_REFERENCE = re.compile(r"^(reprolm(?:\.\w+)+)(?::(\w+))?$")
 # What libraries import for the names reprolm hands them, beyond their own requirements.
 LIBRARY_IMPORTS = {
@@ -279,11 +279,24 @@ class CodeReach:
         return found
 
 
+# A study's rules file (outside workflow/) names the workflow's envs and scripts by absolute
+# path: os.path.join(ENVS, "train.yaml").
+WORKFLOW_FOLDER = re.compile(r'^os\.path\.join\((ENVS|SCRIPTS), "([^"]+)"\)$')
+
+
+def rule_file(value: str) -> Path:
+    """The file a ``conda:`` or ``script:`` directive names."""
+    joined = WORKFLOW_FOLDER.match(value.strip())
+    if joined:
+        return ROOT / "workflow" / joined[1].lower() / joined[2]
+    return (RULES / value.strip('"')).resolve()
+
+
 def rules() -> dict[str, dict[str, Path]]:
     """Rule -> its ``conda`` and ``script`` files. A rule is named by ``rule X:`` or by its
     ``name:`` directive (rules written in a loop), prefixed by its file."""
     found = {}
-    for smk in sorted(RULES.glob("*.smk")):
+    for smk in sorted(RULES.glob("*.smk")) + sorted((SRC / "reprolm" / "studies").glob("*/rules.smk")):
         lines = smk.read_text().splitlines()
         for start, line in enumerate(lines):
             opening = RULE_START.match(line)
@@ -301,10 +314,10 @@ def rules() -> dict[str, dict[str, Path]]:
             body = "\n".join(lines[start + 1 : end])
             directives = dict(re.findall(r"^[ \t]+(conda|script|name):\n[ \t]+(.+)$", body, re.MULTILINE))
             name = opening.group(2) or directives.pop("name", f"line {start + 1}")
-            found[f"{smk.stem}.{name}"] = {
-                directive: (RULES / value.strip('"')).resolve()
-                for directive, value in directives.items()
-                if directive != "name"
+            # A study's rules by its folder's name (studies/flr/rules.smk: flr).
+            where = smk.parent.name if smk.name == "rules.smk" else smk.stem
+            found[f"{where}.{name}"] = {
+                directive: rule_file(value) for directive, value in directives.items() if directive != "name"
             }
     return found
 

@@ -16,7 +16,10 @@ import json
 import numpy as np
 import pytest
 
-from reprolm.aggregate.expo import (
+from reprolm.aggregate.tables import Score
+from reprolm.aggregate.uncertainty import Estimate
+from reprolm.paths import lm_eval_samples_path
+from reprolm.studies.expo.tables import (
     LEADERBOARD_V1,
     MMLU_SUBJECTS,
     alpha_table,
@@ -26,9 +29,6 @@ from reprolm.aggregate.expo import (
     normalised,
     open_llm_leaderboard_v1,
 )
-from reprolm.aggregate.tables import Score
-from reprolm.aggregate.uncertainty import Estimate
-from reprolm.paths import lm_eval_samples_path
 
 # fmt: off
 RELEASED = {
@@ -583,7 +583,7 @@ def test_plus_expo_is_at_the_model_cards_alpha_else_the_searched_one(tmp_path):
 def test_each_row_says_where_its_alpha_came_from():
     import pandas as pd
 
-    from reprolm.aggregate.expo import with_alpha_source
+    from reprolm.studies.expo.tables import with_alpha_source
 
     frame = pd.DataFrame({"model": ["a/pretrained", "b/pretrained"], "alpha": [0.2, 0.3]})
     study = {"card_alphas": {"a/pretrained": 0.2}}

@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from reprolm.aggregate.expo import alpha_table, judge_table, plot_alpha_curves, single_grade_table, win_rate_table
 from reprolm.aggregate.judged import Units, as_scored, grade_estimate, win_rate_estimates
 from reprolm.aggregate.tables import Score
 from reprolm.aggregate.uncertainty import RESAMPLES, Estimate, difference, unit_draws
@@ -19,6 +18,7 @@ from reprolm.io import write_table
 from reprolm.paths import expo_name
 from reprolm.score.judging import length_controlled_win_rate, pair_accuracy, win_rates
 from reprolm.studies.expo import choose_alpha
+from reprolm.studies.expo.tables import alpha_table, judge_table, plot_alpha_curves, single_grade_table, win_rate_table
 from reprolm.studies.flr.tables import alignment_table, plot_ranking, ranking_table, reward_model_table
 
 

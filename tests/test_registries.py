@@ -82,7 +82,7 @@ def test_the_schemas_enums_are_the_registries_names():
 
 
 # The studies moved into one folder each so far (issue 35).
-FOLDER_STUDIES = ["ruler", "gem", "flr", "harmony"]
+FOLDER_STUDIES = ["ruler", "gem", "flr", "harmony", "expo"]
 
 
 def load_yaml(path):

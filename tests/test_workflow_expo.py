@@ -87,9 +87,9 @@ def test_alpha_search_picks_the_extrapolation_the_judge_grades_highest(default_r
 
 
 def test_expo_tables_put_original_beside_its_chosen_extrapolation(default_run):
-    from reprolm.aggregate.expo import LEADERBOARD_V1
     from reprolm.paths import expo_name
     from reprolm.studies.expo import alpha_search_path
+    from reprolm.studies.expo.tables import LEADERBOARD_V1
 
     tables = default_run / "results/tables/expo"
     alpaca, mt_bench = pd.read_csv(tables / "alpaca_eval.csv"), pd.read_csv(tables / "mt_bench.csv")

@@ -39,10 +39,10 @@ from reprolm.studies import (
     enabled_studies,
     leaderboard_grades,
     leaderboard_models,
+    standing_targets,
     study,
     study_rules,
 )
-from reprolm.studies.expo import alpha_search_grades, extrapolated_models
 
 # Hub caches live inside the project, never in the user's home; the token of the user's
 # `huggingface-cli login` stays found (HF_TOKEN_PATH) by this process and every job.
@@ -165,7 +165,7 @@ def all_targets():
         + ["results/report/headlines.html"]
         + [f"results/report/tables/{s.name}" for s in STUDIES]
         + [f"results/report/cost/{s.name}.csv" for s in STUDIES]
-        + extrapolated_models(config)
+        + standing_targets(config)
         + [target for s in STUDIES for target in s.targets(config)]
     )
 
@@ -549,10 +549,6 @@ def judged_dataset_inputs(wildcards):
         **judge_inputs(wildcards),
         "rows": f"results/datasets/{wildcards.dataset}/{wildcards.split}.parquet",
     }
-
-
-def alpha_search_inputs(wildcards):
-    return list(alpha_search_grades(config, wildcards.base, wildcards.recipe).values())
 
 
 def checkpoint_output(rule, **wildcards):

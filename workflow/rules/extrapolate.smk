@@ -22,23 +22,3 @@ rule extrapolate:
         alpha=lambda wildcards: float(wildcards.alpha),
     script:
         "../scripts/extrapolate.py"
-
-
-# Data-dependent: which extrapolation the ExPO tables evaluate is known only once the
-# judge has graded the grid.
-checkpoint alpha_search:
-    input:
-        alpha_search_inputs,
-    output:
-        "results/scores/alpha_search/{base}/{recipe}/{promptset}.json",
-    log:
-        "logs/alpha_search/{base}/{recipe}/{promptset}.log",
-    conda:
-        "../envs/core.yaml"
-    params:
-        code=library_code("alpha_search.py"),
-        alphas=lambda wildcards: list(
-            alpha_search_grades(config, wildcards.base, wildcards.recipe)
-        ),
-    script:
-        "../scripts/alpha_search.py"

@@ -313,7 +313,7 @@ def check_entries(spec: Mapping, source: str, implied: frozenset[str] = frozense
             ):
                 raise HeadlineError(
                     f"{source}: {section}[{index}].for_each: expected placeholder -> dotted config key "
-                    f"(e.g. {{base: ruler.bases}}), got {for_each!r}"
+                    f"(e.g. {{base: <study>.bases}}), got {for_each!r}"
                 )
 
 

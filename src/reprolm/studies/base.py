@@ -151,6 +151,11 @@ class Study:
         schedules them at once)."""
         return []
 
+    def standing_targets(self, config: Mapping) -> list[str]:
+        """Outputs the study's section asks for whether or not the study is enabled (ExPO's
+        ``expo.models``: extrapolated checkpoints other studies may use)."""
+        return []
+
     def settings(self, config: Mapping) -> dict:
         """Settings outside the study's section that its table writer uses."""
         return {}
@@ -273,6 +278,12 @@ def study(config: Mapping, name: str) -> Study:
 def study_rules() -> list[str]:
     """The rules files of the registered studies' own steps (:meth:`Study.rules_file`)."""
     return [STUDIES[name].rules_file() for name in STUDIES.names() if STUDIES[name].rules_file()]
+
+
+def standing_targets(config: Mapping) -> list[str]:
+    """What every registered study's section asks for, enabled or not
+    (:meth:`Study.standing_targets`)."""
+    return [target for name in STUDIES.names() for target in STUDIES[name].standing_targets(config)]
 
 
 def leaderboard_models(config: Mapping) -> list[tuple[str, str]]:

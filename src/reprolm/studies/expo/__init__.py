@@ -3,7 +3,10 @@
 Each aligned model in ``bases`` x ``recipes`` is extrapolated over an alpha grid; an alpha
 search (a Snakemake checkpoint) picks the alpha its judge grades highest, and the tables
 evaluate the model beside its extrapolation at the alpha its model card names
-(``card_alphas``), else at that chosen alpha."""
+(``card_alphas``), else at that chosen alpha. Beside this module: its config section's schema
+(schema.yaml), the alpha search's rule (rules.smk) and its table writer (tables.py). The
+extrapolation itself is a stage any study's models may use (``{recipe}+expo{alpha}``:
+reprolm.merge, workflow/rules/extrapolate.smk)."""
 
 from __future__ import annotations
 
@@ -16,12 +19,13 @@ from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import expo_reference, expo_reference_dir
 from reprolm.config.references import require_grader
 from reprolm.paths import PRETRAINED, expo_name, grade_path, judge_score_path, model_dir, score_path, win_rate_path
-from reprolm.studies.base import CheckpointOutput, Study, register_study
+from reprolm.studies.base import CheckpointOutput, Study, register_study, section_schema
 
 
 class Expo(Study):
     name = "expo"
-    tables = "reprolm.aggregate.expo:write_expo_tables"
+    tables = "reprolm.studies.expo.tables:write_expo_tables"
+    schema = section_schema(__file__)
     caption = """\
         ``alpha_search``: the judge's mean grade of each extrapolation alpha on held-out prompts (the
         search's pick and the model card's alpha marked), a table of its own. "+ ExPO" in every
@@ -99,6 +103,10 @@ class Expo(Study):
         """,
     }
     pretrained_recipes = True
+
+    def standing_targets(self, config: Mapping) -> list[str]:
+        """Folders of the extrapolated checkpoints listed in ``expo.models``."""
+        return [model_dir(*name.split("/", 1)) for name in config.get("expo", {}).get("models", [])]
 
     def check_section(self, config: Mapping) -> None:
         spec, judges, promptsets = config["expo"], config.get("judges", {}), config.get("promptsets", {})
@@ -260,7 +268,7 @@ def evaluation_scores(config: Mapping, base: str, recipe: str, alpha: float) -> 
 def check_leaderboard_v2_suite(config: Mapping, suite: str) -> None:
     """``expo.leaderboard_v2_suite`` names a suite that runs each of lm-eval's Open LLM
     Leaderboard v2 tasks."""
-    from reprolm.aggregate.expo import LEADERBOARD_V2
+    from reprolm.studies.expo.tables import LEADERBOARD_V2
 
     suites = config.get("lm_eval_suites", {})
     require(suite, suites, "expo.leaderboard_v2_suite")
@@ -270,12 +278,6 @@ def check_leaderboard_v2_suite(config: Mapping, suite: str) -> None:
         raise ConfigError(
             f"expo.leaderboard_v2_suite: lm_eval_suites.{suite} lacks the leaderboard's lm-eval tasks {missing}"
         )
-
-
-def extrapolated_models(config: Mapping) -> list[str]:
-    """Folders of the extrapolated checkpoints listed in ``expo.models`` (built on request,
-    whether or not the study is enabled)."""
-    return [model_dir(*name.split("/", 1)) for name in config.get("expo", {}).get("models", [])]
 
 
 register_study(Expo())
