@@ -167,9 +167,11 @@ def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
     # A build that fails is named with its exception; one from generations is not measured.
     broken = dataclasses.replace(job, builder="no_such_builder")
     from_generations = dataclasses.replace(job, job="pairs/train", schemas={})
-    failed, not_built = measure_all([broken, from_generations], {"openhermes": 20}, tmp_path / "broken")[1]
+    no_fixture = dataclasses.replace(job, job="math/train", schemas={"numina": "numina_cot"})
+    failed, not_built, not_made = measure_all([broken, from_generations, no_fixture], {"openhermes": 20}, tmp_path)[1]
     assert failed.startswith("tlg/test: building tlg/test failed (exit 1): ") and "'no_such_builder'" in failed
     assert not_built == "pairs/train: built from generations, not from raw sources"
+    assert not_made == "math/train: no schema-true generator (fixture) for numina"
     # Score jobs alike in metric, prompt set and request: measured once on generations of the
     # built TLG set (60 rows x 2 samples), the figure standing for each of them.
     scores = ScoreJob(

@@ -336,6 +336,12 @@ def measure_all(
             if not job.schemas:
                 skipped.append(f"{job.job}: built from generations, not from raw sources")
                 continue
+            unmade = sorted(
+                source for source, schema in job.schemas.items() if UPSTREAM_SCHEMAS.get(schema).fixture is None
+            )
+            if unmade:
+                skipped.append(f"{job.job}: no schema-true generator (fixture) for {', '.join(unmade)}")
+                continue
             counts = {source: rows.get(source) or downloaded_rows(source, workdir) for source in job.schemas}
             missing = sorted(source for source, count in counts.items() if not count)
             if missing:
