@@ -1,20 +1,27 @@
 """A study is one module: a sixth study from a single file under tests/ (plus its config
 section) runs through the unchanged workflow to a table in the report, and its own paper
-figures to the paper comparison."""
+figures to the paper comparison; a seventh brings a step of its own (a rule, its metric and a
+table) in one folder."""
 
 from __future__ import annotations
+
+import json
+import subprocess
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from reprolm.length import count_words
 from reprolm.score.sampling import extract_answer
 from workflow_helpers import REPO, copy_run, scratch_copy, snakemake
 
 pytestmark = pytest.mark.workflow
 
 STUDY_FILE = REPO / "tests" / "studies" / "greedy_accuracy.py"
+# A study with its own step: study.py, rules.smk (its rule) and count_words.py (its metric).
+STEP_STUDY = REPO / "tests" / "studies" / "prompt_words"
 BASES = ["tiny_llama_small"]
 
 
@@ -165,3 +172,37 @@ def test_a_plugin_studys_misdeclared_figure_fails_before_any_job(tmp_path):
         in result.stdout + result.stderr
     )
     assert not (work / "results").exists()
+
+
+def test_a_study_with_a_step_of_its_own_runs_from_its_folder_to_the_report(tmp_path):
+    """Only its config section and study_modules name it: the workflow includes its rules file,
+    runs its step on the prompt sets' datasets and its table reaches the report (13 jobs, no
+    model; about 20 s)."""
+    work = scratch_copy(tmp_path)
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["studies"] = ["prompt_words"]
+    config["study_modules"] = [str(STEP_STUDY / "study.py")]
+    config["prompt_words"] = {"promptsets": ["poems", "gsm8k_greedy"]}
+    del config["leaderboard"]
+    (work / "words.yaml").write_text(yaml.safe_dump(config))
+    snakemake(work, "--configfile", "words.yaml")
+    table = pd.read_csv(work / "results/tables/prompt_words/prompt_words.csv").set_index("promptset")
+    assert sorted(table.index) == ["gsm8k_greedy", "poems"]
+    for promptset, dataset in [("poems", "poems"), ("gsm8k_greedy", "gsm8k_problems")]:
+        # Recount from the dataset the workflow's own dataset rule built.
+        words = [
+            count_words(row["turns"][0])
+            for row in pq.read_table(work / f"results/datasets/{dataset}/test.parquet").to_pylist()
+        ]
+        assert table.loc[promptset, "prompts"] == len(words) > 0
+        assert table.loc[promptset, "mean_words"] == pytest.approx(sum(words) / len(words), abs=0.005)
+        assert table.loc[promptset, "max_words"] == max(words)
+        step = work / f"results/scores/prompt_words/prompts/{dataset}/test.json"
+        assert json.loads(step.read_text())["words"] == words
+        record = json.loads(step.with_name("test.json.provenance.json").read_text())
+        assert record["rule"] == "prompt_words" and record["wildcards"] == {"dataset": dataset, "split": "test"}
+    assert (work / "results/report/tables/prompt_words/prompt_words.html").is_file()
+    assert "Nothing to be done" in snakemake(work, "-n", "--configfile", "words.yaml").stdout
+    # Nothing outside its folder knows it.
+    named = subprocess.run(["grep", "-rl", "prompt_words", "src", "workflow"], cwd=REPO, capture_output=True, text=True)
+    assert named.stdout == ""

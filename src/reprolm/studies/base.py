@@ -171,7 +171,7 @@ class Study:
         """The Snakemake rules of the steps only this study takes: ``rules.smk`` beside the
         file that defines the study (its folder's ``__init__.py``, or a researcher's study
         file); None where it has none. The workflow includes every registered study's."""
-        path = Path(inspect.getfile(type(self))).with_name("rules.smk")
+        path = Path(self.loaded_from or inspect.getfile(type(self))).resolve().with_name("rules.smk")
         return str(path) if path.is_file() else None
 
     # ---- tables ----
