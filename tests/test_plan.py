@@ -92,6 +92,27 @@ def test_finetune_and_generation_estimates_by_hand(tmp_path):
     assert (score.seconds, score.gpus) == (CPU_JOB_SECONDS, 0)
 
 
+def test_a_studys_own_step_is_estimated_by_the_study(tmp_path):
+    """LM-Harmony's train_before_test: the plan asks the registered studies (Study.job_flops)."""
+    (job,) = parse_dry_run("""
+rule train_before_test:
+    input: results/models/big/sft
+    output: results/scores/train_before_test/big/sft/arc.json
+    wildcards: base=big, recipe=sft, task=arc
+    resources: tmpdir=/tmp, gpu=1, runtime=60
+""")
+    train = {"num_train_epochs": 2, "max_length": 512, "max_num_train": 100, "max_num_valid": 10, "max_num_test": 20}
+    config = {**CONFIG, "harmony": {"train": train}}
+    size = 7e9
+    _estimate(job, config, DEVICES["h100"], size, tmp_path)
+    flops = 6 * size * 100 * 2 * 512 + 2 * size * (10 + 20) * (2 + 1) * 512
+    assert job.basis == "tokens x parameters" and job.seconds == pytest.approx(flops / (989e12 * 0.35))
+    # Without a cap on every document count the study gives no figure: the request bounds it.
+    del train["max_num_test"]
+    _estimate(job, config, DEVICES["h100"], size, tmp_path)
+    assert (job.seconds, job.basis) == (60 * 60, "requested")
+
+
 def test_schedule_on_two_gpus():
     jobs = [
         PlannedJob("a", {}, [], [], gpus=2, seconds=10),

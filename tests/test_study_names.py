@@ -39,10 +39,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("src/reprolm/config/references.py", "expo"): EXTRAPOLATION,
     ("workflow/rules/common.smk", "expo"): EXTRAPOLATION,
     ("workflow/rules/extrapolate.smk", "expo"): EXTRAPOLATION,
-    ("src/reprolm/plan.py", "harmony"): (
-        "train_before_test's FLOP estimate reads harmony.train; to come from the study (a hook the "
-        "plan asks) once plan.py is not being changed by another session"
-    ),
 }
 
 

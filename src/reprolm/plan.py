@@ -8,8 +8,9 @@ estimated by a cost model of its stage:
   optimizer steps x batch x accumulation x GPUs x ``max_length`` when the recipe sets
   ``max_steps``, else epochs x dataset rows x ``max_length`` (every example counted at the
   recipe's full length: an upper bound that calibration corrects);
-- train_before_test: ``6 x N x`` (training documents x epochs x ``max_length``) plus
-  ``2 x N x`` (validation and test documents x (epochs + 1) x ``max_length``);
+- a study's own step, by the study (:meth:`reprolm.studies.Study.job_flops`; LM-Harmony's
+  train_before_test: ``6 x N x`` (training documents x epochs x ``max_length``) plus
+  ``2 x N x`` (validation and test documents x (epochs + 1) x ``max_length``));
 - generate: ``2 x N x`` prompts x samples x (``PROMPT_TOKENS`` + ``max_new_tokens``);
 - pretrain (a built tiny model): ``6 x N x`` steps x batch x block size.
 
@@ -50,6 +51,7 @@ from reprolm.models.parameters import model_parameters
 from reprolm.provenance.hashing import provenance_path
 from reprolm.rehearse.sizes import MEASURED
 from reprolm.stages import rule_stage, stage_of
+from reprolm.studies import job_flops
 
 # Dense bf16 peak FLOP/s and the share of it a job reaches (training, generation). The CPU
 # figure is per core of a current server CPU in float32.
@@ -178,15 +180,8 @@ def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | Non
         if prompts:
             flops = 2 * size * prompts * sampling.get("n", 1) * (PROMPT_TOKENS + sampling["max_new_tokens"])
             kind = "generate"
-    elif size and job.stage == "train_before_test":
-        train = config.get("harmony", {}).get("train", {})
-        epochs, length = train.get("num_train_epochs", 1), train.get("max_length", 1024)
-        documents = [train.get(key) for key in ("max_num_train", "max_num_valid", "max_num_test")]
-        if all(documents):
-            flops = (
-                6 * size * documents[0] * epochs * length
-                + 2 * size * (documents[1] + documents[2]) * (epochs + 1) * length
-            )
+    elif size:
+        flops = job_flops(config, job.rule, wildcards, size)
     if size:
         training = entry.trains
         held = size * (TRAINING_BYTES if training else INFERENCE_BYTES)

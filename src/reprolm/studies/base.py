@@ -156,6 +156,11 @@ class Study:
         ``expo.models``: extrapolated checkpoints other studies may use)."""
         return []
 
+    def job_flops(self, config: Mapping, rule: str, wildcards: Mapping, parameters: int) -> float | None:
+        """The FLOPs of a job of one of the study's own rules, for a model of ``parameters``
+        (``reprolm plan``'s time estimate); None for a rule it does not estimate."""
+        return None
+
     def settings(self, config: Mapping) -> dict:
         """Settings outside the study's section that its table writer uses."""
         return {}
@@ -284,6 +289,15 @@ def standing_targets(config: Mapping) -> list[str]:
     """What every registered study's section asks for, enabled or not
     (:meth:`Study.standing_targets`)."""
     return [target for name in STUDIES.names() for target in STUDIES[name].standing_targets(config)]
+
+
+def job_flops(config: Mapping, rule: str, wildcards: Mapping, parameters: int) -> float | None:
+    """The first registered study's estimate of a job's FLOPs (:meth:`Study.job_flops`)."""
+    for name in STUDIES.names():
+        flops = STUDIES[name].job_flops(config, rule, wildcards, parameters)
+        if flops is not None:
+            return flops
+    return None
 
 
 def leaderboard_models(config: Mapping) -> list[tuple[str, str]]:

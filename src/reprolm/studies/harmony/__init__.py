@@ -134,6 +134,22 @@ class Harmony(Study):
             for task in tasks
         ]
 
+    def job_flops(self, config: Mapping, rule: str, wildcards: Mapping, parameters: int) -> float | None:
+        """train_before_test: ``6 x N x`` (training documents x epochs x ``max_length``) plus
+        ``2 x N x`` (validation and test documents x (epochs + 1) x ``max_length``), where
+        ``harmony.train`` caps all three document counts."""
+        if rule != "train_before_test":
+            return None
+        train = config.get(self.name, {}).get("train", {})
+        epochs, length = train.get("num_train_epochs", 1), train.get("max_length", 1024)
+        documents = [train.get(key) for key in ("max_num_train", "max_num_valid", "max_num_test")]
+        if not all(documents):
+            return None
+        return (
+            6 * parameters * documents[0] * epochs * length
+            + 2 * parameters * (documents[1] + documents[2]) * (epochs + 1) * length
+        )
+
 
 def task_spec(config: Mapping, name: str) -> dict:
     """A train-before-test task's settings by its short name."""
