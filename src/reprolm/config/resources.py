@@ -249,7 +249,7 @@ def stage_gpu_needs(
 
 def score_stage(config: Mapping, metric: str) -> str:
     """The stage whose settings a metric's score jobs take: ``score`` for a metric that runs
-    a sentence encoder (GEM's diversity, on the job's GPU where the stage has GPUs), else
+    a sentence encoder (diversity, on the job's GPU where the stage has GPUs), else
     ``default`` (the other metrics count and parse on a CPU)."""
     return "score" if config.get("metrics", {}).get(metric, {}).get("encoder") else "default"
 
