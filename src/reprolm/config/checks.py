@@ -16,7 +16,6 @@ from pathlib import Path
 import yaml
 
 from reprolm.config.errors import ConfigError, require
-from reprolm.config.lookups import expo_reference_dir
 from reprolm.config.references import require_grader, require_model, require_recipe
 from reprolm.config.resources import INFERENCE_STAGES, model_settings, setting_key, stage_gpu_needs
 from reprolm.data.released_ratings import check_released
@@ -58,6 +57,9 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
         STUDIES[name].validate_section(config)
     _check_sources(config)
     _check_references(config)
+    for name in STUDIES.names():
+        if config.get(name) is not None:
+            STUDIES[name].check_standing(config)
     _check_base_models(config)
     _check_recipe_options(config, studies)
     reporters(config.get("tracking", {}))
@@ -173,21 +175,6 @@ def _check_references(config: Mapping) -> None:
             require(spec["chat_template"], template_names(), f"recipes.{name}.chat_template")
         if "init" in spec:
             require(spec["init"], [other for other in recipes if other != name], f"recipes.{name}.init")
-    # ExPO is a stage: any model may be extrapolated, whether or not the study is enabled.
-    expo = config.get("expo", {})
-    for aligned, reference in expo.get("references", {}).items():
-        require(aligned, recipes, "expo.references")
-        require(reference, list(recipes) + [PRETRAINED], f"expo.references.{aligned}")
-    for index, name in enumerate(expo.get("models", [])):
-        base, recipe = name.split("/", 1)
-        require(base, config["base_models"], f"expo.models[{index}]")
-        if split_expo(recipe)[0] == PRETRAINED:
-            expo_reference_dir(config, base, PRETRAINED)
-        else:
-            require_recipe(config, recipe, list(recipes), f"expo.models[{index}]")
-    for aligned, reference in expo.get("base_references", {}).items():
-        require(aligned, config["base_models"], "expo.base_references")
-        require(reference, config["base_models"], f"expo.base_references.{aligned}")
     for name, spec in config.get("promptsets", {}).items():
         require(spec["dataset"], datasets, f"promptsets.{name}.dataset")
         reference = spec.get("reference", "dataset")

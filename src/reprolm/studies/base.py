@@ -106,6 +106,11 @@ class Study:
         if self.schema is not None and config.get(self.name) is not None:
             _validate_section(config[self.name], self.schema, self.name)
 
+    def check_standing(self, config: Mapping) -> None:
+        """Checks of the study's section that hold whether or not the study is enabled (what
+        other studies may use of it: ExPO's extrapolation references), run for every
+        registered study whose section the config has."""
+
     def check_section(self, config: Mapping) -> None:
         """Checks particular to the study."""
 

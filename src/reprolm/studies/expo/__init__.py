@@ -17,8 +17,17 @@ from pathlib import Path
 
 from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import expo_reference, expo_reference_dir
-from reprolm.config.references import require_grader
-from reprolm.paths import PRETRAINED, expo_name, grade_path, judge_score_path, model_dir, score_path, win_rate_path
+from reprolm.config.references import require_grader, require_recipe
+from reprolm.paths import (
+    PRETRAINED,
+    expo_name,
+    grade_path,
+    judge_score_path,
+    model_dir,
+    score_path,
+    split_expo,
+    win_rate_path,
+)
 from reprolm.studies.base import CheckpointOutput, Study, register_study, section_schema
 
 
@@ -107,6 +116,24 @@ class Expo(Study):
     def standing_targets(self, config: Mapping) -> list[str]:
         """Folders of the extrapolated checkpoints listed in ``expo.models``."""
         return [model_dir(*name.split("/", 1)) for name in config.get("expo", {}).get("models", [])]
+
+    def check_standing(self, config: Mapping) -> None:
+        """The extrapolation is a stage: any study's model may be extrapolated, whether or not
+        this study is enabled."""
+        expo, recipes = config["expo"], config.get("recipes", {})
+        for aligned, reference in expo.get("references", {}).items():
+            require(aligned, recipes, "expo.references")
+            require(reference, list(recipes) + [PRETRAINED], f"expo.references.{aligned}")
+        for index, name in enumerate(expo.get("models", [])):
+            base, recipe = name.split("/", 1)
+            require(base, config["base_models"], f"expo.models[{index}]")
+            if split_expo(recipe)[0] == PRETRAINED:
+                expo_reference_dir(config, base, PRETRAINED)
+            else:
+                require_recipe(config, recipe, list(recipes), f"expo.models[{index}]")
+        for aligned, reference in expo.get("base_references", {}).items():
+            require(aligned, config["base_models"], "expo.base_references")
+            require(reference, config["base_models"], f"expo.base_references.{aligned}")
 
     def check_section(self, config: Mapping) -> None:
         spec, judges, promptsets = config["expo"], config.get("judges", {}), config.get("promptsets", {})
