@@ -18,4 +18,3 @@ def require(name, allowed: Mapping | list, where: str) -> None:
     close = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"{where}: {name!r} is not declared; allowed: {sorted(allowed)}{hint}")
-
