@@ -17,7 +17,7 @@ def _gem_rows(frame: pd.DataFrame) -> list[str]:
 
 def test_gem_sft_chats_hold_ultrafeedback_and_gsm8k_asked_as_evaluated(default_run):
     record = read_json(default_run, "results/models/tiny_llama/gem_linear/provenance.json")
-    assert record["params"]["recipe"]["loss"] == {"kind": "gem", "beta": 0.7, "h": "linear"}
+    assert record["params"]["recipe"]["loss"] == {"kind": "gem", "beta": 0.7, "h": "linear", "compat": "paper"}
     assert record["params"]["recipe"]["format"] == "chat_messages"
     chats = pq.read_table(default_run / "results/datasets/chat_sft/train.parquet").to_pylist()
     math = [chat for chat in chats if "Question: " in chat["messages"][0]["content"]]
@@ -44,7 +44,10 @@ def test_gem_gsm8k_tables_recompute_from_the_generations(default_run):
             for figure in ("Greedy Decoding", f"Majority Voting (@{ks[-1]})", f"Best-of-N (@{ks[-1]})")
             for bound in ("", " lo", " hi")
         ],
+        "definition",
     ]
+    # The default config scores by the paper's definition (the original's needs NLTK data).
+    assert set(headline["definition"]) == set(scaling["definition"]) == {"paper"}
     assert ((scaling["maj@k lo"] <= scaling["maj@k"]) & (scaling["maj@k"] <= scaling["maj@k hi"])).all()
     for recipe, label in zip(GEM["recipes"], GEM_LABELS, strict=True):
         greedy = pq.read_table(
