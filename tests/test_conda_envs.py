@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import sysconfig
 from functools import cache
 from importlib.metadata import distributions as distributions_installed
 from importlib.metadata import packages_distributions
@@ -496,8 +497,13 @@ def test_lock_satisfies_its_requirements(lock, required, constraints):
 
 def test_installed_environment_is_the_cpu_lock():
     """The environment the tests run in holds the CPU lock's versions (a venv from before a lock
-    change is reinstalled by `make setup`)."""
-    installed = {canonicalize_name(dist.metadata["Name"]): dist.version for dist in distributions_installed()}
+    change is reinstalled by `make setup`). Read from the environment's own site-packages:
+    once anything imports pkg_resources (alpaca_eval does), setuptools' vendored copies of
+    packaging, platformdirs and more-itertools are on sys.path too, at other versions."""
+    site_packages = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    installed = {
+        canonicalize_name(dist.metadata["Name"]): dist.version for dist in distributions_installed(path=site_packages)
+    }
     differing = {
         name: (installed.get(name), str(requirement.specifier))
         for name, requirement in CPU_LOCK.items()
