@@ -56,7 +56,7 @@ def test_a_jobs_fingerprint_follows_what_its_script_reaches_and_nothing_else(lib
     _edit(library, "score/length.py", "def _percent(", "# a comment\ndef _percent(")
     assert _fingerprint(library) == original
     # A function the script does not reach (the t-test) changes nothing.
-    _edit(library, "score/length.py", 'equal_var=(compat == "original")', 'equal_var=compat == "original"')
+    _edit(library, "score/length.py", "equal_var=test.equal_var)", "equal_var=bool(test.equal_var))")
     assert _fingerprint(library) == original
     # A helper that level_scores calls, in the same module, does.
     _edit(
