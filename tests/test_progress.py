@@ -116,8 +116,11 @@ def test_tracked_runs_go_to_transformers_with_their_loggers_and_artifact_named_r
     import reprolm.train.tracking as tracking
     from reprolm.train.finetune import training_arguments
 
+    # Set, then deleted, so that monkeypatch restores each to its absence: the variables
+    # report_to sets must not reach later tests (lm-eval's logger reads WANDB_PROJECT).
     for variable in ("WANDB_PROJECT", "WANDB_NAME", "WANDB_DIR", "MLFLOW_EXPERIMENT_NAME"):
-        monkeypatch.delenv(variable, raising=False)
+        monkeypatch.setenv(variable, "")
+        monkeypatch.delenv(variable)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(tracking.importlib.util, "find_spec", lambda package: object())
     spec = finetune_spec(tiny_inputs, tmp_path)
