@@ -59,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     rehearse_parser.add_argument("--profile", help="the run's Snakemake profile (default: profiles/slurm)")
     rehearse_parser.add_argument("--workflow-profile", help="the run's --workflow-profile, if it gives one")
     rehearse_parser.add_argument(
-        "--sizes", action="store_true", help="also run the dataset builds at the papers' sizes against their request"
+        "--sizes",
+        action="store_true",
+        help="also run the dataset builds and the CPU score jobs at the papers' sizes against their requests",
     )
     rehearse_parser.add_argument(
         "--rows",
