@@ -12,14 +12,8 @@ import pytest
 import yaml
 
 from chat_endpoint_standin import ChatEndpointStandIn
-from reprolm.aggregate.judge_agreement import (
-    agreement,
-    agreement_rows,
-    judge_caption,
-    released_items,
-    succession_table,
-    table_judge_notes,
-)
+from reprolm.aggregate.judge_agreement import agreement, agreement_rows, released_items, succession_table
+from reprolm.aggregate.judge_notes import judge_caption, table_judge_notes
 from reprolm.aggregate.uncertainty import percentile_interval, unit_draws
 from reprolm.config import overlays
 from reprolm.config.errors import ConfigError

@@ -5,7 +5,7 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 
 from reprolm import paths
-from reprolm.aggregate.judge_agreement import judge_caption, table_judge_notes
+from reprolm.aggregate.judge_notes import judge_caption, table_judge_notes
 from reprolm.aggregate.paper_comparison import claim_settings, study_headlines
 from reprolm.config import lookups
 from reprolm.config.checks import check_config, preflight

@@ -20,13 +20,13 @@ from pathlib import Path
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 
+from reprolm.aggregate.judge_notes import ALL_MODELS
 from reprolm.aggregate.uncertainty import LEVEL, difference, ratio_of_sums
-from reprolm.score.judges import judge_kind, judge_model, successors
+from reprolm.score.judges import judge_model
 
 RELEASED_FIELDS = ("instruction", "output_1", "output_2", "generator_2", "preference")
 # A verdict as a category: the answer preferred, the reference preferred, or neither.
 ANSWER, REFERENCE, TIE = "answer", "reference", "tie"
-ALL_MODELS = "all"
 
 
 def read_released_verdicts(path: str | Path) -> list[dict]:
@@ -158,116 +158,3 @@ def succession_table(succession: Mapping[str, Mapping], judged: Mapping[str, str
             for row in agreement_rows(result["items"], result["successor"], identity)
         ]
     return pd.DataFrame(rows)
-
-
-def judge_description(name: str, spec: Mapping, base_models: Mapping) -> str:
-    """A judge as a caption names it: its key, kind and model, and the date its model stands
-    for (``as_of``); a local judge on a model this project builds is a stand-in."""
-    kind = judge_kind(spec)
-    if spec["kind"] == "alpaca_eval":
-        # The annotator config names its model; reading it needs the alpaca_eval package.
-        from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR
-
-        model = spec.get("annotator", DEFAULT_ANNOTATOR)
-    else:
-        model = spec["model"]
-    parts = [f"{kind.title or kind.name} {model}"]
-    base = base_models.get(str(model).split("/")[0], {}) if kind.local else {}
-    if "build" in base:
-        parts.append("a stand-in: a tiny model this project builds")
-    elif "hub" in base:
-        hub = base["hub"]
-        parts.append(f"hub {hub['path']}" + (f"@{hub['revision']}" if hub.get("revision") else ""))
-    parts.append(f"as of {spec['as_of']}" if spec.get("as_of") else "no as_of date")
-    return f"{name} ({', '.join(parts)})"
-
-
-def table_judge_notes(
-    table_judges: Mapping[str, Sequence[str]], judges: Mapping[str, Mapping], base_models: Mapping
-) -> dict[str, list[dict]]:
-    """For each judged table of a study (:meth:`reprolm.studies.Study.table_judges` of the
-    config as written, before succession), each judge that makes it: the judge acting for the
-    one named (:func:`reprolm.score.judges.successors`), its description, and the retired
-    judge named where it acts for one, with whether that one has released verdicts."""
-    acting = successors(judges)
-    notes = {}
-    for table, names in table_judges.items():
-        notes[table] = []
-        for name in dict.fromkeys(names):
-            judge = acting.get(name, name)
-            retired = [] if judge == name else [name]
-            notes[table].append(
-                {
-                    "judge": judge,
-                    "description": judge_description(judge, judges[judge], base_models),
-                    "retired": [
-                        {
-                            "judge": old,
-                            "description": judge_description(old, judges[old], base_models),
-                            "released": bool(judges[old].get("released_verdicts")),
-                        }
-                        for old in retired
-                    ],
-                }
-            )
-    return notes
-
-
-def measured_agreement(table: pd.DataFrame, retired: str, successor: str) -> dict | None:
-    """The pooled row of a judge agreement table for one succession (the ``all`` row, or a
-    single model's): items, raw agreement and kappa; None where none was measured."""
-    rows = table[(table["original judge"] == retired) & (table["successor judge"] == successor)]
-    if "measured" in rows.columns:
-        rows = rows[rows["measured"] == "released verdicts"]
-    pooled = rows[rows["model"] == ALL_MODELS]
-    rows = pooled if len(pooled) else rows
-    if len(rows) != 1:
-        return None
-    row = rows.iloc[0]
-    return {"items": int(row["items"]), "raw_agreement": float(row["raw_agreement"]), "kappa": float(row["kappa"])}
-
-
-def judge_caption(notes: Sequence[Mapping], study: str, agreement: pd.DataFrame | None = None) -> str:
-    """The sentences of a judged table's caption naming its judges and, for a judge acting
-    for a retired one, their agreement: the figures of ``agreement`` (the study's judge
-    agreement table) where given, else where they are measured."""
-    where = f"results/tables/judge_agreement/{study}.csv"
-    sentences = []
-    for note in notes:
-        text = f"Judge: {note['description']}"
-        if not note["retired"]:
-            sentences.append(
-                text + "; it acts for no retired judge, so no agreement with an original judge is measured."
-            )
-            continue
-        for retired in note["retired"]:
-            text += f", acting for the retired {retired['description']}"
-            if not retired["released"]:
-                text += (
-                    f"; agreement with it: none measured (judges.{retired['judge']} names no released_verdicts; "
-                    "only AlpacaEval-format pairwise verdicts are read)"
-                )
-            elif agreement is None:
-                text += f"; its agreement with it on the released verdicts (raw agreement, Cohen's kappa) is in {where}"
-            else:
-                measured = measured_agreement(agreement, retired["judge"], note["judge"])
-                text += (
-                    f"; agreement with it: none measured ({where} has no row for it)"
-                    if measured is None
-                    else f"; agreement with it on {measured['items']} released verdicts: raw agreement "
-                    f"{measured['raw_agreement']:.3f}, Cohen's kappa {_kappa(measured['kappa'])} ({where})"
-                )
-        sentences.append(text + ".")
-    return " ".join(sentences)
-
-
-def _kappa(kappa: float) -> str:
-    return "undefined (one verdict throughout)" if math.isnan(kappa) else f"{kappa:.3f}"
-
-
-def notes_for(notes: Mapping[str, Sequence[Mapping]], table: str) -> list[Mapping]:
-    """The judge notes of a table, by its name or a name prefix ending in ``*``."""
-    for key, value in notes.items():
-        if key == table or (key.endswith("*") and table.startswith(key[:-1])):
-            return list(value)
-    return []

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reprolm.aggregate.judge_notes import judge_caption, notes_for
 from reprolm.io import atomic_path
 
 STYLE = """
@@ -56,10 +57,8 @@ def write_table_pages(
 ) -> list[Path]:
     """``{name}.html`` in ``pages`` for every ``{name}.csv`` in ``tables``; the folder is
     written whole or not at all. A judged table's page names its judges (``judges``:
-    :func:`reprolm.aggregate.judge_agreement.table_judge_notes`) and their measured agreement
+    :func:`reprolm.aggregate.judge_notes.table_judge_notes`) and their measured agreement
     with the retired judges they act for (``agreement``: the study's judge agreement table)."""
-    from reprolm.aggregate.judge_agreement import judge_caption, notes_for
-
     measured = pd.read_csv(agreement) if agreement else None
     written = []
     with atomic_path(pages) as tmp:
