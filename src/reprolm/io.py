@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from reprolm.stats.estimate import Estimate
+
+# libyaml's loader where PyYAML has it (its wheels do): the pure-Python loader takes about a
+# second over the config schema, and every Snakemake invocation (each cluster job's too) reads it.
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @contextlib.contextmanager
@@ -173,3 +179,8 @@ def split_estimates(frame):
 # What ``{table}.replicates.parquet`` keeps of each cell: its bootstrap replicates, the number
 # of units they draw and of replicate seeds they pool (the paper comparison's claims report both).
 REPLICATE_COLUMNS = ["row", "column", "replicates", "units", "seeds"]
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's content, read as ``yaml.safe_load`` reads it."""
+    return yaml.load(Path(path).read_text(), Loader=YAML_LOADER)

@@ -18,9 +18,9 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from reprolm.aggregate.uncertainty import Difference, Estimate, difference, holm
+from reprolm.io import read_yaml, write_table
 
 
 class HeadlineError(ValueError):
@@ -319,7 +319,7 @@ def check_entries(spec: Mapping, source: str, implied: frozenset[str] = frozense
 
 def load_headlines(path: str | Path) -> dict:
     """The headline file, every entry checked for its keys before any table is read."""
-    spec = yaml.safe_load(Path(path).read_text()) or {}
+    spec = read_yaml(path) or {}
     unknown = sorted(set(spec) - {"headlines", "directions"})
     if unknown:
         raise HeadlineError(f"{path}: unknown sections {unknown}; expected 'headlines' and 'directions'")
@@ -374,8 +374,6 @@ def write_paper_comparison(
     """The headline file's entries and the studies' own (``declared``, from
     :func:`study_headlines`), looked up in the enabled ``studies``' tables; ``settings``
     from :func:`claim_settings` (without: the default thresholds, and no ``for_each`` list)."""
-    from reprolm.io import write_table
-
     settings = settings or {}
     sources = [(str(headlines_file), load_headlines(headlines_file))]
     sources += [(f"study {name!r}", spec) for name, spec in declared.items()]

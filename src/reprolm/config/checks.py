@@ -13,16 +13,16 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
-
 from reprolm.config.errors import ConfigError, require
 from reprolm.config.references import require_grader, require_model, require_recipe
 from reprolm.config.resources import INFERENCE_STAGES, model_settings, setting_key, stage_gpu_needs
 from reprolm.data.released_ratings import check_released
 from reprolm.generate.prompts import PROMPT_BUILDERS
+from reprolm.io import read_yaml
 from reprolm.length import TargetSet, needs_length_targets
 from reprolm.models.local import local_checkpoint_problem
 from reprolm.models.parameters import model_parameters
+from reprolm.models.templates import template_names
 from reprolm.paths import PRETRAINED, split_expo, split_seed
 from reprolm.score.judges import judge_kind
 from reprolm.score.task_facts import refuse_metrics_not_reported
@@ -48,7 +48,7 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
         studies = enabled_studies(config)
     except KeyError as error:
         raise ConfigError(str(error)) from None
-    schema_sections = yaml.safe_load(Path(schema_file).read_text())["properties"]
+    schema_sections = read_yaml(schema_file)["properties"]
     known = sorted(set(schema_sections) | set(STUDIES.names()))
     for key in config:
         if not key.startswith("_"):
@@ -167,8 +167,6 @@ def _check_references(config: Mapping) -> None:
             require_model(config, online["model"], f"datasets.{name}.from_generations.model")
             require(online["promptset"], config.get("promptsets", {}), f"datasets.{name}.from_generations.promptset")
             require_grader(online["judge"], config.get("judges", {}), f"datasets.{name}.from_generations.judge")
-    from reprolm.models.templates import template_names
-
     for name, spec in recipes.items():
         require(spec["dataset"], datasets, f"recipes.{name}.dataset")
         if "chat_template" in spec:

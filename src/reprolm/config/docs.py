@@ -11,8 +11,7 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import yaml
-
+from reprolm.io import read_yaml
 from reprolm.studies import with_study_sections
 
 SCHEMA_FILE = Path("workflow/schemas/config.schema.yaml")
@@ -25,7 +24,7 @@ NAME = "{name}"
 
 def load_schema(path: str | Path = SCHEMA_FILE) -> dict:
     """The workflow's schema with each registered study's section (its folder's schema.yaml)."""
-    return with_study_sections(yaml.safe_load(Path(path).read_text()))
+    return with_study_sections(read_yaml(path))
 
 
 def keys_page(schema: Mapping, schema_path: str | Path = SCHEMA_FILE) -> str:

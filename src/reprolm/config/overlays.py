@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import yaml
-
 from reprolm.config.errors import ConfigError
+from reprolm.io import read_yaml
 
 EXTENDS = "extends"
 
@@ -80,7 +79,7 @@ def _merge(base: Mapping, overlay: Mapping, where: str, base_path: Path) -> dict
 
 
 def _read(path: Path) -> dict:
-    config = yaml.safe_load(path.read_text())
+    config = read_yaml(path)
     if config is None:
         return {}
     if not isinstance(config, Mapping):

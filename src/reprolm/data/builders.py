@@ -20,6 +20,7 @@ from reprolm.data.upstream import UPSTREAM_SCHEMAS, UpstreamSchema, history
 from reprolm.io import atomic_path
 from reprolm.length import TargetSet, count_words, reads_length_targets
 from reprolm.registry import Registry
+from reprolm.score.flr import FEEDBACK_OPENING
 
 
 @dataclass(frozen=True)
@@ -251,8 +252,6 @@ def build_feedback_conversations(ctx: BuildContext) -> dict[str, list[dict]]:
     """Training data for FLR's fine-tuned variant: natural-language feedback in the
     role-swapped format. The user opens with FLR's request, the assistant asks the question,
     the user answers and the assistant gives the feedback (``messages``; split ``train``)."""
-    from reprolm.score.flr import FEEDBACK_OPENING
-
     if len(ctx.sources) != 1:
         raise ValueError(f"feedback_conversations builds from exactly one source; configured: {sorted(ctx.sources)}")
     (source,) = ctx.sources

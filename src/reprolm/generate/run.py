@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprolm.generate import SamplingParams, make_backend
+from reprolm.generate.endpoint_backend import ChatEndpointBackend
 from reprolm.generate.prompts import MULTI_TURN, PromptBatch, build_prompts
 from reprolm.generate.request import complete, make_request
 from reprolm.io import atomic_path
@@ -106,8 +107,6 @@ def generate_promptset(
 
 def _engine(backend: str, model_path: str | None, backend_options: dict, endpoint: Mapping | None):
     if endpoint is not None:
-        from reprolm.generate.endpoint_backend import ChatEndpointBackend
-
         return ChatEndpointBackend(**endpoint)
     return make_backend(backend, model_path, **backend_options)
 

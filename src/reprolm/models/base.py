@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from reprolm.io import atomic_path
 from reprolm.models.loading import REMOTE_CODE_MARKER
+from reprolm.train.pretrain import pretrain
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +18,6 @@ def build_base_model(
     from reprolm.data.corpus import chat_documents
     from reprolm.models.loading import load_tokenizer
     from reprolm.models.tiny import build_tiny_model
-    from reprolm.train.pretrain import pretrain
 
     tokenizer = load_tokenizer(tokenizer_dir)
     model = build_tiny_model(dict(build), tokenizer, seed)

@@ -20,13 +20,11 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-import yaml
-
 from reprolm.aggregate.tables import load_scores
 from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import endpoint_models
 from reprolm.config.references import require_recipe
-from reprolm.io import atomic_path, collected_tables
+from reprolm.io import atomic_path, collected_tables, read_yaml
 from reprolm.paths import PRETRAINED, grade_path, score_path, split_expo
 from reprolm.registry import Registry
 
@@ -324,7 +322,7 @@ def leaderboard_grades(config: Mapping) -> list[str]:
 
 def section_schema(module_file: str | Path) -> dict:
     """The JSON-Schema of a package study's config section: ``schema.yaml`` in its folder."""
-    return yaml.safe_load(Path(module_file).with_name("schema.yaml").read_text())
+    return read_yaml(Path(module_file).with_name("schema.yaml"))
 
 
 def with_study_sections(schema: Mapping) -> dict:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from reprolm.config.errors import ConfigError, require
+from reprolm.config.lookups import chat_template_name, promptset_spec
 from reprolm.models.templates import CHAT_TEMPLATES, ChatTemplate
+from reprolm.score.task_facts import refuse_metrics_not_reported
 from reprolm.studies.base import Study, register_study, section_schema
 
 # The original's ``custom`` template (src/utils/templates.py, TEMPLATE=custom in every
@@ -124,8 +126,6 @@ class Ruler(Study):
         _check_single_turn(config)
 
     def preflight(self, config: Mapping, task_cache: str) -> None:
-        from reprolm.score.task_facts import refuse_metrics_not_reported
-
         tasks = {
             task["name"]: task
             for task in config["lm_eval_suites"].get(config["ruler"].get("lm_eval_suite"), {}).get("tasks", [])
@@ -141,8 +141,6 @@ class Ruler(Study):
             raise ConfigError(str(error)) from None
 
     def settings(self, config: Mapping) -> dict:
-        from reprolm.config.lookups import chat_template_name, promptset_spec
-
         spec = config["ruler"]
         # Every recipe: a Ruler model may be a replicate, an extrapolation or an ``init``'s.
         recipes = set(config.get("recipes", {}))
