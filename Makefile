@@ -82,9 +82,9 @@ slurm-profile:
 test: setup
 	PYTHON=$(PY) scripts/run-tests.sh
 
-# The fast layer: no Snakemake pipeline, no torchrun/DeepSpeed, no SLURM (a few minutes).
+# The fast layer: no Snakemake pipeline, no torchrun/DeepSpeed, no SLURM, no clean-venv install.
 test-fast: setup
-	$(PY) -m pytest -q -m "not workflow and not deepspeed and not slurm"
+	$(PY) -m pytest -q -m "not workflow and not deepspeed and not slurm and not install"
 
 lint: setup
 	$(VENV)/bin/ruff check .
