@@ -8,10 +8,11 @@ import math
 import re
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from chat_endpoint_standin import ChatEndpointStandIn
-from finetune_helpers import tiny_preference_inputs
+from default_config import DEFAULT, read_json
 from reprolm.score.judges import ChatEndpointJudge, RewardModelJudge, make_judge
 from reprolm.score.judging import (
     grade_generations,
@@ -21,43 +22,37 @@ from reprolm.score.judging import (
     win_rates,
 )
 from reprolm.studies.expo import choose_alpha
-from reprolm.train.finetune import FinetuneSpec, run
 
-REWARD_RECIPE = {
-    "objective": "reward",
-    "max_length": 128,
-    "learning_rate": 3e-3,
-    "num_train_epochs": 3,
-    "per_device_train_batch_size": 8,
-    "logging_steps": 1,
-}
+# The default config's reward-model judge, its recipe and the preference pairs it learns from.
+REWARD_JUDGE = "tiny_rm"
+REWARD_RECIPE = DEFAULT["recipes"]["reward"]
+PAIRS = REWARD_RECIPE["dataset"]
 
 
 @pytest.fixture(scope="module")
-def reward_model(tmp_path_factory):
-    root = tmp_path_factory.mktemp("reward")
-    built = tiny_preference_inputs(root, n=320, seed=5)
-    run(
-        FinetuneSpec(
-            base_model=str(root / "base"),
-            output_dir=str(root / "rm"),
-            checkpoint_root=str(root / "ckpt"),
-            train_file=str(root / "train.parquet"),
-            recipe=REWARD_RECIPE,
-            seed=0,
-        )
-    )
-    return root / "rm", built["test"]
+def reward_model(default_run):
+    """The default run's reward model (the ``reward`` recipe, trained by the finetune stage
+    under Snakemake) and the held-out pairs of the dataset it was trained on."""
+    assert DEFAULT["judges"][REWARD_JUDGE]["model"].endswith("/reward")
+    folder = default_run / "results" / "models" / DEFAULT["judges"][REWARD_JUDGE]["model"]
+    return folder, pq.read_table(default_run / "results" / "datasets" / PAIRS / "test.parquet").to_pylist()
 
 
-def test_reward_model_trained_by_the_finetune_stage_ranks_held_out_pairs(reward_model):
+@pytest.mark.workflow
+def test_reward_model_trained_by_the_finetune_stage_ranks_held_out_pairs(default_run, reward_model):
     folder, test_pairs = reward_model
-    judge = make_judge({"kind": "reward_model", "model": "unused/reward"}, {"judge_model": str(folder)})
+    assert REWARD_RECIPE["objective"] == "reward"
+    judge = make_judge(DEFAULT["judges"][REWARD_JUDGE], {"judge_model": str(folder)})
     result = pair_accuracy(judge, test_pairs)
-    assert result["n"] == len(test_pairs) == 320
-    assert result["accuracy"] >= 85 and result["accuracy"] == 100 * sum(result["correct"]) / 320
+    n = DEFAULT["sources"][PAIRS]["fixture"]["n"]
+    assert result["n"] == len(test_pairs) == n
+    assert result["accuracy"] >= 85 and result["accuracy"] == 100 * sum(result["correct"]) / n
     assert result["ci_low"] <= result["accuracy"] <= result["ci_high"]
     assert result["ci_high"] - result["ci_low"] < 20
+    # The workflow's own pair-accuracy job scored the same pairs with the same judge.
+    stored = read_json(default_run, f"results/scores/pair_accuracy/{REWARD_JUDGE}/{PAIRS}/test.json")
+    assert (stored["n"], stored["correct"]) == (n, result["correct"])
+    assert stored["accuracy"] == pytest.approx(result["accuracy"])
     # The score is the head's output at the conversation's end, the same in any batch.
     conversation = list(test_pairs[0]["prompt"]) + list(test_pairs[0]["chosen"])
     alone = judge.score([conversation])[0]
@@ -67,6 +62,7 @@ def test_reward_model_trained_by_the_finetune_stage_ranks_held_out_pairs(reward_
     assert alone == pytest.approx(batched, abs=1e-4)
 
 
+@pytest.mark.workflow
 def test_reward_model_preference_is_bradley_terry(reward_model):
     folder, test_pairs = reward_model
     judge = RewardModelJudge(str(folder))
@@ -78,6 +74,7 @@ def test_reward_model_preference_is_bradley_terry(reward_model):
     assert preference == pytest.approx(1 / (1 + math.exp(scores[1] - scores[0])))
 
 
+@pytest.mark.workflow
 def test_grades_cover_every_assistant_turn(reward_model):
     folder, _ = reward_model
     judge = RewardModelJudge(str(folder))
