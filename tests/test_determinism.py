@@ -9,12 +9,11 @@ make the same bytes, at the same paths, as the session's default run: datasets, 
 finetune's weights and Trainer arguments, extrapolated models, greedy and sampled
 generations, scores, grades, lm-eval results.
 
-The configs share one such folder (``small_runs``), so that the upstream they have in
-common (the vanilla SFT model, the reward model) is made once, not once per config: the first
-config to run makes it, a later one finds what the earlier ones made there (made from
-scratch in this session too, with identical params, so Snakemake keeps it). Whichever
-configs run, in any order, each test checks every file in the folder: the outcome does not
-depend on which ran first.
+The three configs run together, as one Snakemake run of their union (``small_runs``): each
+keeps only the default's params, so their union does too, and the upstream they have in
+common (the vanilla SFT model, the reward model) is made once; one run also parses the
+workflow, asks lm-eval about its tasks and starts its fork server once, not three times. Each
+study's test checks its own key artifacts and tables, and every file in the folder.
 
 Compared: every file under results/ and resources/ of the small run, which must all exist in
 the default run, except what differs by design:
@@ -37,12 +36,13 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
+from reprolm.config import overlays
 from reprolm.provenance import content_hash
 from workflow_helpers import REPO, scratch_copy, snakemake
 
@@ -57,8 +57,16 @@ STUDIES = ("expo", "flr", "gem")
 VOLATILE_NAMES = ("provenance.json", ".snakemake_timestamp")
 VOLATILE_PATHS = ("resources/lm_eval_tasks.json",)
 VOLATILE_FOLDERS = ("results/report/",)
-# What a small run starts from (the ``small_runs`` fixture): the upstream of every base model.
-SEEDED = ("resources/raw", "resources/tokenizers", "resources/models", ".snakemake/metadata")
+# What a small run starts from (the ``small_runs`` fixture): the upstream of every base model,
+# and what lm-eval's task index said of the default's tasks (the workflow asks it before any
+# job, about 25 s; a cache, left out of the comparison).
+SEEDED = (
+    "resources/raw",
+    "resources/tokenizers",
+    "resources/models",
+    ".snakemake/metadata",
+    "resources/lm_eval_tasks.json",
+)
 # Tables whose rows are computed over every model of the study (rankings, consistency across
 # models): a trimmed study section changes every row. Left out of the row comparison.
 WHOLE_STUDY_TABLES: dict[str, tuple[str, ...]] = {
@@ -191,30 +199,49 @@ def compare(small_run: Path, default_run: Path) -> tuple[list[str], list[str], l
     return whole, by_rows, sorted(different)
 
 
+def union_of_small_configs(studies) -> dict:
+    """The small configs of ``studies`` as one config: their studies, every source, dataset,
+    recipe, ... any of them keeps (each the default's, unchanged: tests/test_small_configs.py),
+    and each study's own trimmed section."""
+    union: dict = {"studies": []}
+    for study in studies:
+        small = overlays.load(CONFIGS / f"config-{study}.yaml", REPO)
+        union["studies"] += small.pop("studies")
+        for key, value in small.items():
+            if key in union and key != study and isinstance(value, dict):
+                clashes = [name for name in value.keys() & union[key].keys() if value[name] != union[key][name]]
+                assert clashes == [], f"config-{study}.yaml: {key}: {clashes} differ from another small config's"
+                union[key] = {**union[key], **value}
+            else:
+                assert union.get(key, value) == value, f"config-{study}.yaml: {key} differs from another small config's"
+                union[key] = value
+    return union
+
+
 @pytest.fixture(scope="module")
-def small_runs(default_run, tmp_path_factory) -> Path:
-    """A scratch copy of the workflow, where the small configs run, holding only the default
-    run's raw sources, tokenizer and pretrained base models (with Snakemake's records of them,
-    so that they count as made). Pretraining a base is the slowest job of a small run, and
-    its determinism is checked where it runs twice from nothing: tests/test_slurm_workflow.py
-    builds the tokenizer and base model on the cluster and locally and compares their bytes."""
+def small_runs(default_run, tmp_path_factory) -> tuple[Path, tuple[list[str], list[str], list[str]]]:
+    """A scratch copy of the workflow where the small configs ran, together, from the default
+    run's raw sources, tokenizer and pretrained base models only (with Snakemake's records of
+    them, so that they count as made); and its comparison with the default run. Pretraining a
+    base is the slowest job of a small run, and its determinism is checked where it runs twice
+    from nothing: tests/test_slurm_workflow.py builds the tokenizer and base model on the
+    cluster and locally and compares their bytes."""
     work = scratch_copy(tmp_path_factory.mktemp("small_runs"))
     for relative in SEEDED:
         target = work / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["cp", "-a", str(default_run / relative), str(target)], check=True)
-    return work
+    (work / "config-small.yaml").write_text(yaml.safe_dump(union_of_small_configs(STUDIES), sort_keys=False))
+    # The studies' tables and plots and all they need; not the report (left out of the
+    # comparison), whose paper comparison needs every headline's table column.
+    targets = [f"results/{kind}/{study}" for study in STUDIES for kind in ("tables", "plots")]
+    snakemake(work, *targets, "--configfile", "config-small.yaml")
+    return work, compare(work, default_run)
 
 
 @pytest.mark.parametrize("study", STUDIES)
-def test_a_small_config_run_from_scratch_makes_the_default_runs_bytes(default_run, small_runs, study):
-    work = small_runs
-    config = f"config-{study}.yaml"
-    shutil.copy(CONFIGS / config, work / config)
-    # The study's tables and plots and all they need; not the report (left out of the
-    # comparison), whose paper comparison needs every headline's table column.
-    snakemake(work, f"results/tables/{study}", f"results/plots/{study}", "--configfile", config)
-    whole, by_rows, different = compare(work, default_run)
+def test_a_small_config_run_from_scratch_makes_the_default_runs_bytes(small_runs, study):
+    _, (whole, by_rows, different) = small_runs
     assert set(KEY_ARTIFACTS[study]) <= set(whole), sorted(set(KEY_ARTIFACTS[study]) - set(whole))
     # The study's tables: at least two CSV tables, each row found in the default's.
     tables = [path for path in by_rows if path.startswith(f"results/tables/{study}/") and path.endswith(".csv")]
