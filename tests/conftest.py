@@ -30,6 +30,15 @@ from workflow_helpers import RUN_OUTPUTS, copy_run, scratch_copy, snakemake, tre
 REUSE_RUN = "REPROLM_TEST_DEFAULT_RUN"
 
 
+def pytest_collection_modifyitems(items):
+    """Marks ``default_run`` every test that reads the session's default run (directly or through
+    ``run_copy``): `make test` runs those in a pytest process of their own, since the fixture
+    makes the run once per process."""
+    for item in items:
+        if "default_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.default_run)
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A real single-node SLURM cluster with two fake GPUs, started once per test session."""
