@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+import reprolm.plan
 from reprolm.cli import main
 from reprolm.plan import (
     CHECKPOINT_BYTES,
@@ -23,7 +24,7 @@ from reprolm.plan import (
 )
 from reprolm.provenance.cost import stage_of
 from reprolm.provenance.hashing import provenance_path
-from workflow_helpers import REPO, dry_run_jobs
+from workflow_helpers import JOB_HEADER, REPO
 
 CONFIG = {
     "base_models": {
@@ -140,17 +141,33 @@ def test_calibration_scales_a_rule_by_its_recorded_wall_time(tmp_path):
     assert jobs[2].basis.endswith("calibrated")
 
 
-def test_plan_of_the_default_config_has_the_dry_runs_jobs_per_stage(capsys):
-    estimate = plan(REPO, None, width=2, device="cpu")
-    expected = Counter(stage_of(rule) for rule, _ in dry_run_jobs(REPO, "--forceall") if rule != "all")
+def test_plan_of_the_default_config_has_the_dry_runs_jobs_per_stage(capsys, monkeypatch):
+    """``reprolm plan`` on the default config runs Snakemake's dry run once (recorded here as
+    it passes) and plans its jobs; the same text, read by the tests' own parser of dry runs,
+    has as many jobs of each stage."""
+    dry_runs = []
+
+    def recorded_dry_run(root, configfile):
+        dry_runs.append(real_dry_run(root, configfile))
+        return dry_runs[-1]
+
+    real_dry_run = reprolm.plan.dry_run
+    monkeypatch.setattr(reprolm.plan, "dry_run", recorded_dry_run)
+    assert main(["--root", str(REPO), "plan", "--device", "cpu", "--width", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "of wall time on 2 GPUs" in printed
+    (text,) = dry_runs
+    rules = [header.group(1) for header in map(JOB_HEADER.match, text.splitlines()) if header]
+    expected = Counter(stage_of(rule) for rule in rules if rule != "all")
+    assert sum(expected.values()) > 100
+    estimate = plan(REPO, None, width=2, device="cpu", dry_run_text=text)
     assert Counter(job.stage for job in estimate.jobs) == expected
     table = estimate.table()
     total = table[(table["study"] == "all") & (table["stage"] == "total")].iloc[0]
     assert total["jobs"] == sum(expected.values())
     assert set(table["study"]) == {"all", "ruler", "harmony", "expo", "flr", "gem"}
     assert estimate.summary().startswith(f"{sum(expected.values())} jobs: 0 GPU-hours on cpu")
-    assert main(["--root", str(REPO), "plan", "--device", "cpu", "--width", "2"]) == 0
-    assert "of wall time on 2 GPUs" in capsys.readouterr().out
+    assert estimate.summary() in printed
 
 
 def test_a_job_sized_from_inputs_not_made_yet_is_planned():
