@@ -174,11 +174,11 @@ def test_a_plugin_studys_misdeclared_figure_fails_before_any_job(tmp_path):
     assert not (work / "results").exists()
 
 
-def test_a_study_with_a_step_of_its_own_runs_from_its_folder_to_the_report(tmp_path):
+def test_a_study_with_a_step_of_its_own_runs_from_its_folder_to_the_report(run_copy):
     """Only its config section and study_modules name it: the workflow includes its rules file,
-    runs its step on the prompt sets' datasets and its table reaches the report (13 jobs, no
-    model; about 20 s)."""
-    work = scratch_copy(tmp_path)
+    runs its step on the prompt sets' datasets (the default run's, which the workflow's own
+    dataset rule built) and its table reaches the report (no model)."""
+    work = run_copy
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["studies"] = ["prompt_words"]
     config["study_modules"] = [str(STEP_STUDY / "study.py")]
