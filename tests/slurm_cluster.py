@@ -54,6 +54,8 @@ GPU_PARTITION = "gpu"
 # Its jobs preempt the other partitions' (requeued after GRACE_TIME_S of SIGTERM).
 URGENT_PARTITION = "urgent"
 GRACE_TIME_S = 10
+# Seconds a requeued job waits before it may start again (and a job step's credential lives).
+CRED_EXPIRE_S = 15
 # Partitions of nodes with a real cluster's limits, for `reprolm rehearse` to have judged by
 # `sbatch --test-only`: each node is declared State=CLOUD (powered down, no slurmd, never
 # resumed: ResumeProgram is /bin/true), which SLURM 22.05 still counts as available when it
@@ -321,7 +323,9 @@ SlurmdPort={ports["slurmd"]}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={munge_socket}
+# cred_expire: a job step's credential lifetime, which is also how long a requeued job waits
+# before it may start again (default 120 s; tests/test_slurm_stops.py requeues one).
+AuthInfo=socket={munge_socket},cred_expire={CRED_EXPIRE_S}
 CredType=cred/munge
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool
