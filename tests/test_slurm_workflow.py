@@ -292,10 +292,14 @@ def test_hub_download_runs_on_the_submitting_host(slurm_cluster, tmp_path):
     config = small_config()
     config["base_models"]["hub_llama"] = {"hub": {"path": "example/tiny-llama"}}
     (work / "small.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    # Offline here, so that the download fails at once, naming the setting.
+    # Offline here, so that the download fails at once, naming the setting. One retry (the
+    # profile's three would each fail alike): the retried job stays on this host too.
     offline = dict(cluster_env(work, slurm_cluster), HF_HUB_OFFLINE="1")
-    out = finish(start(work, offline, *PROFILE, targets=("resources/models/hub_llama",)), succeed=False)
-    assert "localrule download_base_model:" in out and "Error in rule download_base_model" in out, out[-5000:]
+    out = finish(
+        start(work, offline, *PROFILE, "--retries", "1", targets=("resources/models/hub_llama",)), succeed=False
+    )
+    assert "localrule download_base_model:" in out and out.count("Error in rule download_base_model") == 2, out[-5000:]
+    assert "Trying to restart job" in out
     assert "submitted with SLURM jobid" not in out
     assert "LocalEntryNotFoundError" in out and "HF_HUB_OFFLINE" in out
     assert slurm_cluster.sacct("--name", run_id(out)) == []
