@@ -1,17 +1,20 @@
 """Jobs that SLURM stops, on the session's test cluster: a finetune that runs past its time
 limit, and a generation preempted by an urgent job.
 
-One run of the small config of ``test_slurm_workflow`` through profiles/slurm, with two
-changes: the finetune trains on the CPU partition for longer than its one-minute time limit,
-with no early warning (``stop_warning_s: 0``), so SLURM's own SIGTERM at the limit stops it;
-and the generation of the base model (on the GPU partition, two prompts per shard) is
-preempted as soon as its first shard is saved, by a job in the ``urgent`` partition that needs
-both GPUs. The finetune must save a checkpoint on the SIGTERM, fail as TIMEOUT, and be retried
-by Snakemake from that checkpoint; the generation must save its shard, wait out the grace
-time, be requeued by SLURM under the same job id (the executor waits for it: one job, not
-two), and resume after the saved shard. Their provenance records name the stopped attempt.
+The small config of ``test_slurm_workflow`` with two changes: the finetune trains on the CPU
+partition for longer than its one-minute time limit, with no early warning
+(``stop_warning_s: 0``), so SLURM's own SIGTERM at the limit stops it; and the generation of
+the base model (on the GPU partition, two prompts per shard) is preempted as soon as its first
+shard is saved, by a job in the ``urgent`` partition that needs both GPUs. The finetune must
+save a checkpoint on the SIGTERM, fail as TIMEOUT, and be retried by Snakemake from that
+checkpoint; the generation must save its shard, wait out the grace time, be requeued by SLURM
+under the same job id (the executor waits for it: one job, not two), and resume after the
+saved shard. Their provenance records name the stopped attempt.
 
-Both must end byte-identical to the same run made locally, uninterrupted.
+Their inputs (tokenizer, base model, datasets) are made once, by a local run, and copied: the
+SLURM workflow test makes those on the cluster. From them, the finetune and the generation run
+through profiles/slurm in one folder and locally, uninterrupted, in the other, at once.
+Both must end byte-identical to the local run's.
 
 The test raises the retried finetune's time limit, as a cluster's admin would, so that how far
 a busy machine gets in one minute does not decide how many retries it takes.
@@ -23,6 +26,7 @@ import concurrent.futures
 import datetime as dt
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -44,13 +48,14 @@ from test_slurm_workflow import (
     small_config,
     start,
 )
-from workflow_helpers import snakemake_env
+from workflow_helpers import copy_run, snakemake_env
 
 RUN_TIMEOUT_S = 600
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(RUN_TIMEOUT_S + 120)]
 MODEL = f"results/models/{BASE}/{RECIPE}"
 GENERATION = f"results/generations/{BASE}/pretrained/{PROMPTSET}.parquet"
 SHARDS = f"results/checkpoints/generate/{BASE}/pretrained/{PROMPTSET}"
+DATASET = "results/datasets/tlg/test.parquet"
 # Optimizer steps of the finetune: on one CPU of this machine, well over the 60-90 s after
 # which SLURM ends a one-minute job (it looks at time limits every 30 s).
 FINETUNE_STEPS = 1500
@@ -77,6 +82,14 @@ def stops_config() -> dict:
 def prepared_for_stops(work: Path) -> Path:
     prepared(work)
     (work / "small.yaml").write_text(yaml.safe_dump(stops_config(), sort_keys=False))
+    return work
+
+
+def upstream_made_locally(work: Path) -> Path:
+    """The stops config's inputs of the finetune and the generation, made by a local run (the
+    SLURM workflow test makes them on the cluster)."""
+    upstream = (f"resources/models/{BASE}", "results/datasets/ruler_train/train.parquet", DATASET)
+    finish(start(prepared_for_stops(work), snakemake_env(work), "--cores", "2", targets=upstream))
     return work
 
 
@@ -119,8 +132,9 @@ def steer(cluster, work: Path, run_output: concurrent.futures.Future) -> None:
 @pytest.fixture(scope="module")
 def stopped_runs(slurm_cluster, tmp_path_factory):
     """(SLURM work dir, local work dir, SLURM run's output, sacct records with requeues)."""
-    cluster_work = prepared_for_stops(tmp_path_factory.mktemp("slurm_stops"))
-    local_work = prepared_for_stops(tmp_path_factory.mktemp("local_stops"))
+    local_work = upstream_made_locally(tmp_path_factory.mktemp("local_stops"))
+    cluster_work = copy_run(local_work, tmp_path_factory.mktemp("slurm_stops"))
+    shutil.copy2(local_work / "small.yaml", cluster_work)
     since = dt.datetime.now().replace(microsecond=0) - dt.timedelta(seconds=1)
     on_cluster = start(cluster_work, cluster_env(cluster_work, slurm_cluster), *PROFILE, targets=(MODEL, GENERATION))
     local = start(local_work, snakemake_env(local_work), "--cores", "2", targets=(MODEL, GENERATION))
