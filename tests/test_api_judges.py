@@ -267,16 +267,32 @@ def test_api_judge_rules_are_local_hold_an_api_request_and_ask_for_no_gpu(tmp_pa
 
 
 @pytest.mark.workflow
-def test_paper_dag_runs_the_api_judge_on_the_submitting_host_and_submits_the_reward_model(tmp_path):
+def test_paper_dag_runs_the_api_judge_on_the_submitting_host_submits_the_reward_model_and_measures_the_successor(
+    tmp_path,
+):
     """Snakemake 9 prints no ``localrule`` in dry runs ("we don't know how the user wants to
-    execute"), so the dry run shows which rule each job is, and the parse which are local."""
+    execute"), so the dry run shows which rule each job is, and the parse which are local. The
+    same dry run holds the judge agreement table of the retired GPT-4 Turbo judge, which its
+    successor's verdicts on the released items measure (tests/test_judge_succession.py)."""
     from workflow_helpers import SNAKEMAKE, local_rules, scratch_copy, snakemake_env
 
     work = scratch_copy(tmp_path)
     api_target = "results/scores/win_rate_alpaca_eval_gpt4_turbo/starling_7b_beta/pretrained/alpaca_eval.json"
     model_target = "results/scores/grade_expo_rm/starling_7b_beta/pretrained/expo_search.json"
+    agreement_target = "results/tables/judge_agreement/expo.csv"
     result = subprocess.run(
-        [SNAKEMAKE, "-n", "--cores", "64", "--configfile", "config/paper.yaml", "--", api_target, model_target],
+        [
+            SNAKEMAKE,
+            "-n",
+            "--cores",
+            "64",
+            "--configfile",
+            "config/paper.yaml",
+            "--",
+            api_target,
+            model_target,
+            agreement_target,
+        ],
         cwd=work,
         env=snakemake_env(work),
         capture_output=True,
@@ -291,3 +307,6 @@ def test_paper_dag_runs_the_api_judge_on_the_submitting_host_and_submits_the_rew
     assert "api_requests=1" in job and "gpu=" not in job
     local = local_rules(work / "config" / "paper.yaml")
     assert "win_rate_api" in local and "grade" not in local
+    outputs = {path for line in re.findall(r"^\s+output: (.*)$", output, re.M) for path in line.split(", ")}
+    assert "results/scores/judge_released/alpaca_eval_gpt4o_mini/alpaca_eval_gpt4_turbo.json" in outputs
+    assert agreement_target in outputs
