@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +69,7 @@ def default_run(tmp_path_factory) -> Path:
     if reuse:
         for name in RUN_OUTPUTS:
             if (Path(reuse) / name).exists():
+                shutil.rmtree(work / name, ignore_errors=True)
                 subprocess.run(["cp", "-a", str(Path(reuse) / name), str(work / name)], check=True)
         dry = snakemake(work, "-n")
         assert "Nothing to be done" in dry.stdout + dry.stderr, (

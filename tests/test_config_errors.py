@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from reprolm.config.checks import LM_EVAL_TASK_CACHE
 from workflow_helpers import dry_run_jobs, scratch_copy, snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.beside_slurm]
@@ -39,7 +40,9 @@ def test_bad_config_fails_before_any_job(tmp_path):
     assert result.returncode != 0
     allowed = "['ce', 'dpo', 'flr_dpo', 'flr_feedback', 'flr_kto', 'gem_linear', 'gem_logsigmoid', 'reward', 'ruler', 'vanilla']"
     assert f"ruler.recipes: 'vanila' is not declared; allowed: {allowed}" in result.stdout + result.stderr
-    assert not (work / "results").exists() and not (work / "resources").exists()
+    # Nothing made: no results, and resources holds only the lm-eval task answers it started with.
+    assert not (work / "results").exists()
+    assert [p.relative_to(work).as_posix() for p in (work / "resources").rglob("*")] == [LM_EVAL_TASK_CACHE]
 
 
 def test_built_and_hub_base_models_go_to_their_own_rules(tmp_path):

@@ -10,7 +10,6 @@ The files are written here in the released formats (their field names, our own r
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -267,11 +266,6 @@ def test_paper_config_converts_its_declared_files_through_the_raw_source_rule(tm
     any job, naming each path and URL; with stand-in files at the declared paths the real
     rule converts them."""
     work = scratch_copy(tmp_path)
-    # What lm-eval's task index says (per lm-eval version), as the project's last run cached it:
-    # asking the index again costs ~45 s and is not what this test is about.
-    if (REPO / "resources/lm_eval_tasks.json").is_file():
-        (work / "resources").mkdir()
-        shutil.copy(REPO / "resources/lm_eval_tasks.json", work / "resources")
     paper = ["--configfile", "config/paper.yaml", "--"]
     refused = snakemake(work, *paper, "resources/raw/flask", check=False)
     assert refused.returncode != 0

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
+
+from reprolm.config import overlays
+from reprolm.config.checks import LM_EVAL_TASK_CACHE, preflight
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -24,10 +29,25 @@ RUN_OUTPUTS = ("results", "resources", ".snakemake", "logs", "benchmarks")
 LINKED = ("results", "resources")
 
 
+@functools.cache
+def lm_eval_task_cache() -> Path:
+    """What lm-eval's task index says of every task of the default and paper configs, asked
+    once per test process by the workflow's own pre-flight checks. A workflow in a fresh folder
+    asks it at its first parse (about 10 s of CPU); each scratch copy starts with this instead,
+    as a user's second run would."""
+    cache = Path(tempfile.mkdtemp(prefix="reprolm-test-lm-eval-tasks-")) / Path(LM_EVAL_TASK_CACHE).name
+    for name in ("config.yaml", "paper.yaml"):
+        preflight(overlays.load(REPO / "config" / name, root=REPO), str(cache))
+    return cache
+
+
 def scratch_copy(target: Path) -> Path:
-    """The workflow, its configs and profiles, without any results."""
+    """The workflow, its configs and profiles, without any results but lm-eval's task answers
+    (:func:`lm_eval_task_cache`)."""
     for name in COPIED:
         shutil.copytree(REPO / name, target / name)
+    (target / LM_EVAL_TASK_CACHE).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(lm_eval_task_cache(), target / LM_EVAL_TASK_CACHE)
     return target
 
 
