@@ -82,9 +82,10 @@ slurm-profile:
 test: setup
 	PYTHON=$(PY) scripts/run-tests.sh
 
-# The fast layer: no Snakemake pipeline, no torchrun/DeepSpeed, no SLURM, no clean-venv install.
+# The fast layer: no Snakemake pipeline, no torchrun/DeepSpeed, no SLURM, no clean-venv install,
+# nothing marked slow.
 test-fast: setup
-	$(PY) -m pytest -q -m "not workflow and not deepspeed and not slurm and not install"
+	$(PY) -m pytest -q -m "not workflow and not deepspeed and not slurm and not install and not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -106,6 +106,7 @@ def test_win_rates_are_the_package_metrics_with_its_length_control(chat_endpoint
     assert estimates["lc_win_rate"].replicates.tolist() == result["lc_win_rate_replicates"]
 
 
+@pytest.mark.slow
 def test_the_packages_length_control_is_refitted_on_each_draw_of_the_prompts(key, tmp_path, monkeypatch):
     monkeypatch.setattr(alpaca_eval_judge, "RESAMPLES", 40)  # 0.1 s a draw
     judge = _judge("http://127.0.0.1:9", _gamed_source(tmp_path / "gamed", 30))

@@ -101,6 +101,7 @@ def test_the_extends_that_snakemake_keeps_of_several_configfiles_is_read_beside_
     assert overlays.overlay_origin([second]) == second
 
 
+@pytest.mark.slow
 def test_snakemake_runs_an_overlay_with_its_changes_and_without_the_study_it_removes(tmp_path):
     assert "flr" in DEFAULT["studies"] and DEFAULT["expo"]["alpha_search"]["alphas"] == [0.1, 0.3, 0.5]
     work = scratch_copy(tmp_path)

@@ -78,6 +78,7 @@ def test_preference_pairs_are_conversational_and_split(pairs):
         ("kto", {"learning_rate": 1e-3, "num_train_epochs": 4}, 1.5),
     ],
 )
+@pytest.mark.slow
 def test_preference_training_widens_the_margin_on_held_out_pairs(pairs, base_margin, objective, settings, widening):
     root, built = pairs
     spec = FinetuneSpec(

@@ -115,6 +115,7 @@ def step_logs(log: str) -> list[str]:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(tmp_path, caplog):
     import torch
     from safetensors.torch import load_file
@@ -221,6 +222,7 @@ except JobStopped as stop:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_finetune_stopped_by_sigterm_saves_its_step_and_resumes_to_the_same_weights(tmp_path):
     """SLURM's stop (time limit, preemption) is a SIGTERM to every process of the job: here
     the launcher's parent, torchrun and its worker, as one process group. The worker saves a

@@ -72,6 +72,7 @@ def scoring_lm(tmp_path_factory):
     return str(root / "base")
 
 
+@pytest.mark.slow
 def test_batched_scores_equal_scoring_each_follow_up_alone(scoring_lm):
     followups = load_followups(FOLLOWUPS, ["relevance", "correctness"])
     batched = FollowUpScorer(scoring_lm, followups, batch_size=7)  # chunks that do not divide 20

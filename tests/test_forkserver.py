@@ -22,6 +22,8 @@ from reprolm import forkserver
 from reprolm.provenance import content_hash
 from workflow_helpers import copy_run, snakemake
 
+# Every test here hands work to a real server, which imports torch, transformers and lm-eval first.
+pytestmark = pytest.mark.slow
 HAND_OFF = "from reprolm.forkserver import run_in_forkserver\nrun_in_forkserver()\n"
 
 

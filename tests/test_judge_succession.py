@@ -129,6 +129,7 @@ def _expo_evaluation_paths(configfile: str) -> list[str]:
     return evaluation_scores(config, base, recipe, 0.3)
 
 
+@pytest.mark.slow
 def test_the_default_config_runs_the_successor_and_makes_the_agreement_table(tmp_path, chat_endpoint):
     """The default config's retired gpt4_turbo acts through tiny_rm; an overlay giving it the
     stand-in endpoint as successor makes the agreement table for real."""

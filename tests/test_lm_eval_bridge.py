@@ -124,6 +124,7 @@ def test_fixture_docs_are_deterministic_and_pass_their_schema_check(schema):
             assert UPSTREAM_SCHEMAS[schema].check(record) is None, (split, record)
 
 
+@pytest.mark.slow
 def test_fixture_docs_use_the_splits_lm_eval_reads():
     for schema, task in [
         ("arc", "arc_challenge"),
@@ -206,6 +207,7 @@ def test_schema_checks_name_the_bad_field(schema, field, value, problem_field):
 # ---- evaluation ----
 
 
+@pytest.mark.slow
 def test_every_task_reports_its_metric_in_range_with_the_asked_counts(loaded_model_results):
     assert loaded_model_results["lm_eval_version"] == "0.4.13"
     assert set(loaded_model_results["tasks"]) == {name for name, *_ in PAPER_TASKS}
@@ -221,6 +223,7 @@ def test_every_task_reports_its_metric_in_range_with_the_asked_counts(loaded_mod
     json.dumps(loaded_model_results, allow_nan=False)
 
 
+@pytest.mark.slow
 def test_loaded_model_and_checkpoint_path_give_the_same_scores(tiny_model, fixture_dirs, loaded_model_results):
     path, _, _ = tiny_model
     from_path = evaluate_tasks(str(path), None, paper_specs(fixture_dirs), batch_size=8, bootstrap_iters=100)
@@ -230,6 +233,7 @@ def test_loaded_model_and_checkpoint_path_give_the_same_scores(tiny_model, fixtu
         )
 
 
+@pytest.mark.slow
 def test_ifeval_runs_offline_and_leaves_out_only_what_needs_missing_nltk_data(tiny_model, fixture_dirs, monkeypatch):
     """IFEval's sentence count needs NLTK's punkt_tab, which cannot be downloaded here: the
     prompts carrying it are left out, counted and explained, the rest scored by lm-eval."""

@@ -98,6 +98,7 @@ def _ids(task: str, n: int) -> list[str]:
     return [f"{task}/{i}" for i in range(n)]
 
 
+@pytest.mark.slow
 def test_each_metric_is_aggregated_as_lm_eval_aggregates_it(tmp_path):
     score = _write_score(tmp_path, _score_data(), _records())
     wanted = {
@@ -158,6 +159,7 @@ def test_a_log_that_does_not_reproduce_the_score_is_an_error_naming_it(tmp_path)
         lm_eval_estimates(missing)
 
 
+@pytest.mark.slow
 def test_a_real_lm_eval_run_is_reproduced_document_by_document(tiny_model, fixture_dirs, tmp_path):  # noqa: F811
     """The tiny model on boolq (a mean), cola (mcc over the corpus) and IFEval (pooled
     instructions); the log's aggregates equal what lm-eval reported."""

@@ -185,6 +185,7 @@ def assert_finished_and_restored_as_linked(spec: FinetuneSpec, reference: Finetu
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_finetune_finishes_its_model_where_hard_links_are_refused(linked_model, monkeypatch, caplog):
     root, reference = linked_model
     spec = tiny_spec(root, "copied")
@@ -195,6 +196,7 @@ def test_finetune_finishes_its_model_where_hard_links_are_refused(linked_model, 
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_finetune_with_checkpoints_on_a_full_second_file_system(linked_model, tmp_path, caplog):
     """A checkpoint that does not fit is named; once space is freed the rerun finishes the
     same model, and keeps a copy of it beside the checkpoints, across file systems."""
@@ -325,6 +327,7 @@ rule raw_source:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_failing_job_log_ends_with_its_os_fault_named(tmp_path):
     """The workflow's own raw_source script in a one-rule Snakefile (the whole workflow takes
     half a minute to parse), writing onto a full file system."""

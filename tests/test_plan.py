@@ -141,6 +141,7 @@ def test_calibration_scales_a_rule_by_its_recorded_wall_time(tmp_path):
     assert jobs[2].basis.endswith("calibrated")
 
 
+@pytest.mark.slow
 def test_plan_of_the_default_config_has_the_dry_runs_jobs_per_stage(capsys, monkeypatch):
     """``reprolm plan`` on the default config runs Snakemake's dry run once (recorded here as
     it passes) and plans its jobs; the same text, read by the tests' own parser of dry runs,

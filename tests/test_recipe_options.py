@@ -97,6 +97,7 @@ def test_dpo_with_peft_and_loss_type_ipo_trains_an_ipo_lora_adapter(inputs, ipo_
     assert len(targeted) == 4 and {name for name, differs in changed.items() if differs} == targeted
 
 
+@pytest.mark.slow
 def test_an_adapter_generates_and_a_merged_model_is_a_plain_checkpoint_of_the_same_weights(inputs, ipo_adapter):
     adapter, _ = ipo_adapter
     tokenizer = load_tokenizer(str(adapter))

@@ -139,6 +139,7 @@ def test_the_key_to_change_is_the_config_layer_that_sets_the_value():
     ]
 
 
+@pytest.mark.slow
 def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     job = DataJob(

@@ -189,6 +189,7 @@ def test_finetune_memory_shards_model_states_by_zero_stage_and_counts_activation
     assert finetune_gib(8 * 2**30, 4, 3, dpo) == pytest.approx(8 * 18 / 4 + 2 * 4 * 2048 * 2 / 1024 + 4)
 
 
+@pytest.mark.slow
 def test_a_config_too_large_for_its_gpus_is_refused_before_any_job(tmp_path):
     from workflow_helpers import snakemake
 

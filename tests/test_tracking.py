@@ -19,6 +19,7 @@ def test_tracking_is_off_by_default_and_refuses_an_unknown_logger():
         report_to({"report_to": "comet"}, "finetune/x/y")
 
 
+@pytest.mark.slow
 def test_a_tracked_finetune_writes_its_loss_curve_to_tensorboard(tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -184,6 +184,7 @@ train_before_test(**{**run, "spec": TaskSpec(**run["spec"])})
 """
 
 
+@pytest.mark.slow
 def test_killed_lora_train_before_test_resumes_at_its_last_epoch_to_the_same_scores(docs_dir, tmp_path):
     """A run SIGKILLed once its first epoch's checkpoint is complete is rerun: it keeps the
     direct and epoch-1 scores it had saved, trains epochs 2-3 only, and reports what an
