@@ -31,19 +31,6 @@ HEAVY_LIBRARIES = {
     "trl",
     "vllm",
 }
-# Function-level imports of light reprolm modules still to be moved to the top of their
-# module, each with why it is still inside a function; an entry that no longer occurs fails
-# the test, so that the list only shrinks.
-PENDING = "in a module another session was changing when the import graph was checked (issue 35)"
-TEMPLATES = "the Ruler chat template registers from reprolm.studies, above config.lookups, which asks for it"
-ALLOWED_LAZY: dict[tuple[str, str], str] = {
-    ("reprolm.config.lookups", "reprolm.models.templates"): TEMPLATES,
-    ("reprolm.generate", "reprolm.generate.transformers_backend"): PENDING,
-    ("reprolm.generate", "reprolm.generate.vllm_backend"): PENDING,
-    ("reprolm.models.templates", "reprolm.studies"): TEMPLATES,
-}
-# Import edges that close a cycle, left for now with the reason; same rule.
-ALLOWED_CYCLE_EDGES: dict[tuple[str, str], str] = {("reprolm.models.templates", "reprolm.studies"): TEMPLATES}
 
 
 def _module_name(path: Path) -> str:
@@ -179,9 +166,6 @@ def test_the_finder_names_a_cycle_and_the_graph_sees_imports_inside_functions():
 
 def test_no_import_cycle_among_the_packages_modules():
     _, every, _, _ = import_graph()
-    for importer, target in ALLOWED_CYCLE_EDGES:
-        assert target in every[importer], f"{importer} no longer imports {target}: drop it from ALLOWED_CYCLE_EDGES"
-        every[importer].discard(target)
     cycle = find_cycle(every)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
@@ -210,11 +194,9 @@ def test_a_module_is_imported_inside_a_function_only_where_it_loads_a_heavy_libr
         f"{name}:{line} imports {target} (which loads no heavy library) inside a function"
         for name, imports in lazy.items()
         for target, line in imports
-        if not loads[target] and (name, target) not in ALLOWED_LAZY
+        if not loads[target]
     )
     assert not light, "\n".join(light)
-    occurring = {(name, target) for name, imports in lazy.items() for target, _ in imports}
-    assert set(ALLOWED_LAZY) <= occurring, f"no longer imported inside a function: {set(ALLOWED_LAZY) - occurring}"
 
 
 def test_the_config_lookups_load_no_heavy_library():

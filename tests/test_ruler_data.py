@@ -282,13 +282,17 @@ def custom_tokenizer(tmp_path):
 
 def test_the_paper_config_trains_every_ruler_recipe_with_the_custom_template():
     from reprolm.config.lookups import chat_template_name, finetune_chat_template, finetune_tokens
-    from reprolm.studies.ruler import RULER_CUSTOM
+    from reprolm.models.templates import named_template
 
     targets = TargetSet.from_config(PAPER["length_targets"])
     # The original's finetune.py: custom's SPECIAL_TOKENS, and for Ruler the MLTs after them.
     assert finetune_tokens(PAPER, "ruler") == HEADER_TOKENS + targets.mlt_tokens
     assert finetune_tokens(PAPER, "vanilla") == HEADER_TOKENS
-    assert finetune_chat_template(PAPER, "ruler") == finetune_chat_template(PAPER, "vanilla") == RULER_CUSTOM.jinja
+    assert (
+        finetune_chat_template(PAPER, "ruler")
+        == finetune_chat_template(PAPER, "vanilla")
+        == named_template("ruler_custom").jinja
+    )
     assert [chat_template_name(PAPER, r) for r in ("ruler", "vanilla", "ruler+expo0.3", "pretrained")] == [
         "ruler_custom",
         "ruler_custom",

@@ -115,6 +115,27 @@ def test_tasks_without_training_split_are_refused(tmp_path):
         refuse_tasks_without_training_split(tasks, cache, "harmony.tasks")
 
 
+def test_a_tasks_facts_are_read_without_importing_its_code(tmp_path, monkeypatch):
+    """The workflow asks the facts while it parses: importing IFEval's module would try an
+    NLTK download there."""
+    import lm_eval.utils
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"imported a task's code: {args}")
+
+    monkeypatch.setattr(lm_eval.utils, "import_function", refuse)
+    facts = task_facts(["ifeval"], tmp_path / "tasks.json")
+    assert facts["ifeval"] == {
+        "training_split": False,
+        "metrics": [
+            "prompt_level_strict_acc,none",
+            "inst_level_strict_acc,none",
+            "prompt_level_loose_acc,none",
+            "inst_level_loose_acc,none",
+        ],
+    }
+
+
 def test_a_metric_the_task_does_not_report_is_refused_before_it_runs(tmp_path):
     cache = tmp_path / "tasks.json"
     facts = task_facts(["arc_easy", "gsm8k", "cola"], cache)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from reprolm.config.errors import ConfigError
 from reprolm.length import TargetSet
+from reprolm.models.templates import OWN_TEMPLATE, named_template
 from reprolm.paths import (
     PRETRAINED,
     base_model_dir,
@@ -123,8 +124,6 @@ def finetune_start(config: Mapping, base: str, recipe: str) -> str:
 def finetune_tokens(config: Mapping, recipe: str) -> list[str]:
     """Tokens a recipe adds to the tokenizer: its named chat template's special tokens, then
     (``add_tokens: mlt``) one per length target."""
-    from reprolm.models.templates import named_template
-
     spec = recipe_spec(config, recipe)
     template = named_template(spec.get("chat_template"), f"recipes.{recipe}.chat_template")
     tokens = list(template.special_tokens) if template else []
@@ -136,8 +135,6 @@ def finetune_tokens(config: Mapping, recipe: str) -> list[str]:
 def finetune_chat_template(config: Mapping, recipe: str) -> str | None:
     """The chat template (Jinja) a recipe's finetune trains with and saves with its model;
     None keeps the starting checkpoint's own."""
-    from reprolm.models.templates import named_template
-
     template = named_template(recipe_spec(config, recipe).get("chat_template"), f"recipes.{recipe}.chat_template")
     return template.jinja if template else None
 
@@ -145,8 +142,6 @@ def finetune_chat_template(config: Mapping, recipe: str) -> str | None:
 def chat_template_name(config: Mapping, recipe: str) -> str:
     """The named template a model was trained with (``own``: its base's), following
     replicates, extrapolations and ``init`` recipes (whose template their model keeps)."""
-    from reprolm.models.templates import OWN_TEMPLATE
-
     name = split_expo(recipe)[0]
     while name != PRETRAINED:
         spec = recipe_spec(config, name)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from reprolm.generate.request import GenerationRequest, SamplingParams, complete, make_request
+from reprolm.generate.transformers_backend import TransformersBackend
+from reprolm.generate.vllm_backend import VLLMBackend
 from reprolm.registry import Registry
 
 BACKENDS = Registry("generation backend")
@@ -10,16 +12,12 @@ BACKENDS = Registry("generation backend")
 
 @BACKENDS.register("transformers")
 def _transformers(model_path: str, **options):
-    from reprolm.generate.transformers_backend import TransformersBackend
-
     options.pop("tensor_parallel_size", None)
     return TransformersBackend(model_path, **options)
 
 
 @BACKENDS.register("vllm")
 def _vllm(model_path: str, **options):
-    from reprolm.generate.vllm_backend import VLLMBackend
-
     options.pop("batch_size", None)
     return VLLMBackend(model_path, **options)
 

@@ -3,14 +3,20 @@
 A recipe's ``chat_template`` names one: the finetune sets it on the tokenizer, adds its
 special tokens (growing the embeddings) and saves both with the model, so generation and
 every later finetune of that model use the same template. ``own`` keeps the base's template
-(the project's generic one for a base without any). Studies register the templates their
-original code trains with.
+(the project's generic one for a base without any). A study declares the templates its
+original code trains with in ``chat_templates.yaml`` in its folder (name: ``jinja`` and
+``special_tokens``); they are read here as data, so the config code, which sits below the
+studies, can name them without importing one. A study outside the package registers its
+own in ``CHAT_TEMPLATES``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
+from reprolm.io import read_yaml
 from reprolm.registry import Registry
 
 # A recipe's ``chat_template`` that keeps the base model's own template.
@@ -25,12 +31,20 @@ class ChatTemplate:
 
 
 CHAT_TEMPLATES: Registry[ChatTemplate] = Registry("chat template")
+STUDY_TEMPLATE_FILES = Path(__file__).resolve().parents[1] / "studies"
+TEMPLATE_FILE = "chat_templates.yaml"
+
+
+@cache
+def _register_study_templates() -> None:
+    for path in sorted(STUDY_TEMPLATE_FILES.glob(f"*/{TEMPLATE_FILE}")):
+        for name, entry in read_yaml(path).items():
+            CHAT_TEMPLATES.register(name, ChatTemplate(entry["jinja"], tuple(entry.get("special_tokens", ()))))
 
 
 def template_names() -> list[str]:
-    """What a recipe's ``chat_template`` may name (the package's studies registered)."""
-    import reprolm.studies  # noqa: F401  (each study registers its templates on import)
-
+    """What a recipe's ``chat_template`` may name."""
+    _register_study_templates()
     return [OWN_TEMPLATE, *CHAT_TEMPLATES.names()]
 
 
@@ -38,6 +52,5 @@ def named_template(name: str | None, where: str | None = None) -> ChatTemplate |
     """The template ``name`` stands for; None for ``own`` (or no name)."""
     if name is None or name == OWN_TEMPLATE:
         return None
-    import reprolm.studies  # noqa: F401
-
+    _register_study_templates()
     return CHAT_TEMPLATES.get(name, where)

@@ -70,16 +70,22 @@ def task_manager() -> TaskManager:
     return TaskManager()
 
 
-def builtin_task_config(task: str) -> dict[str, Any]:
+def builtin_task_config(task: str, resolve_functions: bool = True) -> dict[str, Any]:
     """lm-eval's own configuration of ``task``: its YAML with includes merged and
-    ``!function`` references resolved to the task's Python functions."""
+    ``!function`` references resolved to the task's Python functions (left as their
+    ``module.name`` text without ``resolve_functions``: importing a task's module can run
+    code, such as IFEval's NLTK download, that reading its facts does not need)."""
     entry = task_manager().task_index.get(task)
     if entry is None or entry.yaml_path is None:
         raise ValueError(f"lm-eval {version('lm_eval')} has no YAML-defined task {task!r}")
-    return _task_yaml(Path(entry.yaml_path))
+    return _task_yaml(Path(entry.yaml_path), resolve_functions)
 
 
-def _task_yaml(path: Path) -> dict[str, Any]:
+def _function_reference(loader, node) -> str:
+    return loader.construct_scalar(node)
+
+
+def _task_yaml(path: Path, resolve_functions: bool = True) -> dict[str, Any]:
     """A task YAML read as lm-eval reads it: ``!function`` through lm-eval's public
     ``utils.import_function``, includes merged under the file's own keys, an include's
     ``task_list`` not inherited. lm-eval 0.4.13 loads task YAML only in a private module
@@ -88,12 +94,13 @@ def _task_yaml(path: Path) -> dict[str, Any]:
     from lm_eval.utils import import_function
 
     loader = type("TaskYamlLoader", (yaml.SafeLoader,), {})
-    loader.add_constructor("!function", partial(import_function, yaml_path=path))
+    function = partial(import_function, yaml_path=path) if resolve_functions else _function_reference
+    loader.add_constructor("!function", function)
     config = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
     includes = config.pop("include", [])
     merged = {}
     for include in [includes] if isinstance(includes, str) else includes:
-        included = _task_yaml(path.parent / include)
+        included = _task_yaml(path.parent / include, resolve_functions)
         included.pop("task_list", None)
         merged.update(included)
     return merged | config

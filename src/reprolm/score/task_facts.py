@@ -16,7 +16,7 @@ from pathlib import Path
 def _facts(task: str) -> dict:
     from reprolm.score.lm_eval_bridge import builtin_task_config
 
-    config = builtin_task_config(task)
+    config = builtin_task_config(task, resolve_functions=False)
     if "group" in config:
         # A group (MMLU) reports its aggregate metrics, each under its own filters.
         metrics = [

@@ -6,28 +6,9 @@ from collections.abc import Mapping
 
 from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import chat_template_name, promptset_spec
-from reprolm.models.templates import CHAT_TEMPLATES, ChatTemplate
 from reprolm.score.task_facts import refuse_metrics_not_reported
 from reprolm.studies.base import Study, register_study, section_schema
 
-# The original's ``custom`` template (src/utils/templates.py, TEMPLATE=custom in every
-# finetune script), which it trains all six bases with: Llama-3's headers, no system turn,
-# ``<|eot_id|>`` after each turn. Its five tokens are added to every base's tokenizer as
-# special tokens (finetune.py: template.SPECIAL_TOKENS, with the MLTs for Ruler), whether or
-# not the template writes them all. ``<|begin_of_text|>`` is written as text: on Llama-3 it
-# is the BOS (kept once, where the original's tokenizer.encode adds a second), elsewhere a
-# new token after the base's own BOS, as the original has it.
-RULER_CUSTOM = ChatTemplate(
-    jinja=(
-        "<|begin_of_text|>"
-        "{% for message in messages %}"
-        "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] + '<|eot_id|>' }}"
-        "{% endfor %}"
-        "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
-    ),
-    special_tokens=("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
-)
-CHAT_TEMPLATES.register("ruler_custom", RULER_CUSTOM)
 # The builders that read OpenHermes' single-turn dialogues (one rule must serve both: the
 # training set leaves out the TLG set's rows of the same shuffle).
 SINGLE_TURN_BUILDERS = ("ruler_tlg", "ruler_train")
