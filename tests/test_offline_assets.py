@@ -78,9 +78,13 @@ def test_an_lm_eval_tasks_data_is_recorded_by_what_lm_eval_loaded(tmp_path):
 
 
 def test_a_download_that_cannot_reach_the_hub_leaves_nothing_behind(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
     from reprolm.data.hub_assets import download_hub_model
 
+    # huggingface_hub reads the variable when first imported, which an earlier test may have done.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(
         OSError,
         match=r"^hub model 'sentence-transformers/bert-large-nli-stsb-mean-tokens' could "
