@@ -15,6 +15,9 @@ endif
 export HF_HOME := $(CURDIR)/resources/hf_home
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM := false
+# Waiting OpenMP threads sleep instead of spinning: with more busy threads than cores (jobs side
+# by side, the test suite's processes) torch's spinning threads took three times the CPU.
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: setup setup-gpu system-deps run report test test-fast lint format clean bench slurm-profile docs
 
