@@ -193,9 +193,9 @@ def test_config_checks_catch_what_the_schema_cannot():
     assert _refused(config).startswith("sources.eli5.schema: unknown upstream schema 'eli_5'; registered: [")
     assert _refused(config).endswith("did you mean 'eli5'?")
     config = copy.deepcopy(DEFAULT)
-    config["sources"]["eli5"]["schema"] = "numina_cot"
+    config["sources"]["eli5"]["schema"] = "trl_preference"
     assert _refused(config) == (
-        "sources.eli5.fixture: schema 'numina_cot' has no fixture; name a hub dataset for this source"
+        "sources.eli5.fixture: schema 'trl_preference' has no fixture; name a hub dataset for this source"
     )
 
 

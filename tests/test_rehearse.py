@@ -165,14 +165,41 @@ def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
         f"peak memory {measured.peak_mb:.0f} MB is over 80% of mem_mb {int(measured.peak_mb)}",
         f"{measured.seconds:.0f} s is over 80% of runtime 0.01 min",
     ]
-    # A build that fails is named with its exception; one from generations is not measured.
+    # A build that fails is named with its exception, and so is what could not be measured.
+    prompts = dataclasses.replace(
+        job,
+        job="prompts/test",
+        dataset="prompts",
+        split="test",
+        builder="instructions",
+        options={},
+        schemas={"alpaca_eval": "alpaca_eval"},
+        splits={"alpaca_eval": ["eval"]},
+        fixtures={"alpaca_eval": {}},
+    )
+    judged = dataclasses.replace(
+        prompts,
+        job="pairs/train",
+        dataset="pairs",
+        split="train",
+        builder="online_preferences",
+        options={"pairing": "best_worst"},
+        schemas={},
+        splits={},
+        fixtures={},
+        from_generations={"dataset": "prompts/test", "samples": 4, "words": 30},
+    )
     broken = dataclasses.replace(job, builder="no_such_builder")
-    from_generations = dataclasses.replace(job, job="pairs/train", schemas={})
-    no_fixture = dataclasses.replace(job, job="math/train", schemas={"numina": "numina_cot"})
-    failed, not_built, not_made = measure_all([broken, from_generations, no_fixture], {"openhermes": 20}, tmp_path)[1]
+    no_fixture = dataclasses.replace(job, job="own/train", schemas={"own": "trl_preference"})
+    failed, not_made, not_built = measure_all([broken, judged, no_fixture], {"openhermes": 20}, tmp_path / "a")[1]
     assert failed.startswith("tlg/test: building tlg/test failed (exit 1): ") and "'no_such_builder'" in failed
-    assert not_built == "pairs/train: built from generations, not from raw sources"
-    assert not_made == "math/train: no schema-true generator (fixture) for numina"
+    assert not_made == "own/train: no schema-true generator (fixture) for own"
+    assert not_built == "pairs/train: its prompt set's dataset prompts/test was not built"
+    # FLR's online pairs: built from the policy's samples of its prompt set's measured build
+    # (100 prompts x 4 samples), each sample graded.
+    _, pairs = measure_all([judged, prompts], {"alpaca_eval": 100}, tmp_path / "b")[0]
+    assert (pairs.rule, pairs.job, pairs.rows) == ("dataset", "pairs/train", {"generations": 400})
+    assert 50 < pairs.peak_mb < 0.8 * pairs.mem_mb and pairs.mem_mb == 4000 and pairs.flags == []
     # Score jobs alike in metric, prompt set and request: measured once on generations of the
     # built TLG set (60 rows x 2 samples), the figure standing for each of them.
     scores = ScoreJob(

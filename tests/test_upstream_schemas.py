@@ -97,6 +97,17 @@ def test_builders_read_each_schema_through_its_adapter(tmp_path):
     assert first[1]["content"].endswith("The answer is: " + first[1]["content"].rsplit(": ", 1)[1])
 
 
+def test_numina_cot_records_are_the_chats_gems_sft_trains_on(tmp_path):
+    numina = _source(tmp_path, "numina", "numina_cot", splits=["train", "test"])
+    chats = build_chat_sft(
+        BuildContext({"numina": numina}, {"numina": "numina_cot"}, {"splits": {"train": "train", "test": "test"}})
+    )
+    assert {split: len(rows) for split, rows in chats.items()} == {"train": 3, "test": 3}
+    first = chats["train"][0]["messages"]
+    assert [turn["role"] for turn in first] == ["user", "assistant"]
+    assert first[1]["content"].endswith("}$.") and "The answer is $\\boxed{" in first[1]["content"]
+
+
 def test_a_schema_without_the_adapter_a_builder_needs_is_refused_naming_those_that_have_it(tmp_path):
     longform = _source(tmp_path, "longform", "longform", bin_centres=[10], max_words=20)
     with pytest.raises(

@@ -322,6 +322,32 @@ def writing_prompts(n: int, seed: int, kind: str = "poem", max_words: int = 200)
     ]
 
 
+def numina_cot(
+    n: int, seed: int, min_words: int = 20, max_words: int = 120, splits: list[str] = ("train", "test")
+) -> dict[str, list[dict]]:
+    """NuminaMath-CoT records, ``n`` per split: a question, a worked solution of fixture text
+    ending in its answer, and the two as the chat SFT trains on."""
+    made = {}
+    for offset, split in enumerate(splits):
+        rng = random.Random(f"numina_cot/{split}/{seed + offset}")
+        records = []
+        for _ in range(n):
+            problem = question(rng)
+            solution = (
+                f"{passage(rng, rng.randint(min_words, max_words))} The answer is $\\boxed{{{rng.randint(0, 999)}}}$."
+            )
+            records.append(
+                {
+                    "source": "fixture",
+                    "problem": problem,
+                    "solution": solution,
+                    "messages": [{"role": "user", "content": problem}, {"role": "assistant", "content": solution}],
+                }
+            )
+        made[split] = records
+    return made
+
+
 def capitalise_title(text: str) -> str:
     return text[:1].upper() + text[1:]
 

@@ -322,6 +322,7 @@ NUMINA_COT = define(
         "numina_cot",
         'AI-MO/NuminaMath-CoT: {"source", "problem", "solution", "messages": [{"role", "content"}, ...]}',
         lambda r: schemas.fields("problem", "solution")(r) or schemas.check_turns(r, "messages", ("role", "content")),
+        fixtures.numina_cot,
         sft_chat=lambda r, template: r["messages"],
     )
 )

@@ -11,6 +11,10 @@ resident memory (``wait4``'s ``ru_maxrss``) and wall time are its own. Its reque
 job's own where the DAG fixes it, else the one the workflow makes from the data it reads
 (``build_request`` on the generated sources).
 
+A dataset built from a policy's judged samples (``from_generations``: FLR's online pairs)
+is measured on generations of its prompt set's measured build, as a score job's below, each
+sample with a random grade.
+
 Each ``score`` job that asks for no GPU (the metrics that count and parse) is measured the
 same way on generations made from its prompt set's dataset as measured above: every row
 answered ``n`` times (the prompt set's samples) with a text of up to ``max_new_tokens``
@@ -89,6 +93,14 @@ made = [
 ]
 pq.write_table(pa.Table.from_pylist(made), output)
 """
+# A judge's grades of such generations, one per sample, as the grade rule writes them.
+WRITE_GRADES = """
+import sys, json, random, pyarrow.parquet as pq
+generations, output, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = random.Random(seed)
+ids = pq.read_table(generations, columns=["id"]).column("id").to_pylist()
+json.dump({"ids": ids, "grades": [[rng.random()] for _ in ids]}, open(output, "w"))
+"""
 SCORE = """
 import sys, json
 import pyarrow.parquet as pq
@@ -114,6 +126,9 @@ class DataJob:
     # None where the job's request comes from its inputs (a dry run has not got them).
     mem_mb: int | None
     runtime_min: int | None
+    # A dataset of judged samples: the prompt set's dataset and split, samples per row and
+    # words per sample.
+    from_generations: dict | None = None
 
 
 @dataclass
@@ -188,8 +203,20 @@ def fixture_options(source: str, config: Mapping, default: Mapping) -> dict:
     return options
 
 
+def _judged_samples(config: Mapping, dataset: str) -> dict | None:
+    online = config["datasets"][dataset].get("from_generations")
+    if online is None:
+        return None
+    spec = promptset_spec(config, online["promptset"])
+    return {
+        "dataset": f"{spec['dataset']}/{spec['split']}",
+        "samples": spec["sampling"].get("n", 1),
+        "words": spec["sampling"]["max_new_tokens"],
+    }
+
+
 def data_jobs(dag) -> list[DataJob]:
-    """The DAG's dataset builds (those from generations have no schemas: not measured)."""
+    """The DAG's dataset builds."""
     default_path = dag.workdir / DEFAULT_CONFIG
     default = yaml.safe_load(default_path.read_text()) if default_path.is_file() else {}
     jobs = []
@@ -210,6 +237,7 @@ def data_jobs(dag) -> list[DataJob]:
                 length_targets=job.params.length_targets,
                 mem_mb=_known(job.resources.get("mem_mb")),
                 runtime_min=_known(job.resources.get("runtime")),
+                from_generations=_judged_samples(dag.config, job.wildcards_dict["dataset"]),
             )
         )
     return jobs
@@ -301,13 +329,41 @@ def measure(job: DataJob, rows: Mapping[str, int], scratch: Path) -> Measurement
     )
 
 
+def _write_generations(built: Path, samples: int, words: int, folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    generations = folder / "generations.parquet"
+    command = [sys.executable, "-c", WRITE_GENERATIONS, str(built), str(samples), str(words)]
+    subprocess.run(command + [str(generations), str(SEED)], check=True)
+    return generations
+
+
+def measure_judged(job: DataJob, built: Path, scratch: Path) -> Measurement:
+    """A build from judged samples: its peak memory and wall time on generations of the
+    prompt set's built dataset, each sample graded."""
+    online = job.from_generations
+    folder = scratch / job.job.replace("/", "_")
+    generations = _write_generations(built, online["samples"], online["words"], folder)
+    grades = folder / "grades.json"
+    subprocess.run([sys.executable, "-c", WRITE_GRADES, str(generations), str(grades), str(SEED)], check=True)
+    folders = {"generations": str(generations), "grades": str(grades)}
+    spec = {**asdict(job), "folders": folders, "output": str(folder / "built.parquet")}
+    peak_mb, seconds = _peak_mb_and_seconds([sys.executable, "-c", BUILD, json.dumps(spec)], f"building {job.job}")
+    request = build_request([str(generations), str(grades)])
+    return Measurement(
+        job.job,
+        {"generations": pq.ParquetFile(generations).metadata.num_rows},
+        peak_mb,
+        seconds,
+        job.mem_mb or request["mem_mb"],
+        job.runtime_min or request["runtime"],
+        jobs=[job.job],
+    )
+
+
 def measure_score(group: ScoreJob, built: Path, scratch: Path) -> Measurement:
     """A score job's peak memory and wall time on generations of the built dataset."""
     folder = scratch / "score" / group.jobs[0].replace("/", "_")
-    folder.mkdir(parents=True)
-    generations = folder / "generations.parquet"
-    command = [sys.executable, "-c", WRITE_GENERATIONS, str(built), str(group.samples), str(group.words)]
-    subprocess.run(command + [str(generations), str(SEED)], check=True)
+    generations = _write_generations(built, group.samples, group.words, folder)
     spec = {"metric": group.metric, "generations": str(generations), "context": group.context}
     peak_mb, seconds = _peak_mb_and_seconds(
         [sys.executable, "-c", SCORE, json.dumps(spec, default=str)], f"scoring {group.jobs[0]}"
@@ -333,8 +389,7 @@ def measure_all(
     measurements, skipped, built = [], [], {}
     with tempfile.TemporaryDirectory(prefix="reprolm-sizes-") as scratch:
         for job in jobs:
-            if not job.schemas:
-                skipped.append(f"{job.job}: built from generations, not from raw sources")
+            if job.from_generations:
                 continue
             unmade = sorted(
                 source for source, schema in job.schemas.items() if UPSTREAM_SCHEMAS.get(schema).fixture is None
@@ -353,6 +408,17 @@ def measure_all(
                 skipped.append(f"{job.job}: {_last_line(error)}")
                 continue
             built[job.job] = Path(scratch) / job.job.replace("/", "_") / "built.parquet"
+        for job in jobs:
+            if not job.from_generations:
+                continue
+            prompts = job.from_generations["dataset"]
+            if prompts not in built:
+                skipped.append(f"{job.job}: its prompt set's dataset {prompts} was not built")
+                continue
+            try:
+                measurements.append(measure_judged(job, built[prompts], Path(scratch)))
+            except RuntimeError as error:
+                skipped.append(f"{job.job}: {_last_line(error)}")
         for group in scores:
             dataset = f"{group.dataset}/{group.split}"
             if group.context.get("encoder"):
