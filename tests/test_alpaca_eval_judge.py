@@ -16,7 +16,6 @@ from chat_endpoint_standin import ChatEndpointStandIn
 from reprolm.aggregate.judged import win_rate_estimates
 from reprolm.aggregate.uncertainty import unit_draws
 from reprolm.data.sources import write_source
-from reprolm.score import alpaca_eval_judge
 from reprolm.score.judges import make_judge
 from reprolm.score.judging import win_rates
 
@@ -29,9 +28,9 @@ def _gamed_source(folder: Path, n: int) -> str:
     return str(folder)
 
 
-def _judge(base_url: str, gamed: str):
+def _judge(base_url: str, gamed: str, **settings):
     return make_judge(
-        {"kind": "alpaca_eval", "base_url": base_url, "api_key_env": KEY_ENV, "length_control": "gamed"},
+        {"kind": "alpaca_eval", "base_url": base_url, "api_key_env": KEY_ENV, "length_control": "gamed", **settings},
         {"length_control": gamed},
     )
 
@@ -77,10 +76,9 @@ def _instruction(request) -> str:
     return request["body"]["messages"][-1]["content"].split('"instruction": """', 1)[1].split('"""', 1)[0]
 
 
-def test_win_rates_are_the_package_metrics_with_its_length_control(chat_endpoint, key, tmp_path, monkeypatch):
+def test_win_rates_are_the_package_metrics_with_its_length_control(chat_endpoint, key, tmp_path):
     # A few bootstrap draws (each refits the package's GLM): the next test checks them.
-    monkeypatch.setattr(alpaca_eval_judge, "RESAMPLES", 20)
-    judge = _judge(chat_endpoint, _gamed_source(tmp_path / "gamed", 40))
+    judge = _judge(chat_endpoint, _gamed_source(tmp_path / "gamed", 40), lc_resamples=20)
     ids = list(range(40))
     instructions = [f"Explain topic {i}." for i in ids]
     answers = [("word " * (5 + 7 * (i % 5))).strip() for i in ids]
@@ -107,9 +105,8 @@ def test_win_rates_are_the_package_metrics_with_its_length_control(chat_endpoint
 
 
 @pytest.mark.slow
-def test_the_packages_length_control_is_refitted_on_each_draw_of_the_prompts(key, tmp_path, monkeypatch):
-    monkeypatch.setattr(alpaca_eval_judge, "RESAMPLES", 40)  # 0.1 s a draw
-    judge = _judge("http://127.0.0.1:9", _gamed_source(tmp_path / "gamed", 30))
+def test_the_packages_length_control_is_refitted_on_each_draw_of_the_prompts(key, tmp_path):
+    judge = _judge("http://127.0.0.1:9", _gamed_source(tmp_path / "gamed", 30), lc_resamples=40)  # 0.1 s a draw
     ids = list(range(30))
     answers = ["x" * (40 + 13 * (i % 7)) for i in ids]
     references = ["x" * 70] * 30

@@ -175,6 +175,8 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
         "base_url": chat_endpoint,
         "api_key_env": "REPROLM_TEST_JUDGE_KEY",
         "length_control": "alpaca_eval_gamed",
+        # Each draw refits the package's GLM: the wiring needs no thousand.
+        "lc_resamples": 50,
     }
     configfile = tmp_path / "endpoint.yaml"
     configfile.write_text(yaml.safe_dump(config))
@@ -203,6 +205,7 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
         if len(answer["text"]) != len(answer["reference"]):
             assert preference == pytest.approx(0.8 if len(answer["text"]) > len(answer["reference"]) else 0.2)
     assert ae2["win_rate"] == pytest.approx(100 * sum(ae2["preferences"]) / len(answers))
+    assert len(ae2["lc_win_rate_replicates"]) == 50
     # The length-control data is an input of the job: a new df_gamed.csv reruns the win rate.
     provenance = read_json(default_run, ae2_target + ".provenance.json")
     assert [item["path"] for item in provenance["inputs"]["length_control"]] == ["resources/raw/alpaca_eval_gamed"]

@@ -59,8 +59,10 @@ class AlpacaEvalJudge:
         max_retries: int = DEFAULT_MAX_RETRIES,
         name: str | None = None,
         cache: JudgeCache | None = None,
+        lc_resamples: int = RESAMPLES,
     ):
-        """``max_retries``: the OpenAI client's retries of a transient failure (no connection,
+        """``lc_resamples``: bootstrap draws of the length-controlled win rate, each refitting
+        the package's GLM. ``max_retries``: the OpenAI client's retries of a transient failure (no connection,
         HTTP 408, 409, 429, 5xx; exponential backoff or the server's Retry-After). On top, the
         package asks again up to 10 times, 2 s apart, after an error whose message mentions a
         rate limit, and then gives a missing verdict (counted as unparsed, never cached)."""
@@ -83,6 +85,7 @@ class AlpacaEvalJudge:
             )
         self.annotator, self.base_url, self._key, self.max_retries = annotator, base_url, key, max_retries
         self.cache = cache if cache is not None else JudgeCache({})
+        self.lc_resamples = lc_resamples
         self.version = alpaca_eval.__version__
         self.gamed = read_source(gamed_annotations, "alpaca_eval_gamed")
         self.gamed_source = gamed_annotations
@@ -221,7 +224,7 @@ class AlpacaEvalJudge:
             return each_draw(
                 list(ids),
                 lambda rows: float(_package_metrics(annotations.iloc[rows], warn=False)["length_controlled_winrate"]),
-                RESAMPLES,
+                self.lc_resamples,
             )
 
     def _annotations(

@@ -49,6 +49,7 @@ from reprolm.registry import Registry
 from reprolm.score.api_requests import DEFAULT_MAX_RETRIES, request_failure
 from reprolm.score.flr import FollowUpScorer, load_followups
 from reprolm.score.judge_cache import CACHE_ROOT, JudgeCache, cache_dir
+from reprolm.stats.estimate import RESAMPLES
 
 log = logging.getLogger(__name__)
 
@@ -507,6 +508,7 @@ def _alpaca_eval_judge(spec: Mapping, files: Mapping[str, str], seed: int, name:
         max_retries=spec.get("max_retries", DEFAULT_MAX_RETRIES),
         name=name,
         cache=cache,
+        lc_resamples=spec.get("lc_resamples", RESAMPLES),
     )
 
 
