@@ -21,7 +21,17 @@ import yaml
 
 from reprolm.plan import PlannedJob, apply_measurements
 from reprolm.rehearse.sizes import DataJob, ScoreJob, fixture_options, measure, measure_all, measure_score, save
-from reprolm.rehearse.standin import STAND_IN_ROWS, Candidate, cut_row_counts, select
+from reprolm.rehearse.standin import (
+    MAX_NEW_TOKENS,
+    MAX_STEPS,
+    STAND_IN_ROWS,
+    STOP_NEW_TOKENS,
+    STOP_SHARD_SIZE,
+    Candidate,
+    cut_row_counts,
+    select,
+    stand_in_config,
+)
 from reprolm.rehearse.submissions import (
     Partition,
     Request,
@@ -276,6 +286,23 @@ def test_the_stand_in_config_cuts_every_row_count():
     assert cut["harmony"]["train"] == {"max_num_train": STAND_IN_ROWS, "num_train_epochs": 3}
 
 
+def test_the_stopped_generation_is_saved_a_prompt_at_a_time_and_long_enough_to_stop():
+    config = {
+        "promptsets": {
+            "tlg": {"sampling": {"max_new_tokens": 2048}},
+            "chat": {"sampling": {"max_new_tokens": 64}},
+        },
+        "generation": {"backend": "vllm", "shard_size": 500},
+        "recipes": {"ruler": {"num_train_epochs": 3}},
+    }
+    stood_in = stand_in_config(config, {}, {}, stopped_promptset="tlg")
+    tokens = {name: spec["sampling"]["max_new_tokens"] for name, spec in stood_in["promptsets"].items()}
+    assert tokens == {"tlg": STOP_NEW_TOKENS, "chat": MAX_NEW_TOKENS}
+    assert stood_in["generation"] == {"backend": "vllm", "shard_size": STOP_SHARD_SIZE}
+    assert stood_in["recipes"]["ruler"]["max_steps"] == MAX_STEPS
+    assert stand_in_config(config, {}, {})["generation"]["shard_size"] == 500
+
+
 def test_a_fixture_of_several_splits_makes_those_the_hub_source_names():
     paper, default = (yaml.safe_load((REPO / "config" / name).read_text()) for name in ("paper.yaml", "config.yaml"))
     # ExPO's alpha search reads UltraFeedback's test_gen, which the fixture's default omits.
@@ -462,8 +489,16 @@ def test_stand_in_run_of_each_family_and_class_through_the_profile(slurm_cluster
     # The GPU jobs were granted their fake GPU; each output's record names its SLURM job.
     generations = [" ".join(row) for row in ran if row[0] == "generate"]
     assert all(re.search(r"job \d+ on localhost, GPUs [01]$", line) for line in generations), generations
-    # The TLG build and the four representatives: five SLURM jobs.
-    assert "(5 SLURM jobs with those upstream" in section[0], section[0]
+    # One generation stopped once its first prompt was saved (SIGTERM, as before a time
+    # limit), retried by Snakemake and finished from the saved prompts.
+    [stop] = [line for line in section if line.startswith("Stop and resume (generate ")]
+    match = re.search(
+        r": resumed: job (\d+) stopped by SIGTERM \((\d+) of 8 shards of 1 prompts saved\); job (\d+) kept (\d+) saved",
+        stop,
+    )
+    assert match and match[1] != match[3] and match[2] == match[4] and 1 <= int(match[2]) < 8, stop
+    # The TLG build, the four representatives and the stopped generation's retry: six SLURM jobs.
+    assert "(6 SLURM jobs with those upstream" in section[0], section[0]
     record = json.loads(
         (
             work / ".rehearsal/stand-in/results/generations/gemma_7b_it/pretrained/tlg.parquet.provenance.json"

@@ -9,8 +9,9 @@ then one verdict: ready, or each shape that will fail with the config key to cha
 ``sizes``, the dataset builds and the score jobs that run on a CPU are also run at the
 papers' sizes (``reprolm.rehearse.sizes``) and those needing over 80% of their request are
 failures too. With ``stand_in``, one job of each rule x model family x resource class runs
-through the profile on tiny stand-in models (``reprolm.rehearse.standin``); one that fails,
-or runs other than asked, is a failure too.
+through the profile on tiny stand-in models (``reprolm.rehearse.standin``), one generation
+stopped and resumed on the way; one that fails, runs other than asked, or does not resume, is
+a failure too.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ class Rehearsal:
             ]
             if run.outcomes:
                 lines.append(pd.DataFrame(run.table()).to_string(index=False))
+            if run.stop is not None:
+                lines.append(f"Stop and resume ({run.stop.rule} {run.stop.job}): {run.stop.status}: {run.stop.detail}")
             lines += [f"Not stood in: {why}" for why in run.not_stood_in]
         return "\n".join(lines + [""] + self.verdict)
 
@@ -175,6 +178,8 @@ def rehearse(
             timeout=stand_in.timeout_s,
         )
         failed = [outcome for outcome in run.outcomes if outcome.status != "ran"]
+        if run.stop is not None and run.stop.status == "failed":
+            failed.append(run.stop)
         if failed:
             if ready:
                 lines = ["not ready: jobs of the stand-in run failed on the cluster"]

@@ -19,6 +19,13 @@ representatives share their upstream jobs where they can. The representatives' o
 the targets of one ``snakemake --profile`` run; each is then checked by its provenance
 record: it ran as a SLURM job, with the hubs offline, on the GPUs it asked for.
 
+The stop and resume path is rehearsed on one of the generations: the stand-in run saves
+generations a prompt at a time (``STOP_SHARD_SIZE``), that generation's prompt set writes
+``STOP_NEW_TOKENS`` tokens, and once its first prompt is saved the job is sent SIGTERM
+(``scancel --signal=TERM``: what the profile's ``--signal`` sends before a time limit). It
+must record the stopped attempt, fail, be retried by Snakemake (the profile's ``retries``) and
+finish from the prompts the stopped attempt saved on the shared file system.
+
 Not stood in (listed, never run): jobs whose model runs its own code (``trust_remote_code``;
 a local checkpoint cannot opt in), jobs that need an API judge's answers, and classes whose
 every job needs more than ``MAX_UPSTREAM`` jobs before it.
@@ -58,6 +65,11 @@ MAX_NEW_TOKENS = 8
 MAX_STEPS = 2
 MAX_UPSTREAM = 12
 SEED = 0
+# The generation the run stops: saved a prompt at a time, each long enough (on a tiny model,
+# a fraction of a second) that the stop lands while prompts are left.
+STOP_SHARD_SIZE = 1
+STOP_NEW_TOKENS = 256
+STOP_POLL_S = 0.2
 # The hub files a stand-in needs: the architecture, the tokenizer, the chat template.
 HUB_FILES = (
     "config.json",
@@ -117,10 +129,14 @@ class StandInRun:
     not_stood_in: list[str] = field(default_factory=list)
     jobs_run: int = 0
     seconds: float = 0.0
+    # The generation stopped and resumed (status "resumed" when it went as a time limit's
+    # warning would have it go).
+    stop: Outcome | None = None
 
     @property
     def ready(self) -> bool:
-        return all(outcome.status == "ran" for outcome in self.outcomes)
+        resumed = self.stop is None or self.stop.status == "resumed"
+        return resumed and all(outcome.status == "ran" for outcome in self.outcomes)
 
     def table(self) -> list[dict]:
         return [outcome.__dict__ for outcome in self.outcomes]
@@ -299,10 +315,16 @@ def cut_row_counts(node, rows: int = STAND_IN_ROWS):
     return cut
 
 
-def stand_in_config(config: Mapping, models: Mapping[str, str], default: Mapping, rows: int = FIXTURE_ROWS) -> dict:
+def stand_in_config(
+    config: Mapping,
+    models: Mapping[str, str],
+    default: Mapping,
+    rows: int = FIXTURE_ROWS,
+    stopped_promptset: str | None = None,
+) -> dict:
     """The config with the given base models at local folders, every hub dataset whose schema
     has a fixture that fixture, every row count cut to ``STAND_IN_ROWS``, and generations and
-    finetunes cut short."""
+    finetunes cut short but ``stopped_promptset``'s, long enough to be stopped."""
     stood_in = cut_row_counts(json.loads(json.dumps(config)))
     for name, folder in models.items():
         spec = stood_in["base_models"][name]
@@ -318,11 +340,84 @@ def stand_in_config(config: Mapping, models: Mapping[str, str], default: Mapping
                 **{key: value for key, value in spec.items() if key != "hub"},
                 "fixture": {**fixture, "n": rows, "seed": SEED},
             }
-    for promptset in stood_in.get("promptsets", {}).values():
-        promptset["sampling"]["max_new_tokens"] = min(promptset["sampling"]["max_new_tokens"], MAX_NEW_TOKENS)
+    for name, promptset in stood_in.get("promptsets", {}).items():
+        tokens = STOP_NEW_TOKENS if name == stopped_promptset else MAX_NEW_TOKENS
+        promptset["sampling"]["max_new_tokens"] = min(promptset["sampling"]["max_new_tokens"], tokens)
+    if stopped_promptset is not None:
+        stood_in.setdefault("generation", {})["shard_size"] = STOP_SHARD_SIZE
     for recipe in stood_in.get("recipes", {}).values():
         recipe["max_steps"] = MAX_STEPS
     return stood_in
+
+
+def stopped_generation(chosen: Sequence[Candidate]) -> Candidate | None:
+    """The representative the run stops: its first generation."""
+    return next((candidate for candidate in chosen if candidate.rule == "generate"), None)
+
+
+def _generation_parts(candidate: Candidate) -> tuple[str, str]:
+    """(its checkpoint folder, its prompt set), from the output results/generations/{base}/{recipe}/{promptset}.parquet."""
+    output = Path(candidate.outputs[0])
+    base, recipe = output.parts[-3], output.parts[-2]
+    return f"results/checkpoints/generate/{base}/{recipe}/{output.stem}", output.stem
+
+
+def stop_when_saving(
+    process: subprocess.Popen, folder: Path, candidate: Candidate, env: Mapping | None, deadline: float
+) -> str | None:
+    """Until the run ends: once the generation has saved its first prompt, SIGTERM its job as
+    a time limit's warning would. Returns the job id signalled (None if it ended first), or
+    raises RuntimeError with SLURM's answer when the cluster refuses the signal."""
+    checkpoints = folder / _generation_parts(candidate)[0]
+    comment = f"rule_{candidate.rule}_wildcards_{candidate.job}"
+    run_env = None if env is None else dict(env)
+    while process.poll() is None and time.monotonic() < deadline:
+        if list(checkpoints.glob("*/shard-00000.jsonl")):
+            queue = subprocess.run(
+                ["squeue", "--noheader", "--format=%i|%k"], capture_output=True, text=True, env=run_env, timeout=60
+            )
+            job_ids = [line.split("|")[0] for line in queue.stdout.split() if line.split("|", 1)[-1] == comment]
+            if job_ids:
+                signalled = subprocess.run(
+                    ["scancel", "--signal=TERM", job_ids[0]], capture_output=True, text=True, env=run_env, timeout=60
+                )
+                if signalled.returncode != 0:
+                    raise RuntimeError(f"scancel --signal=TERM {job_ids[0]}: {signalled.stderr.strip()}")
+                return job_ids[0]
+        time.sleep(STOP_POLL_S)
+    return None
+
+
+def check_stop(candidate: Candidate, family: str, folder: Path, signalled: str | None, refused: str = "") -> Outcome:
+    """Whether the stopped generation recorded its stop and finished from what it saved."""
+    outcome = Outcome(candidate.rule, candidate.job, family, _request_text(candidate.request), "failed")
+    if refused:
+        outcome.detail = f"the cluster refused the signal: {refused}"
+        return outcome
+    if signalled is None:
+        outcome.status = "not stopped"
+        outcome.detail = "it ended before its first prompt was seen saved (stop and resume not rehearsed)"
+        return outcome
+    output = folder / candidate.outputs[0]
+    record_path = provenance_path(output)
+    if not output.exists() or not record_path.is_file():
+        outcome.detail = f"job {signalled} was sent SIGTERM and no retry finished it ({candidate.log})"
+        return outcome
+    execution = json.loads(record_path.read_text()).get("execution") or {}
+    stops = execution.get("stopped_attempts") or []
+    log = folder / candidate.log if candidate.log else None
+    kept = log.read_text().count("kept from an earlier attempt") if log and log.is_file() else 0
+    if not stops or stops[0].get("slurm_job_id") != signalled:
+        outcome.detail = f"job {signalled} was sent SIGTERM but its record names no stopped attempt of it"
+    elif not kept:
+        outcome.detail = f"job {signalled} stopped ({stops[0].get('progress')}) but the retry kept none of its prompts"
+    else:
+        outcome.status = "resumed"
+        outcome.detail = (
+            f"job {signalled} stopped by {stops[0].get('signal')} ({stops[0].get('progress')}); "
+            f"job {execution.get('slurm_job_id')} kept {kept} saved prompts and finished"
+        )
+    return outcome
 
 
 def _request_text(request: tuple) -> str:
@@ -425,23 +520,42 @@ def run_stand_ins(
         models[name] = str(output.relative_to(folder))
     default_path = workdir / DEFAULT_CONFIG
     default = yaml.safe_load(default_path.read_text()) if default_path.is_file() else {}
-    (folder / "stand-in.yaml").write_text(yaml.safe_dump(stand_in_config(config, models, default), sort_keys=False))
+    stopped = stopped_generation(chosen)
+    stopped_promptset = _generation_parts(stopped)[1] if stopped else None
+    (folder / "stand-in.yaml").write_text(
+        yaml.safe_dump(stand_in_config(config, models, default, stopped_promptset=stopped_promptset), sort_keys=False)
+    )
     targets = [candidate.outputs[0] for candidate in chosen]
     log(f"stand-in run: {len(chosen)} jobs through the profile, in {folder}")
     started = time.monotonic()
-    completed = subprocess.run(
-        [str(Path(sys.executable).with_name("snakemake")), *targets, *profile_arguments]
-        + ["--configfile", "stand-in.yaml"],
-        cwd=folder,
-        env=None if env is None else dict(env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    deadline = started + (timeout if timeout is not None else float("inf"))
+    with (folder / "snakemake.log").open("w") as output:
+        # The run's output goes to a file: a full pipe would stall it while the stop is steered.
+        process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("snakemake")), *targets, *profile_arguments]
+            + ["--configfile", "stand-in.yaml"],
+            cwd=folder,
+            env=None if env is None else dict(env),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        signalled, refused = None, ""
+        try:
+            if stopped is not None:
+                try:
+                    signalled = stop_when_saving(process, folder, stopped, env, deadline)
+                except RuntimeError as error:
+                    refused = str(error)
+            process.wait(timeout=max(deadline - time.monotonic(), 0) if timeout is not None else None)
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
     result.seconds = time.monotonic() - started
-    (folder / "snakemake.log").write_text(completed.stdout + completed.stderr)
-    result.jobs_run = (completed.stdout + completed.stderr).count("has been submitted with SLURM jobid")
+    result.jobs_run = (folder / "snakemake.log").read_text().count("has been submitted with SLURM jobid")
     for candidate in chosen:
         family = ",".join(families[model] for model in candidate.models) or "-"
         result.outcomes.append(check(candidate, family, folder))
+        if candidate is stopped:
+            result.stop = check_stop(candidate, family, folder, signalled, refused)
     return result
