@@ -177,17 +177,21 @@ def _alpaca_eval(base_url: str, tmp_path: Path, cache: Path):
     if not gamed.exists():
         write_source({"name": "gamed", "schema": "alpaca_eval_gamed", "fixture": {"n": 6, "seed": 0}}, gamed)
     return make_judge(
-        {"kind": "alpaca_eval", "base_url": base_url, "api_key_env": KEY_ENV, "length_control": "gamed"},
+        # The GLM is refitted on each draw of the length-controlled win rate: a few.
+        {
+            "kind": "alpaca_eval",
+            "base_url": base_url,
+            "api_key_env": KEY_ENV,
+            "length_control": "gamed",
+            "lc_resamples": 5,
+        },
         {"length_control": str(gamed)},
         name="ae2",
         cache_folder=cache,
     )
 
 
-def test_alpaca_eval_verdicts_are_cached_per_pair_and_its_refusals_name_the_judge(
-    chat_endpoint, key, tmp_path, monkeypatch
-):
-    monkeypatch.setattr("reprolm.score.alpaca_eval_judge.RESAMPLES", 5)  # the GLM refitted per draw: a few
+def test_alpaca_eval_verdicts_are_cached_per_pair_and_its_refusals_name_the_judge(chat_endpoint, key, tmp_path):
     cache = tmp_path / "judge_cache" / "ae2"
     instructions = [f"Explain topic {i}." for i in range(6)]
     answers = ["word " * (2 + 3 * i) for i in range(6)]
