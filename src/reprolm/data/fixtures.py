@@ -102,6 +102,15 @@ def _scrambled(rng: random.Random, words: int) -> str:
     return " ".join(tokens) + "."
 
 
+def _per_split(name: str, n: int, seed: int, splits, record) -> dict[str, list[dict]]:
+    """``n`` records per split, each split from its own seeded generator: ``record(rng, split, index)``."""
+    made = {}
+    for offset, split in enumerate(splits):
+        rng = random.Random(f"{name}/{split}/{seed + offset}")
+        made[split] = [record(rng, split, index) for index in range(n)]
+    return made
+
+
 def ultrafeedback_binarized(
     n: int, seed: int, min_words: int = 8, max_words: int = 30, splits: list[str] = ("train_prefs", "test_prefs")
 ) -> dict[str, list[dict]]:
@@ -109,28 +118,23 @@ def ultrafeedback_binarized(
     ``test_sft``, whose ``messages`` SFT trains on): the chosen answer is fluent text of the
     fixture world, the rejected one the same kind of text with its words scrambled, so a
     tiny reward model or DPO run can learn the difference."""
-    made = {}
-    for offset, split in enumerate(splits):
-        rng = random.Random(f"ultrafeedback/{split}/{seed + offset}")
-        records = []
-        for index in range(n):
-            prompt = question(rng)
-            words = rng.randint(min_words, max_words)
-            user = {"role": "user", "content": prompt}
-            chosen, rejected = passage(rng, words), _scrambled(rng, words)
-            records.append(
-                {
-                    "prompt": prompt,
-                    "prompt_id": f"{split}-{index}",
-                    "chosen": [user, {"role": "assistant", "content": chosen}],
-                    "rejected": [user, {"role": "assistant", "content": rejected}],
-                    "messages": [user, {"role": "assistant", "content": chosen}],
-                    "score_chosen": float(rng.randint(7, 10)),
-                    "score_rejected": float(rng.randint(1, 5)),
-                }
-            )
-        made[split] = records
-    return made
+
+    def record(rng: random.Random, split: str, index: int) -> dict:
+        prompt = question(rng)
+        words = rng.randint(min_words, max_words)
+        user = {"role": "user", "content": prompt}
+        chosen, rejected = passage(rng, words), _scrambled(rng, words)
+        return {
+            "prompt": prompt,
+            "prompt_id": f"{split}-{index}",
+            "chosen": [user, {"role": "assistant", "content": chosen}],
+            "rejected": [user, {"role": "assistant", "content": rejected}],
+            "messages": [user, {"role": "assistant", "content": chosen}],
+            "score_chosen": float(rng.randint(7, 10)),
+            "score_rejected": float(rng.randint(1, 5)),
+        }
+
+    return _per_split("ultrafeedback", n, seed, splits, record)
 
 
 def alpaca_eval(n: int, seed: int, min_words: int = 8, max_words: int = 40) -> list[dict]:
@@ -327,25 +331,20 @@ def numina_cot(
 ) -> dict[str, list[dict]]:
     """NuminaMath-CoT records, ``n`` per split: a question, a worked solution of fixture text
     ending in its answer, and the two as the chat SFT trains on."""
-    made = {}
-    for offset, split in enumerate(splits):
-        rng = random.Random(f"numina_cot/{split}/{seed + offset}")
-        records = []
-        for _ in range(n):
-            problem = question(rng)
-            solution = (
-                f"{passage(rng, rng.randint(min_words, max_words))} The answer is $\\boxed{{{rng.randint(0, 999)}}}$."
-            )
-            records.append(
-                {
-                    "source": "fixture",
-                    "problem": problem,
-                    "solution": solution,
-                    "messages": [{"role": "user", "content": problem}, {"role": "assistant", "content": solution}],
-                }
-            )
-        made[split] = records
-    return made
+
+    def record(rng: random.Random, split: str, index: int) -> dict:
+        problem = question(rng)
+        solution = (
+            f"{passage(rng, rng.randint(min_words, max_words))} The answer is $\\boxed{{{rng.randint(0, 999)}}}$."
+        )
+        return {
+            "source": "fixture",
+            "problem": problem,
+            "solution": solution,
+            "messages": [{"role": "user", "content": problem}, {"role": "assistant", "content": solution}],
+        }
+
+    return _per_split("numina_cot", n, seed, splits, record)
 
 
 def capitalise_title(text: str) -> str:
