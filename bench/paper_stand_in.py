@@ -1,0 +1,133 @@
+"""The rehearsal's stand-in run over the whole of config/paper.yaml, on the test SLURM.
+
+    .venv/bin/python bench/paper_stand_in.py [WORKDIR]
+
+Starts the test cluster the SLURM tests use (tests/slurm_cluster.py, under their lock), makes
+a hub mirror holding each paper base model's repository as the stand-in run reads it (a
+config.json of the model's family and the project's tiny tokenizer), and runs
+``reprolm rehearse --configfile config/paper.yaml paper-stand-in.yaml --stand-in`` in a
+scratch copy of the workflow. The overlay keeps the paper's DAG, studies and recipes, but
+caps each model's requests at what the test node has (2 CPUs, 2 fake GPUs) and generates with
+transformers (the node has no vLLM): the run shows which rule x family x class runs through
+the profile; the cluster's judgment of the paper's own requests is the submission table's.
+Prints the rehearsal's report; its exit status is the rehearsal's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+import slurm_cluster  # noqa: E402
+from reprolm.config.resources import model_settings  # noqa: E402
+from reprolm.models.tokenizer import train_bpe_tokenizer  # noqa: E402
+from workflow_helpers import scratch_copy, snakemake_env  # noqa: E402
+
+# A hub repository's family, by its owner (and name, where an owner publishes several).
+FAMILIES = (
+    ("google/gemma-2", "gemma2"),
+    ("google/gemma", "gemma"),
+    ("Qwen/", "qwen2"),
+    ("openai-community/gpt2", "gpt2"),
+    ("EleutherAI/pythia", "gpt_neox"),
+    ("mistralai/", "mistral"),
+    ("HuggingFaceH4/", "mistral"),
+    ("alignment-handbook/", "mistral"),
+    ("UCLA-AGI/", "mistral"),
+    ("Nexusflow/", "mistral"),
+    ("openchat/", "mistral"),
+    ("berkeley-nest/", "mistral"),
+    ("snorkelai/", "mistral"),
+    ("weqweasdas/", "mistral"),
+    ("internlm/", "internlm2"),
+    ("", "llama"),
+)
+STAGES = ("finetune", "train_before_test", "extrapolate", "generate", "evaluate")
+NODE_GPUS = 2
+
+
+def family(repo: str) -> str:
+    return next(model_type for prefix, model_type in FAMILIES if repo.startswith(prefix))
+
+
+def hub_mirror(config: dict, mirror: Path) -> None:
+    from transformers import AutoConfig
+
+    tokenizer = train_bpe_tokenizer([f"word{i} and more text {i * 7}" for i in range(300)], 400)
+    repos = {spec["hub"]["path"] for spec in config["base_models"].values() if "hub" in spec}
+    repos |= {
+        spec["hub"]["chat_template_from"]
+        for spec in config["base_models"].values()
+        if "hub" in spec and spec["hub"].get("chat_template_from")
+    }
+    for repo in sorted(repos):
+        model_type = family(repo)
+        if model_type == "internlm2":  # runs its own code: the rehearsal lists it, never stands it in
+            continue
+        folder = mirror / repo
+        tokenizer.save_pretrained(folder)
+        made = AutoConfig.for_model(model_type, vocab_size=len(tokenizer))
+        (folder / "config.json").write_text(json.dumps(made.to_dict()))
+
+
+def capped(config: dict) -> dict:
+    """The overlay: every model's requests within the test node, transformers generations."""
+    bases = {}
+    for base in config["base_models"]:
+        stages = {}
+        for stage in STAGES:
+            gpus = model_settings(config, base, stage)["gpus"]
+            stages[stage] = {"gpus": min(gpus, NODE_GPUS), "cpus_per_gpu": 1, "threads": 1, "mem_mb": 1500}
+        bases[base] = {"resources": stages}
+    return {
+        "generation": {"backend": "transformers"},
+        "resources": {
+            "default": {
+                "slurm_partition": slurm_cluster.GPU_PARTITION,
+                "gpu_model": slurm_cluster.GPU_TYPE,
+                "mem_mb": 1500,
+            }
+        },
+        "base_models": bases,
+    }
+
+
+def main() -> int:
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="reprolm-paper-stand-in-"))
+    work = scratch_copy(root / "work")
+    paper = yaml.safe_load((work / "config" / "paper.yaml").read_text())
+    (work / "paper-stand-in.yaml").write_text(yaml.safe_dump(capped(paper), sort_keys=False))
+    hub_mirror(paper, root / "hub")
+    with open("/tmp/reprolm-slurm-tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cluster = slurm_cluster.start()
+        try:
+            env = {k: v for k, v in snakemake_env(work).items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+            command = [sys.executable, "-m", "reprolm.cli", "rehearse", "--configfile", "config/paper.yaml"]
+            command += ["paper-stand-in.yaml", "--workflow-profile", "profiles/slurm"]
+            command += [
+                "--profile",
+                str(REPO / "tests" / "slurm_profile_test"),
+                "--stand-in",
+                "--hub-mirror",
+                str(root / "hub"),
+            ]
+            print(f"in {work}: {' '.join(command)}", flush=True)
+            return subprocess.run(command, cwd=work, env={**env, **cluster.env, **{"PYTHONUNBUFFERED": "1"}}).returncode
+        finally:
+            slurm_cluster.stop(cluster)
+            os.sync()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
