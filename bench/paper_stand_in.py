@@ -76,7 +76,9 @@ def hub_mirror(config: dict, mirror: Path) -> None:
             continue
         folder = mirror / repo
         tokenizer.save_pretrained(folder)
-        made = AutoConfig.for_model(model_type, vocab_size=len(tokenizer))
+        # The family's default token ids (GPT-2's 50256) are not in the tiny tokenizer.
+        ids = {key: getattr(tokenizer, key) for key in ("bos_token_id", "eos_token_id", "pad_token_id")}
+        made = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), **ids)
         (folder / "config.json").write_text(json.dumps(made.to_dict()))
 
 
