@@ -22,6 +22,7 @@ import yaml
 from reprolm.plan import PlannedJob, apply_measurements
 from reprolm.rehearse.sizes import DataJob, ScoreJob, fixture_options, measure, measure_all, measure_score, save
 from reprolm.rehearse.standin import (
+    FIXTURE_ROWS,
     MAX_NEW_TOKENS,
     MAX_STEPS,
     STAND_IN_ROWS,
@@ -284,6 +285,13 @@ def test_the_stand_in_config_cuts_every_row_count():
     assert cut["datasets"]["all_rows"] == config["datasets"]["all_rows"]
     assert [task["limit"] for task in cut["lm_eval_suites"]["general"]["tasks"]] == [STAND_IN_ROWS, 2]
     assert cut["harmony"]["train"] == {"max_num_train": STAND_IN_ROWS, "num_train_epochs": 3}
+
+
+def test_released_files_downloaded_by_hand_are_fixtures_in_the_stand_in_run():
+    paper, default = (yaml.safe_load((REPO / "config" / name).read_text()) for name in ("paper.yaml", "config.yaml"))
+    stood_in = stand_in_config(paper, {}, default)["sources"]
+    assert "released" in paper["sources"]["flask"] and "released" not in stood_in["flask"]
+    assert stood_in["flask"]["schema"] == "rated_utterances" and stood_in["flask"]["fixture"]["n"] == FIXTURE_ROWS
 
 
 def test_the_stopped_generation_is_saved_a_prompt_at_a_time_and_long_enough_to_stop():

@@ -8,8 +8,9 @@ job. Of each class the job with the fewest jobs upstream of it represents it. Th
 same workflow in a folder of its own beside the real run's (``STAND_IN_DIR``: the shared file
 system the real jobs will use), with a config that differs from the real one in three ways:
 each hub base model is a local folder holding a tiny random model of its family (its hub
-config shrunk, its hub tokenizer as it is: ``stand_in_model``), each hub dataset a
-schema-true fixture of ``FIXTURE_ROWS`` rows, every row count the config gives
+config shrunk, its hub tokenizer as it is: ``stand_in_model``), each hub dataset (and
+each set of released files downloaded by hand) a schema-true fixture of ``FIXTURE_ROWS``
+rows, every row count the config gives
 (``ROW_COUNT_KEYS``: builders' draws, lm-eval limits, training documents) cut to
 ``STAND_IN_ROWS``, generations stop after ``MAX_NEW_TOKENS`` and finetunes after
 ``MAX_STEPS``; every job keeps its routing and GPUs. The run proves where and how jobs run,
@@ -333,11 +334,13 @@ def stand_in_config(
     from reprolm.data.upstream import UPSTREAM_SCHEMAS
 
     for name, spec in stood_in.get("sources", {}).items():
-        # A schema without a fixture keeps its hub dataset: a job that reads it downloads it.
-        if "hub" in spec and UPSTREAM_SCHEMAS.get(spec["schema"], "schema").fixture is not None:
+        # A hub dataset, or released files the researcher downloads by hand (FLR's FLASK), is
+        # a fixture where its schema has one; otherwise a job that reads it needs it.
+        fetched = {"hub", "released"} & set(spec)
+        if fetched and UPSTREAM_SCHEMAS.get(spec["schema"], "schema").fixture is not None:
             fixture = fixture_options(name, config, default)
             stood_in["sources"][name] = {
-                **{key: value for key, value in spec.items() if key != "hub"},
+                **{key: value for key, value in spec.items() if key not in fetched},
                 "fixture": {**fixture, "n": rows, "seed": SEED},
             }
     for name, promptset in stood_in.get("promptsets", {}).items():
