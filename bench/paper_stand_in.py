@@ -54,6 +54,8 @@ FAMILIES = (
 )
 STAGES = ("finetune", "train_before_test", "extrapolate", "generate", "evaluate")
 NODE_GPUS = 2
+# DeepSpeed on a CPU runs one worker: the trainings' multi-GPU requests become one fake GPU.
+ONE_WORKER_STAGES = ("finetune", "train_before_test")
 
 
 def family(repo: str) -> str:
@@ -89,7 +91,8 @@ def capped(config: dict) -> dict:
         stages = {}
         for stage in STAGES:
             gpus = model_settings(config, base, stage)["gpus"]
-            stages[stage] = {"gpus": min(gpus, NODE_GPUS), "cpus_per_gpu": 1, "threads": 1, "mem_mb": 1500}
+            cap = 1 if stage in ONE_WORKER_STAGES else NODE_GPUS
+            stages[stage] = {"gpus": min(gpus, cap), "cpus_per_gpu": 1, "threads": 1, "mem_mb": 1500}
         bases[base] = {"resources": stages}
     return {
         "generation": {"backend": "transformers"},

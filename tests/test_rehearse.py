@@ -29,6 +29,7 @@ from reprolm.rehearse.standin import (
     STOP_NEW_TOKENS,
     STOP_SHARD_SIZE,
     Candidate,
+    candidates,
     cut_row_counts,
     select,
     stand_in_config,
@@ -246,6 +247,29 @@ def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
 
 def _candidate(rule: str, output: str, models: tuple, upstream: set, request=(("-p", "gpu"),)) -> Candidate:
     return Candidate(rule, output, models, request, [output], "", len(upstream), frozenset(), frozenset(upstream))
+
+
+def test_a_job_stands_in_the_base_models_fetched_upstream_of_it():
+    """An extrapolation reads its aligned model and the reference model it extrapolates
+    from; both are fetched by rules upstream, and both must be stood in."""
+    from types import SimpleNamespace
+
+    class Job(SimpleNamespace):
+        __hash__ = object.__hash__  # as Snakemake's jobs: one per node of the DAG
+
+    def job(rule, output, **wildcards):
+        return Job(rule=SimpleNamespace(name=rule), wildcards_dict=wildcards, output=[output], log=[], resources={})
+
+    aligned = job("download_base_model", "resources/models/zephyr", base="zephyr")
+    reference = job("download_base_model", "resources/models/sft", base="sft")
+    extrapolated = job("extrapolate", "results/models/zephyr/pretrained+expo0.3", base="zephyr")
+    dag = SimpleNamespace(
+        jobs=[extrapolated],
+        dependencies={extrapolated: [aligned, reference]},
+        config={"base_models": {"zephyr": {}, "sft": {}}},
+    )
+    [found] = candidates(dag, [Request("extrapolate", "zephyr_pretrained_0.3", "sbatch -p cpu")])
+    assert found.models == ("sft", "zephyr") and found.upstream == 2
 
 
 def test_representatives_share_the_jobs_upstream_of_them():

@@ -100,3 +100,12 @@ def test_html_report_holds_every_studys_tables_plots_captions_and_the_provenance
         "content hash",
     ):
         assert explanation in html, explanation
+
+
+def test_a_table_with_nothing_in_it_makes_a_page(tmp_path):
+    from reprolm.aggregate.report_pages import table_page
+
+    empty = tmp_path / "judge_agreement.csv"
+    empty.write_text("\n")
+    page = table_page(empty, "flr: judge_agreement")
+    assert "flr: judge_agreement" in page and "<table" in page and "<td>" not in page

@@ -24,8 +24,12 @@ thead th { background: #f0f0f0; position: sticky; top: 0; }
 
 def read_cells(csv_path: str | Path) -> pd.DataFrame:
     """A table's cells as the CSV writes them (text, empty for a missing figure), so that the
-    page shows exactly the figures of the CSV, at its precision."""
-    return pd.read_csv(csv_path, dtype=str, keep_default_na=False)
+    page shows exactly the figures of the CSV, at its precision. A table with no rows and no
+    columns (nothing to compare, as a judge agreement table without a retired judge) is empty."""
+    try:
+        return pd.read_csv(csv_path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
 
 
 def html_table(frame: pd.DataFrame) -> str:

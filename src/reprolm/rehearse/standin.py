@@ -66,6 +66,8 @@ MAX_NEW_TOKENS = 8
 MAX_STEPS = 2
 MAX_UPSTREAM = 12
 SEED = 0
+# The rules that fetch a hub base model to resources/models/{base}.
+BASE_MODEL_FETCHES = frozenset({"download_base_model"})
 # The generation the run stops: saved a prompt at a time, each long enough (on a tiny model,
 # a fraction of a second) that the stop lands while prompts are left.
 STOP_SHARD_SIZE = 1
@@ -173,11 +175,13 @@ def candidates(dag, requests: Sequence[Request]) -> list[Candidate]:
     made = []
     for job, request in zip(dag.jobs, requests, strict=True):
         before = closure(job)
+        # Base models fetched upstream count too (an extrapolation's reference model).
+        fetched = {d.wildcards_dict["base"] for d in before if d.rule.name in BASE_MODEL_FETCHES}
         made.append(
             Candidate(
                 rule=job.rule.name,
                 job=request.job,
-                models=job_models(dag.config, job.rule.name, dict(job.wildcards_dict)),
+                models=tuple(sorted(set(job_models(dag.config, job.rule.name, dict(job.wildcards_dict))) | fetched)),
                 request=request.options,
                 outputs=[str(path) for path in job.output],
                 log=str(job.log[0]) if job.log else "",
