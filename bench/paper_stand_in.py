@@ -72,6 +72,12 @@ def hub_mirror(config: dict, mirror: Path) -> None:
         for spec in config["base_models"].values()
         if "hub" in spec and spec["hub"].get("chat_template_from")
     }
+    reward_models = {
+        config["base_models"][judge["model"].split("/", 1)[0]]["hub"]["path"]
+        for judge in config["judges"].values()
+        if judge.get("kind") == "reward_model"
+        and "hub" in config["base_models"].get(judge["model"].split("/", 1)[0], {})
+    }
     for repo in sorted(repos):
         model_type = family(repo)
         if model_type == "internlm2":  # runs its own code: the rehearsal lists it, never stands it in
@@ -81,6 +87,9 @@ def hub_mirror(config: dict, mirror: Path) -> None:
         # The family's default token ids (GPT-2's 50256) are not in the tiny tokenizer.
         ids = {key: getattr(tokenizer, key) for key in ("bos_token_id", "eos_token_id", "pad_token_id")}
         made = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), **ids)
+        if repo in reward_models:  # a reward model's hub config: one output, a classification head
+            made.num_labels = 1
+            made.architectures = [f"{type(made).__name__.removesuffix('Config')}ForSequenceClassification"]
         (folder / "config.json").write_text(json.dumps(made.to_dict()))
 
 
