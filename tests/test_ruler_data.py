@@ -402,3 +402,18 @@ def test_recipe_templates_and_single_turn_rules_are_checked_before_any_job():
     config["ruler"]["lm_eval_metrics"]["arc_easy"] = "acc,none"
     with pytest.raises(ConfigError, match=r"ruler.lm_eval_metrics: 'arc_easy' is not declared"):
         check_config(config, schema)
+
+
+def test_a_study_template_without_its_jinja_is_named_by_file_and_name(tmp_path, monkeypatch):
+    from reprolm.models import templates
+
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / templates.TEMPLATE_FILE).write_text("toy_chat: {special_tokens: ['<s>']}\n")
+    monkeypatch.setattr(templates, "STUDY_TEMPLATE_FILES", tmp_path)
+    monkeypatch.setattr(templates, "CHAT_TEMPLATES", templates.Registry("chat template"))
+    templates._register_study_templates.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=r"toy/chat_templates\.yaml: template 'toy_chat' needs a 'jinja' text"):
+            templates.template_names()
+    finally:
+        templates._register_study_templates.cache_clear()

@@ -39,6 +39,8 @@ TEMPLATE_FILE = "chat_templates.yaml"
 def _register_study_templates() -> None:
     for path in sorted(STUDY_TEMPLATE_FILES.glob(f"*/{TEMPLATE_FILE}")):
         for name, entry in read_yaml(path).items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("jinja"), str):
+                raise ValueError(f"{path}: template {name!r} needs a 'jinja' text (and may list 'special_tokens')")
             CHAT_TEMPLATES.register(name, ChatTemplate(entry["jinja"], tuple(entry.get("special_tokens", ()))))
 
 
