@@ -29,14 +29,16 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # pulls CUDA wheels). Installed through uv (on PATH, else the locked uv), pip where uv cannot be had.
 TORCH_CPU_WHEELS ?= $(shell bash requirements/torch-cpu-wheels.sh)
 UV_LOCKED = $(shell grep -o '^uv==[^ ]*' requirements/cpu-lock.txt)
+# uv applies requirements/overrides.txt; pip cannot, so it installs the complete lock as it is.
 define install_packages
 	@uv=$$(command -v uv || command -v $(VENV)/bin/uv || { $(PIP) install -q $(UV_LOCKED) && echo $(VENV)/bin/uv; }); \
-	  if [ -n "$$uv" ]; then $$uv pip install -q --compile-bytecode --python $(PY) $(1); else $(PIP) install -q $(1); fi
+	  if [ -n "$$uv" ]; then $$uv pip install -q --compile-bytecode --override requirements/overrides.txt --python $(PY) $(1); \
+	  else $(PIP) install -q --no-deps $(1); fi
 endef
 
 # The stamp is named by the content of what it installs, so a venv made from another lock (an
 # older checkout's, or one copied in with its stamp) is brought to this one: a date would not.
-INSTALL_KEY := $(shell cat pyproject.toml requirements/cpu-lock.txt | sha256sum | cut -c1-16)
+INSTALL_KEY := $(shell cat pyproject.toml requirements/cpu-lock.txt requirements/overrides.txt | sha256sum | cut -c1-16)
 INSTALLED := $(VENV)/.installed-$(INSTALL_KEY)
 
 $(INSTALLED):
@@ -67,7 +69,7 @@ setup-gpu:
 ifeq ($(FLASH_ATTN),1)
 	$(PIP) install -q -c requirements/gpu-constraints.txt --no-build-isolation flash-attn
 endif
-	$(PIP) check
+	bash scripts/pip-check.sh $(PY)
 	$(PY) -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
 
 # Debian packages the tests need (a real single-node SLURM for the cluster tests).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 import sysconfig
 from functools import cache
@@ -512,6 +513,18 @@ def test_installed_environment_is_the_cpu_lock():
     assert not differing, f"(installed, requirements/cpu-lock.txt): {differing}; run make setup"
 
 
+def test_the_environment_breaks_no_requirement_but_the_overridden_ones():
+    """The CPU lock installed with requirements/overrides.txt: pip finds every package's
+    requirements met, except the overridden package's (the SLURM plugin's numpy>=2.4.5), and
+    the check `make setup-gpu` runs says so."""
+    report = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True).stdout
+    assert "snakemake-executor-plugin-slurm 2.8.0 has requirement numpy" in report, report
+    checked = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "pip-check.sh"), sys.executable], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 class ResourcesStandIn(dict):
     """A Snakemake job's resources as the SLURM plugin reads them (`.get` and attributes)."""
 
@@ -519,9 +532,10 @@ class ResourcesStandIn(dict):
 
 
 def test_the_profile_asks_for_one_task_on_a_gpu_job():
-    """The locked SLURM plugin (2.6.1) adds --ntasks-per-gpu=1 to a GPU job unless tasks_per_gpu
-    is 0: a 4-GPU finetune with 32 threads would ask for 4 tasks of 32 CPUs each. The installed
-    plugin builds the sbatch line from the profile's default-resources."""
+    """The SLURM plugin 2.6.1 (what pip resolves beside vLLM) adds --ntasks-per-gpu=1 to a GPU job
+    unless tasks_per_gpu is 0: a 4-GPU finetune with 32 threads would ask for 4 tasks of 32 CPUs
+    each. The installed plugin (the locked 2.8.0) builds the sbatch line from the profile's
+    default-resources."""
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
 
     profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())

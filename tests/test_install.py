@@ -3,8 +3,9 @@
 dry run of the embedded default.
 
 The environment is new; the packages come from the installer's cache (uv's where uv is there, as
-``make setup`` does, else pip's) at the CPU lock's versions, torch's CPU build from where
-requirements/torch-cpu-wheels.sh says. With uv's cache filled it takes about half a minute.
+``make setup`` does, with requirements/overrides.txt; else pip's) at the CPU lock's versions,
+torch's CPU build from where requirements/torch-cpu-wheels.sh says. With uv's cache filled it
+takes about half a minute.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from workflow_helpers import JOB_HEADER, REPO, scratch_copy, snakemake_env
 pytestmark = [pytest.mark.install, pytest.mark.beside_slurm]
 
 CPU_LOCK = REPO / "requirements" / "cpu-lock.txt"
+OVERRIDES = REPO / "requirements" / "overrides.txt"
 
 
 def uv() -> str | None:
@@ -50,9 +52,24 @@ def clean_install(tmp_path_factory) -> Path:
     installer = uv()
     if installer:
         run([installer, "venv", "-q", "--python", sys.executable, str(venv)])
-        run([installer, "pip", "install", "-q", "--python", str(python), *install])
+        run([installer, "pip", "install", "-q", "--python", str(python), "--override", str(OVERRIDES), *install])
     else:
+        # pip cannot apply the overrides: as make setup does, it installs the complete lock as it is.
         run([sys.executable, "-m", "venv", str(venv)])
+        run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--find-links",
+                torch_cpu_wheels,
+                "-r",
+                str(CPU_LOCK),
+            ]
+        )
         run([str(python), "-m", "pip", "install", "-q", *install])
     print(f"clean venv with reprolm installed by {installer or 'pip'} in {time.monotonic() - started:.0f} s")
     return venv / "bin"

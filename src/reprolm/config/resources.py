@@ -34,7 +34,8 @@ STAGE_DEFAULTS = {
 # Passed to snakemake-executor-plugin-slurm as they are; unset ones are left to the profile.
 ROUTING_KEYS = ("slurm_partition", "slurm_account", "qos", "constraint", "gpu_model")
 # One task per job, whatever its GPUs: the job's launcher (torchrun, vLLM) starts the ranks.
-# The SLURM plugin (2.6) otherwise asks for --ntasks-per-gpu=1, a task and its CPUs per GPU.
+# The SLURM plugin 2.6 (the newest a vLLM install resolves by itself) otherwise asks for
+# --ntasks-per-gpu=1, a task and its CPUs per GPU; 2.7 and later ask only when told.
 TASKS_PER_GPU = 0
 # Sizes a retry may grow (config ``retry_growth``); the rest of a job's request never changes.
 GROWING_KEYS = {"mem_mb": "max_mem_mb", "runtime": "max_runtime"}
