@@ -80,9 +80,9 @@ STOP_TIMEOUT_S = 20
 DEFAULT_CONF = Path("/etc/slurm/slurm.conf")
 # Daemons in start order; teardown goes in reverse.
 DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd")
-# The Snakemake that submits to the test cluster skips the SLURM plugin's 5 s pause before each
-# sbatch and checks its jobs' status at least every STATUS_CHECK_S seconds, where the plugin
-# waits 10 s longer after each check that finds nothing finished: the test jobs take seconds
+# The Snakemake that submits to the test cluster checks its jobs' status at least every
+# STATUS_CHECK_S seconds, where the plugin waits 10 s longer after each check that finds
+# nothing finished: the test jobs take seconds
 # (tests/slurm_profile_test/site/sitecustomize.py). Every client gets it with the cluster's env.
 STATUS_CHECK_S = 2
 SHORT_PLUGIN_WAITS = {

@@ -1,12 +1,11 @@
 """Test-only, on the PYTHONPATH of the test cluster's clients (tests/slurm_cluster.py): the
 Snakemake that submits to the test cluster waits less between its steps.
 
-snakemake-executor-plugin-slurm 2.6.1 has two fixed waits and no setting for either: it sleeps
-5 s before every sbatch call, and it waits 10 s longer before each status check that finds no
-job finished (1, 11, 21, 31 s ... up to 180 s). The test cluster's jobs take seconds, so most
-of a SLURM test's time went to those waits. Here the pause before sbatch is skipped and the
-wait between status checks is capped at ``REPROLM_TEST_SLURM_STATUS_CHECK_S`` seconds; what
-the plugin submits, and what it does with each status it finds, are its own.
+snakemake-executor-plugin-slurm waits 10 s longer before each status check that finds no job
+finished (1, 11, 21, 31 s ... up to 180 s), with no setting for it. The test cluster's jobs
+take seconds, so most of a SLURM test's time went to that wait. Here it is capped at
+``REPROLM_TEST_SLURM_STATUS_CHECK_S`` seconds; what the plugin submits, and what it does with
+each status it finds, are its own.
 
 Inside a SLURM job (``SLURM_JOB_ID`` set), and in processes that never import the plugin,
 this does nothing.
@@ -16,24 +15,11 @@ import importlib.abc
 import importlib.util
 import os
 import sys
-import time
 
 PLUGIN = "snakemake_executor_plugin_slurm"
 
 
-class _TimeWithoutPauses:
-    """The plugin module's ``time``, whose only sleeps are its fixed pauses."""
-
-    def __getattr__(self, name):
-        return getattr(time, name)
-
-    @staticmethod
-    def sleep(seconds):
-        pass
-
-
 def _shorten_waits(plugin, cap: float) -> None:
-    plugin.time = _TimeWithoutPauses()
     waits = plugin.Executor.next_seconds_between_status_checks
     plugin.Executor.next_seconds_between_status_checks = property(
         waits.fget, lambda executor, seconds: waits.fset(executor, min(seconds, cap))
