@@ -5,11 +5,12 @@
 Starts the test cluster the SLURM tests use (tests/slurm_cluster.py, under their lock), makes
 a hub mirror holding each paper base model's repository as the stand-in run reads it (a
 config.json of the model's family and the project's tiny tokenizer), and runs
-``reprolm rehearse --configfile config/paper.yaml paper-stand-in.yaml --stand-in`` in a
-scratch copy of the workflow. The overlay keeps the paper's DAG, studies and recipes, but
-caps each model's requests at what the test node has (2 CPUs, 2 fake GPUs) and generates with
-transformers (the node has no vLLM): the run shows which rule x family x class runs through
-the profile; the cluster's judgment of the paper's own requests is the submission table's.
+``reprolm rehearse --configfile paper-stand-in.yaml --stand-in`` in a scratch copy of the
+workflow. The overlay (``extends: config/paper.yaml``) keeps the paper's DAG, studies and
+recipes, but caps each model's requests at what the test node has (2 CPUs, 2 fake GPUs),
+generates with transformers (the node has no vLLM) and stands in what only the hub has
+(``hub_assets_offline``): the run shows which rule x family x class runs through the profile;
+the cluster's judgment of the paper's own requests is the submission table's.
 Prints the rehearsal's report; its exit status is the rehearsal's.
 """
 
@@ -30,6 +31,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import slurm_cluster  # noqa: E402
 from reprolm.config.resources import model_settings  # noqa: E402
+from reprolm.data.upstream import schema_for_task  # noqa: E402
 from reprolm.models.tokenizer import train_bpe_tokenizer  # noqa: E402
 from workflow_helpers import scratch_copy, snakemake_env  # noqa: E402
 
@@ -52,6 +54,8 @@ FAMILIES = (
     ("internlm/", "internlm2"),
     ("", "llama"),
 )
+# lm-eval tasks read here from the fixture documents of a task of the same data.
+TASK_STAND_INS = {"leaderboard_ifeval": "ifeval", "mmlu": "mmlu_miscellaneous"}
 STAGES = ("finetune", "train_before_test", "extrapolate", "generate", "evaluate")
 NODE_GPUS = 2
 # DeepSpeed on a CPU runs one worker: the trainings' multi-GPU requests become one fake GPU.
@@ -93,6 +97,36 @@ def hub_mirror(config: dict, mirror: Path) -> None:
         (folder / "config.json").write_text(json.dumps(made.to_dict()))
 
 
+def hub_assets_offline(config: dict, default: dict) -> dict:
+    """The overlay's part for what only the hub has and this machine cannot reach: lm-eval's
+    task data, the sentence encoder and NLTK's data. Each lm-eval task (suites and
+    train-before-test) reads the embedded default's fixture documents of its schema, or is left
+    out where its schema has none; diversity takes the packaged encoder and the paper's
+    definition (the original's needs NLTK's punkt_tab); no suite fetches NLTK data. On a
+    cluster with the hub the stand-in run downloads them as the real run will."""
+    docs = {spec["schema"]: name for name, spec in default["sources"].items() if name.endswith("_docs")}
+
+    def local(task: dict) -> dict | None:
+        name = TASK_STAND_INS.get(task["task"], task["task"])
+        schema = schema_for_task(name)
+        if schema is None or schema.name not in docs:
+            return None
+        return {**task, "task": name, "source": docs[schema.name]}
+
+    suites = {}
+    for name, suite in config["lm_eval_suites"].items():
+        tasks = [made for made in map(local, suite["tasks"]) if made]
+        suites[name] = {**suite, "tasks": tasks, "nltk_data": []}
+    return {
+        "sources": {name: default["sources"][name] for name in docs.values()},
+        "lm_eval_suites": suites,
+        # Its table needs the leaderboard's own tasks, none of which has fixture documents.
+        "expo": {"leaderboard_v2_suite": None},
+        "harmony": {"tasks": [made for made in map(local, config["harmony"]["tasks"]) if made]},
+        "metrics": {"diversity": {"compat": "paper", "encoder": "packaged"}},
+    }
+
+
 def capped(config: dict) -> dict:
     """The overlay: every model's requests within the test node, transformers generations."""
     bases = {}
@@ -122,15 +156,18 @@ def main() -> int:
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="reprolm-paper-stand-in-"))
     work = scratch_copy(root / "work")
     paper = yaml.safe_load((work / "config" / "paper.yaml").read_text())
-    (work / "paper-stand-in.yaml").write_text(yaml.safe_dump(capped(paper), sort_keys=False))
+    default = yaml.safe_load((work / "config" / "config.yaml").read_text())
+    # An overlay of paper.yaml (`extends`), so that a key set to null is left out.
+    overlay = {"extends": "config/paper.yaml", **capped(paper), **hub_assets_offline(paper, default)}
+    (work / "paper-stand-in.yaml").write_text(yaml.safe_dump(overlay, sort_keys=False))
     hub_mirror(paper, root / "hub")
     with open("/tmp/reprolm-slurm-tests.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         cluster = slurm_cluster.start()
         try:
             env = {k: v for k, v in snakemake_env(work).items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
-            command = [sys.executable, "-m", "reprolm.cli", "rehearse", "--configfile", "config/paper.yaml"]
-            command += ["paper-stand-in.yaml", "--workflow-profile", "profiles/slurm"]
+            command = [sys.executable, "-m", "reprolm.cli", "rehearse", "--configfile", "paper-stand-in.yaml"]
+            command += ["--workflow-profile", "profiles/slurm"]
             command += [
                 "--profile",
                 str(REPO / "tests" / "slurm_profile_test"),
