@@ -15,6 +15,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -298,11 +299,27 @@ def test_a_signal_to_the_script_process_reaches_the_job(server, tmp_path):
         time.sleep(0.1)
 
 
+def script_jobs(scripts: int, others: int = 0) -> list[SimpleNamespace]:
+    """Stand-ins for Snakemake jobs, as the server's start reads them: their rule's script."""
+    return [SimpleNamespace(rule=SimpleNamespace(script="workflow/scripts/job.py"))] * scripts + [
+        SimpleNamespace(rule=SimpleNamespace(script=None))
+    ] * others
+
+
+def test_a_run_of_few_job_scripts_or_switched_off_starts_no_server(tmp_path, monkeypatch):
+    few = script_jobs(forkserver.MIN_SCRIPT_JOBS - 1, others=10)
+    assert forkserver.start(tmp_path, tmp_path / "log", few) is None
+    monkeypatch.setenv(forkserver.ADDRESS_VARIABLE, forkserver.OFF)
+    assert forkserver.start(tmp_path, tmp_path / "log", script_jobs(forkserver.MIN_SCRIPT_JOBS)) is None
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_server_ends_with_the_process_that_started_it(tmp_path):
     starter = tmp_path / "starter.py"
     starter.write_text(
-        f"from reprolm import forkserver\nserver = forkserver.start({str(tmp_path)!r}, "
-        f"{str(tmp_path / 'log')!r})\nprint(server.pid)\n"
+        "from types import SimpleNamespace\nfrom reprolm import forkserver\n"
+        "jobs = [SimpleNamespace(rule=SimpleNamespace(script='job.py'))] * forkserver.MIN_SCRIPT_JOBS\n"
+        f"server = forkserver.start({str(tmp_path)!r}, {str(tmp_path / 'log')!r}, jobs)\nprint(server.pid)\n"
     )
     server_pid = int(subprocess.run([sys.executable, str(starter)], capture_output=True, text=True, check=True).stdout)
     deadline = time.monotonic() + 60
@@ -315,16 +332,18 @@ def test_the_server_ends_with_the_process_that_started_it(tmp_path):
 @pytest.mark.workflow
 def test_jobs_from_the_fork_server_make_the_same_bytes_as_jobs_run_in_place(default_run, tmp_path):
     """The default run's jobs came from the fork server (its log lists them); a finetune, a
-    generation and a grading run again in their own processes make the same bytes."""
+    generation and a grading run again in their own processes make the same bytes: a run of
+    fewer job scripts than ``MIN_SCRIPT_JOBS`` starts no server."""
     assert (default_run / "logs" / "forkserver.log").read_text().count("forked job process") > 100
     outputs = [
         "results/models/tiny_llama/gem_linear",
         "results/generations/tiny_llama/dpo/alpaca_eval.parquet",
         "results/scores/grade_tiny_rm/tiny_llama/dpo/alpaca_eval.json",
     ]
+    assert len(outputs) < forkserver.MIN_SCRIPT_JOBS
     work = copy_run(default_run, tmp_path / "run", writable=outputs)
-    snakemake(work, "--force", *outputs, env={forkserver.ADDRESS_VARIABLE: forkserver.OFF})
-    # Switched off, no server started and no job was forked.
+    snakemake(work, "--force", *outputs)
+    # No server started and no job was forked.
     assert (work / "logs" / "forkserver.log").read_text() == (default_run / "logs" / "forkserver.log").read_text()
     for output in outputs:
         assert content_hash(work / output) == content_hash(default_run / output), output

@@ -3,7 +3,8 @@ torch, transformers, lm-eval and the other heavy libraries.
 
 Every job of a local run is a fresh Python process, and on a CPU machine importing those
 libraries (about 4-5 s) costs more than most tiny-model jobs' work. The workflow starts one
-server per local Snakemake run (``onstart``) and names its socket in ``REPROLM_FORKSERVER``.
+server per local Snakemake run (``onstart``) of at least ``MIN_SCRIPT_JOBS`` job scripts and
+names its socket in ``REPROLM_FORKSERVER``.
 A job script's first statement, :func:`run_in_forkserver`, hands the script to the server,
 which forks a child that takes over the job's standard streams, working directory,
 environment and ``sys.path`` and runs the same script file; the script process waits for
@@ -42,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
 
 ADDRESS_VARIABLE = "REPROLM_FORKSERVER"
@@ -80,6 +82,9 @@ WARM_UPS = {
     # lm-eval's index of its task YAMLs and its environment report: about 6 s per lm-eval job.
     "lm_eval": ("reprolm.score.lm_eval_bridge:task_manager", "reprolm.score.lm_eval_bridge:environment_report"),
 }
+# A run of fewer job scripts runs each in its own process: the server's imports (about 8 s of
+# CPU) would cost more than those few jobs' own. Its jobs may be rerun or added to later.
+MIN_SCRIPT_JOBS = 4
 # How long the server waits for a connected job's request.
 REQUEST_TIMEOUT_S = 30
 # Unix socket paths are limited to 108 bytes (104 on macOS).
@@ -397,10 +402,16 @@ def launch(address: str, log_file: str | os.PathLike) -> subprocess.Popen:
     return server
 
 
-def start(folder: str | os.PathLike, log_file: str | os.PathLike) -> subprocess.Popen | None:
-    """Start a server for this (Snakemake) process and set ``REPROLM_FORKSERVER`` so that
-    the jobs it starts use it (None when switched off). It serves until this process ends."""
-    if os.environ.get(ADDRESS_VARIABLE) == OFF:
+def worth_serving(jobs: Iterable) -> bool:
+    """Whether a run of these Snakemake jobs has enough job scripts to pay for a server."""
+    return sum(1 for job in jobs if job.rule.script) >= MIN_SCRIPT_JOBS
+
+
+def start(folder: str | os.PathLike, log_file: str | os.PathLike, jobs: Iterable = ()) -> subprocess.Popen | None:
+    """Start a server for this (Snakemake) process, whose run has ``jobs`` to do, and set
+    ``REPROLM_FORKSERVER`` so that the jobs it starts use it (None when switched off, or when
+    the run has too few job scripts for one). It serves until this process ends."""
+    if os.environ.get(ADDRESS_VARIABLE) == OFF or not worth_serving(jobs):
         return None
     address = socket_address(folder)
     server = launch(address, log_file)
