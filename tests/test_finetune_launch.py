@@ -1,8 +1,9 @@
 """The finetune stage under its real launcher: torchrun, DeepSpeed ZeRO-3, a tiny Llama.
 
 On a machine without a GPU DeepSpeed runs on its CPU accelerator with gloo. Its first use
-compiles a shared-memory communication op (about a minute on two cores); the build is
-kept in resources/torch_extensions (git-ignored), so later runs of this file skip it.
+compiles a shared-memory communication op (about a minute on two cores); the build is kept in
+the user's torch extension cache (~/.cache/torch_extensions; torch rebuilds an op whose
+sources or flags changed), so later runs of this file, from any checkout, skip it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ pytestmark = pytest.mark.beside_slurm
 
 REPO = Path(__file__).resolve().parents[1]
 ZERO3 = str(REPO / "config" / "deepspeed" / "zero3.json")
+# The user's build cache for torch's C++ extensions (shared by checkouts and CI clones).
+TORCH_EXTENSIONS = Path.home() / ".cache" / "torch_extensions"
 RECIPE = {
     "format": "instruction_response",
     "completion_prefix": "mlt",
@@ -49,8 +52,8 @@ def workspace(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as env:
         env.setenv("HF_HUB_OFFLINE", "1")
-        # A build cache that outlives tmp folders, so the op compiles once per checkout.
-        env.setenv("TORCH_EXTENSIONS_DIR", str(REPO / "resources" / "torch_extensions"))
+        # Torch's own build cache, named for the SLURM job that needs it: the op compiles once.
+        env.setenv("TORCH_EXTENSIONS_DIR", os.environ.get("TORCH_EXTENSIONS_DIR", str(TORCH_EXTENSIONS)))
         yield root
 
 
