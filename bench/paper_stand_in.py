@@ -56,7 +56,7 @@ FAMILIES = (
 )
 # lm-eval tasks read here from the fixture documents of a task of the same data.
 TASK_STAND_INS = {"leaderboard_ifeval": "ifeval", "mmlu": "mmlu_miscellaneous"}
-STAGES = ("finetune", "train_before_test", "extrapolate", "generate", "evaluate")
+STAGES = ("finetune", "train_before_test", "extrapolate", "generate", "evaluate", "score")
 NODE_GPUS = 2
 # DeepSpeed on a CPU runs one worker: the trainings' multi-GPU requests become one fake GPU.
 ONE_WORKER_STAGES = ("finetune", "train_before_test")

@@ -290,6 +290,21 @@ def test_representatives_share_the_jobs_upstream_of_them():
     assert left_out == ["generate (g/phi): phi not stood in", "score (s/far): 13 jobs upstream, over 12"]
 
 
+def test_a_class_whose_request_the_cluster_would_never_start_is_not_stood_in():
+    """Submitted, it would wait in the queue for ever (SLURM's PartitionConfig); the stand-in
+    run leaves it out with the cluster's words, and stands in the rest."""
+    families = {"llama": "llama/Fast"}
+    big, small = (("-p", "gpu"), ("--mem", "32000")), (("-p", "gpu"), ("--mem", "1500"))
+    found = [
+        _candidate("score", "s/diversity", ("llama",), set(), request=big),
+        _candidate("score", "s/length", ("llama",), set(), request=small),
+    ]
+    never = {("score", big): "over limit: 32000 MB of memory a node is over the 23081 MB of partition gpu's nodes"}
+    chosen, left_out = select(found, families, None, never)
+    assert [c.job for c in chosen] == ["s/length"]
+    assert left_out == [f"score (s/diversity): the cluster would not start it ({never[('score', big)]})"]
+
+
 def test_the_stand_in_config_cuts_every_row_count():
     config = {
         "datasets": {

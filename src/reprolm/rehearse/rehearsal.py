@@ -26,7 +26,16 @@ import pandas as pd
 from reprolm.rehearse.dag import DagError, inspect_cluster_dag, snakemake_arguments
 from reprolm.rehearse.sizes import Measurement, data_jobs, measure_all, save, score_jobs
 from reprolm.rehearse.standin import STAND_IN_DIR, StandInRun, candidates, run_stand_ins
-from reprolm.rehearse.submissions import Shape, group_shapes, judge, plugin_requests, read_partitions, table, verdict
+from reprolm.rehearse.submissions import (
+    NEVER_STARTED,
+    Shape,
+    group_shapes,
+    judge,
+    plugin_requests,
+    read_partitions,
+    table,
+    verdict,
+)
 
 DEFAULT_PROFILE = "profiles/slurm"
 
@@ -176,6 +185,11 @@ def rehearse(
             hub_mirror=stand_in.hub_mirror,
             env=env,
             timeout=stand_in.timeout_s,
+            unstartable={
+                (shape.rule, shape.options): f"{shape.verdict}: {shape.answer}"
+                for shape in shapes
+                if shape.verdict in NEVER_STARTED
+            },
         )
         failed = [outcome for outcome in run.outcomes if outcome.status != "ran"]
         if run.stop is not None and run.stop.status == "failed":

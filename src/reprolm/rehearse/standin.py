@@ -262,9 +262,15 @@ def stand_in_model(files: Path, output: Path, chat_template_files: Path | None =
 
 
 def select(
-    found: Sequence[Candidate], families: Mapping[str, str], rules: Sequence[str] | None
+    found: Sequence[Candidate],
+    families: Mapping[str, str],
+    rules: Sequence[str] | None,
+    unstartable: Mapping[tuple, str] | None = None,
 ) -> tuple[list[Candidate], list[str]]:
     """One job per (rule, family, request); and why the rest of the classes are not stood in.
+    A class whose (rule, request) is in ``unstartable`` (the cluster's judgment of requests it
+    would never start, with its words) is left out: submitted, it would wait in the queue for
+    ever.
 
     Classes are taken in order of their cheapest job (the fewest jobs upstream); each one's
     representative is the job that adds the fewest jobs to those the representatives taken
@@ -278,6 +284,10 @@ def select(
         family = ",".join(families.get(model, "?") for model in candidate.models) or "-"
         key = (candidate.rule, family, candidate.request)
         unknown = [model for model in candidate.models if model not in families]
+        never = (unstartable or {}).get((candidate.rule, candidate.request))
+        if never:
+            left_out.setdefault(key, f"{candidate.rule} ({candidate.job}): the cluster would not start it ({never})")
+            continue
         if unknown:
             left_out[key] = f"{candidate.rule} ({candidate.job}): {', '.join(unknown)} not stood in"
             continue
@@ -486,8 +496,10 @@ def run_stand_ins(
     env: Mapping | None = None,
     timeout: float | None = None,
     log: Callable[[str], None] = lambda line: None,
+    unstartable: Mapping[tuple, str] | None = None,
 ) -> StandInRun:
-    """Select the representatives, stand their models in, run them through the profile."""
+    """Select the representatives (none of a request in ``unstartable``: see :func:`select`),
+    stand their models in, run them through the profile."""
     result = StandInRun()
     folder = prepare_folder(workdir)
     hub_files, families, unread = {}, {}, []
@@ -509,7 +521,7 @@ def run_stand_ins(
         families[name] = family_of(files)
     local = [name for name in needed if "hub" not in config["base_models"][name]]
     families.update({name: "local" for name in local})
-    chosen, left_out = select(wanted, families, rules)
+    chosen, left_out = select(wanted, families, rules, unstartable)
     result.not_stood_in = unread + left_out
     if not chosen:
         return result

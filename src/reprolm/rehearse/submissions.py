@@ -82,6 +82,9 @@ REHEARSAL_JOB_NAME = "reprolm-rehearsal"
 # when they come from inputs not made yet; the plugin then leaves them out of the request.
 SIZED_FROM_INPUTS = ("mem_mb", "mem_mb_per_cpu", "runtime")
 SIZED_AT_RUN_TIME = "sized at run time"
+ACCEPTED, OVER_LIMIT, REJECTED = "accepted", "over limit", "rejected"
+# The verdicts of requests the cluster would leave pending (or refuse) for ever.
+NEVER_STARTED = (OVER_LIMIT, REJECTED)
 
 
 @dataclass(frozen=True)
@@ -382,7 +385,7 @@ def judge(shapes: Sequence[Shape], partitions: Mapping[str, Partition], env: Map
     default = next((p for p in partitions.values() if p.default), None)
     for shape in shapes:
         if shape.refused:
-            shape.verdict, shape.answer = "rejected", f"the SLURM plugin refuses it: {shape.refused}"
+            shape.verdict, shape.answer = REJECTED, f"the SLURM plugin refuses it: {shape.refused}"
             continue
         if shape.pending:
             shape.verdict = SIZED_AT_RUN_TIME
@@ -391,12 +394,12 @@ def judge(shapes: Sequence[Shape], partitions: Mapping[str, Partition], env: Map
         partition = partitions.get(shape.value("-p")) if shape.value("-p") else default
         problems = limit_problems(shape, partition) if partition else []
         if problems:
-            shape.verdict = "over limit"
+            shape.verdict = OVER_LIMIT
             shape.answer = "; ".join(why for _, why in problems)
             shape.problem_options = tuple(dict.fromkeys(option for option, _ in problems))
             continue
         accepted, shape.answer = sbatch_test_only(shape.call, env)
-        shape.verdict = "accepted" if accepted else "rejected"
+        shape.verdict = ACCEPTED if accepted else REJECTED
         if not accepted:
             shape.problem_options = reason_options(shape.answer, shape)
 
@@ -479,7 +482,7 @@ def table(shapes: Sequence[Shape]) -> pd.DataFrame:
 
 def verdict(shapes: Sequence[Shape], config: Mapping, profile: str) -> tuple[bool, list[str]]:
     """(ready, lines): every shape accepted, or what will fail and the key to change."""
-    failing = [shape for shape in shapes if shape.verdict not in ("accepted", SIZED_AT_RUN_TIME)]
+    failing = [shape for shape in shapes if shape.verdict not in (ACCEPTED, SIZED_AT_RUN_TIME)]
     later = [shape for shape in shapes if shape.verdict == SIZED_AT_RUN_TIME]
     judged = [shape for shape in shapes if shape.verdict != SIZED_AT_RUN_TIME]
     jobs = sum(len(shape.jobs) for shape in judged)
