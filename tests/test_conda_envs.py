@@ -525,6 +525,23 @@ def test_the_environment_breaks_no_requirement_but_the_overridden_ones():
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_the_pip_check_fails_on_any_other_broken_requirement(tmp_path):
+    """scripts/pip-check.sh passes the overridden package's own floor (numpy) and nothing else:
+    run on a stand-in interpreter that prints a report of both, it fails naming the other."""
+    report = (
+        "snakemake-executor-plugin-slurm 2.8.0 has requirement numpy>=2.4.5, but you have numpy 2.3.5.\n"
+        "trl 0.30.0 has requirement transformers>=5.20, but you have transformers 5.19.0.\n"
+    )
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nprintf '{report}'\nexit 1\n")
+    python.chmod(0o755)
+    checked = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "pip-check.sh"), str(python)], capture_output=True, text=True
+    )
+    assert checked.returncode == 1
+    assert checked.stdout.strip() == "trl 0.30.0 has requirement transformers>=5.20, but you have transformers 5.19.0."
+
+
 class ResourcesStandIn(dict):
     """A Snakemake job's resources as the SLURM plugin reads them (`.get` and attributes)."""
 

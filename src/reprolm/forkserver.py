@@ -407,7 +407,7 @@ def worth_serving(jobs: Iterable) -> bool:
     return sum(1 for job in jobs if job.rule.script) >= MIN_SCRIPT_JOBS
 
 
-def start(folder: str | os.PathLike, log_file: str | os.PathLike, jobs: Iterable = ()) -> subprocess.Popen | None:
+def start(folder: str | os.PathLike, log_file: str | os.PathLike, jobs: Iterable) -> subprocess.Popen | None:
     """Start a server for this (Snakemake) process, whose run has ``jobs`` to do, and set
     ``REPROLM_FORKSERVER`` so that the jobs it starts use it (None when switched off, or when
     the run has too few job scripts for one). It serves until this process ends."""
