@@ -195,11 +195,16 @@ def test_the_job_imports_reprolm_from_the_callers_path(server, tmp_path):
 
 
 WARMED = """
-    import json
+    import gc, json
     from reprolm.score import lm_eval_bridge
     print(json.dumps({"warmed": lm_eval_bridge.task_manager.cache_info().currsize,
-                      "package": lm_eval_bridge.__file__}))
+                      "package": lm_eval_bridge.__file__,
+                      "frozen": gc.get_freeze_count(), "collected": len(gc.get_objects())}))
 """
+# What the job's own garbage collector walks: a job's collections must leave the server's
+# objects (its libraries, lm-eval's task index) alone, or every job pays for walking them and
+# copies the pages they sit on.
+COUNTS = ("frozen", "collected")
 
 
 def test_a_job_finds_the_servers_warmed_caches_until_reprolm_is_edited(tmp_path, monkeypatch):
@@ -218,10 +223,15 @@ def test_a_job_finds_the_servers_warmed_caches_until_reprolm_is_edited(tmp_path,
         # A job that does not ask for lm-eval's caches does not wait for them to be built.
         plain = run_script(tmp_path, WARMED, address, env=env)
         assert plain.returncode == 0, plain.stderr
-        assert json.loads(plain.stdout) == {"warmed": 0, "package": package}
+        plain_seen = json.loads(plain.stdout)
+        assert {k: v for k, v in plain_seen.items() if k not in COUNTS} == {"warmed": 0, "package": package}
         warm = run_script(tmp_path, WARMED, address, env=env, warm_up="lm_eval")
         assert warm.returncode == 0, warm.stderr
-        assert json.loads(warm.stdout) == {"warmed": 1, "package": package}
+        warm_seen = json.loads(warm.stdout)
+        assert {k: v for k, v in warm_seen.items() if k not in COUNTS} == {"warmed": 1, "package": package}
+        # The preloaded libraries' objects, then the warm-up's too, are out of the jobs' collections.
+        assert plain_seen["frozen"] > 10 * plain_seen["collected"]
+        assert warm_seen["frozen"] > plain_seen["frozen"] + warm_seen["collected"]
         edited = library / "reprolm" / "registry.py"
         edited.write_text(edited.read_text() + "\nEDITED = True\n")
         cold = run_script(
