@@ -8,7 +8,7 @@ import yaml
 from reprolm.config.checks import LM_EVAL_TASK_CACHE
 from workflow_helpers import dry_run_jobs, scratch_copy, snakemake
 
-pytestmark = [pytest.mark.workflow, pytest.mark.beside_slurm]
+pytestmark = pytest.mark.workflow
 
 
 def test_task_without_training_split_is_refused_before_any_job(tmp_path):

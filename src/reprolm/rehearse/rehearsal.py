@@ -6,9 +6,9 @@ installed SLURM executor plugin exactly as it would submit it, is checked agains
 partition's limits and judged by the cluster with ``sbatch --test-only`` (nothing is
 queued). It prints one line per request shape with its job count and the cluster's answer,
 then one verdict: ready, or each shape that will fail with the config key to change. With
-``sizes``, the dataset builds and the score jobs that run on a CPU are also run at the
-papers' sizes (``reprolm.rehearse.sizes``) and those needing over 80% of their request are
-failures too. With ``stand_in``, one job of each rule x model family x resource class runs
+``sizes``, the dataset builds and the score jobs are also run at the papers' sizes
+(``reprolm.rehearse.sizes``; a score job that asks for a GPU in a SLURM job with its own
+request) and those needing over 80% of their request, or failing with it, are failures too. With ``stand_in``, one job of each rule x model family x resource class runs
 through the profile on tiny stand-in models (``reprolm.rehearse.standin``), one generation
 stopped and resumed on the way; one that fails, runs other than asked, or does not resume, is
 a failure too.
@@ -74,7 +74,7 @@ class Rehearsal:
             lines.append(f"On this host, not submitted: {local}")
         lines += self.notes
         if self.measurements:
-            lines += ["", "Sizes: data and CPU scoring jobs at the papers' row counts, against their request"]
+            lines += ["", "Sizes: data and scoring jobs at the papers' row counts, against their request"]
             lines.append(
                 pd.DataFrame(
                     [
@@ -87,6 +87,7 @@ class Rehearsal:
                             "mem_mb": m.mem_mb,
                             "seconds": round(m.seconds, 1),
                             "runtime s": m.runtime_min * 60,
+                            "measured": m.where,
                             "flag": "; ".join(m.flags),
                         }
                         for m in self.measurements
@@ -143,7 +144,7 @@ def rehearse(
     def read(dag):
         requests = plugin_requests(dag)
         found = candidates(dag, requests) if stand_in else []
-        builds = (data_jobs(dag), score_jobs(dag)) if sizes is not None else ([], [])
+        builds = (data_jobs(dag), score_jobs(dag, requests)) if sizes is not None else ([], [])
         return requests, dict(dag.local_jobs), dag.checkpoint_rules, dag.config, builds, dag.workdir, found
 
     requests, local_jobs, checkpoint_rules, config, (builds, scores), workdir, found = inspect_cluster_dag(
@@ -160,7 +161,7 @@ def rehearse(
         )
     measurements = []
     if sizes is not None:
-        measurements, skipped = measure_all(builds, sizes, workdir, scores)
+        measurements, skipped = measure_all(builds, sizes, workdir, scores, on_cluster=True, env=env)
         notes += [f"Not measured: {why}" for why in skipped]
         notes.append(f"Measured figures for reprolm plan: {save(measurements, workdir)}")
         flagged = [m for m in measurements if m.flags]

@@ -15,11 +15,17 @@ A dataset built from a policy's judged samples (``from_generations``: FLR's onli
 is measured on generations of its prompt set's measured build, as a score job's below, each
 sample with a random grade.
 
-Each ``score`` job that asks for no GPU (the metrics that count and parse) is measured the
-same way on generations made from its prompt set's dataset as measured above: every row
-answered ``n`` times (the prompt set's samples) with a text of up to ``max_new_tokens``
-words, scored by the job's metric with the job's settings (``compute``). Score jobs alike in
-metric, prompt set and request are measured once and the figure stands for each of them.
+Each ``score`` job is measured the same way on generations made from its prompt set's
+dataset as measured above: every row answered ``n`` times (the prompt set's samples) with a
+text of up to ``max_new_tokens`` words, scored by the job's metric with the job's settings
+and the files it reads (``compute``; a sentence encoder, the generating model's tokenizer,
+NLTK data: where one is not there yet, the job is not measured and the note says which). A
+score job that asks for a GPU (a metric that runs a sentence encoder) is measured where it
+will run: one SLURM job with the job's own request, as the installed plugin builds it
+(``sbatch --wait``), in a scratch folder inside the workflow's folder (the file system the
+nodes share); one that fails there (its time limit, its memory) is flagged with SLURM's
+words. Score jobs alike in metric, prompt set and request are measured once and the figure
+stands for each of them.
 
 A job whose need is over ``FLAGGED_SHARE`` of its request is flagged, with the key that
 sizes it; the figures are kept in ``MEASURED`` (per rule and job) for ``reprolm plan``.
@@ -30,12 +36,14 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -45,7 +53,7 @@ from reprolm.config.lookups import promptset_spec
 from reprolm.config.resources import build_request, score_stage
 from reprolm.data.upstream import UPSTREAM_SCHEMAS
 from reprolm.io import atomic_path
-from reprolm.rehearse.submissions import config_key
+from reprolm.rehearse.submissions import JOB_NAMING, config_key, sbatch_options
 
 FLAGGED_SHARE = 0.8
 MEASURED = Path("results") / "rehearsal" / "sizes.json"
@@ -108,6 +116,21 @@ from reprolm.score.metrics import compute
 job = json.loads(sys.argv[1])
 compute(job["metric"], pq.read_table(job["generations"]).to_pylist(), job["context"])
 """
+# Inside a SLURM measurement job: the score measured as above, its figures written as JSON.
+MEASURE_IN_JOB = """
+import json, sys
+from reprolm.rehearse.sizes import SCORE, peak_mb_and_seconds
+spec, result = sys.argv[1], sys.argv[2]
+peak_mb, seconds = peak_mb_and_seconds([sys.executable, "-c", SCORE, open(spec).read()], "scoring")
+json.dump({"peak_mb": peak_mb, "seconds": seconds}, open(result, "w"))
+"""
+# The scratch folder of the measurement jobs, inside the workflow's folder.
+CLUSTER_SCRATCH = Path(".snakemake") / "rehearsal-sizes"
+MEASUREMENT_JOB_NAME = "reprolm-rehearsal-sizes"
+# How long a measurement job may wait in the queue before the rehearsal gives up on it.
+QUEUE_WAIT_S = 1800
+# The score job's inputs a measurement reads, as the score script hands them to the metric.
+SCORE_ASSETS = {"encoder": "encoder_dir", "model": "tokenizer_dir"}
 
 
 @dataclass
@@ -148,6 +171,11 @@ class ScoreJob:
     # The config stage that sizes them, and the keys that set their memory and time.
     stage: str
     keys: set
+    # The files the job reads besides its generations (``SCORE_ASSETS``, ``nltk_data``).
+    assets: dict = field(default_factory=dict)
+    # GPUs it asks for, and its sbatch command line as the plugin builds it: measured there.
+    gpus: int = 0
+    call: str = ""
 
 
 @dataclass
@@ -163,9 +191,15 @@ class Measurement:
     jobs: list[str] | None = None
     # The config keys to change for a flagged request (none: the profile sizes the job).
     change: str = ""
+    # Where it was measured: here, or the SLURM job that ran it with the job's request.
+    where: str = "here"
+    # Why a measurement job ended without figures (SLURM's words: its time or memory limit).
+    failed: str = ""
 
     @property
     def flags(self) -> list[str]:
+        if self.failed:
+            return [f"failed with its request on the cluster: {self.failed}"]
         flags = []
         if self.peak_mb > FLAGGED_SHARE * self.mem_mb:
             flags.append(f"peak memory {self.peak_mb:.0f} MB is over {FLAGGED_SHARE:.0%} of mem_mb {self.mem_mb}")
@@ -243,19 +277,24 @@ def data_jobs(dag) -> list[DataJob]:
     return jobs
 
 
-def score_jobs(dag) -> list[ScoreJob]:
-    """The DAG's score jobs that ask for no GPU, alike ones together."""
+def score_jobs(dag, requests: Sequence = ()) -> list[ScoreJob]:
+    """The DAG's score jobs, alike ones together; ``requests``: each job's sbatch request as
+    the plugin builds it (``plugin_requests``, in the order of the DAG's jobs)."""
     config = dag.config
+    calls = [request.call for request in requests]
     groups: dict[tuple, ScoreJob] = {}
-    for job in dag.jobs:
-        if job.rule.name != "score" or job.resources.get("gpu"):
+    for index, job in enumerate(dag.jobs):
+        if job.rule.name != "score":
             continue
         wildcards = dict(job.wildcards_dict)
         metric, promptset = wildcards["metric"], wildcards["promptset"]
         spec = promptset_spec(config, promptset)
-        context = {"length_targets": job.params.length_targets, **job.params.settings, "nltk_data": []}
-        request = (job.resources.get("mem_mb"), job.resources.get("runtime"))
-        key = (metric, promptset, json.dumps(context, sort_keys=True, default=str), request)
+        assets = {"nltk_data": list(getattr(job.input, "nltk_data", []))}
+        assets |= {name: files[0] for key, name in SCORE_ASSETS.items() if (files := getattr(job.input, key, []))}
+        context = {"length_targets": job.params.length_targets, **job.params.settings}
+        gpus = int(job.resources.get("gpu") or 0)
+        request = (job.resources.get("mem_mb"), job.resources.get("runtime"), gpus)
+        key = (metric, promptset, json.dumps([context, assets], sort_keys=True, default=str), request)
         if key not in groups:
             groups[key] = ScoreJob(
                 jobs=[],
@@ -270,6 +309,9 @@ def score_jobs(dag) -> list[ScoreJob]:
                 runtime_min=request[1],
                 stage=score_stage(config, metric),
                 keys=set(),
+                assets=assets,
+                gpus=gpus,
+                call=calls[index] if index < len(calls) else "",
             )
         group = groups[key]
         group.jobs.append("/".join(wildcards.values()))
@@ -289,7 +331,7 @@ def downloaded_rows(source: str, workdir: Path) -> int | None:
     return max((pq.ParquetFile(path).metadata.num_rows for path in files), default=None)
 
 
-def _peak_mb_and_seconds(command: list[str], what: str) -> tuple[float, float]:
+def peak_mb_and_seconds(command: list[str], what: str) -> tuple[float, float]:
     # The child's output goes to a file: a full pipe would stall it while wait4 waits.
     with tempfile.TemporaryFile(mode="w+") as output:
         start = time.monotonic()
@@ -317,7 +359,7 @@ def measure(job: DataJob, rows: Mapping[str, int], scratch: Path) -> Measurement
     # As the workflow asks at run time, from the data it reads, unless the job's is fixed.
     request = build_request(list(folders.values()))
     spec = {**asdict(job), "folders": folders, "output": str(scratch / job.job.replace("/", "_") / "built.parquet")}
-    peak_mb, seconds = _peak_mb_and_seconds([sys.executable, "-c", BUILD, json.dumps(spec)], f"building {job.job}")
+    peak_mb, seconds = peak_mb_and_seconds([sys.executable, "-c", BUILD, json.dumps(spec)], f"building {job.job}")
     return Measurement(
         job.job,
         {s: rows[s] for s in job.schemas},
@@ -347,7 +389,7 @@ def measure_judged(job: DataJob, built: Path, scratch: Path) -> Measurement:
     subprocess.run([sys.executable, "-c", WRITE_GRADES, str(generations), str(grades), str(SEED)], check=True)
     folders = {"generations": str(generations), "grades": str(grades)}
     spec = {**asdict(job), "folders": folders, "output": str(folder / "built.parquet")}
-    peak_mb, seconds = _peak_mb_and_seconds([sys.executable, "-c", BUILD, json.dumps(spec)], f"building {job.job}")
+    peak_mb, seconds = peak_mb_and_seconds([sys.executable, "-c", BUILD, json.dumps(spec)], f"building {job.job}")
     request = build_request([str(generations), str(grades)])
     return Measurement(
         job.job,
@@ -360,32 +402,104 @@ def measure_judged(job: DataJob, built: Path, scratch: Path) -> Measurement:
     )
 
 
-def measure_score(group: ScoreJob, built: Path, scratch: Path) -> Measurement:
-    """A score job's peak memory and wall time on generations of the built dataset."""
+def measure_score(
+    group: ScoreJob, built: Path, scratch: Path, on_cluster: bool = False, env: Mapping | None = None
+) -> Measurement:
+    """A score job's peak memory and wall time on generations of the built dataset: here, or
+    (``on_cluster``, ``scratch`` on the nodes' shared file system) in a SLURM job with the
+    job's own request."""
     folder = scratch / "score" / group.jobs[0].replace("/", "_")
     generations = _write_generations(built, group.samples, group.words, folder)
-    spec = {"metric": group.metric, "generations": str(generations), "context": group.context}
-    peak_mb, seconds = _peak_mb_and_seconds(
-        [sys.executable, "-c", SCORE, json.dumps(spec, default=str)], f"scoring {group.jobs[0]}"
-    )
-    return Measurement(
+    spec = {"metric": group.metric, "generations": str(generations), "context": {**group.context, **group.assets}}
+    measured = Measurement(
         group.jobs[0],
         {"generations": pq.ParquetFile(generations).metadata.num_rows},
-        peak_mb,
-        seconds,
+        0.0,
+        0.0,
         group.mem_mb,
         group.runtime_min,
         rule="score",
         jobs=group.jobs,
         change=", ".join(sorted(group.keys)),
     )
+    if not on_cluster:
+        command = [sys.executable, "-c", SCORE, json.dumps(spec, default=str)]
+        measured.peak_mb, measured.seconds = peak_mb_and_seconds(command, f"scoring {group.jobs[0]}")
+        return measured
+    (folder / "spec.json").write_text(json.dumps(spec, default=str))
+    result, log = folder / "measured.json", folder / "slurm-%j.log"
+    command = shlex.join([sys.executable, "-c", MEASURE_IN_JOB, str(folder / "spec.json"), str(result)])
+    environment = None if env is None else dict(env)
+    with tempfile.TemporaryFile(mode="w+") as said:
+        submitted = subprocess.Popen(
+            measurement_job(group.call, log, command),
+            cwd=folder,
+            stdout=said,
+            stderr=subprocess.STDOUT,
+            env=environment,
+        )
+        try:
+            submitted.wait(timeout=group.runtime_min * 60 + QUEUE_WAIT_S)
+            waited = True
+        except subprocess.TimeoutExpired:
+            submitted.kill()
+            submitted.wait()
+            waited = False
+        said.seek(0)
+        told = [line.strip() for line in said.read().splitlines() if line.strip()]
+    job_id = told[0].split(";")[0] if told and told[0].split(";")[0].isdigit() else ""
+    measured.where = f"SLURM job {job_id}" if job_id else "SLURM"
+    if not waited:
+        if job_id:
+            subprocess.run(["scancel", job_id], capture_output=True, env=environment)
+        measured.failed = (
+            f"did not end within its runtime ({group.runtime_min} min) and {QUEUE_WAIT_S // 60} min in the queue"
+        )
+    elif result.is_file():
+        figures = json.loads(result.read_text())
+        measured.peak_mb, measured.seconds = figures["peak_mb"], figures["seconds"]
+    else:
+        logged = [line.strip() for path in sorted(folder.glob("slurm-*.log")) for line in path.read_text().splitlines()]
+        told = [line for line in logged if line] + told[1 if job_id else 0 :]
+        measured.failed = told[-1] if told else f"sbatch exited {submitted.returncode}"
+    return measured
+
+
+def measurement_job(call: str, log: Path, command: str) -> list[str]:
+    """An sbatch command line that runs ``command`` with the resources of ``call`` (a job's
+    request as the plugin builds it: partition, account, GPUs, CPUs, memory, time) and waits
+    for it to end."""
+    words = shlex.split(call)
+    asked = [word for option, value in sbatch_options(call) if option not in JOB_NAMING for word in (option, value)]
+    return [
+        words[0],
+        "--parsable",
+        "--wait",
+        f"--job-name={MEASUREMENT_JOB_NAME}",
+        f"--output={log}",
+        *[word for word in asked if word is not None],
+        f"--wrap={command}",
+    ]
+
+
+def missing_assets(group: ScoreJob, workdir: Path) -> list[str]:
+    """The files a score job reads that are not made yet (the workflow fetches or makes them
+    before the job: its encoder, the generating model, NLTK data)."""
+    paths = [group.assets.get(name) for name in SCORE_ASSETS.values()] + list(group.assets.get("nltk_data", []))
+    return [path for path in paths if path and not (workdir / path).exists()]
 
 
 def measure_all(
-    jobs: list[DataJob], rows: Mapping[str, int], workdir: Path, scores: list[ScoreJob] = ()
+    jobs: list[DataJob],
+    rows: Mapping[str, int],
+    workdir: Path,
+    scores: list[ScoreJob] = (),
+    on_cluster: bool = False,
+    env: Mapping | None = None,
 ) -> tuple[list[Measurement], list[str]]:
     """Measurements of the dataset jobs whose sources have a row count, then of the score
-    jobs on what those built, and the jobs skipped or failed (why: a failure's exception)."""
+    jobs on what those built (``on_cluster``: those asking for a GPU in a SLURM job each, with
+    ``env``), and the jobs skipped or failed (why: a failure's exception)."""
     measurements, skipped, built = [], [], {}
     with tempfile.TemporaryDirectory(prefix="reprolm-sizes-") as scratch:
         for job in jobs:
@@ -421,10 +535,25 @@ def measure_all(
                 skipped.append(f"{job.job}: {_last_line(error)}")
         for group in scores:
             dataset = f"{group.dataset}/{group.split}"
-            if group.context.get("encoder"):
-                skipped.append(f"score {group.jobs[0]}: runs a sentence encoder, whose weights a rehearsal has not got")
-            elif dataset not in built:
+            missing = missing_assets(group, workdir)
+            if dataset not in built:
                 skipped.append(f"score {group.jobs[0]} ({len(group.jobs)} jobs): its dataset {dataset} was not built")
+            elif missing:
+                skipped.append(
+                    f"score {group.jobs[0]} ({len(group.jobs)} jobs): reads {', '.join(missing)}, not made yet "
+                    "(rehearse again once the workflow has made it: snakemake PATH)"
+                )
+            elif group.gpus and not on_cluster:
+                skipped.append(
+                    f"score {group.jobs[0]} ({len(group.jobs)} jobs): asks for a GPU, measured on the cluster only"
+                )
+            elif group.gpus:
+                shared = workdir / CLUSTER_SCRATCH
+                shutil.rmtree(shared, ignore_errors=True)
+                try:
+                    measurements.append(measure_score(group, built[dataset], shared, on_cluster=True, env=env))
+                finally:
+                    shutil.rmtree(shared, ignore_errors=True)
             else:
                 try:
                     measurements.append(measure_score(group, built[dataset], Path(scratch)))
@@ -446,6 +575,8 @@ def save(measurements: list[Measurement], workdir: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figures: dict[str, dict] = {}
     for m in measurements:
+        if m.failed:
+            continue
         for job in m.jobs or [m.job]:
             figures.setdefault(m.rule, {})[job] = {"seconds": m.seconds, "peak_mb": m.peak_mb}
     with atomic_path(path) as tmp:
