@@ -234,7 +234,30 @@ def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
     assert not_built == "pairs/train: its prompt set's dataset prompts/test was not built"
     # FLR's online pairs: built from the policy's samples of its prompt set's measured build
     # (100 prompts x 4 samples), each sample graded.
-    _, pairs = measure_all([judged, prompts], {"alpaca_eval": 100}, tmp_path / "b")[0]
+    # A score that reads files not made yet (its encoder before the download rule fetched it)
+    # is named with them; one that asks for a GPU is measured on the cluster only.
+    diversity = ScoreJob(
+        jobs=["diversity/a/ce/prompts"],
+        metric="diversity",
+        promptset="prompts",
+        dataset="prompts",
+        split="test",
+        samples=4,
+        words=30,
+        context={"encoder": "org/encoder"},
+        mem_mb=32000,
+        runtime_min=120,
+        stage="score",
+        keys=set(),
+        assets={"nltk_data": [], "encoder_dir": "resources/hub_models/org/encoder"},
+    )
+    on_gpu = dataclasses.replace(diversity, assets={"nltk_data": []}, gpus=1)
+    (_, pairs), not_measured = measure_all([judged, prompts], {"alpaca_eval": 100}, tmp_path / "b", [diversity, on_gpu])
+    assert not_measured == [
+        "score diversity/a/ce/prompts (1 jobs): reads resources/hub_models/org/encoder, not made yet "
+        "(rehearse again once the workflow has made it: snakemake PATH)",
+        "score diversity/a/ce/prompts (1 jobs): asks for a GPU, measured on the cluster only",
+    ]
     assert (pairs.rule, pairs.job, pairs.rows) == ("dataset", "pairs/train", {"generations": 400})
     assert 50 < pairs.peak_mb < 0.8 * pairs.mem_mb and pairs.mem_mb == 4000 and pairs.flags == []
     # Score jobs alike in metric, prompt set and request: measured once on generations of the
