@@ -162,6 +162,25 @@ def test_the_key_to_change_is_the_config_layer_that_sets_the_value():
     ]
 
 
+def diversity_scores(promptset: str, assets: dict | None = None, **settings) -> ScoreJob:
+    """GEM's diversity scores of one recipe's samples of ``promptset`` (4 x 30 words)."""
+    return ScoreJob(
+        jobs=[f"diversity/a/ce/{promptset}"],
+        metric="diversity",
+        promptset=promptset,
+        dataset=promptset,
+        split="test",
+        samples=4,
+        words=30,
+        mem_mb=32000,
+        runtime_min=120,
+        stage="score",
+        keys=set(),
+        assets={"nltk_data": [], **(assets or {})},
+        **settings,
+    )
+
+
 def test_a_score_measured_on_the_cluster_asks_for_its_jobs_resources_and_waits():
     call = FINETUNE_CALL.format(log="logs/a/%j.log", w="a")
     assert measurement_job(call, Path("/shared/slurm-%j.log"), "python -c 'measure'") == [
@@ -233,25 +252,13 @@ def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
     assert not_made == "own/train: no schema-true generator (fixture) for own"
     assert not_built == "pairs/train: its prompt set's dataset prompts/test was not built"
     # FLR's online pairs: built from the policy's samples of its prompt set's measured build
-    # (100 prompts x 4 samples), each sample graded.
-    # A score that reads files not made yet (its encoder before the download rule fetched it)
-    # is named with them; one that asks for a GPU is measured on the cluster only.
-    diversity = ScoreJob(
-        jobs=["diversity/a/ce/prompts"],
-        metric="diversity",
-        promptset="prompts",
-        dataset="prompts",
-        split="test",
-        samples=4,
-        words=30,
-        context={"encoder": "org/encoder"},
-        mem_mb=32000,
-        runtime_min=120,
-        stage="score",
-        keys=set(),
-        assets={"nltk_data": [], "encoder_dir": "resources/hub_models/org/encoder"},
+    # (100 prompts x 4 samples), each sample graded. A score that reads files not made yet
+    # (its encoder before the download rule fetched it) is named with them; one that asks for
+    # a GPU is measured on the cluster only.
+    diversity = diversity_scores(
+        "prompts", context={"encoder": "org/encoder"}, assets={"encoder_dir": "resources/hub_models/org/encoder"}
     )
-    on_gpu = dataclasses.replace(diversity, assets={"nltk_data": []}, gpus=1)
+    on_gpu = diversity_scores("prompts", context={"encoder": "org/encoder"}, gpus=1)
     (_, pairs), not_measured = measure_all([judged, prompts], {"alpaca_eval": 100}, tmp_path / "b", [diversity, on_gpu])
     assert not_measured == [
         "score diversity/a/ce/prompts (1 jobs): reads resources/hub_models/org/encoder, not made yet "
@@ -576,19 +583,9 @@ STAND_IN_CONFIG = {
 def test_a_score_measurement_the_cluster_refuses_is_flagged_with_slurms_words(slurm_cluster, tmp_path):
     built = tmp_path / "built.parquet"
     pd.DataFrame({"id": ["a", "b"], "instruction": ["Write a poem.", "Write another."]}).to_parquet(built)
-    group = ScoreJob(
-        jobs=["diversity/base/ce/poems"],
-        metric="diversity",
-        promptset="poems",
-        dataset="poems",
-        split="test",
-        samples=2,
-        words=20,
+    group = diversity_scores(
+        "poems",
         context={"encoder": "packaged"},
-        mem_mb=32000,
-        runtime_min=120,
-        stage="score",
-        keys={"resources.score.slurm_partition"},
         gpus=1,
         call="sbatch --job-name x --output y.log -p gpu_nowhere --gpus=1 --mem 32000 -t 120",
     )
