@@ -258,12 +258,15 @@ def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
     diversity = diversity_scores(
         "prompts", context={"encoder": "org/encoder"}, assets={"encoder_dir": "resources/hub_models/org/encoder"}
     )
-    on_gpu = diversity_scores("prompts", context={"encoder": "org/encoder"}, gpus=1)
-    (_, pairs), not_measured = measure_all([judged, prompts], {"alpaca_eval": 100}, tmp_path / "b", [diversity, on_gpu])
+    on_gpu = diversity_scores("prompts", context={"encoder": "org/encoder"}, gpus=1, call="sbatch -p gpu")
+    unrequested = diversity_scores("prompts", context={"encoder": "org/encoder"}, gpus=1)
+    scores = [diversity, on_gpu, unrequested]
+    (_, pairs), not_measured = measure_all([judged, prompts], {"alpaca_eval": 100}, tmp_path / "b", scores)
     assert not_measured == [
         "score diversity/a/ce/prompts (1 jobs): reads resources/hub_models/org/encoder, not made yet "
         "(rehearse again once the workflow has made it: snakemake PATH)",
         "score diversity/a/ce/prompts (1 jobs): asks for a GPU, measured on the cluster only",
+        "score diversity/a/ce/prompts (1 jobs): the SLURM plugin built no request for it (see the submissions)",
     ]
     assert (pairs.rule, pairs.job, pairs.rows) == ("dataset", "pairs/train", {"generations": 400})
     assert 50 < pairs.peak_mb < 0.8 * pairs.mem_mb and pairs.mem_mb == 4000 and pairs.flags == []

@@ -543,6 +543,11 @@ def measure_all(
                     f"score {group.jobs[0]} ({len(group.jobs)} jobs): reads {', '.join(missing)}, not made yet "
                     "(rehearse again once the workflow has made it: snakemake PATH)"
                 )
+            elif group.gpus and not group.call:
+                skipped.append(
+                    f"score {group.jobs[0]} ({len(group.jobs)} jobs): the SLURM plugin built no request for it "
+                    "(see the submissions)"
+                )
             elif group.gpus and not on_cluster:
                 skipped.append(
                     f"score {group.jobs[0]} ({len(group.jobs)} jobs): asks for a GPU, measured on the cluster only"
