@@ -7,7 +7,7 @@
 #   which the first of them makes (about ten minutes, two jobs at a time);
 # - the rest.
 # While one waits, the others keep the cores busy. The rest, the lane with the most slack,
-# runs at a lower priority (nice 10): it takes the CPU the two long lanes leave. The reports
+# runs at a lower priority (nice 5): it takes the CPU the two long lanes leave. The reports
 # are printed one after the other. Arguments go to every pytest process.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ pids[2]=$!
 pids[1]=$!
 # The rest reports as it goes.
 echo "==================== ${names[0]} (-m \"${lanes[0]}\") ===================="
-nice -n 10 "$PYTHON" -m pytest -q -m "${lanes[0]}" "$@" &
+nice -n 5 "$PYTHON" -m pytest -q -m "${lanes[0]}" "$@" &
 pids[0]=$!
 status=0
 selected=0
