@@ -264,7 +264,7 @@ def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
     (_, pairs), not_measured = measure_all([judged, prompts], {"alpaca_eval": 100}, tmp_path / "b", scores)
     assert not_measured == [
         "score diversity/a/ce/prompts (1 jobs): reads resources/hub_models/org/encoder, not made yet "
-        "(rehearse again once the workflow has made it: snakemake PATH)",
+        "(make it first, snakemake resources/hub_models/org/encoder, then rehearse again)",
         "score diversity/a/ce/prompts (1 jobs): asks for a GPU, measured on the cluster only",
         "score diversity/a/ce/prompts (1 jobs): the SLURM plugin built no request for it (see the submissions)",
     ]

@@ -8,10 +8,11 @@ queued). It prints one line per request shape with its job count and the cluster
 then one verdict: ready, or each shape that will fail with the config key to change. With
 ``sizes``, the dataset builds and the score jobs are also run at the papers' sizes
 (``reprolm.rehearse.sizes``; a score job that asks for a GPU in a SLURM job with its own
-request) and those needing over 80% of their request, or failing with it, are failures too. With ``stand_in``, one job of each rule x model family x resource class runs
-through the profile on tiny stand-in models (``reprolm.rehearse.standin``), one generation
-stopped and resumed on the way; one that fails, runs other than asked, or does not resume, is
-a failure too.
+request) and those needing over 80% of their request, or failing with it, are failures too.
+With ``stand_in``, one job of each rule x model family x resource class runs through the
+profile on tiny stand-in models (``reprolm.rehearse.standin``), one generation stopped and
+resumed on the way; one that fails, runs other than asked, or does not resume, is a failure
+too.
 """
 
 from __future__ import annotations

@@ -541,7 +541,7 @@ def measure_all(
             elif missing:
                 skipped.append(
                     f"score {group.jobs[0]} ({len(group.jobs)} jobs): reads {', '.join(missing)}, not made yet "
-                    "(rehearse again once the workflow has made it: snakemake PATH)"
+                    f"(make it first, snakemake {' '.join(missing)}, then rehearse again)"
                 )
             elif group.gpus and not group.call:
                 skipped.append(
