@@ -210,11 +210,10 @@ def test_an_endpoint_model_is_a_baseline_of_generated_evaluations_only():
     import copy
 
     import yaml
-    from snakemake.exceptions import WorkflowError
-    from snakemake.utils import validate
 
     from reprolm.config.checks import check_config
     from reprolm.config.errors import ConfigError
+    from reprolm.config.schema import validate_config
     from reprolm.studies import STUDIES
     from workflow_helpers import REPO
 
@@ -225,7 +224,7 @@ def test_an_endpoint_model_is_a_baseline_of_generated_evaluations_only():
     }
     config["ruler"]["baselines"] = ["closed"]
     config["ruler"]["evaluations"][1]["endpoint_models"] = False  # multi_mlt: the open models only
-    validate(copy.deepcopy(config), schema=str(schema))
+    validate_config(copy.deepcopy(config), schema)
     check_config(config, schema)
     assert sorted(p for p in STUDIES["ruler"].score_paths(config) if "/closed/" in p) == [
         "results/scores/length_levels/closed/pretrained/tlg.json"
@@ -233,8 +232,8 @@ def test_an_endpoint_model_is_a_baseline_of_generated_evaluations_only():
 
     keyless = copy.deepcopy(config)
     del keyless["base_models"]["closed"]["endpoint"]["api_key_env"]
-    with pytest.raises(WorkflowError, match="'api_key_env' is a required property"):
-        validate(keyless, schema=str(schema))
+    with pytest.raises(ConfigError, match="^base_models.closed.endpoint: 'api_key_env' is a required property"):
+        validate_config(keyless, schema)
 
     config["ruler"]["bases"].append("closed")
     with pytest.raises(

@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, AutoModelForSequenceClassificatio
 from finetune_helpers import tiny_preference_inputs
 from reprolm.config.checks import check_config
 from reprolm.config.errors import ConfigError
+from reprolm.config.schema import validate_config
 from reprolm.models.loading import ADAPTER_CONFIG, load_causal_lm, load_tokenizer
 from reprolm.train.finetune import TRAINING_ARGS, FinetuneSpec, run
 
@@ -147,9 +148,7 @@ def config():
 
 
 def test_schema_and_checks_accept_peft_and_trainer_args(config):
-    from snakemake.utils import validate
-
-    validate(config, str(SCHEMA))
+    validate_config(config, SCHEMA)
     check_config(config, SCHEMA)
 
 

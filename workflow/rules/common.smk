@@ -2,13 +2,13 @@ import os
 import re
 
 from snakemake.logging import logger
-from snakemake.utils import validate
 
 from reprolm import paths
 from reprolm.aggregate.judge_notes import judge_caption, table_judge_notes
 from reprolm.aggregate.paper_comparison import claim_settings, study_headlines
 from reprolm.config import lookups
 from reprolm.config.checks import check_config, preflight
+from reprolm.config.schema import validate_config
 from reprolm.config.params import canonical
 from reprolm.config.resources import (
     attempt_size,
@@ -54,7 +54,7 @@ if workflow.remote_exec:
     os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
 
 SCHEMA = os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
-validate(config, schema=SCHEMA)
+validate_config(config, SCHEMA)
 check_config(config, SCHEMA)
 preflight(config)
 STUDIES = enabled_studies(config)

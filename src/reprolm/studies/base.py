@@ -12,7 +12,6 @@ config's ``study_modules``; loading it registers its study.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import importlib
 import importlib.util
@@ -24,6 +23,7 @@ from reprolm.aggregate.tables import load_scores
 from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import endpoint_models
 from reprolm.config.references import require_recipe
+from reprolm.config.schema import validate_with_defaults
 from reprolm.io import atomic_path, collected_tables, read_yaml
 from reprolm.paths import PRETRAINED, grade_path, score_path, split_expo
 from reprolm.registry import Registry
@@ -102,7 +102,7 @@ class Study:
         """The study's section, where the config has one, against :attr:`schema`; the
         schema's defaults are filled in where the section leaves a key out."""
         if self.schema is not None and config.get(self.name) is not None:
-            _validate_section(config[self.name], self.schema, self.name)
+            validate_with_defaults(config[self.name], self.schema, self.name)
 
     def check_standing(self, config: Mapping) -> None:
         """Checks of the study's section that hold whether or not the study is enabled (what
@@ -334,28 +334,3 @@ def with_study_sections(schema: Mapping) -> dict:
         if STUDIES[name].schema is not None:
             merged["properties"].setdefault(name, STUDIES[name].schema)
     return merged
-
-
-def _validate_section(spec: Mapping, schema: Mapping, name: str) -> None:
-    """``spec`` against ``schema``, each property's ``default`` set where ``spec`` leaves it
-    out (as Snakemake's ``validate`` does for the workflow's schema); the first error names
-    its key."""
-    # Imported here: listing and fingerprinting studies stays cheap.
-    import jsonschema
-
-    base = jsonschema.Draft202012Validator
-    validate_properties = base.VALIDATORS["properties"]
-
-    def properties(validator, properties, instance, subschema):
-        if isinstance(instance, dict):
-            for key, node in properties.items():
-                if "default" in node:
-                    instance.setdefault(key, copy.deepcopy(node["default"]))
-        yield from validate_properties(validator, properties, instance, subschema)
-
-    validator = jsonschema.validators.extend(base, {"properties": properties})(schema)
-    errors = sorted(validator.iter_errors(spec), key=lambda e: list(e.path))
-    if errors:
-        error = errors[0]
-        where = ".".join([name, *map(str, error.path)])
-        raise ConfigError(f"{where}: {error.message}")
