@@ -19,8 +19,8 @@ fine-tuned to give natural-language feedback there).
 Scoring is batched: a conversation's prefix runs through the model once and its key-value
 cache serves every follow-up, ``batch_size`` follow-ups packed into one forward pass (an
 attention mask keeps each to the prefix and itself; no copies of the cache are made). (``compat:
-original`` keeps the original's tokenization of each whole sequence, so it batches whole
-rows of similar length instead.)
+original`` keeps the original's tokenization of each whole sequence; the one position it reads
+depends only on the tokens before it, so each distinct prefix runs once.)
 """
 
 from __future__ import annotations
@@ -171,32 +171,35 @@ class FollowUpScorer:
 
     def _original_scores(self, pairs: list[tuple[Sequence[Mapping], str]]) -> list[float]:
         """The original code's value, on the chat template's own tokenization of each whole
-        conversation plus follow-up; rows of similar length are batched."""
+        conversation plus follow-up. The logits it reads, at ``len(sequence) - len(follow-up
+        ids)``, depend only on the tokens up to that position (the model is causal), which a
+        conversation's follow-ups share: each distinct such prefix runs through the model
+        once (distinct prefixes of similar length batched), not each whole sequence."""
         import torch
 
+        target_ids = {followup: self.tokenizer(followup).input_ids for _, followup in pairs}
         rows = []
         for conversation, followup in pairs:
             ids = self.tokenizer.apply_chat_template(
                 self._messages(conversation, followup), tokenize=True, return_dict=True
             )["input_ids"]
-            targets = self.tokenizer(followup).input_ids
-            rows.append((ids, len(ids) - len(targets), targets))
+            targets = target_ids[followup]
+            rows.append((tuple(ids[: len(ids) - len(targets) + 1]), targets))
+        prefixes = sorted({prefix for prefix, _ in rows}, key=len)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
-        values = [math.nan] * len(rows)
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            width = max(len(rows[i][0]) for i in batch)
-            ids = torch.tensor([rows[i][0] + [pad] * (width - len(rows[i][0])) for i in batch], device=self.device)
-            mask = torch.tensor(
-                [[1] * len(rows[i][0]) + [0] * (width - len(rows[i][0])) for i in batch], device=self.device
-            )
+        last_logits = {}
+        for start in range(0, len(prefixes), self.batch_size):
+            batch = prefixes[start : start + self.batch_size]
+            width = len(batch[-1])
+            ids = torch.tensor([list(p) + [pad] * (width - len(p)) for p in batch], device=self.device)
+            mask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in batch], device=self.device)
             with torch.no_grad():
                 logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
-            for row, i in enumerate(batch):
-                _, position, targets = rows[i]
-                values[i] = logits[row, position, torch.tensor(targets, device=self.device)].mean().item()
-        return values
+            for row, prefix in enumerate(batch):
+                last_logits[prefix] = logits[row, len(prefix) - 1]
+        return [
+            last_logits[prefix][torch.tensor(targets, device=self.device)].mean().item() for prefix, targets in rows
+        ]
 
     def followup_scores(self, conversations: Sequence[Sequence[Mapping]]) -> list[dict[str, dict[str, list[float]]]]:
         """Every follow-up's score, per conversation, category and side."""
