@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from reprolm.provenance import content_hash, provenance_path
 from slurm_cluster import GPU_PARTITION, GPU_TYPE, URGENT_PARTITION
@@ -48,6 +47,7 @@ from test_slurm_workflow import (
     run_id,
     small_config,
     start,
+    write_small_config,
 )
 from workflow_helpers import copy_run, snakemake_env
 
@@ -84,7 +84,7 @@ def stops_config() -> dict:
 
 def prepared_for_stops(work: Path) -> Path:
     prepared(work)
-    (work / "small.yaml").write_text(yaml.safe_dump(stops_config(), sort_keys=False))
+    write_small_config(work, stops_config())
     return work
 
 
