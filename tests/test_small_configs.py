@@ -15,6 +15,8 @@ import pytest
 
 from default_config import DEFAULT
 from reprolm.config import overlays
+from reprolm.config.checks import check_config
+from reprolm.config.schema import validate_config
 from workflow_helpers import REPO
 
 CONFIGS = sorted((REPO / "tests" / "configs").glob("config-*.yaml"))
@@ -25,7 +27,7 @@ WHOLE = ("seed", "length_targets", "generation", "metrics")
 # The keys of each study's section a small config may trim (a list to a sublist, a mapping
 # to fewer entries or sublists, or the key left out); every other key is the default's.
 TRIMMED = {
-    "ruler": {"bases", "lm_eval_suite"},
+    "ruler": {"bases", "lm_eval_suite", "lm_eval_metrics"},
     "expo": {"recipes", "lm_eval_suite"},
     "flr": {"judges", "alignment"},
     "gem": {"recipes", "labels"},
@@ -82,3 +84,13 @@ def test_trimming_is_told_from_changing():
     assert _is_trimmed([1, 3], [1, 2, 3]) and not _is_trimmed([1, 4], [1, 2, 3])
     assert _is_trimmed({"a": [1], "b": 2}, {"a": [1, 2], "b": 2, "c": 3})
     assert not _is_trimmed({"b": 5}, {"b": 2}) and not _is_trimmed({"d": 1}, {"b": 2})
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.stem)
+def test_small_config_passes_the_workflows_config_checks(path: Path, monkeypatch):
+    """What the workflow checks before any job (the schema, then the cross-key checks)."""
+    monkeypatch.chdir(REPO)
+    small = overlays.load(path, REPO)
+    schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
+    validate_config(small, schema)
+    check_config(small, schema)
