@@ -573,7 +573,7 @@ def study_table_inputs(wildcards):
 # Judge succession: a retired judge's successor judges the retired judge's released items
 # (judges.*.released_verdicts); the study's agreement table sets the two side by side.
 def retired_judge_pattern():
-    return "|".join(successors(config["judges"])) or "(?!)"
+    return "|".join(successors(config.get("judges", {}))) or "(?!)"
 
 
 def released_verdict_files(wildcards):
