@@ -1,7 +1,9 @@
 """A killed finetune resumes from its latest complete checkpoint and ends where an uninterrupted one does.
 
-Three runs of ``python -m reprolm.train.finetune SPEC.json`` on a tiny Llama, on the CPU: one
-uninterrupted; one SIGKILLed as soon as a checkpoint is complete; a rerun of the killed spec.
+Runs of ``python -m reprolm.train.finetune SPEC.json`` on a tiny Llama, on the CPU: one
+uninterrupted, the reference of the module's tests; one SIGKILLed as soon as a checkpoint is
+complete; a rerun of the killed spec (and, through the launcher, one stopped by SIGTERM and its
+rerun).
 The Trainer's resume restores weights, optimizer, schedule, RNG state and the data order
 (accelerate's seedable sampler reseeds each epoch; the resumed epoch skips the batches it
 already trained on), so the rerun's remaining losses and final weights must be identical,
@@ -111,18 +113,27 @@ def step_logs(log: str) -> list[str]:
     return STEP_LOG.findall(log)
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> Path:
+    """A folder with the finetune's inputs and the uninterrupted run of them ("whole"), the
+    reference of every interrupted run of the module (each under a name of its own)."""
+    root = tmp_path_factory.mktemp("finetune_resume")
+    tiny_finetune_inputs(root)
+    reference = start(root, spec(root, "whole"), "whole")
+    assert finish(reference) == 0, (root / "whole.log").read_text()[-3000:]
+    return root
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.slow
-def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(tmp_path, caplog):
+def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(uninterrupted, caplog):
     import torch
     from safetensors.torch import load_file
 
-    tiny_finetune_inputs(tmp_path)
-    whole, killed = spec(tmp_path, "whole"), spec(tmp_path, "killed")
+    root = uninterrupted
+    whole, killed = spec(root, "whole"), spec(root, "killed")
     assert whole.key() == killed.key()
-    # The uninterrupted reference runs beside the run that gets killed.
-    reference = start(tmp_path, whole, "whole")
-    first = start(tmp_path, killed, "killed")
+    first = start(root, killed, "killed")
     kill_after_first_checkpoint(first, killed.checkpoint_dir)
     assert first.returncode == -signal.SIGKILL
     assert not Path(killed.output_dir).exists()
@@ -136,11 +147,10 @@ def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(tmp_pat
     shutil.copytree(checkpoints[resumed_step], torn, dirs_exist_ok=True)
     (torn / "trainer_state.json").unlink()
 
-    rerun = start(tmp_path, killed, "rerun")
-    assert finish(rerun) == 0, (tmp_path / "rerun.log").read_text()[-3000:]
-    assert finish(reference) == 0, (tmp_path / "whole.log").read_text()[-3000:]
+    rerun = start(root, killed, "rerun")
+    assert finish(rerun) == 0, (root / "rerun.log").read_text()[-3000:]
 
-    rerun_log, whole_log = (tmp_path / "rerun.log").read_text(), (tmp_path / "whole.log").read_text()
+    rerun_log, whole_log = (root / "rerun.log").read_text(), (root / "whole.log").read_text()
     assert f"resuming from {checkpoints[resumed_step]}" in rerun_log
     epoch = resumed_step // STEPS_PER_EPOCH
     assert f"Resuming training from checkpoint with epoch {epoch} and global step {resumed_step}" in rerun_log
@@ -170,9 +180,7 @@ def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(tmp_pat
     assert content_hash(output) == before
     assert "kept the model an earlier attempt finished" in caplog.text
     # A finetune of the same base and recipe under other settings clears the links.
-    other = dataclasses.replace(
-        killed, recipe={**killed.recipe, "learning_rate": 5e-4}, output_dir=str(tmp_path / "other")
-    )
+    other = dataclasses.replace(killed, recipe={**killed.recipe, "learning_rate": 5e-4}, output_dir=str(root / "other"))
     assert other.key() != killed.key()
     assert not finetune.restore_finished(other)
     assert not killed.checkpoint_dir.exists()
@@ -220,7 +228,7 @@ except JobStopped as stop:
 
 @pytest.mark.timeout(300)
 @pytest.mark.slow
-def test_finetune_stopped_by_sigterm_saves_its_step_and_resumes_to_the_same_weights(tmp_path):
+def test_finetune_stopped_by_sigterm_saves_its_step_and_resumes_to_the_same_weights(uninterrupted):
     """SLURM's stop (time limit, preemption) is a SIGTERM to every process of the job: here
     the launcher's parent, torchrun and its worker, as one process group. The worker saves a
     checkpoint at the end of the step it is in, torchrun lets it, and the parent reports a
@@ -229,16 +237,15 @@ def test_finetune_stopped_by_sigterm_saves_its_step_and_resumes_to_the_same_weig
     import torch
     from safetensors.torch import load_file
 
-    tiny_finetune_inputs(tmp_path)
-    whole, stopped = spec(tmp_path, "whole"), spec(tmp_path, "stopped")
-    reference = start(tmp_path, whole, "whole")
-    stopped.save(tmp_path / "stopped.json")
+    root = uninterrupted
+    whole, stopped = spec(root, "whole"), spec(root, "stopped")
+    stopped.save(root / "stopped.json")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    log_path = tmp_path / "stopped.log"
+    log_path = root / "stopped.log"
 
     def launch_stopped() -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-c", LAUNCH_AND_REPORT_STOP, str(tmp_path / "stopped.json"), str(log_path)],
+            [sys.executable, "-c", LAUNCH_AND_REPORT_STOP, str(root / "stopped.json"), str(log_path)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -265,8 +272,7 @@ def test_finetune_stopped_by_sigterm_saves_its_step_and_resumes_to_the_same_weig
     log_path.write_text("")
     rerun = launch_stopped()
     assert rerun.wait(RUN_TIMEOUT_S) == 0, rerun.stdout.read()[-3000:]
-    assert finish(reference) == 0, (tmp_path / "whole.log").read_text()[-3000:]
-    whole_log = (tmp_path / "whole.log").read_text()
+    whole_log = (root / "whole.log").read_text()
     assert step_logs(log_path.read_text()) == step_logs(whole_log)[stopped_step:]
     reference_weights = load_file(Path(whole.output_dir) / "model.safetensors")
     resumed_weights = load_file(Path(stopped.output_dir) / "model.safetensors")
