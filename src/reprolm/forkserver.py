@@ -33,6 +33,7 @@ memory and CPU seconds (``execution.resources``).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
@@ -242,12 +243,20 @@ def _warm_up(name: str) -> None:
         print(f"no warm-up {name!r}; known: {sorted(WARM_UPS)}", flush=True)
 
 
-def _freeze_heap() -> None:
-    """Keep the server's objects out of its children's garbage collections. A collection in a
-    forked job walks every object the server made (lm-eval's task index alone: about 0.4 s of
-    CPU per job) and, touching them, copies their memory pages into the job."""
-    gc.collect()
-    gc.freeze()
+@contextlib.contextmanager
+def _frozen_heap():
+    """The body (imports, a warm-up) runs without garbage collections, and the objects it
+    leaves are frozen: kept out of the children's collections. A collection in a forked job
+    walks every object the server made (lm-eval's task index alone: about 0.4 s of CPU per job)
+    and, touching them, copies their memory pages into the job; and collections during the
+    imports themselves walked the growing heap again and again (about a second of CPU)."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.collect()
+        gc.freeze()
+        gc.enable()
 
 
 def _run_child(connection: socket.socket, request: dict, fds: list[int], preloaded: dict[str, tuple[int, int]]) -> None:
@@ -298,15 +307,15 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
     # Stopped from outside, it still removes its socket.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        for name in PRELOADED:
-            if os.getppid() != parent:
-                return
-            try:
-                importlib.import_module(name)
-            except ImportError:
-                continue
+        with _frozen_heap():
+            for name in PRELOADED:
+                if os.getppid() != parent:
+                    return
+                try:
+                    importlib.import_module(name)
+                except ImportError:
+                    continue
         preloaded = _reprolm_sources()
-        _freeze_heap()
         warmed: set[str] = set()
         if cuda_started():
             print(
@@ -337,10 +346,10 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
                 continue
             if request.get("warm_up") and request["warm_up"] not in warmed:
                 warmed.add(request["warm_up"])
-                _warm_up(request["warm_up"])
+                with _frozen_heap():
+                    _warm_up(request["warm_up"])
                 # A module keeps the state of its file when it was imported.
                 preloaded = {**_reprolm_sources(), **preloaded}
-                _freeze_heap()
                 if cuda_started():
                     print(
                         f"warm-up {request['warm_up']!r} initialised CUDA, which forked jobs cannot use: "
