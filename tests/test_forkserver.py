@@ -76,10 +76,10 @@ def run_script(
 
 
 REPORT = """
-    import json, os, sys
+    import gc, json, os, sys
     print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv[1:],
                       "probe": os.environ.get("PROBE"), "nvml_check": os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK"),
-                      "torch_preloaded": "torch" in sys.modules}))
+                      "torch_preloaded": "torch" in sys.modules, "gc_threshold": gc.get_threshold()[0]}))
     print("to stderr", file=sys.stderr)
 """
 
@@ -147,6 +147,8 @@ def test_without_a_server_the_script_runs_in_place(tmp_path):
         assert result.returncode == 0, result.stderr
         seen = json.loads(result.stdout)
         assert not seen["torch_preloaded"]
+        # In its own process, a job collects garbage less often than Python's default.
+        assert seen["gc_threshold"] == forkserver.JOB_GC_THRESHOLD
 
 
 def test_a_job_in_another_python_environment_runs_in_place(server, tmp_path):
@@ -157,8 +159,11 @@ def test_a_job_in_another_python_environment_runs_in_place(server, tmp_path):
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["ppid"] != process.pid and not seen["torch_preloaded"]
+    assert seen["gc_threshold"] == forkserver.JOB_GC_THRESHOLD
     same = run_script(tmp_path, REPORT, address, env={forkserver.PREFIX_VARIABLE: sys.prefix})
-    assert json.loads(same.stdout)["ppid"] == process.pid
+    forked = json.loads(same.stdout)
+    # A forked job's collections skip the server's frozen heap: it keeps Python's default.
+    assert forked["ppid"] == process.pid and forked["gc_threshold"] == 700
 
 
 def test_exit_status_and_failures_pass_through(server, tmp_path):

@@ -87,6 +87,7 @@ WARM_UPS = {
 # A run of fewer job scripts runs each in its own process: the server's imports (about 8 s of
 # CPU) would cost more than those few jobs' own. Its jobs may be rerun or added to later.
 MIN_SCRIPT_JOBS = 4
+JOB_GC_THRESHOLD = 10_000
 # How long the server waits for a connected job's request.
 REQUEST_TIMEOUT_S = 30
 # Unix socket paths are limited to 108 bytes (104 on macOS).
@@ -120,14 +121,22 @@ def _read_line(replies) -> str | None:
     return line.decode().strip() if line.endswith(b"\n") else None
 
 
+def _collect_less_often() -> None:
+    """A job in its own process imports the heavy libraries (millions of objects), then trains
+    or scores: a young-generation collection every ``JOB_GC_THRESHOLD`` allocations instead of
+    Python's 700 (a tiny finetune's collections: 1.4 -> 0.6 s of CPU)."""
+    gc.set_threshold(JOB_GC_THRESHOLD, *gc.get_threshold()[1:])
+
+
 def run_in_forkserver(warm_up: str | None = None) -> None:
     """The first statement of a job script: if a fork server serves this run, run the script
     there and exit with its status; otherwise (or inside the forked job) return at once.
     ``warm_up`` names the server's caches (``WARM_UPS``) the job uses."""
     address = os.environ.get(ADDRESS_VARIABLE)
-    if not address or address == OFF or os.environ.get(CHILD_VARIABLE):
+    if os.environ.get(CHILD_VARIABLE):
         return
-    if os.environ.get(PREFIX_VARIABLE, sys.prefix) != sys.prefix:
+    if not address or address == OFF or os.environ.get(PREFIX_VARIABLE, sys.prefix) != sys.prefix:
+        _collect_less_often()
         return
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -151,6 +160,7 @@ def run_in_forkserver(warm_up: str | None = None) -> None:
     if pid_line is None:
         # The server is gone (or served nothing) and no job process started: run in place.
         connection.close()
+        _collect_less_often()
         return
     child = int(pid_line)
 
