@@ -25,6 +25,11 @@ if importlib.util.find_spec("reprolm") is None or importlib.util.find_spec("torc
 # As the Makefile sets it, for a bare `pytest` too; before torch loads OpenMP, which reads it once.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from reprolm.forkserver import collect_less_often  # noqa: E402
+
+# Collection imports torch, transformers and lm-eval; many tests train or score in process.
+collect_less_often()
+
 import slurm_cluster as slurm  # noqa: E402
 from chat_endpoint_standin import chat_endpoint  # noqa: E402, F401 (the recording stand-in API endpoint, a fixture)
 from workflow_helpers import RUN_OUTPUTS, copy_run, scratch_copy, snakemake, tree_state  # noqa: E402

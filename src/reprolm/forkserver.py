@@ -121,10 +121,11 @@ def _read_line(replies) -> str | None:
     return line.decode().strip() if line.endswith(b"\n") else None
 
 
-def _collect_less_often() -> None:
-    """A job in its own process imports the heavy libraries (millions of objects), then trains
-    or scores: a young-generation collection every ``JOB_GC_THRESHOLD`` allocations instead of
-    Python's 700 (a tiny finetune's collections: 1.4 -> 0.6 s of CPU)."""
+def collect_less_often() -> None:
+    """For a process that imports the heavy libraries (millions of objects), then trains or
+    scores (a job in its own process, a launched finetune worker): a young-generation
+    collection every ``JOB_GC_THRESHOLD`` allocations instead of Python's 700 (a tiny
+    finetune's collections: 1.4 -> 0.6 s of CPU)."""
     gc.set_threshold(JOB_GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
@@ -136,7 +137,7 @@ def run_in_forkserver(warm_up: str | None = None) -> None:
     if os.environ.get(CHILD_VARIABLE):
         return
     if not address or address == OFF or os.environ.get(PREFIX_VARIABLE, sys.prefix) != sys.prefix:
-        _collect_less_often()
+        collect_less_often()
         return
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -160,7 +161,7 @@ def run_in_forkserver(warm_up: str | None = None) -> None:
     if pid_line is None:
         # The server is gone (or served nothing) and no job process started: run in place.
         connection.close()
-        _collect_less_often()
+        collect_less_often()
         return
     child = int(pid_line)
 
