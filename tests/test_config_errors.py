@@ -56,3 +56,17 @@ def test_built_and_hub_base_models_go_to_their_own_rules(tmp_path):
     built = sorted(name for name, spec in config["base_models"].items() if "build" in spec)
     assert sorted(w["base"] for rule, w in jobs if rule == "build_base_model") == built
     assert [w["base"] for rule, w in jobs if rule == "download_base_model"] == ["hub_llama"]
+
+
+def test_config_on_the_command_line_is_laid_over_the_embedded_default(tmp_path):
+    """Without --configfile the Snakefile reads config/config.yaml itself (with libyaml);
+    `--config` still applies on top of it, as over Snakemake's own `configfile:`, down to a
+    nested key."""
+    work = scratch_copy(tmp_path)
+    rules = {rule for rule, _ in dry_run_jobs(work, "--config", "studies=[ruler]")}
+    assert {"finetune", "generate", "score"} <= rules
+    # ExPO, FLR, GEM and Harmony left out: none of their own steps is planned.
+    assert not rules & {"extrapolate", "alpha_search", "train_before_test", "pair_accuracy", "rating_agreement"}
+    bad = snakemake(work, "-n", "--config", "generation={backend: tpu}", check=False)
+    assert bad.returncode != 0
+    assert "generation.backend: 'tpu' is not one of ['transformers', 'vllm']" in bad.stdout + bad.stderr
