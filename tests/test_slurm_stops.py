@@ -61,7 +61,7 @@ DATASET = "results/datasets/tlg/test.parquet"
 # (tests/slurm_profile_test/site/sitecustomize.py): its steps last well over the 60-90 s after
 # which SLURM ends a one-minute job (it looks at time limits every 30 s), while the CPU does
 # each in about 0.1 s. The retry, resumed from its checkpoint, and the local run are unpaced.
-FINETUNE_STEPS, PACED_STEP_S = 300, 0.4
+FINETUNE_STEPS, PACED_STEP_S = 150, 0.8
 # Enough shards (about 0.15 s each) that the run is still generating when the urgent job lands.
 PROMPTS, SHARD_SIZE = 96, 2
 

@@ -316,6 +316,22 @@ def preference_trainer(
     )
 
 
+def _without_cpu_shared_memory_allreduce() -> None:
+    """On DeepSpeed's CPU accelerator, leave collectives to gloo rather than DeepSpeed's
+    shared-memory allreduce kernel. reprolm runs one CPU worker only (``launch`` refuses
+    more), which has no peer to reduce with, yet DeepSpeed JIT-compiles that kernel before the
+    first step, on every new install (about a minute of gcc). Marked unbuildable, as on
+    platforms without the kernel, it is never built; GPU accelerators do not use it."""
+    from deepspeed.accelerator import get_accelerator
+
+    if get_accelerator().device_name() != "cpu":
+        return
+    import deepspeed.ops
+    from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder
+
+    deepspeed.ops.__compatible_ops__[ShareMemCommBuilder.NAME] = False
+
+
 def run(spec: FinetuneSpec) -> None:
     if restore_finished(spec):
         return
@@ -330,6 +346,8 @@ def run(spec: FinetuneSpec) -> None:
     from reprolm.train.stop_on_signal import StopOnSignal
 
     torch.manual_seed(spec.seed)
+    if spec.deepspeed:
+        _without_cpu_shared_memory_allreduce()
     # Arguments before the model: with a ZeRO-3 config they register it globally, so
     # from_pretrained partitions the weights across ranks while loading instead of every
     # rank holding the whole model. Loaded without load_causal_lm, which also moves the

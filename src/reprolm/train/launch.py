@@ -8,9 +8,9 @@ torchrun is configured to leave SIGTERM to the workers, which save and stop
 (reprolm.stopping) within the job's ``stop_warning_s``; the launcher's parent passes a stop
 it receives on to them, in case the cluster signals only its process group. On a machine
 without CUDA, ``torchrun --nproc_per_node 1`` runs the same DeepSpeed path on DeepSpeed's
-CPU accelerator with the gloo backend, which is how the tests exercise it; there DeepSpeed
-compiles its shared-memory communication op on first use (gcc and ninja, cached under
-TORCH_EXTENSIONS_DIR, by default ~/.cache/torch_extensions).
+CPU accelerator with the gloo backend, which is how the tests exercise it (without
+DeepSpeed's shared-memory allreduce kernel, which one worker does not need: see
+``finetune``).
 """
 
 from __future__ import annotations
