@@ -24,22 +24,23 @@ def test_task_without_training_split_is_refused_before_any_job(tmp_path):
     assert not (work / "results").exists()
 
 
-def test_bad_config_fails_before_any_job(tmp_path):
+def test_bad_config_fails_before_any_job_naming_the_file_and_key(tmp_path):
     work = scratch_copy(tmp_path)
-    config = yaml.safe_load((work / "config/config.yaml").read_text())
-    config["generation"]["backend"] = "tpu"
-    (work / "bad.yaml").write_text(yaml.safe_dump(config))
+    overlay = {"extends": "config/config.yaml", "generation": {"backend": "tpu"}}
+    (work / "bad.yaml").write_text(yaml.safe_dump(overlay))
     result = snakemake(work, "--configfile", "bad.yaml", check=False)
     output = result.stdout + result.stderr
-    assert result.returncode != 0 and "'tpu' is not one of ['transformers', 'vllm']" in output
-    assert "backend" in output
-    config["generation"]["backend"] = "transformers"
-    config["ruler"]["recipes"] = ["ruler", "vanila"]
-    (work / "typo.yaml").write_text(yaml.safe_dump(config))
-    result = snakemake(work, "--configfile", "typo.yaml", check=False)
+    assert result.returncode != 0
+    assert "bad.yaml: generation.backend: 'tpu' is not one of ['transformers', 'vllm']" in output
+    # A typo in the middle file of a chain of overlays: that file is named.
+    (work / "typo.yaml").write_text(
+        yaml.safe_dump({"extends": "config/config.yaml", "ruler": {"recipes": ["ruler", "vanila"]}})
+    )
+    (work / "top.yaml").write_text(yaml.safe_dump({"extends": "typo.yaml", "seed": 7}))
+    result = snakemake(work, "--configfile", "top.yaml", check=False)
     assert result.returncode != 0
     allowed = "['ce', 'dpo', 'flr_dpo', 'flr_feedback', 'flr_kto', 'gem_linear', 'gem_logsigmoid', 'reward', 'ruler', 'vanilla']"
-    assert f"ruler.recipes: 'vanila' is not declared; allowed: {allowed}" in result.stdout + result.stderr
+    assert f"typo.yaml: ruler.recipes: 'vanila' is not declared; allowed: {allowed}" in result.stdout + result.stderr
     # Nothing made: no results, and resources holds only the lm-eval task answers it started with.
     assert not (work / "results").exists()
     assert [p.relative_to(work).as_posix() for p in (work / "resources").rglob("*")] == [LM_EVAL_TASK_CACHE]
@@ -69,4 +70,4 @@ def test_config_on_the_command_line_is_laid_over_the_embedded_default(tmp_path):
     assert not rules & {"extrapolate", "alpha_search", "train_before_test", "pair_accuracy", "rating_agreement"}
     bad = snakemake(work, "-n", "--config", "generation={backend: tpu}", check=False)
     assert bad.returncode != 0
-    assert "generation.backend: 'tpu' is not one of ['transformers', 'vllm']" in bad.stdout + bad.stderr
+    assert "--config: generation.backend: 'tpu' is not one of ['transformers', 'vllm']" in bad.stdout + bad.stderr

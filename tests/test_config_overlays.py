@@ -101,6 +101,38 @@ def test_the_extends_that_snakemake_keeps_of_several_configfiles_is_read_beside_
     assert overlays.overlay_origin([second]) == second
 
 
+def test_an_error_names_the_layer_whose_value_the_merge_holds_at_its_key():
+    layers = [
+        ("--config", {"generation": {"batch_size": 4}}),
+        ("top.yaml", {"recipes": {"dpo": {"beta": 0.2}}, "ruler": {"bases": ["c"]}}),
+        ("base.yaml", BASE),
+    ]
+    assert overlays.key_origin(("generation", "batch_size"), layers) == "--config"
+    assert overlays.key_origin(("recipes", "dpo", "beta"), layers) == "top.yaml"
+    # top.yaml sets recipes, but not recipes.sft: base.yaml's value is kept.
+    assert overlays.key_origin(("recipes", "sft", "epochs"), layers) == "base.yaml"
+    # A list replaces the base's whole: an item's key is the replacing file's.
+    assert overlays.key_origin(("ruler", "bases", "0"), layers) == "top.yaml"
+    assert overlays.key_origin(("ruler", "compat"), layers) == "base.yaml"
+    assert overlays.key_origin(("judges",), layers) is None
+
+
+def test_a_config_error_raised_inside_is_named_with_its_file(tmp_path):
+    _write(tmp_path / "base.yaml", BASE)
+    top = _write(tmp_path / "top.yaml", {"extends": "base.yaml", "seed": 7})
+    with pytest.raises(ConfigError) as error, overlays.naming_the_file([top], {"ruler": {"bases": ["z"]}}, tmp_path):
+        raise ConfigError("ruler.compat: 'nope' is not one of ['paper', 'original']")
+    assert str(error.value) == "base.yaml: ruler.compat: 'nope' is not one of ['paper', 'original']"
+    with pytest.raises(ConfigError) as error, overlays.naming_the_file([top], {"ruler": {"bases": ["z"]}}, tmp_path):
+        raise ConfigError("ruler.bases[0]: 'z' is not declared")
+    assert str(error.value) == "--config: ruler.bases[0]: 'z' is not declared"
+    # A message that does not open with a key held by any file is left as it was.
+    for message in ("judges: none is declared", f"{top}: extends: broken", "study 'x' is enabled"):
+        with pytest.raises(ConfigError) as error, overlays.naming_the_file([top], {}, tmp_path):
+            raise ConfigError(message)
+        assert str(error.value) == message
+
+
 @pytest.mark.slow
 def test_snakemake_runs_an_overlay_with_its_changes_and_without_the_study_it_removes(tmp_path):
     assert "flr" in DEFAULT["studies"] and DEFAULT["expo"]["alpha_search"]["alphas"] == [0.1, 0.3, 0.5]

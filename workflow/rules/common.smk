@@ -8,6 +8,7 @@ from reprolm.aggregate.judge_notes import judge_caption, table_judge_notes
 from reprolm.aggregate.paper_comparison import claim_settings, study_headlines
 from reprolm.config import lookups
 from reprolm.config.checks import check_config, preflight
+from reprolm.config.overlays import naming_the_file
 from reprolm.config.schema import validate_config
 from reprolm.config.params import canonical
 from reprolm.config.resources import (
@@ -54,9 +55,14 @@ if workflow.remote_exec:
     os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
 
 SCHEMA = os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
-validate_config(config, SCHEMA)
-check_config(config, SCHEMA)
-preflight(config)
+# A refused key is named with the config file (or --config) that set it.
+with naming_the_file(
+    workflow.config_settings.configfiles or ["config/config.yaml"],
+    workflow.config_settings.config,
+):
+    validate_config(config, SCHEMA)
+    check_config(config, SCHEMA)
+    preflight(config)
 STUDIES = enabled_studies(config)
 # Results are keyed by content: a checkpoint replaced in place reruns what used it.
 for replaced in mark_replaced_folders():

@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
+
+# The key a message is about, as it opens the message: ``recipes.sft.base: ...``,
+# ``study_modules[0]: ...``.
+_KEY = re.compile(r"([A-Za-z_][\w-]*(?:\[\d+\])*(?:\.[\w-]+(?:\[\d+\])*)*): ")
 
 
 class ConfigError(ValueError):
-    pass
+    """A config the workflow refuses. Its message opens with the key it is about, as dotted
+    path (``recipes.sft.base: ...``), so that the file that set the key can be named
+    (:func:`reprolm.config.overlays.naming_the_file`)."""
+
+    @property
+    def key(self) -> tuple[str, ...] | None:
+        """The key the message opens with, as path parts (list indices dropped); None when it
+        opens with something else (a file's path)."""
+        found = _KEY.match(str(self))
+        if found is None:
+            return None
+        return tuple(re.sub(r"\[\d+\]", "", part) for part in found.group(1).split("."))
 
 
 def require(name, allowed: Mapping | list, where: str) -> None:

@@ -9,7 +9,8 @@ working directory first, then beside the extending file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from reprolm.config.errors import ConfigError
@@ -37,6 +38,73 @@ def overlay_origin(configfiles: Sequence[str | Path]) -> Path:
         if EXTENDS in _read(Path(path)):
             return Path(path)
     return Path(configfiles[-1])
+
+
+# How the keys given on Snakemake's command line are named in an error.
+COMMAND_LINE = "--config"
+
+
+@contextlib.contextmanager
+def naming_the_file(
+    configfiles: Sequence[str | Path], overrides: Mapping | None = None, root: str | Path | None = None
+) -> Iterator[None]:
+    """A ConfigError raised inside names the file that set the key it is about (or
+    ``--config``): of the config files merged in order, the files their ``extends`` chain
+    names, and the command line's ``overrides`` on top, the one whose value the merged config
+    holds at that key."""
+    try:
+        yield
+    except ConfigError as error:
+        root = Path.cwd() if root is None else Path(root)
+        layers = [(COMMAND_LINE, overrides or {})]
+        layers += [(path, _read(path)) for path in map(Path, reversed(configfiles))]
+        layers += _bases(Path(overlay_origin(configfiles)), root)
+        shown = [(_shown(path, root), layer) for path, layer in layers]
+        origin = key_origin(error.key, shown) if error.key else None
+        if origin is None:
+            raise
+        raise ConfigError(f"{origin}: {error}") from error
+
+
+def key_origin(key: Sequence[str], layers: Sequence[tuple[str, Mapping]]) -> str | None:
+    """Of config ``layers`` (name, raw mapping), the first laid over the next, the name of the
+    one whose value a merge of them holds at ``key``: the first that sets the key, or replaces
+    a mapping above it with a value of another kind (a list, a scalar, null); None where no
+    layer holds any of it."""
+    for name, layer in layers:
+        node = layer
+        for part in key:
+            if not isinstance(node, Mapping):
+                return name
+            if part not in node:
+                break
+            node = node[part]
+        else:
+            return name
+    return None
+
+
+def _bases(origin: Path, root: Path) -> list[tuple[Path, Mapping]]:
+    """The files ``origin``'s ``extends`` chain names, nearest first, with their content."""
+    bases, config = [], _read(origin)
+    while EXTENDS in config and isinstance(config[EXTENDS], str):
+        origin = _locate(config[EXTENDS], origin, root)
+        if any(path.resolve() == origin.resolve() for path, _ in bases):
+            break
+        config = _read(origin)
+        bases.append((origin, config))
+    return bases
+
+
+def _shown(path: Path | str, root: Path) -> str:
+    """A file's path as an error shows it: relative to the working directory where it is
+    inside it."""
+    if path == COMMAND_LINE:
+        return path
+    try:
+        return str(Path(path).resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _resolve(config: Mapping, origin: Path, root: Path, chain: tuple[Path, ...]) -> dict:
