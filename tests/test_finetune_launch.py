@@ -19,7 +19,7 @@ import yaml
 
 from finetune_helpers import MLT_TOKENS, tiny_finetune_inputs
 from reprolm.config.resources import model_settings
-from reprolm.train.finetune import FINISHED, FINISHED_MARK, FinetuneSpec
+from reprolm.train.finetune import FINISHED, FINISHED_MARK, FinetuneSpec, without_cpu_shared_memory_allreduce
 from reprolm.train.launch import launch, launch_command
 
 # Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
@@ -141,6 +141,24 @@ def test_failed_worker_raises_naming_the_log_and_writes_no_model(workspace):
     assert "no_such_train.parquet" in log_path.read_text()
     assert not Path(spec.output_dir).exists()
     assert not list(Path(spec.output_dir).parent.glob(".missing.tmp-*"))
+
+
+@pytest.mark.deepspeed
+@pytest.mark.parametrize(("device", "built"), [("cuda", True), ("cpu", False)])
+def test_only_the_cpu_accelerator_leaves_out_the_shared_memory_allreduce_kernel(monkeypatch, device, built):
+    """A GPU finetune's DeepSpeed ops are DeepSpeed's own choice; on the CPU the kernel is
+    marked unbuildable before DeepSpeed starts its communication backend."""
+    pytest.importorskip("deepspeed")
+    import deepspeed.accelerator
+    import deepspeed.ops
+
+    accelerator = type("Accelerator", (), {"device_name": lambda self, index=None: device})()
+    monkeypatch.setattr(deepspeed.accelerator, "get_accelerator", lambda: accelerator)
+    monkeypatch.setattr(
+        deepspeed.ops, "__compatible_ops__", {"deepspeed_shm_comm": True, "cpu_adam": True}, raising=False
+    )
+    without_cpu_shared_memory_allreduce()
+    assert deepspeed.ops.__compatible_ops__ == {"deepspeed_shm_comm": built, "cpu_adam": True}
 
 
 def test_workers_see_the_granted_gpus_and_get_only_the_spec():

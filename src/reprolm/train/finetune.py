@@ -316,7 +316,7 @@ def preference_trainer(
     )
 
 
-def _without_cpu_shared_memory_allreduce() -> None:
+def without_cpu_shared_memory_allreduce() -> None:
     """On DeepSpeed's CPU accelerator, leave collectives to gloo rather than DeepSpeed's
     shared-memory allreduce kernel. reprolm runs one CPU worker only (``launch`` refuses
     more), which has no peer to reduce with, yet DeepSpeed JIT-compiles that kernel before the
@@ -347,7 +347,7 @@ def run(spec: FinetuneSpec) -> None:
 
     torch.manual_seed(spec.seed)
     if spec.deepspeed:
-        _without_cpu_shared_memory_allreduce()
+        without_cpu_shared_memory_allreduce()
     # Arguments before the model: with a ZeRO-3 config they register it globally, so
     # from_pretrained partitions the weights across ranks while loading instead of every
     # rank holding the whole model. Loaded without load_causal_lm, which also moves the
