@@ -1,5 +1,6 @@
-# One-command entry points. `make run`: set up and run the embedded default to the report.
-# `make test`: set up and run the whole test suite (what CI runs).
+# One-command entry points. `make run`: set up and run the embedded default to the report; it
+# needs Python 3.11 and no root (the run uses no system package). `make test`: set up, install
+# the Debian packages the tests need (as root), and run the whole test suite (what CI runs).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
@@ -50,7 +51,7 @@ $(INSTALLED):
 	$(PY) -m compileall -q src workflow/scripts
 	touch $@
 
-setup: system-deps $(INSTALLED)
+setup: $(INSTALLED)
 
 # GPU clusters (Linux x86_64, Python 3.11, a driver for CUDA 13): requirements/gpu-lock.txt, every
 # package pinned, so the torch installed is the one vLLM pins (PyPI's Linux torch is the CUDA
@@ -72,7 +73,8 @@ endif
 	bash scripts/pip-check.sh $(PY)
 	$(PY) -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
 
-# Debian packages the tests need (a real single-node SLURM for the cluster tests).
+# Debian packages only the tests need: a real single-node SLURM for the cluster tests, Chromium
+# for the report's browser test. Installed as root; elsewhere it says which are missing.
 system-deps:
 	@bash scripts/install-system-deps.sh
 
@@ -84,7 +86,7 @@ run: setup
 slurm-profile:
 	@bash scripts/register-slurm-profile.sh
 
-test: setup
+test: setup system-deps
 	PYTHON=$(PY) scripts/run-tests.sh
 
 # The fast layer: no Snakemake pipeline, no torchrun/DeepSpeed, no SLURM, no clean-venv install,

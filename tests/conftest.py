@@ -63,7 +63,7 @@ def slurm_cluster():
     missing = slurm.missing_binaries()
     if missing:
         pytest.skip(
-            f"SLURM not installed (missing {', '.join(missing)}); `make setup` installs it "
+            f"SLURM not installed (missing {', '.join(missing)}); `make test` (`make system-deps`) installs it "
             "via scripts/install-system-deps.sh"
         )
     cluster = slurm.start()

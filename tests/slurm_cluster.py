@@ -9,7 +9,7 @@ and has two fake GPUs backed by character devices, which is what SLURM's gres/gp
 needs to schedule and count them and to set `CUDA_VISIBLE_DEVICES`. slurmdbd makes `sacct`
 work, which the Snakemake SLURM executor uses by default to follow its jobs.
 
-The Debian packages come from scripts/install-system-deps.sh (`make setup`); this module
+The Debian packages come from scripts/install-system-deps.sh (`make test`, `make system-deps`); this module
 installs nothing. Root is required (daemons run as root, munged as user `munge`).
 """
 

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -89,3 +90,37 @@ def test_default_config_dry_runs_from_a_clean_install(clean_install, tmp_path):
     rules = Counter(header.group(1) for header in map(JOB_HEADER.match, dry.stdout.splitlines()) if header)
     # The whole default DAG, from the tokenizer and the base model to the report's tables.
     assert rules["all"] == 1 and rules["finetune"] >= 4 and sum(rules.values()) > 50, dict(rules)
+
+
+def test_make_run_needs_no_root_and_no_system_package():
+    """`make run` as a user without root on a machine with Python: its set-up is the venv
+    alone (SLURM, MariaDB, munge and Chromium are the tests', installed by `make test`). Run as
+    `nobody` where the tests run as root, in a copy of the repository's make files that user
+    owns, with the venv already there (its stamp, named by make itself, makes the install a
+    no-op): `make setup` ends at once and `make -n run` runs only Snakemake."""
+    folder = Path(tempfile.mkdtemp(prefix="reprolm-nonroot-"))
+    try:
+        for name in ("Makefile", "pyproject.toml"):
+            shutil.copy(REPO / name, folder / name)
+        for name in ("requirements", "scripts"):
+            shutil.copytree(REPO / name, folder / name)
+        fresh = run(["make", "-n", "setup"], cwd=folder).stdout
+        [stamp] = [line.split()[-1] for line in fresh.splitlines() if line.startswith("touch .venv/.installed-")]
+        (folder / ".venv").mkdir()
+        (folder / stamp).touch()
+        as_user: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(folder, "nobody")
+            for path in folder.rglob("*"):
+                shutil.chown(path, "nobody")
+            as_user = ["runuser", "-u", "nobody", "--"]
+        env = {key: value for key, value in os.environ.items() if key not in ("HF_TOKEN", "HF_TOKEN_PATH")}
+        setup = run([*as_user, "make", "setup"], cwd=folder, env=env)
+        assert "Nothing to be done for 'setup'" in setup.stdout, setup.stdout + setup.stderr
+        commands = run([*as_user, "make", "-n", "run"], cwd=folder, env=env).stdout.splitlines()
+        snakemake = [line for line in commands if line.startswith(".venv/bin/snakemake --cores 2 ")]
+        assert len(commands) == 2 and snakemake == commands, commands
+        # The test system packages come with `make test`.
+        assert "bash scripts/install-system-deps.sh" in run(["make", "-n", "test"], cwd=folder).stdout
+    finally:
+        shutil.rmtree(folder)
