@@ -608,9 +608,16 @@ def test_stand_in_run_of_each_family_and_class_through_the_profile(slurm_cluster
     for repo, model_type in STAND_IN_MODELS.values():
         _hub_repo(mirror, repo, model_type)
     env = {k: v for k, v in snakemake_env(work).items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    # The profile by name, as README.md has it: `make slurm-profile` registers profiles/slurm as
+    # `slurm` in Snakemake's profile folder; the test cluster's additions as the workflow profile.
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    registered = subprocess.run(
+        ["make", "-s", "-C", str(REPO), "slurm-profile"], env=env, capture_output=True, text=True, check=True
+    )
+    assert registered.stdout.strip() == "slurm"
     result = subprocess.run(
         [sys.executable, "-m", "reprolm.cli", "rehearse", "--configfile", "config/paper.yaml", "stand-in-test.yaml"]
-        + ["--workflow-profile", "profiles/slurm", "--profile", str(REPO / "tests" / "slurm_profile_test")]
+        + ["--profile", "slurm", "--workflow-profile", str(REPO / "tests" / "slurm_profile_test")]
         + ["--stand-in", "generate", "score", "--hub-mirror", str(mirror)],
         cwd=work,
         env={**env, **slurm_cluster.env},

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from snakemake.cli import get_profile_dir
 
 from reprolm.rehearse.dag import DagError, inspect_cluster_dag, snakemake_arguments
 from reprolm.rehearse.sizes import Measurement, data_jobs, measure_all, save, score_jobs
@@ -130,6 +131,33 @@ def cluster_partitions(env: Mapping | None = None):
     return read_partitions(*texts)
 
 
+def profile_file(profile: str) -> Path:
+    """The file of a ``--profile`` as Snakemake finds it (its own lookup): a path from the
+    current folder, else a name in the current folder or Snakemake's profile folders
+    ($XDG_CONFIG_HOME/snakemake, where `make slurm-profile` registers one). Absolute, for the
+    stand-in run, which starts in a folder of its own."""
+    found = get_profile_dir(profile)
+    if found is None:
+        raise DagError(
+            f"no Snakemake profile {profile!r}: not a folder here with a profile.yaml or config.yaml, nor a "
+            "profile of that name in Snakemake's profile folders (`make slurm-profile` registers profiles/slurm)"
+        )
+    return found[1].absolute()
+
+
+def workflow_profile_file(workflow_profile: str) -> Path:
+    """The file of a ``--workflow-profile`` as Snakemake finds it: the path given, else the
+    folder of that name under profiles/; absolute, as :func:`profile_file`."""
+    for candidate in (Path(workflow_profile), Path("profiles") / workflow_profile):
+        found = get_profile_dir(str(candidate)) if candidate.exists() else None
+        if found is not None:
+            return found[1].absolute()
+    raise DagError(
+        f"no Snakemake workflow profile {workflow_profile!r}: neither it nor profiles/{workflow_profile} is a "
+        "folder with a profile.yaml or config.yaml"
+    )
+
+
 def rehearse(
     configfiles: Sequence[str] = (),
     profile: str | None = DEFAULT_PROFILE,
@@ -139,6 +167,10 @@ def rehearse(
     stand_in: StandInOptions | None = None,
 ) -> Rehearsal:
     """The submission rehearsal of a config with a profile (see the module's doc)."""
+    profile_files = [
+        ("--profile", profile_file(profile) if profile else None),
+        ("--workflow-profile", workflow_profile_file(workflow_profile) if workflow_profile else None),
+    ]
     partitions = cluster_partitions(env)
     arguments = snakemake_arguments(configfiles, profile, workflow_profile)
 
@@ -177,12 +209,11 @@ def rehearse(
                 lines.append(f"  change: {m.change or profile_keys}")
     run = None
     if stand_in is not None:
-        profiles = [("--profile", profile), ("--workflow-profile", workflow_profile)]
         run = run_stand_ins(
             found,
             config,
             workdir,
-            [word for option, path in profiles if path for word in (option, str((workdir / path).resolve()))],
+            [word for option, path in profile_files if path for word in (option, str(path))],
             rules=stand_in.rules,
             hub_mirror=stand_in.hub_mirror,
             env=env,
