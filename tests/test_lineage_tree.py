@@ -83,3 +83,27 @@ def test_a_shared_ancestor_is_described_once_and_named_where_it_comes_again(run,
     assert sorted(described) == sorted(set(described)) and len(described) == 4
     again = [path for path, line in zip(paths, tree) if line.endswith("(shown above)")]
     assert again == ["resources/raw/world"]
+
+
+def test_lineage_and_verify_outside_a_run_folder_end_with_one_line_naming_what_is_missing(
+    run, tmp_path_factory, capsys
+):
+    """Exit 2 and one line, not a traceback or "0 problems": outside a run folder, for a path
+    given that is not there, for a folder without records."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    not_a_run = (
+        f"{elsewhere} is not a run folder (no results/ or resources/ there): "
+        "run reprolm where the workflow ran, or give --root"
+    )
+    assert main(["--root", str(elsewhere), "lineage", "results/tables/study"]) == 2
+    assert capsys.readouterr().err == f"reprolm lineage: results/tables/study: {not_a_run}\n"
+    assert main(["--root", str(elsewhere), "verify"]) == 2
+    assert capsys.readouterr().err == f"reprolm verify: {not_a_run}\n"
+    assert main(["--root", str(run), "verify", "results/tables/study", "results/tabels"]) == 2
+    assert capsys.readouterr().err == f"reprolm verify: not in {run}: results/tabels\n"
+    (run / "results" / "unrecorded").mkdir()
+    assert main(["--root", str(run), "verify", "results/unrecorded"]) == 2
+    assert capsys.readouterr().err == f"reprolm verify: no provenance records under results/unrecorded in {run}\n"
+    # In the run folder, with the default paths: every record checked, none changed.
+    assert main(["--root", str(run), "verify"]) == 0
+    assert capsys.readouterr().err == "4 records checked, 0 problems\n"

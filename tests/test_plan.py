@@ -24,7 +24,7 @@ from reprolm.plan import (
 )
 from reprolm.provenance.cost import stage_of
 from reprolm.provenance.hashing import provenance_path
-from workflow_helpers import JOB_HEADER, REPO
+from workflow_helpers import JOB_HEADER, REPO, scratch_copy, snakemake
 
 CONFIG = {
     "base_models": {
@@ -74,26 +74,29 @@ def test_parameters_from_config_name_or_unknown(tmp_path):
     assert model_parameters(CONFIG, "odd", tmp_path) == (None, "unknown")
 
 
-def test_finetune_and_generation_estimates_by_hand(tmp_path):
+def test_finetune_and_generation_estimates_by_hand():
     finetune, generate, unknown, score = parse_dry_run(DRY_RUN)
     assert [job.after for job in (finetune, generate, unknown, score)] == [[], [0], [], [1]]
     h100, size = DEVICES["h100"], 7e9
-    _estimate(finetune, CONFIG, h100, size, tmp_path)
+    _estimate(finetune, CONFIG, h100, size, {})
     tokens = 100 * 4 * 2 * 4 * 1024  # steps x batch x accumulation x GPUs x max_length
     assert finetune.seconds == pytest.approx(6 * size * tokens / (989e12 * 0.35 * 4))
     assert finetune.gpu_seconds == pytest.approx(4 * finetune.seconds)
     assert finetune.peak_gpu_gb == pytest.approx(16 * size / 4 / 1e9)  # fp32 weights, grads, Adam over 4 GPUs
     assert finetune.checkpoint_gb == pytest.approx(CHECKPOINT_BYTES * size / 1e9)
-    _estimate(generate, CONFIG, h100, size, tmp_path)
+    _estimate(generate, CONFIG, h100, size, {})
     assert generate.seconds == pytest.approx(2 * size * 500 * 2 * (256 + 768) / (989e12 * 0.10))
     assert generate.basis == "tokens x parameters" and generate.peak_gpu_gb == pytest.approx(14.0)
-    _estimate(unknown, CONFIG, h100, None, tmp_path)
+    # Prompts as this config built them, where it did, instead of the config's num.
+    _estimate(generate, CONFIG, h100, size, {"prompts": 40})
+    assert generate.seconds == pytest.approx(2 * size * 40 * 2 * (256 + 768) / (989e12 * 0.10))
+    _estimate(unknown, CONFIG, h100, None, {})
     assert (unknown.seconds, unknown.basis) == (120 * 60, "requested")
-    _estimate(score, CONFIG, h100, size, tmp_path)
+    _estimate(score, CONFIG, h100, size, {})
     assert (score.seconds, score.gpus) == (CPU_JOB_SECONDS, 0)
 
 
-def test_a_studys_own_step_is_estimated_by_the_study(tmp_path):
+def test_a_studys_own_step_is_estimated_by_the_study():
     """LM-Harmony's train_before_test: the plan asks the registered studies (Study.job_flops)."""
     (job,) = parse_dry_run("""
 rule train_before_test:
@@ -105,12 +108,12 @@ rule train_before_test:
     train = {"num_train_epochs": 2, "max_length": 512, "max_num_train": 100, "max_num_valid": 10, "max_num_test": 20}
     config = {**CONFIG, "harmony": {"train": train}}
     size = 7e9
-    _estimate(job, config, DEVICES["h100"], size, tmp_path)
+    _estimate(job, config, DEVICES["h100"], size, {})
     flops = 6 * size * 100 * 2 * 512 + 2 * size * (10 + 20) * (2 + 1) * 512
     assert job.basis == "tokens x parameters" and job.seconds == pytest.approx(flops / (989e12 * 0.35))
     # Without a cap on every document count the study gives no figure: the request bounds it.
     del train["max_num_test"]
-    _estimate(job, config, DEVICES["h100"], size, tmp_path)
+    _estimate(job, config, DEVICES["h100"], size, {})
     assert (job.seconds, job.basis) == (60 * 60, "requested")
 
 
@@ -128,17 +131,73 @@ def test_schedule_on_two_gpus():
     assert makespan(jobs, 4) == 10  # a, b and then c beside a: max(10, 4 + 5)
 
 
-def test_calibration_scales_a_rule_by_its_recorded_wall_time(tmp_path):
+def _recorded(root, path: str, wall_seconds: float, gpus: int) -> str:
+    output = root / path
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("x")
+    usage = {"wall_seconds": wall_seconds, "gpus": gpus}
+    provenance_path(output).write_text(json.dumps({"execution": {"usage": usage}}))
+    return path
+
+
+def test_calibration_scales_a_rule_by_its_recorded_wall_time_on_its_hardware(tmp_path):
+    """Only records of outputs this config made count, and only those on the job's class of
+    hardware: a tiny run's CPU record of a GPU job, or of a job another config made, does not."""
     jobs = parse_dry_run(DRY_RUN)
     for job in jobs:
         job.seconds = 100.0
-    output = tmp_path / "results/generations/big/sft/ask.parquet"
-    output.parent.mkdir(parents=True)
-    output.write_text("x")
-    provenance_path(output).write_text(json.dumps({"execution": {"usage": {"wall_seconds": 250.0}}}))
-    assert calibrate(jobs, tmp_path) == {"generate": (2.5, 1)}
+    generation = _recorded(tmp_path, "results/generations/big/sft/ask.parquet", 250.0, gpus=1)
+    on_cpu = _recorded(tmp_path, "results/models/big/sft", 3.0, gpus=0)
+    other_config = _recorded(tmp_path, "results/scores/x/big/sft/ask.json", 1.0, gpus=0)
+    assert calibrate(jobs, tmp_path, {generation, on_cpu}) == {"generate": (2.5, 1)}
     assert [job.seconds for job in jobs] == [100.0, 250.0, 250.0, 100.0]
-    assert jobs[2].basis.endswith("calibrated")
+    assert jobs[2].basis.endswith("calibrated") and not jobs[0].basis.endswith("calibrated")
+    # The score's record, left out above as another config's, counts once it is this config's.
+    assert calibrate(jobs[3:], tmp_path, {other_config}) == {"score": (0.01, 1)}
+
+
+def test_plan_outside_the_workflows_folder_says_what_is_missing(tmp_path, capsys):
+    """One line naming what is missing, exit 2, before any dry run."""
+    assert main(["--root", str(tmp_path), "plan", "--configfile", "config/paper.yaml"]) == 2
+    assert capsys.readouterr().err == (
+        f"reprolm plan: {tmp_path} is not the workflow's folder (no workflow/Snakefile there): "
+        "run reprolm plan in the repository, or give --root\n"
+    )
+    assert main(["--root", str(REPO), "plan", "--configfile", "config/nowhere.yaml"]) == 2
+    assert capsys.readouterr().err == f"reprolm plan: no config file config/nowhere.yaml in {REPO}\n"
+
+
+@pytest.mark.slow
+def test_plan_in_a_run_folder_prices_the_config_from_its_own_inputs(tmp_path):
+    """Where the embedded default built its chat_sft (a real Snakemake job, with its metadata
+    and provenance record: the default's tiny fixture rows) and a numina_sft was put by hand,
+    the plan of config/paper.yaml is the fresh clone's: GEM's CE finetune of Llama-3-8B from
+    paper.yaml's 66,000 rows, and no calibration on the default's CPU record."""
+    import pandas as pd
+
+    fresh = scratch_copy(tmp_path / "fresh")
+    text = reprolm.plan.dry_run(fresh, "config/paper.yaml")
+    run = scratch_copy(tmp_path / "run")
+    snakemake(run, "results/datasets/chat_sft/train.parquet")
+    by_hand = run / "results/datasets/numina_sft/train.parquet"
+    by_hand.parent.mkdir(parents=True)
+    pd.DataFrame({"messages": [[{"role": "user", "content": "hi"}]] * 3}).to_parquet(by_hand)
+    assert len(pd.read_parquet(run / "results/datasets/chat_sft/train.parquet")) < 1000
+    plans = {folder.name: plan(folder, "config/paper.yaml", dry_run_text=text) for folder in (fresh, run)}
+
+    def finetune(estimate, base: str, recipe: str) -> PlannedJob:
+        wildcards = {"base": base, "recipe": recipe}
+        return next(job for job in estimate.jobs if job.rule == "finetune" and job.wildcards == wildcards)
+
+    # 6 x 8B parameters x 66,000 rows x 3 epochs x 2,048 tokens, on 4 H100s at 35%.
+    ce = 6 * 8e9 * 66_000 * 3 * 2048 / (989e12 * 0.35 * 4)
+    gem = {name: finetune(estimate, "llama3_8b_gem", "ce").seconds for name, estimate in plans.items()}
+    assert gem["run"] == gem["fresh"] == pytest.approx(ce)
+    # Qwen2.5-Math-7B's on NuminaMath's 20,000 rows.
+    numina = {name: finetune(estimate, "qwen25_math_7b", "ce_numina").seconds for name, estimate in plans.items()}
+    assert numina["run"] == numina["fresh"] == pytest.approx(ce * 7 / 8 * 20_000 / 66_000)
+    assert plans["run"].table().equals(plans["fresh"].table())
+    assert plans["run"].summary() == plans["fresh"].summary() and "calibrated" not in plans["run"].summary()
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ import argparse
 import datetime
 import json
 import sys
+from pathlib import Path
 
 from reprolm.config.docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
 from reprolm.plan import DEVICES, plan
@@ -25,6 +26,18 @@ from reprolm.provenance.query import format_tree, lineage, verify
 from reprolm.run_summary import parse_since, run_jobs, run_summary
 
 DEFAULT_VERIFIED = ("results", "resources")
+
+
+def not_a_run_folder(root: str) -> str | None:
+    """Why ``root`` is not a folder the workflow ran in (it has neither results/ nor
+    resources/), or None."""
+    folder = Path(root)
+    if any((folder / name).is_dir() for name in DEFAULT_VERIFIED):
+        return None
+    return (
+        f"{folder.resolve()} is not a run folder (no results/ or resources/ there): "
+        "run reprolm where the workflow ran, or give --root"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,8 +121,6 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "rehearse":
         # Imported here: it loads Snakemake, which the other commands do not need.
-        from pathlib import Path
-
         from reprolm.rehearse.rehearsal import DEFAULT_PROFILE, DagError, StandInOptions, rehearse
 
         try:
@@ -133,7 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if rehearsal.ready else 1
 
     if args.command == "plan":
-        estimate = plan(args.root, args.configfile, width=args.width, device=args.device)
+        try:
+            estimate = plan(args.root, args.configfile, width=args.width, device=args.device)
+        except FileNotFoundError as error:
+            print(f"reprolm plan: {error}", file=sys.stderr)
+            return 2
         if args.json:
             print(
                 json.dumps(
@@ -175,12 +190,27 @@ def main(argv: list[str] | None = None) -> int:
         try:
             graph = lineage(args.path, root=args.root)
         except FileNotFoundError as error:
-            print(f"reprolm lineage: {error}", file=sys.stderr)
+            problem = not_a_run_folder(args.root)
+            print(f"reprolm lineage: {f'{args.path}: {problem}' if problem else error}", file=sys.stderr)
             return 2
         print(json.dumps(graph, indent=2, sort_keys=True) if args.json else format_tree(graph, show_params=args.params))
         return 0
 
-    result = verify(args.paths, root=args.root)
+    root = Path(args.root)
+    # The default paths need not both be there; paths given must.
+    absent = [path for path in args.paths if not (root / path).exists()]
+    result = None
+    if problem := not_a_run_folder(args.root):
+        pass
+    elif absent and args.paths != list(DEFAULT_VERIFIED):
+        problem = f"not in {root.resolve()}: {', '.join(absent)}"
+    else:
+        result = verify(args.paths, root=args.root)
+        if result.checked == 0:
+            problem = f"no provenance records under {', '.join(args.paths)} in {root.resolve()}"
+    if problem:
+        print(f"reprolm verify: {problem}", file=sys.stderr)
+        return 2
     for finding in result.findings:
         print(f"{finding.path}: {finding.problem}")
     print(f"{result.checked} records checked, {len(result.findings)} problems", file=sys.stderr)

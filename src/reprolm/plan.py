@@ -26,9 +26,16 @@ Measured: a job that ``reprolm rehearse --sizes`` ran at the papers' sizes (data
 and score jobs on a CPU: each of those alike in metric, prompt set and request) takes its
 measured wall time instead (``reprolm.rehearse.sizes.MEASURED``).
 
-Calibration: where earlier runs left provenance records of a planned job's outputs
-(``execution.usage.wall_seconds``), each rule's estimates are scaled by the ratio of the
-recorded wall time to the estimate over the recorded jobs of that rule.
+Calibration: where earlier runs of this config left provenance records of a planned job's
+outputs (``execution.usage.wall_seconds``) on the job's class of hardware (a GPU job's on
+GPUs, a CPU job's on CPUs), each rule's estimates are scaled by the ratio of the recorded wall
+time to the estimate over the recorded jobs of that rule.
+
+Only this config's files count, for a dataset's rows as for calibration: a file the workflow
+recorded whose job Snakemake would not run again for this config (:func:`made_here`). A file of the same name
+made by another config in the same folder (the embedded default's tiny datasets where
+``config/paper.yaml`` is planned) is not, so a plan gives the same figures in a run folder as
+in a fresh clone until this config's own jobs have run there.
 """
 
 from __future__ import annotations
@@ -69,6 +76,7 @@ TRAINING_BYTES, INFERENCE_BYTES = 16, 2
 # A finetune keeps two checkpoints (weights and optimizer, 12 bytes/param) and the final
 # float32 weights.
 CHECKPOINT_BYTES = 2 * 12 + 4
+SNAKEFILE = "workflow/Snakefile"
 JOB_HEADER = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 FIELD = re.compile(r"^\s+(input|output|wildcards|resources): (.*)$")
 
@@ -124,8 +132,8 @@ def parse_dry_run(text: str) -> list[PlannedJob]:
     return jobs
 
 
-def dry_run(root: Path, configfile: str | None) -> str:
-    command = [sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "1"]
+def _snakemake_dry_run(root: Path, configfile: str | None, *options: str) -> str:
+    command = [sys.executable, "-m", "snakemake", "-n", "--cores", "1", *options]
     if configfile:
         command += ["--configfile", configfile]
     result = subprocess.run(command, cwd=root, capture_output=True, text=True)
@@ -134,13 +142,51 @@ def dry_run(root: Path, configfile: str | None) -> str:
     return result.stdout + result.stderr
 
 
-def dataset_rows(config: Mapping, dataset: str, root: Path) -> int | None:
-    """Rows of a dataset: the built file when present, else the config's count."""
-    built = sorted((root / "results" / "datasets" / dataset).glob("*.parquet"))
-    if built:
-        import pyarrow.parquet as pq
+def dry_run(root: Path, configfile: str | None) -> str:
+    """Every job of the config, as from scratch."""
+    return _snakemake_dry_run(root, configfile, "--forceall")
 
-        return max(pq.ParquetFile(path).metadata.num_rows for path in built)
+
+def pending_dry_run(root: Path, configfile: str | None) -> str:
+    """The jobs Snakemake would run for the config here: those whose outputs are missing or
+    incomplete, were made with other params or inputs, or come after such a job. Not on a
+    newer input or changed code alone: those still leave a file this config made."""
+    return _snakemake_dry_run(root, configfile, "--rerun-triggers", "params", "input", "--rerun-incomplete")
+
+
+def made_here(jobs: list[PlannedJob], root: Path, configfile: str | None) -> set[str]:
+    """The planned jobs' outputs this config made here: on disk with the provenance record the
+    workflow writes (a file put there by hand has none, and Snakemake would take it as made),
+    and their job not pending (:func:`pending_dry_run`, run only when there are such files)."""
+    existing = [
+        job
+        for job in jobs
+        if job.outputs
+        and all((root / path).exists() for path in job.outputs)
+        and provenance_path(root / job.outputs[0]).is_file()
+    ]
+    if not existing:
+        return set()
+    pending = {path for job in parse_dry_run(pending_dry_run(root, configfile)) for path in job.outputs}
+    return {path for job in existing if pending.isdisjoint(job.outputs) for path in job.outputs}
+
+
+def built_rows(root: Path, made: set[str]) -> dict[str, int]:
+    """Rows of each dataset this config built (:func:`made_here`): the most of its splits."""
+    import pyarrow.parquet as pq
+
+    rows: dict[str, int] = {}
+    for path in sorted(made):
+        parts = Path(path).parts
+        if parts[:2] == ("results", "datasets") and len(parts) == 4 and path.endswith(".parquet"):
+            rows[parts[2]] = max(rows.get(parts[2], 0), pq.ParquetFile(root / path).metadata.num_rows)
+    return rows
+
+
+def dataset_rows(config: Mapping, dataset: str, built: Mapping[str, int]) -> int | None:
+    """Rows of a dataset: as this config built it (:func:`built_rows`), else the config's count."""
+    if dataset in built:
+        return built[dataset]
     spec = config.get("datasets", {}).get(dataset, {})
     params = spec.get("params", {})
     for key in ("rows", "num"):
@@ -149,8 +195,9 @@ def dataset_rows(config: Mapping, dataset: str, root: Path) -> int | None:
     return None
 
 
-def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | None, root: Path) -> None:
-    """Fill the job's seconds, basis, peak GPU memory and checkpoint disk."""
+def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | None, built: Mapping[str, int]) -> None:
+    """Fill the job's seconds, basis, peak GPU memory and checkpoint disk (``built``: the rows
+    of the datasets this config built, :func:`built_rows`)."""
     requested = job.runtime_min * 60
     flops, kind = None, "train"
     wildcards = job.wildcards
@@ -165,7 +212,7 @@ def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | Non
                 * max(1, job.gpus)
             )
         else:
-            rows = dataset_rows(config, recipe["dataset"], root)
+            rows = dataset_rows(config, recipe["dataset"], built)
             examples = rows * recipe.get("num_train_epochs", 1) if rows else None
         if examples:
             flops = 6 * size * examples * recipe["max_length"]
@@ -175,7 +222,7 @@ def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | Non
         flops = 6 * size * pretrain["steps"] * pretrain["batch_size"] * pretrain["block_size"]
     elif size and job.stage == "generate" and not entry.api:
         promptset = promptset_spec(config, wildcards["promptset"])
-        prompts = dataset_rows(config, promptset["dataset"], root)
+        prompts = dataset_rows(config, promptset["dataset"], built)
         sampling = promptset.get("sampling", {})
         if prompts:
             flops = 2 * size * prompts * sampling.get("n", 1) * (PROMPT_TOKENS + sampling["max_new_tokens"])
@@ -210,18 +257,19 @@ def apply_measurements(jobs: list[PlannedJob], root: Path) -> int:
     return measured
 
 
-def calibrate(jobs: list[PlannedJob], root: Path) -> dict[str, tuple[float, int]]:
-    """Per rule: (recorded / estimated wall time, records used), from the planned jobs'
-    outputs that earlier runs recorded; the rule's estimates are scaled by it."""
+def calibrate(jobs: list[PlannedJob], root: Path, made: set[str]) -> dict[str, tuple[float, int]]:
+    """Per rule: (recorded / estimated wall time, records used), from the records of the
+    planned jobs' outputs this config made (:func:`made_here`) on the job's class of hardware
+    (GPUs for a job that asks for them, else CPUs); the rule's estimates are scaled by it."""
     recorded: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for job in jobs:
-        if not job.outputs or job.seconds <= 0:
+        if not job.outputs or job.outputs[0] not in made or job.seconds <= 0:
             continue
         record_path = provenance_path(root / job.outputs[0])
         if not record_path.is_file():
             continue
         usage = (json.loads(record_path.read_text()).get("execution") or {}).get("usage") or {}
-        if usage.get("wall_seconds"):
+        if usage.get("wall_seconds") and bool(usage.get("gpus")) == bool(job.gpus):
             recorded[job.rule].append((usage["wall_seconds"], job.seconds))
     ratios = {
         rule: (sum(a for a, _ in pairs) / sum(e for _, e in pairs), len(pairs)) for rule, pairs in recorded.items()
@@ -334,15 +382,28 @@ def plan(
     dry_run_text: str | None = None,
     calibrated: bool = True,
 ) -> Plan:
+    """The plan of a config, from the workflow's folder ``root`` (``dry_run_text``: the
+    config's dry run, already made). Raises FileNotFoundError, naming it, where ``root`` is not
+    the workflow's folder or holds no such config file."""
     root = Path(root)
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; known: {sorted(DEVICES)}")
-    config_path = root / (configfile or "config/config.yaml")
+    if dry_run_text is None and not (root / SNAKEFILE).is_file():
+        raise FileNotFoundError(
+            f"{root.resolve()} is not the workflow's folder (no {SNAKEFILE} there): "
+            "run reprolm plan in the repository, or give --root"
+        )
+    config_name = configfile or "config/config.yaml"
+    config_path = root / config_name
+    if not config_path.is_file():
+        raise FileNotFoundError(f"no config file {config_name} in {root.resolve()}")
     config = overlays.load(config_path, root)
     jobs = parse_dry_run(dry_run_text if dry_run_text is not None else dry_run(root, configfile))
+    made = made_here(jobs, root, configfile)
+    built = built_rows(root, made)
     sizes = {base: model_parameters(config, base, root) for base in config.get("base_models", {})}
     for job in jobs:
         base = job.wildcards.get("base")
-        _estimate(job, config, DEVICES[device], sizes.get(base, (None, ""))[0] if base else None, root)
+        _estimate(job, config, DEVICES[device], sizes.get(base, (None, ""))[0] if base else None, built)
     measured = apply_measurements(jobs, root)
-    return Plan(jobs, sizes, calibrate(jobs, root) if calibrated else {}, width, device, measured)
+    return Plan(jobs, sizes, calibrate(jobs, root, made) if calibrated else {}, width, device, measured)
