@@ -71,3 +71,60 @@ def test_config_on_the_command_line_is_laid_over_the_embedded_default(tmp_path):
     bad = snakemake(work, "-n", "--config", "generation={backend: tpu}", check=False)
     assert bad.returncode != 0
     assert "--config: generation.backend: 'tpu' is not one of ['transformers', 'vllm']" in bad.stdout + bad.stderr
+
+
+def test_a_misspelt_base_model_in_a_study_is_named_with_its_key_before_any_job(tmp_path):
+    work = scratch_copy(tmp_path)
+    (work / "typo.yaml").write_text(
+        yaml.safe_dump({"extends": "config/config.yaml", "ruler": {"bases": ["tiny_lama"]}})
+    )
+    result = snakemake(work, "-n", "--configfile", "typo.yaml", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    allowed = "['tiny_llama', 'tiny_llama_small', 'tiny_neox', 'tiny_qwen2']"
+    assert (
+        f"typo.yaml: ruler.bases: 'tiny_lama' is not declared; allowed: {allowed}; did you mean 'tiny_llama'?" in output
+    )
+    assert "KeyError" not in output
+
+
+def test_every_studys_bases_are_checked_where_its_section_lists_them():
+    """Each study of the default config, a base of its models misspelt where its section lists
+    it (``flr.alignment.bases`` for FLR), and a baseline: a config error naming that key."""
+    import copy
+
+    from reprolm.config.checks import check_config
+    from reprolm.config.errors import ConfigError
+    from reprolm.studies import enabled_studies
+    from reprolm.studies.base import listing_key
+    from workflow_helpers import REPO
+
+    schema = REPO / "workflow/schemas/config.schema.yaml"
+    default = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    keys = {}
+    for study in enabled_studies(default):
+        base = study.models(default)[0][0]
+        config = copy.deepcopy(default)
+        key = listing_key(config[study.name], base, study.name)
+        listing = config[study.name]
+        for part in key.split(".")[1:]:
+            listing = listing[part]
+        listing[listing.index(base)] = base[:-1]
+        with pytest.raises(ConfigError) as refused:
+            check_config(config, schema)
+        assert str(refused.value).startswith(f"{key}: {base[:-1]!r} is not declared; allowed: [")
+        assert str(refused.value).endswith(f"did you mean {base!r}?")
+        keys[study.name] = key
+    assert keys == {
+        "ruler": "ruler.bases",
+        "harmony": "harmony.bases",
+        "expo": "expo.bases",
+        "flr": "flr.alignment.bases",
+        "gem": "gem.bases",
+    }
+    config = copy.deepcopy(default)
+    config["ruler"]["baselines"] = ["tiny_nox"]
+    with pytest.raises(
+        ConfigError, match=r"^ruler\.baselines: 'tiny_nox' is not declared; .* did you mean 'tiny_neox'\?$"
+    ):
+        check_config(config, schema)
