@@ -128,3 +128,56 @@ def test_every_studys_bases_are_checked_where_its_section_lists_them():
         ConfigError, match=r"^ruler\.baselines: 'tiny_nox' is not declared; .* did you mean 'tiny_neox'\?$"
     ):
         check_config(config, schema)
+
+
+def test_a_misspelt_schema_key_gets_a_did_you_mean_as_registry_names_do(tmp_path):
+    work = scratch_copy(tmp_path)
+    (work / "typo.yaml").write_text(
+        yaml.safe_dump({"extends": "config/config.yaml", "recipes": {"ruler": {"learning_rte": 0.001}}})
+    )
+    result = snakemake(work, "-n", "--configfile", "typo.yaml", check=False)
+    assert result.returncode != 0
+    assert (
+        "typo.yaml: recipes.ruler: 'learning_rte' is not a key of this section; did you mean 'learning_rate'?"
+        in result.stdout + result.stderr
+    )
+
+
+def test_unknown_keys_are_named_before_missing_ones_in_every_section_and_study_section():
+    import copy
+
+    from reprolm.config.checks import check_config
+    from reprolm.config.errors import ConfigError
+    from reprolm.config.schema import validate_config
+    from workflow_helpers import REPO
+
+    schema = REPO / "workflow/schemas/config.schema.yaml"
+    default = yaml.safe_load((REPO / "config/config.yaml").read_text())
+
+    def refused(change) -> str:
+        config = copy.deepcopy(default)
+        change(config)
+        with pytest.raises(ConfigError) as error:
+            validate_config(config, schema)
+            check_config(config, schema)
+        return str(error.value)
+
+    # A required key misspelt is missing too; its spelling is what is reported.
+    def misspell_required(config):
+        config["recipes"]["ruler"]["learning_rte"] = config["recipes"]["ruler"].pop("learning_rate")
+
+    assert refused(misspell_required) == (
+        "recipes.ruler: 'learning_rte' is not a key of this section; did you mean 'learning_rate'?"
+    )
+    assert refused(lambda c: c["promptsets"]["tlg"]["sampling"].update(max_new_token=64)) == (
+        "promptsets.tlg.sampling: 'max_new_token' is not a key of this section; did you mean 'max_new_tokens'?"
+    )
+    # A study's section, checked against its study's own schema.
+    assert refused(lambda c: c["gem"].update(basses=["tiny_llama"])) == (
+        "gem: 'basses' is not a key of this section; did you mean 'bases'?"
+    )
+    # Nothing close: the keys allowed there.
+    assert refused(lambda c: c["sources"]["eli5"].update(zzz=1)) == (
+        "sources.eli5: 'zzz' is not a key of this section; "
+        "the keys allowed here: ['columns', 'files', 'fixture', 'hub', 'released', 'schema']"
+    )
