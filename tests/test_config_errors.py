@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -181,3 +183,129 @@ def test_unknown_keys_are_named_before_missing_ones_in_every_section_and_study_s
         "sources.eli5: 'zzz' is not a key of this section; "
         "the keys allowed here: ['columns', 'files', 'fixture', 'hub', 'released', 'schema']"
     )
+
+
+class HubStandIn:
+    """A stand-in for the hub (none is reachable here): HfApi.model_info and dataset_info
+    answer for the ids in ``known`` and otherwise raise what huggingface_hub raises for the
+    hub's 404 answers (through its own hf_raise_for_status); every question is recorded."""
+
+    def __init__(self, monkeypatch, known: set[tuple[str, str]], revisions: dict[str, set[str]] | None = None):
+        from huggingface_hub import HfApi
+
+        self.known, self.revisions, self.asked = known, revisions or {}, []
+        monkeypatch.setattr(HfApi, "model_info", lambda api, repo, **options: self.answer("model", repo, **options))
+        monkeypatch.setattr(HfApi, "dataset_info", lambda api, repo, **options: self.answer("dataset", repo, **options))
+
+    def answer(self, kind: str, repo: str, revision=None, timeout=None):
+        import httpx2
+        from huggingface_hub.utils import hf_raise_for_status
+
+        self.asked.append((kind, repo, revision))
+        assert timeout is not None and timeout <= 5, "a question without a short timeout"
+        if (kind, repo) not in self.known:
+            code = "RepoNotFound"
+        elif revision is not None and revision not in self.revisions.get(repo, set()):
+            code = "RevisionNotFound"
+        else:
+            return {"id": repo}
+        url = f"https://huggingface.co/api/{kind}s/{repo}"
+        hf_raise_for_status(httpx2.Response(404, headers={"X-Error-Code": code}, request=httpx2.Request("GET", url)))
+
+
+def _paper_config() -> dict:
+    from reprolm.config import overlays
+    from workflow_helpers import REPO
+
+    return overlays.load(REPO / "config/paper.yaml", root=REPO)
+
+
+def test_a_misspelt_hub_id_is_a_config_error_naming_its_key(monkeypatch, tmp_path):
+    from reprolm.config.errors import ConfigError
+    from reprolm.config.hub_ids import check_hub_ids, config_hub_ids
+
+    config = _paper_config()
+    ids = config_hub_ids(config)
+    hub = HubStandIn(monkeypatch, {(hub_id.kind, hub_id.repo) for hub_id in ids})
+    # Every kind of place a paper config names a hub id.
+    assert {hub_id.key.split(".", 2)[0] + "." + hub_id.key.rsplit(".", 1)[1] for hub_id in ids} == {
+        "base_models.path",
+        "base_models.chat_template_from",
+        "sources.path",
+        "metrics.encoder",
+    }
+    assert not any(hub_id.repo in ("parquet", "json", "csv") for hub_id in ids)
+    config["base_models"]["llama3_8b_instruct"]["hub"]["path"] = "meta-llama/Llama-3-8b-Instruc"
+    cache = tmp_path / "hub_ids.json"
+    warnings = []
+    with pytest.raises(ConfigError) as refused:
+        check_hub_ids(config, cache, warn=warnings.append, environ={})
+    assert str(refused.value) == (
+        "base_models.llama3_8b_instruct.hub.path: 'meta-llama/Llama-3-8b-Instruc' is not a model on the hub "
+        "(or a private one this host's token cannot see); check its spelling"
+    )
+    assert warnings == []
+    # Each distinct id asked once.
+    assert len(hub.asked) == len({hub_id.cache_key for hub_id in config_hub_ids(config)}) == len(set(hub.asked))
+
+    config = _paper_config()
+    check_hub_ids(config, cache, warn=warnings.append, environ={})
+    assert warnings == [] and len(json.loads(cache.read_text())) == len(set(hub.asked)) - 1
+    # Confirmed ids are not asked again.
+    hub.asked.clear()
+    check_hub_ids(config, cache, warn=warnings.append, environ={})
+    assert hub.asked == []
+
+    config["sources"]["helpsteer"]["hub"]["revision"] = "no-such-tag"
+    with pytest.raises(ConfigError, match=r"^sources\.helpsteer\.hub\.revision: 'no-such-tag' is not a revision "):
+        check_hub_ids(config, cache, warn=warnings.append, environ={})
+    assert hub.asked == [("dataset", "nvidia/HelpSteer", "no-such-tag")]
+
+
+def test_hub_ids_are_named_unchecked_once_offline_or_unanswered_and_never_fail_the_run(monkeypatch, tmp_path):
+    from huggingface_hub import HfApi
+
+    from reprolm.config.hub_ids import check_hub_ids, config_hub_ids
+
+    config = _paper_config()
+    config["base_models"]["llama3_8b_instruct"]["hub"]["path"] = "meta-llama/Llama-3-8b-Instruc"
+    named = len({hub_id.cache_key for hub_id in config_hub_ids(config)})
+    asked = []
+
+    def unreachable(api, repo, **options):
+        import httpx2
+
+        asked.append(repo)
+        raise httpx2.ConnectError("[Errno -2] Name or service not known")
+
+    # A stand-in for a host without network.
+    monkeypatch.setattr(HfApi, "model_info", unreachable)
+    monkeypatch.setattr(HfApi, "dataset_info", unreachable)
+    warnings = []
+    check_hub_ids(config, tmp_path / "hub_ids.json", warn=warnings.append, environ={"HF_HUB_OFFLINE": "1"})
+    assert asked == [] and len(warnings) == 1
+    assert warnings[0].startswith(f"{named} hub ids of the config unchecked: HF_HUB_OFFLINE is set")
+    warnings.clear()
+    check_hub_ids(config, tmp_path / "hub_ids.json", warn=warnings.append, environ={})
+    # One question tells the hub is not reachable: the rest are not asked.
+    assert len(asked) == 1 and warnings == [
+        f"{named} hub ids of the config unchecked: the hub did not answer "
+        "(ConnectError: [Errno -2] Name or service not known)"
+    ]
+    assert not (tmp_path / "hub_ids.json").exists()
+
+
+def test_a_dry_run_offline_names_the_configs_hub_ids_unchecked_once(tmp_path):
+    work = scratch_copy(tmp_path)
+    overlay = {
+        "extends": "config/config.yaml",
+        "base_models": {"hub_llama": {"hub": {"path": "example/tiny-llama"}}},
+        "ruler": {"baselines": ["hub_llama"]},
+    }
+    (work / "hub.yaml").write_text(yaml.safe_dump(overlay))
+    result = snakemake(work, "-n", "--configfile", "hub.yaml")
+    output = result.stdout + result.stderr
+    assert output.count("hub id of the config unchecked") == 1
+    assert "1 hub id of the config unchecked: HF_HUB_OFFLINE is set" in output
+    # The default names no hub id: nothing to say.
+    assert "unchecked" not in (lambda r: r.stdout + r.stderr)(snakemake(work, "-n"))
