@@ -296,7 +296,14 @@ def test_the_generate_api_script_writes_generations_and_provenance_naming_the_en
     record = json.loads(open(provenance_path(output)).read())
     assert record["rule"] == "generate_api" and record["wildcards"]["base"] == "closed"
     recorded = record["params"]["endpoint"]
-    assert (recorded["base_url"], recorded["model"]) == (chat_endpoint, "gpt-stand-in")
+    # The key's variable is named (it says where the key is kept), the key never.
+    assert (recorded["base_url"], recorded["model"], recorded["api_key_env"]) == (
+        chat_endpoint,
+        "gpt-stand-in",
+        KEY_ENV,
+    )
+    # The word-count prompt adds no stop; the endpoint ends a turn by its own model's rules.
+    assert record["generation"] == {"max_new_tokens": 2048, "stop": []}
     log = (tmp_path / "logs/generate/closed/pretrained/tlg.log").read_text()
     assert "gpt-stand-in" in log and "3 samples" in log
     for path in (output, provenance_path(output), "logs/generate/closed/pretrained/tlg.log"):

@@ -193,3 +193,63 @@ def test_a_stopped_generation_resumes_after_its_last_shard_to_the_same_samples(t
 def test_unknown_backend_is_refused():
     with pytest.raises(ValueError, match=r"unknown generation backend 'tgi'; registered: \['transformers', 'vllm'\]"):
         make_backend("tgi", "/x")
+
+
+def test_a_generation_record_carries_its_length_budget_and_stops(tiny_model_dir, tmp_path, monkeypatch):
+    """The generate rule's script under a Snakemake job object as the rule gives it, on a Ruler
+    style prompt set (the MLT starts the answer and any MLT ends it): the provenance record
+    shows the prompt set's ``max_new_tokens`` (a length budget, not a secret) and the tokens
+    that ended the samples."""
+    import runpy
+    import signal
+
+    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params, ResourceList, Wildcards
+    from snakemake.script import Snakemake
+
+    from reprolm.provenance import provenance_path
+    from reprolm.stopping import STOP_SIGNALS
+    from workflow_helpers import REPO
+
+    monkeypatch.chdir(tmp_path)
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.setenv(variable, "1")
+    rows = [{"id": i, "Instruction": f"Describe {i} boats.", "TargetLength": "10", "Level": 0} for i in range(2)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "tlg.parquet")
+    output = "results/generations/tiny/ruler/tlg.parquet"
+    params = {
+        "backend": "transformers",
+        "batch_size": 2,
+        "precision": "float32",
+        "promptset": {"dataset": "tlg", "prompt": "target_length", "sampling": {"max_new_tokens": 7}, "split": "test"},
+        "length_prompt": "mlt",
+        "length_targets": [{"name": "10", "level": 0, "pm": [0, 20], "fm": [0, 20], "bin": [5, 15]}],
+        "shard_size": 512,
+        "progress_root": "results/checkpoints/generate/tiny/ruler/tlg",
+        "seed": 0,
+    }
+    job = Snakemake(
+        InputFiles(fromdict={"model": tiny_model_dir, "prompts": str(tmp_path / "tlg.parquet")}),
+        OutputFiles([output]),
+        Params(fromdict=params),
+        Wildcards(fromdict={"base": "tiny", "recipe": "ruler", "promptset": "tlg"}),
+        1,
+        ResourceList(fromdict={"gpu": 0}),
+        Log(["logs/generate/tiny/ruler/tlg.log"]),
+        {},
+        "generate",
+        None,
+    )
+    handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        runpy.run_path(str(REPO / "workflow/scripts/generate.py"), init_globals={"snakemake": job})
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+    assert len(pq.read_table(output)) == 2
+    record = json.loads(provenance_path(output).read_text())
+    assert record["params"]["promptset"]["sampling"] == {"max_new_tokens": 7}
+    assert record["params"]["length_targets"][0]["name"] == "10"
+    # EOS, and the MLT the prompt kind stops at; nothing in the record is redacted.
+    assert record["generation"] == {"max_new_tokens": 7, "stop": ["<|eos|>", "[MLT:10]"]}
+    assert "<redacted>" not in provenance_path(output).read_text()

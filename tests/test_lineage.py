@@ -36,6 +36,27 @@ def test_every_output_has_provenance_with_true_hashes(default_run):
     assert finetune["wildcards"] == dict(zip(("base", "recipe"), MODELS[0].split("/")))
 
 
+def test_every_generation_record_carries_its_length_budget_and_stops_and_nothing_is_redacted(default_run):
+    """The default names no secret, so no record of the run hides anything: a generation's
+    ``max_new_tokens`` and a Ruler recipe's ``add_tokens`` are settings."""
+    generations = sorted((default_run / "results/generations").rglob("*.parquet"))
+    assert generations
+    for output in generations:
+        record = json.loads(provenance_path(output).read_text())
+        budget = record["params"]["promptset"]["sampling"]["max_new_tokens"]
+        assert record["generation"]["max_new_tokens"] == budget, output
+        assert "<|eos|>" in record["generation"]["stop"], output
+    ruler = json.loads(provenance_path(default_run / f"results/generations/{MODELS[0]}/tlg.parquet").read_text())
+    assert ruler["generation"]["stop"][1:] == [f"[MLT:{target['name']}]" for target in DEFAULT["length_targets"]]
+    finetune = json.loads(provenance_path(default_run / f"results/models/{MODELS[0]}").read_text())
+    assert finetune["params"]["recipe"]["add_tokens"] == "mlt"
+    records = [
+        *(default_run / "results").rglob("*provenance.json"),
+        *(default_run / "resources").rglob("*provenance.json"),
+    ]
+    assert [str(path) for path in records if "<redacted>" in path.read_text()] == []
+
+
 def test_lineage_traces_a_table_back_to_its_raw_sources(default_run, capsys):
     from reprolm.cli import main
     from reprolm.provenance.query import lineage

@@ -188,6 +188,108 @@ def test_unreadable_file_is_named_with_where(content, message):
     assert not Path("raw/mine").exists()
 
 
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        (
+            "data.jsonl",
+            b'{"text": "a"}\n{"text": "b"}\n{"text": "c',
+            r"data\.jsonl: line 3: not valid JSON \(Unterminated string starting at: column 10\); it is the "
+            r"file's last line and ends without a newline: the file looks cut short$",
+        ),
+        (
+            "data.jsonl",
+            b'{"text": "a"}\n\n{"text": "b" "id": 2}\n{"text": "c"}\n',
+            r"data\.jsonl: line 3: not valid JSON \(Expecting ',' delimiter: column 14\)$",
+        ),
+        (
+            "data.jsonl",
+            b'{"text": "a"}\n["b"]\n',
+            r"data\.jsonl: line 2: a JSON array, not an object \(JSON lines hold one record, an object, per line\)$",
+        ),
+        # A .json file: one document, or JSON lines.
+        (
+            "data.json",
+            b'[{"text": "a"},\n {"text": "b"}\n',
+            r"data\.json: line 3: not valid JSON \(Expecting ',' delimiter: column 1\); the file ends there: it looks "
+            r"cut short$",
+        ),
+        (
+            "data.json",
+            b'{"text": "a"}\n{"text": "b}\n{"text": "c"}\n',
+            r"data\.json: line 2: not valid JSON \(Invalid control character at: column 13\)$",
+        ),
+        # What the csv reader says of a row with more fields than the header, on its own.
+        (
+            "data.csv",
+            b"text,id\na,1\nb,2,3\n",
+            r"data\.csv: the csv reader failed: Error tokenizing data\. C error: Expected 2 fields in line 3, saw 3$",
+        ),
+    ],
+)
+def test_a_cut_or_malformed_line_is_named_by_file_line_and_key(name, content, message):
+    Path(name).write_bytes(content)
+    with pytest.raises(ValueError, match=r"^sources\.mine\.files\.train: " + message) as refused:
+        write_source({"name": "mine", "schema": "trl_language_modeling", "files": {"train": name}}, "raw/mine")
+    # Raised on its own: no chain of the readers' tracebacks above it.
+    assert refused.value.__cause__ is None and (refused.value.__context__ is None or refused.value.__suppress_context__)
+    assert not Path("raw/mine").exists()
+
+
+ONE_RULE_SNAKEFILE = """
+rule raw_source:
+    output:
+        directory("resources/raw/{{source}}"),
+    log:
+        "logs/raw_source/{{source}}.log",
+    params:
+        spec={{"schema": "trl_language_modeling", "files": {{"train": "mine/train.jsonl"}}}},
+    script:
+        "{script}"
+"""
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_a_cut_jsonl_file_ends_its_jobs_log_named_by_key_file_and_line(tmp_path):
+    """The workflow's own raw_source script in a one-rule Snakefile (the whole workflow takes
+    half a minute to parse), reading a file whose last line a copy cut short."""
+    import subprocess
+    import sys
+
+    from workflow_helpers import REPO
+
+    (tmp_path / "Snakefile").write_text(ONE_RULE_SNAKEFILE.format(script=REPO / "workflow/scripts/raw_source.py"))
+    _write_jsonl(tmp_path / "mine/train.jsonl", [{"text": f"line {i}"} for i in range(200)])
+    whole = (tmp_path / "mine/train.jsonl").read_bytes()
+    (tmp_path / "mine/train.jsonl").write_bytes(whole[: whole.rindex(b'"')])
+    run = subprocess.run(
+        [str(Path(sys.executable).with_name("snakemake")), "--cores", "1", "resources/raw/mine"],
+        cwd=tmp_path,
+        env={**os.environ, "REPROLM_FORKSERVER": "off", "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert run.returncode != 0
+    assert not (tmp_path / "resources/raw/mine").exists()
+    log = (tmp_path / "logs/raw_source/mine.log").read_text().rstrip().splitlines()
+    assert log[-1] == (
+        "ValueError: sources.mine.files.train: mine/train.jsonl: line 200: not valid JSON (Unterminated string "
+        "starting at: column 10); it is the file's last line and ends without a newline: the file looks cut short"
+    )
+    trace = "\n".join(log[log.index(next(line for line in log if "ERROR rule raw_source failed" in line)) :])
+    assert trace.count("Traceback") == 1 and "DatasetGenerationError" not in trace
+
+
+def test_json_files_that_are_whole_are_read():
+    Path("doc.json").write_text('[{"text": "a"},\n {"text": "b"}]\n')
+    _write_jsonl(Path("lines.json"), [{"text": "c"}])
+    Path("lines.jsonl").write_text('{"text": "d"}\n\n{"text": "e"}')
+    spec = {"schema": "trl_language_modeling", "files": {"a": "doc.json", "b": "lines.json", "c": "lines.jsonl"}}
+    assert write_source({"name": "mine", **spec}, "raw/mine") == {"a": 2, "b": 1, "c": 2}
+
+
 def test_a_file_named_parquet_that_is_not_is_named():
     Path("data.parquet").write_text('{"text": "a"}\n')
     with pytest.raises(ValueError, match=r"sources\.mine\.files\.train: data\.parquet: not a parquet file"):

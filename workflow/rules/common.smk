@@ -8,6 +8,7 @@ from reprolm.aggregate.judge_notes import judge_caption, table_judge_notes
 from reprolm.aggregate.paper_comparison import claim_settings, study_headlines
 from reprolm.config import lookups
 from reprolm.config.checks import check_config, preflight
+from reprolm.config.hub_ids import check_hub_ids
 from reprolm.config.overlays import naming_the_file
 from reprolm.config.schema import validate_config
 from reprolm.config.params import canonical
@@ -63,6 +64,9 @@ with naming_the_file(
     validate_config(config, SCHEMA)
     check_config(config, SCHEMA)
     preflight(config)
+    # On the submitting host: cluster jobs parse the workflow too, and read no hub.
+    if not workflow.remote_exec:
+        check_hub_ids(config, warn=logger.warning)
 STUDIES = enabled_studies(config)
 # Results are keyed by content: a checkpoint replaced in place reruns what used it.
 for replaced in mark_replaced_folders():

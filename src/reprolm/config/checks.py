@@ -55,6 +55,9 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
             require(key, known, "top-level config key")
     for name in STUDIES.names():
         STUDIES[name].validate_section(config)
+    # Before any check reads a base model's settings (a misspelt base would be a KeyError).
+    for study in studies:
+        study.check_bases(config)
     _check_sources(config)
     _check_references(config)
     for name in STUDIES.names():

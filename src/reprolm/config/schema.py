@@ -9,6 +9,8 @@ process (each cluster job runs two), where libyaml takes a hundredth of that.
 from __future__ import annotations
 
 import copy
+import difflib
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -40,8 +42,29 @@ def validate_with_defaults(spec: Mapping, schema: Mapping, name: str) -> None:
         yield from validate_properties(validator, properties, instance, subschema)
 
     validator = jsonschema.validators.extend(base, {"properties": properties})(schema)
-    errors = sorted(validator.iter_errors(spec), key=lambda e: [str(part) for part in e.path])
+    # At one key, an unknown key is reported before a missing one: a misspelt required key
+    # is both, and its spelling is the news.
+    errors = sorted(
+        validator.iter_errors(spec),
+        key=lambda e: ([str(part) for part in e.path], e.validator != "additionalProperties"),
+    )
     if errors:
         error = errors[0]
         where = ".".join([part for part in [name, *map(str, error.path)] if part]) or "config"
+        if error.validator == "additionalProperties":
+            raise ConfigError(f"{where}: {unknown_keys(error)}")
         raise ConfigError(f"{where}: {error.message}")
+
+
+def unknown_keys(error) -> str:
+    """What an ``additionalProperties`` error found, each unknown key with the closest key the
+    schema allows there (as registry names are: "did you mean"), or the allowed keys."""
+    allowed = sorted(error.schema.get("properties", {}))
+    patterns = list(error.schema.get("patternProperties", {}))
+    unknown = [key for key in error.instance if key not in allowed and not any(re.search(p, key) for p in patterns)]
+    problems = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else f"the keys allowed here: {allowed}"
+        problems.append(f"{key!r} is not a key of this section; {hint}")
+    return "; ".join(problems) or error.message

@@ -28,6 +28,7 @@ SPLIT_ORDER = "splits.json"
 # The packaged `datasets` builder that reads a file, by the file's extension.
 FILE_BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
 NEWLINE = b"\n"
+JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 # What `datasets` 4+ raises for a dataset that is a Python loading script (it runs none).
 LOADING_SCRIPT_REFUSAL = "Dataset scripts are no longer supported"
 
@@ -106,7 +107,7 @@ def fetch_splits(spec: dict) -> dict[str, list[dict]]:
             where = f"sources.{source}.files.{split}"
             for path in paths:
                 check_readable(where, path, builder)
-            dataset = datasets.load_dataset(builder, data_files={split: paths}, split=split)
+            dataset = _load_files(builder, split, paths, where)
             if not len(dataset):
                 raise ValueError(f"{where}: {', '.join(paths)}: no rows")
             read[split] = renamed_columns(dataset, columns, f"{where} ({', '.join(paths)})").to_list()
@@ -137,6 +138,21 @@ def fetch_splits(spec: dict) -> dict[str, list[dict]]:
             "hub: {path: parquet|json|csv, data_files: {split: URL}} (pinned resolve URLs, e.g. of the "
             "hub's parquet export on refs/convert/parquet), or files: {split: path} for local copies"
         ) from None
+
+
+def _load_files(builder: str, split: str, paths: list[str], where: str):
+    """``paths`` read by the packaged ``datasets`` builder; a file it cannot parse (a CSV row
+    with more fields than its header) is named with the config key and the reader's own
+    words, without the chain of ``datasets``' tracebacks around them."""
+    import datasets
+
+    try:
+        return datasets.load_dataset(builder, data_files={split: paths}, split=split)
+    except datasets.exceptions.DatasetGenerationError as error:
+        cause: BaseException = error
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        raise ValueError(f"{where}: {', '.join(paths)}: the {builder} reader failed: {cause}") from None
 
 
 def renamed_columns(dataset, columns: Mapping[str, str], origin: str):
@@ -200,6 +216,48 @@ def check_readable(where: str, path: str, builder: str) -> None:
         ) from None
     if not has_text:
         raise ValueError(f"{where}: {path}: the file is empty (whitespace only)")
+    if builder == "json":
+        check_json(where, path)
+
+
+def check_json(where: str, path: str) -> None:
+    """JSON a ``datasets`` json builder can read, or an error naming the line: a ``.json``
+    file one JSON document or JSON lines, a ``.jsonl`` file JSON lines, each non-blank line one
+    object. A bad last line without a newline is named as a file cut short (an interrupted
+    copy or download). Read line by line, so a large JSON-lines file costs no more memory."""
+    if Path(path).suffix.lower() == ".json":
+        text = Path(path).read_text(encoding="utf-8")
+        try:
+            json.loads(text)
+            return
+        except json.JSONDecodeError as error:
+            # Anything but a second document after the first is a broken document.
+            if error.msg != "Extra data":
+                cut = "; the file ends there: it looks cut short" if error.pos >= len(text.rstrip()) else ""
+                raise ValueError(
+                    f"{where}: {path}: line {error.lineno}: not valid JSON ({error.msg}: column {error.colno}){cut}"
+                ) from None
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                # Only the file's last line can end without a newline.
+                cut = (
+                    ""
+                    if line.endswith("\n")
+                    else "; it is the file's last line and ends without a newline: the file looks cut short"
+                )
+                raise ValueError(
+                    f"{where}: {path}: line {number}: not valid JSON ({error.msg}: column {error.colno}){cut}"
+                ) from None
+            if not isinstance(record, dict):
+                raise ValueError(
+                    f"{where}: {path}: line {number}: a JSON {JSON_TYPES[type(record)]}, not an object "
+                    "(JSON lines hold one record, an object, per line)"
+                )
 
 
 def write_source(spec: dict, output: str | Path) -> dict[str, int]:

@@ -18,8 +18,10 @@ from reprolm.generate.prompts import MULTI_TURN, PromptBatch, build_prompts
 from reprolm.generate.request import complete, make_request
 from reprolm.io import atomic_path
 from reprolm.length import TargetSet
+from reprolm.models.chat import stop_token_ids
 from reprolm.progress import Interval, ProgressCounter
 from reprolm.provenance.hashing import content_hash, recorded_hash
+from reprolm.provenance.records import note
 from reprolm.stopping import JobStopped, stop_request
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,15 @@ def generate_promptset(
             log.info("shard %d of %d: kept from an earlier attempt", index + 1, len(starts))
         records.extend(shard)
         shards.advance()
+    # Every shard kept from an earlier attempt: the model is loaded only to name its stops.
+    engine = engine or _engine(backend, model_path, backend_options, endpoint)
+    note(
+        "generation",
+        {
+            "max_new_tokens": promptset["sampling"]["max_new_tokens"],
+            "stop": generation_stops(engine, rows, promptset, length_prompt, targets),
+        },
+    )
     with atomic_path(output) as tmp:
         pq.write_table(pa.Table.from_pylist(records), tmp)
     if progress:
@@ -109,6 +120,22 @@ def _engine(backend: str, model_path: str | None, backend_options: dict, endpoin
     if endpoint is not None:
         return ChatEndpointBackend(**endpoint)
     return make_backend(backend, model_path, **backend_options)
+
+
+def generation_stops(engine, rows: list[dict], promptset: dict, length_prompt: str, targets) -> list[str]:
+    """What ends the prompt set's samples, as tokens: for a model with weights every stop id
+    its requests carry (EOS, the generation config's EOS ids, the template's end of turn, the
+    prompt kind's own such as MLTs); for an endpoint the prompt kind's own, which it is sent
+    besides its model's end of turn."""
+    extra = (
+        []
+        if promptset["prompt"] == MULTI_TURN
+        else build_prompts(promptset["prompt"], rows[:1], length_prompt, targets).stop_tokens
+    )
+    if engine.tokenizer is None:
+        return list(extra)
+    ids = stop_token_ids(engine.tokenizer, engine.generation_eos, extra)
+    return engine.tokenizer.convert_ids_to_tokens(ids)
 
 
 def _generate_rows(

@@ -5,6 +5,7 @@ inside an output folder, or as a ``<file>.provenance.json`` sidecar beside an ou
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import datetime as _dt
 import json
 import logging
@@ -19,10 +20,21 @@ from reprolm.oserrors import os_fault
 from reprolm.progress import configure as configure_progress
 from reprolm.provenance.environment import code_version, execution_host, job_usage, package_versions
 from reprolm.provenance.hashing import content_hash, folder_manifest, manifest_hash, provenance_path
-from reprolm.provenance.redaction import is_secret_key, redact
+from reprolm.provenance.redaction import REDACTED, is_secret_key, redact, redact_text
 from reprolm.stopping import JobStopped, being_preempted, forget_stops, record_stop, stopped_attempts, wait_for_requeue
 
 log = logging.getLogger(__name__)
+# What the running step's library code adds to its record (note): facts known only once the
+# job runs, such as the tokens that ended a generation's samples.
+_STEP_NOTES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("step_notes", default=None)
+
+
+def note(section: str, facts: Mapping) -> None:
+    """Add ``facts`` under ``section`` to the record of the step running (redacted as params
+    are); outside :func:`tracked_step` (a library call of its own) there is no record."""
+    notes = _STEP_NOTES.get()
+    if notes is not None:
+        notes[section] = dict(facts)
 
 
 def _output_entry(path: str) -> dict:
@@ -33,12 +45,12 @@ def _output_entry(path: str) -> dict:
 
 
 def _without_secrets(text: str) -> str:
-    """``text`` with the value of every secret-looking environment variable (hub tokens, API
-    keys) masked, should an error message quote one."""
+    """``text`` with the value of every secret environment variable (hub tokens, API keys) and
+    anything else that looks like a credential masked, should an error message quote one."""
     for name, value in os.environ.items():
         if is_secret_key(name) and len(value) >= 8:
-            text = text.replace(value, "<redacted>")
-    return text
+            text = text.replace(value, REDACTED)
+    return redact_text(text)
 
 
 def _named(items) -> dict:
@@ -57,8 +69,10 @@ def build_record(
     started: str,
     finished: str,
     usage: dict,
+    notes: Mapping | None = None,
 ) -> dict:
     return {
+        **redact(dict(notes or {})),
         "rule": rule,
         "wildcards": dict(wildcards),
         "params": redact(dict(params)),
@@ -111,8 +125,10 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
     params = _named(smk.params)
     if seed is None:
         seed = params.get("seed", smk.config.get("seed"))
+    notes: dict = {}
     stack = contextlib.ExitStack()
     with stack:
+        stack.callback(_STEP_NOTES.reset, _STEP_NOTES.set(notes))
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             stream = stack.enter_context(log_path.open("a", buffering=1))
@@ -159,6 +175,7 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
             started=started,
             finished=_now(),
             usage=job_usage(time.monotonic() - clock, smk.threads),
+            notes=notes,
         )
         # Attempts that SLURM stopped (time limit, preemption) before this one finished.
         stops = stopped_attempts(smk.rule, outputs)

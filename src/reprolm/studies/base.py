@@ -33,6 +33,19 @@ from reprolm.registry import Registry
 CheckpointOutput = Callable[..., str]
 
 
+def listing_key(section, value: str, where: str) -> str | None:
+    """The dotted key under ``where`` of the first list in ``section`` that holds ``value``
+    (``ruler.bases``, ``flr.alignment.bases``); None where none does."""
+    if isinstance(section, list) and value in section:
+        return where
+    if isinstance(section, Mapping):
+        for key, item in section.items():
+            found = listing_key(item, value, f"{where}.{key}")
+            if found:
+                return found
+    return None
+
+
 class Study:
     """Defaults serve a study whose section has ``bases`` x ``recipes`` (plus ``baselines``
     used as they are), scored by ``evaluations`` (a metric on a prompt set) and an
@@ -76,9 +89,8 @@ class Study:
         if spec is None:
             raise ConfigError(f"study {self.name!r} is enabled but the config has no {self.name!r} section")
         self.validate_section(config)
+        self.check_bases(config)
         recipes = list(config.get("recipes", {}))
-        for base in spec.get("bases", []) + spec.get("baselines", []):
-            require(base, config["base_models"], f"{self.name}.bases")
         for base in sorted(set(spec.get("bases", [])) & endpoint_models(config)):
             raise ConfigError(
                 f"{self.name}.bases: {base!r} is asked through an endpoint (base_models.{base}.endpoint) and "
@@ -97,6 +109,15 @@ class Study:
         if suite:
             require(suite, config.get("lm_eval_suites", {}), f"{self.name}.lm_eval_suite")
         self.check_section(config)
+
+    def check_bases(self, config: Mapping) -> None:
+        """Every base model the study's models name is declared in ``base_models``; run before
+        any other check reads a model's settings, so that a misspelt base is named with its
+        key (``<study>.bases``, ``<study>.baselines``, or wherever the section lists it)."""
+        declared = config["base_models"]
+        for base in dict.fromkeys(base for base, _ in self.models(config)):
+            if base not in declared:
+                require(base, declared, listing_key(config[self.name], base, self.name) or self.name)
 
     def validate_section(self, config: Mapping) -> None:
         """The study's section, where the config has one, against :attr:`schema`; the
