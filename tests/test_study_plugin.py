@@ -123,9 +123,12 @@ def test_editing_the_study_file_reruns_its_tables_only(plugin_run, tmp_path):
     jobs = [line.split()[1].rstrip(":") for line in result.stdout.splitlines() if line.startswith("rule ")]
     assert sorted(jobs) == [
         "all",
+        "cost_page",
         "headline_summary",
         "paper_comparison",
+        "paper_comparison_pages",
         "provenance_index",
+        "provenance_page",
         "study_cost",
         "study_tables",
         "table_pages",
