@@ -271,6 +271,80 @@ def test_headlines_carry_the_runs_interval(tmp_path):
     assert row["this run lo"] < 50.0 < row["this run hi"]
 
 
+def _ifeval_headline(where: dict, **extra) -> dict:
+    return {
+        "study": "gem",
+        "figure": "IFEval",
+        "model": "Llama CE",
+        "paper": 44.7,
+        "table": "ifeval",
+        "where": where,
+        "column": "Avg",
+        **extra,
+    }
+
+
+STAND_IN = {"model": "{base} {recipe}", "where": {"base": "{base}", "model": "{recipe}"}}
+
+
+def test_a_headline_without_the_papers_model_shows_the_figures_of_its_stand_ins(tables):
+    pd.DataFrame({"base": ["b", "b", "c"], "model": ["CE", "GEM", "CE"], "Avg": [40.0, 44.0, 30.0]}).to_csv(
+        tables / "gem" / "ifeval.csv", index=False
+    )
+    stand_in = {**STAND_IN, "for_each": {"base": "gem.bases", "recipe": "gem.labels"}}
+    spec = {
+        "headlines": [
+            # The paper's model is not in the run: each stand-in the run made, a row of its own.
+            _ifeval_headline({"base": "llama", "model": "CE"}, stand_in=stand_in),
+            # The paper's own model is in the run: its figure, and no stand-in.
+            _ifeval_headline({"base": "b", "model": "CE"}, stand_in=stand_in),
+            # No stand-in made: the run's figure is left empty.
+            _ifeval_headline({"base": "llama", "model": "CE"}, stand_in={**stand_in, "for_each": {"base": "gem.none"}}),
+        ]
+    }
+    lists = {"gem.bases": ["b", "c", "d"], "gem.labels": ["CE"], "gem.none": []}
+    frame = headline_table([("h.yaml", spec)], tables, ["gem"], lists)
+    assert frame[["model", "this run model"]].fillna("").values.tolist() == [
+        ["Llama CE", "b CE"],
+        ["Llama CE", "c CE"],  # d CE: not made
+        ["Llama CE", "Llama CE"],
+        ["Llama CE", ""],
+    ]
+    assert frame["this run"].tolist()[:3] == [40.0, 30.0, 40.0] and pd.isna(frame["this run"].iloc[3])
+    # A stand-in is not the paper's model: no difference from the paper's figure.
+    assert frame["difference"].isna().tolist() == [True, True, False, True]
+    assert frame["difference"].iloc[2] == pytest.approx(40.0 - 44.7)
+    # The stand-ins' config lists are the comparison's, as the claims' are.
+    assert claim_lists({"gem": {"bases": ["b"], "labels": ["CE"]}}, [spec]) == {
+        "gem.bases": ["b"],
+        "gem.labels": ["CE"],
+        "gem.none": None,
+    }
+
+
+def test_a_stand_in_is_checked_with_its_headline(tmp_path):
+    bad = tmp_path / "headlines.yaml"
+    entry = "{study: gem, figure: f, model: m, paper: 1, table: t, where: {}, column: Avg, stand_in: %s}"
+    for stand_in, message in (
+        ("{model: x}", r"headlines\[0\].stand_in: missing keys \['where'\], unknown keys \[\]"),
+        ("{model: x, where: {}, for: {b: gem.bases}}", r"stand_in: missing keys \[\], unknown keys \['for'\]"),
+        (
+            "{model: x, where: {}, for_each: [gem.bases]}",
+            r"stand_in.for_each: expected placeholder -> dotted config key",
+        ),
+        ("[x]", r"headlines\[0\].stand_in: expected a mapping"),
+    ):
+        bad.write_text("headlines:\n  - " + entry % stand_in + "\n")
+        with pytest.raises(HeadlineError, match=message):
+            load_headlines(bad)
+    bad.write_text("headlines:\n  - " + entry % "{model: x, where: {}, for_each: {b: gem.bases}}" + "\n")
+    spec = load_headlines(bad)
+    with pytest.raises(
+        HeadlineError, match=r"headlines\[0\].stand_in.for_each.b: config key 'gem.bases' is not a list"
+    ):
+        headline_table([("h.yaml", spec)], tmp_path, ["gem"], {"gem.bases": "b"})
+
+
 def test_a_misplaced_figure_names_its_entry_and_the_table(tables):
     spec = {
         "headlines": [

@@ -2,22 +2,60 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
 from default_config import DEFAULT
+from reprolm.aggregate.paper_comparison import config_value
 from workflow_helpers import REPO, snakemake
 
 pytestmark = pytest.mark.workflow
 
 
+def stand_ins(entry: dict) -> list[str]:
+    """The default's models standing in for a headline's paper model, as the entry names them."""
+    stand_in = entry.get("stand_in")
+    if stand_in is None:
+        return []
+    lists = {name: config_value(DEFAULT, key) for name, key in stand_in.get("for_each", {}).items()}
+    labels = []
+    for values in itertools.product(*lists.values()):
+        label = stand_in["model"]
+        for name, value in zip(lists, values, strict=True):
+            label = label.replace("{" + name + "}", value)
+        labels.append(label)
+    return labels
+
+
 def test_paper_comparison_sets_headlines_beside_this_run_and_checks_directions_at_tiny_scale(default_run):
     headlines = pd.read_csv(default_run / "results/report/paper_headlines.csv")
     spec = yaml.safe_load((REPO / "config/paper_headlines.yaml").read_text())
-    assert len(headlines) == len(spec["headlines"])
-    # The tiny default has none of the papers' models: every headline is there, none filled.
-    assert headlines["this run"].isna().all() and headlines["paper"].notna().all()
+    # The tiny default has none of the papers' models: each headline's figure is that of the
+    # tiny models standing in for the paper's, a row each, and empty where it names none.
+    expected = [
+        (entry["figure"], entry["model"], model) for entry in spec["headlines"] for model in stand_ins(entry) or [None]
+    ]
+    made = [None if pd.isna(model) else model for model in headlines["this run model"]]
+    assert list(zip(headlines["figure"], headlines["model"], made, strict=True)) == expected
+    assert headlines["paper"].notna().all() and headlines["difference"].isna().all()
+    assert (headlines["this run"].notna() == headlines["this run model"].notna()).all()
+    filled = headlines[headlines["this run"].notna()]
+    assert set(filled["study"]) == set(DEFAULT["studies"]) - {"flr"}  # FLR's paper has no headline figure
+    # The figure of a stand-in is its own table's cell, with the interval beside it.
+    tlg = pd.read_csv(default_run / "results/tables/ruler/tlg_levels.csv").set_index(["model", "level"])
+    for base in DEFAULT["ruler"]["bases"]:
+        (row,) = filled[
+            (filled["figure"] == "TLG All-level FM") & (filled["this run model"] == f"{base}/ruler")
+        ].to_dict("records")
+        cell = tlg.loc[(f"{base}/ruler", "All")]
+        assert (row["this run"], row["this run lo"], row["this run hi"]) == pytest.approx(
+            (cell["FM"], cell["FM lo"], cell["FM hi"])
+        )
     assert set(headlines["study"]) == {item["study"] for item in spec["headlines"]} & set(DEFAULT["studies"])
     directions = pd.read_csv(default_run / "results/report/effect_directions.csv")
     # The claims name the default's own models through its config: Ruler per base, ExPO per pair.
@@ -80,11 +118,12 @@ def test_html_report_holds_every_studys_tables_plots_captions_and_the_provenance
         for path in (default_run / "results" / kind / study).glob(pattern)
     ]
     assert len(made) > 30
-    missing = [
-        name
-        for name in made + ["paper_headlines.csv", "effect_directions.csv", "leaderboard.csv", "provenance.csv"]
-        if name not in html
+    # The cross-study tables are pages too, each linking its CSV (tests/test_report_browser.py opens them).
+    pages = [
+        f"results/report/{name}.html" for name in ("paper_headlines", "effect_directions", "leaderboard", "provenance")
     ]
+    pages += [f"results/report/cost/{study}.html" for study in DEFAULT["studies"]]
+    missing = [name for name in made + pages if name not in html]
     assert missing == []
     # Each study's caption explains its metrics; the cross-study tables have their own.
     for explanation in (
@@ -109,3 +148,45 @@ def test_a_table_with_nothing_in_it_makes_a_page(tmp_path):
     empty.write_text("\n")
     page = table_page(empty, "flr: judge_agreement")
     assert "flr: judge_agreement" in page and "<table" in page and "<td>" not in page
+
+
+def test_the_leaderboard_ranks_every_model_with_its_interval_over_the_prompts(default_run):
+    board = pd.read_csv(default_run / "results/report/leaderboard.csv")
+    assert board["mean grade"].is_monotonic_decreasing and board["rank"].tolist() == list(range(1, len(board) + 1))
+    assert (board["mean grade lo"] < board["mean grade"]).all() and (board["mean grade"] < board["mean grade hi"]).all()
+    # The interval is the central 95% of the kept replicates: 1000 draws of the prompts the
+    # models answered, the same prompts for every model.
+    replicates = pd.read_parquet(default_run / "results/report/leaderboard.replicates.parquet")
+    prompts = pd.read_parquet(default_run / f"results/datasets/{DEFAULT['leaderboard']['promptset']}/test.parquet")
+    assert replicates["row"].tolist() == list(range(len(board))) and (replicates["units"] == len(prompts)).all()
+    for row in replicates.itertuples():
+        draws = np.asarray(row.replicates)
+        assert len(draws) == 1000
+        low, high = np.quantile(draws, [0.025, 0.975])
+        assert (low, high) == pytest.approx(
+            (board.loc[row.row, "mean grade lo"], board.loc[row.row, "mean grade hi"]), abs=1e-4
+        )
+
+
+def test_a_leaderboard_intervals_width_is_that_of_a_mean_over_its_prompts(tmp_path):
+    """Two models graded on 400 prompts (grades of spread 1): each mean grade's 95% interval is
+    about +-1.96/sqrt(400) wide, and the better model ranks first."""
+    from reprolm.aggregate.leaderboard import leaderboard
+
+    rng = np.random.default_rng(0)
+    grade_files = []
+    for name, centre in (("weak", 0.0), ("strong", 0.5)):
+        grades = rng.normal(centre, 1.0, size=400)
+        path = tmp_path / f"{name}.json"
+        ids = [f"prompt{i}" for i in range(400)]
+        path.write_text(
+            json.dumps({"judge": "j", "mean": float(grades.mean()), "ids": ids, "grades": [[g] for g in grades]})
+        )
+        grade_files.append(str(path))
+    board = leaderboard(
+        [("b", "weak"), ("b", "strong")], grade_files, [str(tmp_path / "none")] * 2, {"s": [("b", "strong")]}
+    )
+    assert board["model"].tolist() == ["b/strong", "b/weak"] and board["studies"].tolist() == ["s", ""]
+    for grade in board["mean grade"]:
+        assert grade.low < grade.value < grade.high
+        assert (grade.high - grade.low) / 2 == pytest.approx(1.96 / np.sqrt(400), rel=0.15)

@@ -97,10 +97,13 @@ def test_changing_the_voting_ks_rescores_only_the_sampled_gsm8k_answers(default_
         "score": len(GEM["recipes"]),
         "study_tables": 1,
         "study_cost": 1,
+        "cost_page": 1,
         "paper_comparison": 1,
+        "paper_comparison_pages": 1,
         "headline_summary": 1,
         "table_pages": 1,
         "provenance_index": 1,
+        "provenance_page": 1,
         "all": 1,
     }
     assert {(w["metric"], w["promptset"]) for rule, w in jobs if rule == "score"} == {
@@ -152,10 +155,13 @@ def test_library_edits_rerun_exactly_the_jobs_whose_code_changed(default_run, tm
         "score": len(MODELS),
         "study_tables": 1,
         "study_cost": 1,
+        "cost_page": 1,
         "paper_comparison": 1,
+        "paper_comparison_pages": 1,
         "headline_summary": 1,
         "table_pages": 1,
         "provenance_index": 1,
+        "provenance_page": 1,
         "all": 1,
     }
     assert [w["study"] for rule, w in jobs if rule == "study_tables"] == ["ruler"]
@@ -190,11 +196,15 @@ def test_a_checkpoint_replaced_in_place_reruns_what_was_made_from_it(default_run
         "lm_eval",
         "study_tables",
         "study_cost",
+        "cost_page",
         "paper_comparison",
+        "paper_comparison_pages",
         "headline_summary",
         "table_pages",
         "leaderboard",
+        "leaderboard_page",
         "provenance_index",
+        "provenance_page",
         "all",
     }
     assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"gem"}

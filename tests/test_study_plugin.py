@@ -105,7 +105,7 @@ def test_the_report_holds_the_plugin_studys_table_plot_and_caption(plugin_run):
     snakemake(plugin_run, "--configfile", "plugin.yaml", "--report", "report.html")
     html = (plugin_run / "report.html").read_text(errors="replace")
     for needle in (
-        "accuracy.csv",
+        "results/report/tables/greedy_accuracy/accuracy.html",  # its table, a page
         "accuracy.png",
         "counts answers with no number to read",
         "Greedy accuracy per model",
@@ -123,9 +123,12 @@ def test_editing_the_study_file_reruns_its_tables_only(plugin_run, tmp_path):
     jobs = [line.split()[1].rstrip(":") for line in result.stdout.splitlines() if line.startswith("rule ")]
     assert sorted(jobs) == [
         "all",
+        "cost_page",
         "headline_summary",
         "paper_comparison",
+        "paper_comparison_pages",
         "provenance_index",
+        "provenance_page",
         "study_cost",
         "study_tables",
         "table_pages",

@@ -63,9 +63,13 @@ RULE_STAGES: dict[str, RuleStage] = {
     "judge_agreement_page": RuleStage("report"),
     "headline_summary": RuleStage("report"),
     "paper_comparison": RuleStage("report"),
+    "paper_comparison_pages": RuleStage("report"),
     "leaderboard": RuleStage("report"),
+    "leaderboard_page": RuleStage("report"),
     "provenance_index": RuleStage("report"),
+    "provenance_page": RuleStage("report"),
     "study_cost": RuleStage("report"),
+    "cost_page": RuleStage("report"),
 }
 
 

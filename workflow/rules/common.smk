@@ -168,6 +168,16 @@ def report_inputs():
     )
 
 
+def report_pages():
+    """The cross-study tables as pages of the report, each beside its CSV."""
+    return (
+        ["results/report/paper_headlines.html", "results/report/effect_directions.html"]
+        + (["results/report/leaderboard.html"] if config.get("leaderboard") else [])
+        + ["results/report/provenance.html"]
+        + [f"results/report/cost/{s.name}.html" for s in STUDIES]
+    )
+
+
 def all_targets():
     return (
         report_inputs()
@@ -175,6 +185,7 @@ def all_targets():
         + ["results/report/headlines.html"]
         + [f"results/report/tables/{s.name}" for s in STUDIES]
         + [f"results/report/cost/{s.name}.csv" for s in STUDIES]
+        + report_pages()
         + standing_targets(config)
         + [target for s in STUDIES for target in s.targets(config)]
     )

@@ -56,9 +56,9 @@ rule table_pages:
 
 rule judge_agreement_page:
     input:
-        table="results/tables/judge_agreement/{study}.csv",
+        "results/tables/judge_agreement/{study}.csv",
     output:
-        page=report(
+        report(
             "results/report/judge_agreement/{study}.html",
             caption="../report/judge_agreement.rst",
             category="{study}",
@@ -71,6 +71,7 @@ rule judge_agreement_page:
         "../envs/core.yaml"
     params:
         code=library_code("table_page.py"),
+        titles=lambda wildcards: [f"{wildcards.study}: judge_agreement"],
     script:
         "../scripts/table_page.py"
 
@@ -96,16 +97,9 @@ rule paper_comparison:
         tables=[paths.tables_dir(s.name) for s in STUDIES],
         headlines="config/paper_headlines.yaml",
     output:
-        headlines=report(
-            "results/report/paper_headlines.csv",
-            caption="../report/paper_comparison.rst",
-            category="paper comparison",
-        ),
-        directions=report(
-            "results/report/effect_directions.csv",
-            caption="../report/paper_comparison.rst",
-            category="paper comparison",
-        ),
+        # The report shows these as pages (rule paper_comparison_pages), each with its CSV.
+        headlines="results/report/paper_headlines.csv",
+        directions="results/report/effect_directions.csv",
     log:
         "logs/paper_comparison.log",
     conda:
@@ -125,6 +119,34 @@ rule paper_comparison:
         "../scripts/paper_comparison.py"
 
 
+rule paper_comparison_pages:
+    input:
+        "results/report/paper_headlines.csv",
+        "results/report/effect_directions.csv",
+    output:
+        report(
+            "results/report/paper_headlines.html",
+            caption="../report/paper_comparison.rst",
+            category="paper comparison",
+            labels={"table": "paper headlines"},
+        ),
+        report(
+            "results/report/effect_directions.html",
+            caption="../report/paper_comparison.rst",
+            category="paper comparison",
+            labels={"table": "effect directions"},
+        ),
+    log:
+        "logs/paper_comparison_pages.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("table_page.py"),
+        titles=["paper headlines", "effect directions"],
+    script:
+        "../scripts/table_page.py"
+
+
 rule leaderboard:
     input:
         grades=lambda wildcards: leaderboard_grades(config),
@@ -133,11 +155,9 @@ rule leaderboard:
             for base, recipe in leaderboard_models(config)
         ],
     output:
-        report(
-            "results/report/leaderboard.csv",
-            caption="../report/leaderboard.rst",
-            category="leaderboard",
-        ),
+        # The report shows the table as a page (rule leaderboard_page), with its CSV.
+        table="results/report/leaderboard.csv",
+        replicates="results/report/leaderboard.replicates.parquet",
     log:
         "logs/leaderboard.log",
     conda:
@@ -151,15 +171,33 @@ rule leaderboard:
         "../scripts/leaderboard.py"
 
 
+rule leaderboard_page:
+    input:
+        "results/report/leaderboard.csv",
+    output:
+        report(
+            "results/report/leaderboard.html",
+            caption="../report/leaderboard.rst",
+            category="leaderboard",
+            labels={"table": "leaderboard"},
+        ),
+    log:
+        "logs/leaderboard_page.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("table_page.py"),
+        titles=["leaderboard"],
+    script:
+        "../scripts/table_page.py"
+
+
 rule provenance_index:
     input:
         report_inputs(),
     output:
-        report(
-            "results/report/provenance.csv",
-            caption="../report/provenance.rst",
-            category="provenance",
-        ),
+        # The report shows the index as a page (rule provenance_page), with its CSV.
+        "results/report/provenance.csv",
     log:
         "logs/provenance_index.log",
     conda:
@@ -170,17 +208,34 @@ rule provenance_index:
         "../scripts/provenance_index.py"
 
 
+rule provenance_page:
+    input:
+        "results/report/provenance.csv",
+    output:
+        report(
+            "results/report/provenance.html",
+            caption="../report/provenance.rst",
+            category="provenance",
+            labels={"table": "provenance index"},
+        ),
+    log:
+        "logs/provenance_page.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("table_page.py"),
+        titles=["provenance index"],
+    script:
+        "../scripts/table_page.py"
+
+
 rule study_cost:
     input:
         tables=lambda wildcards: paths.tables_dir(wildcards.study),
         plots=lambda wildcards: paths.plots_dir(wildcards.study),
     output:
-        report(
-            "results/report/cost/{study}.csv",
-            caption="../report/cost.rst",
-            category="{study}",
-            subcategory="cost",
-        ),
+        # The report shows the table as a page (rule cost_page), with its CSV.
+        "results/report/cost/{study}.csv",
     log:
         "logs/study_cost/{study}.log",
     conda:
@@ -189,3 +244,25 @@ rule study_cost:
         code=library_code("study_cost.py"),
     script:
         "../scripts/study_cost.py"
+
+
+rule cost_page:
+    input:
+        "results/report/cost/{study}.csv",
+    output:
+        report(
+            "results/report/cost/{study}.html",
+            caption="../report/cost.rst",
+            category="{study}",
+            subcategory="cost",
+            labels={"table": "cost"},
+        ),
+    log:
+        "logs/cost_page/{study}.log",
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("table_page.py"),
+        titles=lambda wildcards: [f"{wildcards.study}: cost"],
+    script:
+        "../scripts/table_page.py"

@@ -2,11 +2,9 @@ from reprolm.forkserver import run_in_forkserver
 
 run_in_forkserver()
 
-from pathlib import Path
-
 from reprolm.aggregate.report_pages import write_table_page
 from reprolm.provenance import tracked_step
 
 with tracked_step(snakemake):
-    table = Path(snakemake.input.table)
-    write_table_page(table, snakemake.output.page, f"{snakemake.wildcards.study}: {table.parent.name}")
+    for table, page, title in zip(snakemake.input, snakemake.output, snakemake.params.titles, strict=True):
+        write_table_page(table, page, title)

@@ -1,5 +1,6 @@
 """One leaderboard of every finetuned model of every study, ranked by one judge's mean
-grade, each row saying how its checkpoint was made (from the checkpoint's own record)."""
+grade with its 95% bootstrap interval over the prompts, each row saying how its checkpoint
+was made (from the checkpoint's own record)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reprolm.aggregate.judged import grade_estimate
 from reprolm.io import write_table
 from reprolm.provenance.query import read_record
 from reprolm.train.objectives import DEFAULT_OBJECTIVE
@@ -40,6 +42,9 @@ def leaderboard(
     model_dirs: Sequence[str],
     studies: Mapping[str, Sequence[Sequence[str]]],
 ) -> pd.DataFrame:
+    """One row per model, best mean grade first. A model's mean grade carries its interval
+    over the prompts (each prompt's turns drawn together); every model answered the same
+    prompts, drawn alike, so the replicates kept beside the table pair across models."""
     rows = []
     for (base, recipe), grade_file, model_dir in zip(models, grade_files, model_dirs, strict=True):
         grades = json.loads(Path(grade_file).read_text())
@@ -48,18 +53,26 @@ def leaderboard(
             {
                 "model": f"{base}/{recipe}",
                 "studies": ", ".join(used_by),
-                "mean grade": grades["mean"],
+                "mean grade": grade_estimate(grades["ids"], grades["grades"], grades["mean"], grade_file),
                 "judge": grades["judge"],
                 **_made_how(model_dir),
                 "lineage": f"reprolm lineage {model_dir}",
             }
         )
-    frame = pd.DataFrame(rows).sort_values("mean grade", ascending=False, kind="stable")
+    frame = (
+        pd.DataFrame(rows)
+        .sort_values(
+            "mean grade", key=lambda grades: grades.map(lambda grade: grade.value), ascending=False, kind="stable"
+        )
+        .reset_index(drop=True)
+    )
     frame.insert(0, "rank", range(1, len(frame) + 1))
     return frame
 
 
 def write_leaderboard(models, grade_files, model_dirs, studies, output: str) -> None:
+    """``output`` (a CSV), and the mean grades' bootstrap replicates beside it
+    (``{stem}.replicates.parquet``)."""
     write_table(
         leaderboard(models, grade_files, model_dirs, studies),
         Path(output).parent,

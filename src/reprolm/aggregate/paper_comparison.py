@@ -6,7 +6,11 @@ An effect claim names its models through the config: ``for_each`` maps a placeho
 config key holding a list (``{base: ruler.bases}``), and the claim is made once for each value
 (each combination, for several), the placeholder filled in its ``claim``, ``higher`` and
 ``lower``. A claim drawn over fewer than ``claims.min_units`` units or ``claims.min_seeds``
-replicate seeds is a smoke check: it is reported, never shown."""
+replicate seeds is a smoke check: it is reported, never shown.
+
+A headline names the paper's model; a run without it (the tiny default) shows, beside the
+paper's figure, the same figure of the models that stand in for it (the entry's
+``stand_in``: its rows named through the config, as a claim's are)."""
 
 from __future__ import annotations
 
@@ -95,31 +99,62 @@ def _replicates(table: Path, row: int, column: str) -> tuple[np.ndarray | None, 
 # its ``headlines`` and ``directions``): the file first, then each enabled study's own.
 Sources = list[tuple[str, Mapping]]
 
-HEADLINE_COLUMNS = ["study", "figure", "model", "paper", "this run", "this run lo", "this run hi", "difference"]
+HEADLINE_COLUMNS = [
+    "study",
+    "figure",
+    "model",
+    "paper",
+    "this run model",
+    "this run",
+    "this run lo",
+    "this run hi",
+    "difference",
+]
 
 
-def headline_table(sources: Sources, tables: Path, studies: list[str]) -> pd.DataFrame:
+def headline_table(
+    sources: Sources, tables: Path, studies: list[str], lists: Mapping[str, list] | None = None
+) -> pd.DataFrame:
+    """Each headline: the paper's figure and this run's for the paper's model, with the run's
+    interval and the difference run - paper. Where the run lacks that model, one row per model
+    of the entry's ``stand_in`` that the run made (``this run model`` names it; no difference:
+    a stand-in is not the paper's model), else one row with the run's figure empty.
+    ``lists``: the config values of the stand-ins' ``for_each`` keys (:func:`claim_lists`)."""
     rows = []
     for source, spec in sources:
         for index, item in enumerate(spec.get("headlines", [])):
             if item["study"] not in studies:
                 continue
-            cell = _cell(
-                tables, item["study"], item["table"], item["where"], item["column"], f"{source}: headlines[{index}]"
-            )
-            rows.append(
-                {
-                    "study": item["study"],
-                    "figure": item["figure"],
-                    "model": item["model"],
-                    "paper": item["paper"],
-                    "this run": cell.value,
-                    "this run lo": cell.low,
-                    "this run hi": cell.high,
-                    "difference": None if cell.value is None else cell.value - item["paper"],
-                }
-            )
+            entry = f"{source}: headlines[{index}]"
+            paper = {key: item[key] for key in ("study", "figure", "model", "paper")}
+            cell = _cell(tables, item["study"], item["table"], item["where"], item["column"], entry)
+            if cell.value is not None or "stand_in" not in item:
+                difference = None if cell.value is None else cell.value - item["paper"]
+                rows.append(_headline_row(paper, item["model"], cell, difference))
+                continue
+            stand_ins = [
+                (
+                    stand_in["model"],
+                    _cell(tables, item["study"], item["table"], stand_in["where"], item["column"], entry),
+                )
+                for stand_in in expand_for_each(item["stand_in"], lists or {}, f"{entry}.stand_in")
+            ]
+            made = [(model, cell) for model, cell in stand_ins if cell.value is not None]
+            rows += [_headline_row(paper, model, cell, None) for model, cell in made] or [
+                _headline_row(paper, None, Cell(None), None)
+            ]
     return pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
+
+
+def _headline_row(paper: Mapping, model: str | None, cell: Cell, difference: float | None) -> dict:
+    return {
+        **paper,
+        "this run model": model if cell.value is not None else None,
+        "this run": cell.value,
+        "this run lo": cell.low,
+        "this run hi": cell.high,
+        "difference": difference,
+    }
 
 
 # The level of the per-claim test; the Holm-adjusted p-values hold the family of claims to it.
@@ -197,20 +232,28 @@ def expand_directions(entries: Iterable[Mapping], lists: Mapping[str, list], sou
     """Each claim once per value of its ``for_each`` config keys (every combination), the
     values filled into its placeholders; a claim without ``for_each`` as it is. ``lists``:
     each key's value in the config (None where the config lacks it: no claim is made)."""
-    expanded = []
-    for index, entry in enumerate(entries):
-        for_each = entry.get("for_each") or {}
-        names, keys = list(for_each), list(for_each.values())
-        values = []
-        for name, key in zip(names, keys, strict=True):
-            value = lists.get(key)
-            if value is not None and not isinstance(value, list):
-                raise HeadlineError(f"{source}: directions[{index}].for_each.{name}: config key {key!r} is not a list")
-            values.append(value or [])
-        body = {key: value for key, value in entry.items() if key != "for_each"}
-        for combination in itertools.product(*values):
-            expanded.append(_placeholders(body, dict(zip(names, combination, strict=True))))
-    return expanded
+    return [
+        claim
+        for index, entry in enumerate(entries)
+        for claim in expand_for_each(entry, lists, f"{source}: directions[{index}]")
+    ]
+
+
+def expand_for_each(entry: Mapping, lists: Mapping[str, list], name: str) -> list[dict]:
+    """An entry (a claim, a headline's stand-in) once per combination of the values of its
+    ``for_each`` config keys, filled into its placeholders; errors name the entry ``name``."""
+    for_each = entry.get("for_each") or {}
+    names, keys = list(for_each), list(for_each.values())
+    values = []
+    for placeholder, key in zip(names, keys, strict=True):
+        value = lists.get(key)
+        if value is not None and not isinstance(value, list):
+            raise HeadlineError(f"{name}.for_each.{placeholder}: config key {key!r} is not a list")
+        values.append(value or [])
+    body = {key: value for key, value in entry.items() if key != "for_each"}
+    return [
+        _placeholders(body, dict(zip(names, combination, strict=True))) for combination in itertools.product(*values)
+    ]
 
 
 def direction_table(
@@ -291,7 +334,8 @@ def direction_table(
 HEADLINE_KEYS = {"study", "figure", "model", "paper", "table", "where", "column"}
 DIRECTION_KEYS = {"study", "claim", "table", "column", "higher", "lower"}
 # Keys an entry may leave out.
-OPTIONAL_KEYS = {"headlines": set(), "directions": {"for_each"}}
+OPTIONAL_KEYS = {"headlines": {"stand_in"}, "directions": {"for_each"}}
+STAND_IN_KEYS = {"model", "where"}
 
 
 def check_entries(spec: Mapping, source: str, implied: frozenset[str] = frozenset()) -> None:
@@ -307,14 +351,34 @@ def check_entries(spec: Mapping, source: str, implied: frozenset[str] = frozense
                 raise HeadlineError(f"{source}: {section}[{index}]: missing keys {missing}, unknown keys {extra}")
             if section == "headlines" and not isinstance(entry["paper"], (int, float)):
                 raise HeadlineError(f"{source}: headlines[{index}].paper: expected a number, got {entry['paper']!r}")
-            for_each = entry.get("for_each", {})
-            if not isinstance(for_each, Mapping) or not all(
-                isinstance(name, str) and isinstance(key, str) for name, key in for_each.items()
-            ):
-                raise HeadlineError(
-                    f"{source}: {section}[{index}].for_each: expected placeholder -> dotted config key "
-                    f"(e.g. {{base: <study>.bases}}), got {for_each!r}"
-                )
+            _check_for_each(entry.get("for_each", {}), f"{source}: {section}[{index}]")
+            if "stand_in" in entry:
+                _check_stand_in(entry["stand_in"], f"{source}: {section}[{index}].stand_in")
+
+
+def _check_for_each(for_each, name: str) -> None:
+    if not isinstance(for_each, Mapping) or not all(
+        isinstance(placeholder, str) and isinstance(key, str) for placeholder, key in for_each.items()
+    ):
+        raise HeadlineError(
+            f"{name}.for_each: expected placeholder -> dotted config key (e.g. {{base: <study>.bases}}), "
+            f"got {for_each!r}"
+        )
+
+
+def _check_stand_in(stand_in, name: str) -> None:
+    """A stand-in names its models (``model``, a label) and their rows (``where``), with
+    placeholders filled ``for_each`` value of config lists, as a claim does."""
+    if not isinstance(stand_in, Mapping):
+        raise HeadlineError(
+            f"{name}: expected a mapping with keys {sorted(STAND_IN_KEYS)} and for_each, got {stand_in!r}"
+        )
+    missing, extra = sorted(STAND_IN_KEYS - set(stand_in)), sorted(set(stand_in) - STAND_IN_KEYS - {"for_each"})
+    if missing or extra:
+        raise HeadlineError(f"{name}: missing keys {missing}, unknown keys {extra}")
+    if not isinstance(stand_in["where"], Mapping):
+        raise HeadlineError(f"{name}.where: expected column -> value, got {stand_in['where']!r}")
+    _check_for_each(stand_in.get("for_each", {}), name)
 
 
 def load_headlines(path: str | Path) -> dict:
@@ -344,10 +408,13 @@ def study_headlines(studies: Iterable) -> dict[str, dict]:
 
 
 def claim_lists(config: Mapping, specs: Iterable[Mapping]) -> dict[str, list | None]:
-    """The config value of every ``for_each`` key the claims of ``specs`` name (the headline
-    file's and the studies' own): what the comparison job needs of the config, so that it
-    reruns when one of them changes."""
-    keys = {key for spec in specs for entry in spec.get("directions", []) for key in entry.get("for_each", {}).values()}
+    """The config value of every ``for_each`` key the claims and the headlines' stand-ins of
+    ``specs`` name (the headline file's and the studies' own): what the comparison job needs
+    of the config, so that it reruns when one of them changes."""
+    specs = list(specs)
+    entries = [entry for spec in specs for entry in spec.get("directions", [])]
+    entries += [entry["stand_in"] for spec in specs for entry in spec.get("headlines", []) if "stand_in" in entry]
+    keys = {key for entry in entries for key in entry.get("for_each", {}).values()}
     return {key: config_value(config, key) for key in sorted(keys)}
 
 
@@ -377,7 +444,7 @@ def write_paper_comparison(
     settings = settings or {}
     sources = [(str(headlines_file), load_headlines(headlines_file))]
     sources += [(f"study {name!r}", spec) for name, spec in declared.items()]
-    headline = headline_table(sources, Path(tables), studies)
+    headline = headline_table(sources, Path(tables), studies, settings.get("lists", {}))
     direction = direction_table(
         sources,
         Path(tables),

@@ -16,8 +16,7 @@ from reprolm.io import atomic_path
 STYLE = """
 body { font-family: sans-serif; font-size: 14px; margin: 1em; }
 table { border-collapse: collapse; }
-th, td { border-bottom: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
+th, td { border-bottom: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
 thead th { background: #f0f0f0; position: sticky; top: 0; }
 """
 
@@ -32,8 +31,25 @@ def read_cells(csv_path: str | Path) -> pd.DataFrame:
         return pd.DataFrame()
 
 
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
 def html_table(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, border=0, escape=True)
+    """The table, its columns of figures (every cell a number or empty) aligned right, as
+    figures read, its text left."""
+    figures = [
+        position
+        for position, column in enumerate(frame.columns, start=1)
+        if (frame[column] != "").any() and all(_is_number(cell) for cell in frame[column] if cell != "")
+    ]
+    cells = ", ".join(f"th:nth-child({position}), td:nth-child({position})" for position in figures)
+    style = f"<style>{cells} {{ text-align: right; }}</style>" if figures else ""
+    return style + frame.to_html(index=False, border=0, escape=True, justify="left")
 
 
 def table_page(csv_path: str | Path, title: str, caption: str = "") -> str:
@@ -81,27 +97,65 @@ def write_table_page(csv_path: str | Path, output: str | Path, title: str) -> No
         Path(tmp).write_text(table_page(csv_path, title))
 
 
+def _interval(low: pd.Series, high: pd.Series) -> pd.Series:
+    """``[lo, hi]`` where a figure has an interval, else empty."""
+    return ("[" + low + ", " + high + "]").where((low != "") & (high != ""), "")
+
+
+# The summary's columns of figures stay on one line each; its second column (a claim, a
+# figure's name) takes the width left.
+SUMMARY_STYLE = """<style>
+table.summary th { text-align: left; }
+table.summary td { white-space: nowrap; }
+table.summary td:nth-child(2) { white-space: normal; }
+</style>"""
+
+
 def headline_summary(headlines_csv: str | Path, directions_csv: str | Path) -> str:
-    """The report's first page: the papers' headline figures beside this run's, and each
-    paper's direction of effect with this run's difference, its 95% interval, the units and
-    seeds it rests on, and its verdict."""
+    """The report's first page, compact: each paper's direction of effect with this run's
+    difference, its 95% interval, the units and seeds it rests on and its verdict; and the
+    papers' headline figures beside this run's, for each figure the run made (of the paper's
+    model or of a model standing in for it). Every column of both is on their own pages."""
     headlines = read_cells(headlines_csv)
     directions = read_cells(directions_csv)
-    interval = directions["difference lo"] + " .. " + directions["difference hi"]
     effects = pd.DataFrame(
         {
             "study": directions["study"],
             "claim": directions["claim"],
             "difference": directions["difference"],
-            "95% interval": interval.where(directions["difference lo"] != "", ""),
+            "95% interval": _interval(directions["difference lo"], directions["difference hi"]),
             "units": directions["units"],
             "seeds": directions["seeds"],
             "verdict": directions["verdict"],
-            "shown after Holm": directions["shown after Holm"],
         }
     )
-    figures = headlines[["study", "figure", "model", "paper", "this run"]]
-    return "<h3>Directions of effect</h3>" + html_table(effects) + "<h3>Headline figures</h3>" + html_table(figures)
+    made = headlines[headlines["this run"] != ""]
+    figures = pd.DataFrame(
+        {
+            "study": made["study"],
+            "figure": made["figure"],
+            "paper": made["paper"],
+            "paper's model": made["model"],
+            "this run": made["this run"],
+            "95% interval": _interval(made["this run lo"], made["this run hi"]),
+            "this run's model": made["this run model"],
+        }
+    )
+    unmade = len(headlines) - len(made)
+    note = (
+        f"<p>{unmade} of the papers' {len(headlines)} headline figures are not made by this run "
+        "(its models are neither the papers' nor stand-ins for them); the paper headlines page lists them all.</p>"
+        if unmade
+        else ""
+    )
+    return (
+        SUMMARY_STYLE
+        + "<h3>Directions of effect</h3>"
+        + effects.to_html(index=False, border=0, escape=True, justify="left", classes="summary directions")
+        + "<h3>Headline figures</h3>"
+        + figures.to_html(index=False, border=0, escape=True, justify="left", classes="summary headlines")
+        + note
+    )
 
 
 def write_headline_summary(headlines_csv: str | Path, directions_csv: str | Path, output: str | Path) -> None:
