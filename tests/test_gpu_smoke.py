@@ -226,8 +226,8 @@ def test_the_readme_command_runs_every_step_on_the_cpu(tmp_path):
     assert list(report["steps"]) == [
         "environment",
         "install",
-        "workflow",
         "finetune_1b:paper",
+        "workflow",
         "finetune_1b:no_checkpointing",
         "imports",
     ]
@@ -249,7 +249,7 @@ def test_the_readme_command_runs_every_step_on_the_cpu(tmp_path):
         measured = report["finetune_1b"][variant]
         assert measured["size"] == "tiny" and measured["recipe"]["max_length"] == 128
         assert measured["trainer"]["gradient_checkpointing"] == (variant == "paper")
-        assert measured["tokens_per_second"] > 0 and measured["measured_steps"] == 2
+        assert measured["tokens_per_second"] > 0 and measured["measured_steps"] == 2 and measured["complete"]
         assert measured["tokens_per_step"] == 2 * 2 * 128
         assert measured["mfu"] is None and measured["peak_flops"] is None
         assert measured["memory"]["peak_allocated_gib"] is None and measured["memory"]["finetune_gib_model"] > 0

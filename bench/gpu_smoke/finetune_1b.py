@@ -123,16 +123,21 @@ def timed_throughput(step_times: dict[int, float], warmup_steps: int, tokens_per
 
 
 class StepTimes(logging.Handler):
-    """Each optimizer step's end time, read off the recipe path's own progress lines."""
+    """Each optimizer step's end time, read off the recipe path's own progress lines; at the
+    last step, ``at_last_step`` is called (before the Trainer saves its checkpoint)."""
 
-    def __init__(self):
+    def __init__(self, last_step: int, at_last_step):
         super().__init__(logging.INFO)
         self.times: dict[int, float] = {}
+        self.last_step, self.at_last_step = last_step, at_last_step
 
     def emit(self, record):
         match = PROGRESS_LINE.match(record.getMessage())
         if match:
-            self.times[int(match.group(1))] = time.monotonic()
+            step = int(match.group(1))
+            self.times[step] = time.monotonic()
+            if step == self.last_step:
+                self.at_last_step()
 
 
 def synthetic_rows(count: int, words: int, seed: int) -> list[dict]:
@@ -197,11 +202,12 @@ def build(size: dict, device: str, model_dir: Path, train_file: Path, rows: int)
     return facts
 
 
-def measure(device: str, size_name: str, variant: str, work: Path) -> dict:
+def measure(device: str, size_name: str, variant: str, work: Path, result: Path) -> dict:
+    """Build, finetune and write the figures to ``result``: once at the last step (so that a
+    run stopped while the Trainer writes its final checkpoint, ~15 GB at 1B, keeps them;
+    ``complete`` false), and again when the finetune is done."""
     import torch
 
-    from reprolm.config.resources import finetune_gib
-    from reprolm.plan import TRAINING_BYTES
     from reprolm.train.finetune import FinetuneSpec, training_arguments
     from reprolm.train.launch import launch
 
@@ -211,7 +217,7 @@ def measure(device: str, size_name: str, variant: str, work: Path) -> dict:
     model_dir, train_file = work / "model", work / "train.parquet"
     started = time.monotonic()
     model = build(size, device, model_dir, train_file, steps * sequences_per_step)
-    built = time.monotonic() - started
+    seconds = {"build": round(time.monotonic() - started, 1)}
     recipe = {
         "dataset": "synthetic",
         "format": "instruction_response",
@@ -233,34 +239,8 @@ def measure(device: str, size_name: str, variant: str, work: Path) -> dict:
         precision="bfloat16",
     )
     args = training_arguments(spec)
-    os.environ["REPROLM_PROGRESS_STEPS"] = "1"
-    timer = StepTimes()
-    progress_log = logging.getLogger("reprolm.train.progress")
-    progress_log.addHandler(timer)
-    if device == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-    trained = time.monotonic()
-    launch(spec, "none")
-    finished = time.monotonic()
-    progress_log.removeHandler(timer)
-    throughput = timed_throughput(timer.times, size["warmup_steps"], sequences_per_step * size["max_length"])
-    device_name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
-    peak, peak_source = peak_bf16_flops(device_name if device == "cuda" else None)
-    tokens_per_second = throughput["tokens_per_second"]
-    attention = attention_flops_per_token(model["layers"], model["hidden_size"], size["max_length"])
-    mfu = model_flops_utilisation(model["parameters"], tokens_per_second, peak)
-    gib = 2**30
-    memory = {
-        "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / gib, 2) if device == "cuda" else None,
-        "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / gib, 2) if device == "cuda" else None,
-        "finetune_gib_model": round(finetune_gib(model["parameters"], 1, 0, recipe), 2),
-        "plan_states_gib": round(model["parameters"] * TRAINING_BYTES / gib, 2),
-    }
-    if memory["peak_allocated_gib"] is not None:
-        memory["allocated_over_model"] = round(memory["peak_allocated_gib"] / memory["finetune_gib_model"], 3)
-    return {
-        "device": device_name,
+    described = {
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
         "size": size_name,
         "variant": variant,
         "model": model,
@@ -273,24 +253,73 @@ def measure(device: str, size_name: str, variant: str, work: Path) -> dict:
             "torch_compile": args.torch_compile,
             "dataloader_num_workers": args.dataloader_num_workers,
         },
-        **throughput,
         "steps": steps,
-        "peak_flops": peak,
-        "peak_source": peak_source,
-        "mfu": round(mfu, 4) if mfu is not None else None,
-        "mfu_with_attention": (
-            round(mfu * (6 * model["parameters"] + attention) / (6 * model["parameters"]), 4)
-            if mfu is not None
-            else None
-        ),
-        "mfu_formula": "6 * parameters * tokens_per_second / peak_flops",
-        "memory": memory,
-        "seconds": {
-            "build": round(built, 1),
-            "finetune": round(finished - trained, 1),
-            "total": round(finished - started, 1),
-        },
     }
+
+    def write(complete: bool) -> dict:
+        throughput = timed_throughput(timer.times, size["warmup_steps"], sequences_per_step * size["max_length"])
+        figures = {
+            **described,
+            **throughput,
+            **utilisation(model, size["max_length"], throughput["tokens_per_second"], device),
+            "memory": memory(model["parameters"], recipe, device),
+            "seconds": {**seconds, "total": round(time.monotonic() - started, 1)},
+            "complete": complete,
+        }
+        result.write_text(json.dumps(figures, indent=2) + "\n")
+        return figures
+
+    os.environ["REPROLM_PROGRESS_STEPS"] = "1"
+    timer = StepTimes(steps, lambda: write(complete=False))
+    progress_log = logging.getLogger("reprolm.train.progress")
+    progress_log.addHandler(timer)
+    if device == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    trained = time.monotonic()
+    try:
+        launch(spec, "none")
+    finally:
+        progress_log.removeHandler(timer)
+    seconds["finetune"] = round(time.monotonic() - trained, 1)
+    return write(complete=True)
+
+
+def utilisation(model: dict, sequence: int, tokens_per_second: float, device: str) -> dict:
+    """MFU against the device's dense bf16 peak, without and with attention's FLOPs."""
+    import torch
+
+    peak, source = peak_bf16_flops(torch.cuda.get_device_name(0) if device == "cuda" else None)
+    mfu = model_flops_utilisation(model["parameters"], tokens_per_second, peak)
+    dense = 6 * model["parameters"]
+    attention = attention_flops_per_token(model["layers"], model["hidden_size"], sequence)
+    return {
+        "peak_flops": peak,
+        "peak_source": source,
+        "mfu": round(mfu, 4) if mfu is not None else None,
+        "mfu_with_attention": round(mfu * (dense + attention) / dense, 4) if mfu is not None else None,
+        "mfu_formula": "6 * parameters * tokens_per_second / peak_flops",
+    }
+
+
+def memory(parameters: int, recipe: dict, device: str) -> dict:
+    """Peak GPU memory so far beside the pre-flight check's model (``finetune_gib``: one GPU,
+    no ZeRO) and ``reprolm plan``'s states."""
+    import torch
+
+    from reprolm.config.resources import finetune_gib
+    from reprolm.plan import TRAINING_BYTES
+
+    gib = 2**30
+    figures = {
+        "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / gib, 2) if device == "cuda" else None,
+        "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / gib, 2) if device == "cuda" else None,
+        "finetune_gib_model": round(finetune_gib(parameters, 1, 0, recipe), 2),
+        "plan_states_gib": round(parameters * TRAINING_BYTES / gib, 2),
+    }
+    if figures["peak_allocated_gib"] is not None:
+        figures["allocated_over_model"] = round(figures["peak_allocated_gib"] / figures["finetune_gib_model"], 3)
+    return figures
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -304,11 +333,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stdout)
     args.work.mkdir(parents=True, exist_ok=True)
     try:
-        result = measure(args.device, args.size, args.variant, args.work)
+        result = measure(args.device, args.size, args.variant, args.work, args.result)
     finally:
         # A 1B run leaves ~20 GB of checkpoints and weights; the next variant needs the disk.
         shutil.rmtree(args.work, ignore_errors=True)
-    args.result.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 
 
