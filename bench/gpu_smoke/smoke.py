@@ -32,6 +32,7 @@ with it. The run's logs come back beside the JSON: ``workflow.log`` (Snakemake's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime as dt
 import json
@@ -109,6 +110,8 @@ VERSIONS = (
 )
 # What the jobs import that the machine's image lacks: a broken install shows up here first.
 CARRIED_MODULES = ("snakemake", "trl", "datasets", "lm_eval", "jsonschema", "nltk", "evaluate", "reprolm")
+# How long a step past its limit has to stop on SIGTERM before it is killed.
+STOP_GRACE_S = 15
 ERROR_TAIL = 3000
 LOG_TAIL_LINES = 40
 PROBE = """
@@ -259,7 +262,16 @@ class Smoke:
             try:
                 status = process.wait(timeout=max(1.0, limit))
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+                # SIGTERM first: Snakemake stops its jobs, and a finetune's launcher passes the
+                # stop on to the torchrun workers it started in sessions of their own.
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    pass
+                # Whatever of its process group is left.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
                 status = None
             output.seek(0)
@@ -427,6 +439,8 @@ class Smoke:
         command += ["--work", str(self.work / f"finetune_1b_{variant}"), "--result", str(result)]
         log = self.work / f"finetune_1b_{variant}.log"
         status, text = self.call(command, self.limit(step), log=log)
+        # Its own clean-up does not run when it is killed: ~20 GB of weights and checkpoints.
+        shutil.rmtree(self.work / f"finetune_1b_{variant}", ignore_errors=True)
         seconds = time.monotonic() - clock
         if result.exists():
             # Written at the last step, then again at the end: figures even from a run stopped
