@@ -20,7 +20,7 @@ export TOKENIZERS_PARALLELISM := false
 # by side, the test suite's processes) torch's spinning threads took three times the CPU.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup setup-gpu system-deps run report test test-fast lint format clean bench slurm-profile docs
+.PHONY: setup setup-gpu system-deps run report test test-fast lint format clean bench gpu-smoke-wheels slurm-profile docs
 
 # Packages are installed with their bytecode compiled: where the environment sets
 # PYTHONDONTWRITEBYTECODE (as container images often do), Python never caches what it compiles,
@@ -107,6 +107,11 @@ format: setup
 
 bench: setup
 	$(PY) bench/run_bench.py
+
+# What bench/gpu_smoke carries to a GPU machine whose image lacks Snakemake, TRL, datasets and
+# lm-eval: the wheels bench/gpu_smoke/wheels.txt lists, for its Python 3.12, into .gpu-wheels/.
+gpu-smoke-wheels:
+	bash bench/gpu_smoke/wheels.sh
 
 # The documentation site (docs/, mkdocs.yml) into site/: the configuration keys page written from
 # the config schema, then a strict build (a broken link or a page outside the navigation fails it).
