@@ -11,6 +11,7 @@ from reprolm.config.checks import check_config, preflight
 from reprolm.config.overlays import naming_the_file
 from reprolm.config.schema import validate_config
 from reprolm.config.params import canonical
+from reprolm.config.run_folder import other_run
 from reprolm.config.resources import (
     attempt_size,
     build_request,
@@ -64,6 +65,11 @@ with naming_the_file(
     check_config(config, SCHEMA)
     preflight(config)
 STUDIES = enabled_studies(config)
+# One run per folder: a run of another base config than the one that made results/ would
+# replace its results (reprolm.config.run_folder). A dry run says so here; a real run is
+# refused before its first job (onstart).
+if (other := other_run(workflow.config_settings.configfiles)) is not None:
+    logger.warning(f"{other}; a real run is refused before its first job")
 # Results are keyed by content: a checkpoint replaced in place reruns what used it.
 for replaced in mark_replaced_folders():
     logger.warning(
