@@ -59,7 +59,13 @@ def test_another_base_config_is_refused_where_a_run_is_recorded_and_overlays_are
     record_run([], root)
     record = yaml.safe_load((root / RECORD).read_text())
     assert record == {"config": "config/config.yaml", "files": ["config/config.yaml"]}
-    for same in ([], ["config/config.yaml"], ["variant.yaml"], ["variants/deeper.yaml"], ["config/config.yaml", "mine.yaml"]):
+    for same in (
+        [],
+        ["config/config.yaml"],
+        ["variant.yaml"],
+        ["variants/deeper.yaml"],
+        ["config/config.yaml", "mine.yaml"],
+    ):
         assert other_run(same, root) is None, same
         refuse_other_run(same, root)
     refusal = other_run(["config/paper.yaml"], root)
@@ -109,8 +115,10 @@ def test_snakemake_records_the_run_and_refuses_another_base_config_before_any_jo
     snakemake(work, TARGET)
     assert yaml.safe_load((work / RECORD).read_text())["config"] == "config/config.yaml"
     # An overlay of the default changes this run: it runs, and the record names its files.
-    (work / "variant.yaml").write_text(yaml.safe_dump({"extends": "config/config.yaml", "seed": 3}))
-    snakemake(work, TARGET, "--configfile", "variant.yaml")
+    variant = {"extends": "config/config.yaml", "sources": {"alpaca_eval": {"fixture": {"n": 12}}}}
+    (work / "variant.yaml").write_text(yaml.safe_dump(variant))
+    rerun = snakemake(work, TARGET, "--configfile", "variant.yaml")
+    assert "Finished jobid" in rerun.stdout + rerun.stderr
     assert yaml.safe_load((work / RECORD).read_text()) == {
         "config": "config/config.yaml",
         "files": ["variant.yaml", "config/config.yaml"],
