@@ -26,17 +26,20 @@ BASES = ["tiny_llama_small"]
 
 
 def _config(**changes) -> dict:
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    config["studies"] = ["greedy_accuracy"]
-    config["study_modules"] = [str(STUDY_FILE)]
-    config["greedy_accuracy"] = {
-        "bases": BASES,
-        "evaluations": [{"promptset": "gsm8k_greedy", "metric": "answer_accuracy"}],
+    """An overlay of the default config: a change of the default run whose copy it runs in (a
+    config of another base is refused there: reprolm.config.run_folder)."""
+    return {
+        "extends": "config/config.yaml",
+        "studies": ["greedy_accuracy"],
+        "study_modules": [str(STUDY_FILE)],
+        "greedy_accuracy": {
+            "bases": BASES,
+            "evaluations": [{"promptset": "gsm8k_greedy", "metric": "answer_accuracy"}],
+        },
+        # The leaderboard ranks finetuned models; this study evaluates base models as they are.
+        "leaderboard": None,
+        **changes,
     }
-    # The leaderboard ranks finetuned models; this study evaluates base models as they are.
-    del config["leaderboard"]
-    config.update(changes)
-    return config
 
 
 @pytest.fixture(scope="module")
@@ -182,11 +185,13 @@ def test_a_study_with_a_step_of_its_own_runs_from_its_folder_to_the_report(run_c
     runs its step on the prompt sets' datasets (the default run's, which the workflow's own
     dataset rule built) and its table reaches the report (no model)."""
     work = run_copy
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    config["studies"] = ["prompt_words"]
-    config["study_modules"] = [str(STEP_STUDY / "study.py")]
-    config["prompt_words"] = {"promptsets": ["poems", "gsm8k_greedy"]}
-    del config["leaderboard"]
+    config = {
+        "extends": "config/config.yaml",
+        "studies": ["prompt_words"],
+        "study_modules": [str(STEP_STUDY / "study.py")],
+        "prompt_words": {"promptsets": ["poems", "gsm8k_greedy"]},
+        "leaderboard": None,
+    }
     (work / "words.yaml").write_text(yaml.safe_dump(config))
     snakemake(work, "--configfile", "words.yaml")
     table = pd.read_csv(work / "results/tables/prompt_words/prompt_words.csv").set_index("promptset")

@@ -161,7 +161,8 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
     monkeypatch.setenv("REPROLM_TEST_JUDGE_KEY", secret)
     hub_token = "hf_reprolm" + "TestToken0123456789"
     monkeypatch.setenv("HF_TOKEN", hub_token)
-    config = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    # An overlay of the default config, which made the run (reprolm.config.run_folder).
+    config = {"extends": "config/config.yaml", "judges": {}, "sources": {}}
     config["judges"]["standin"] = {
         "kind": "chat_endpoint",
         "base_url": chat_endpoint,
@@ -220,8 +221,7 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
 def test_incompatible_extrapolation_is_refused_without_output(run_copy, tmp_path):
     default_run = run_copy  # tries a job: a private copy of the run
     # The ruler recipe adds MLT tokens, so its model no longer matches the base model's shapes.
-    config = yaml.safe_load((default_run / "config/config.yaml").read_text())
-    config["expo"]["references"]["ruler"] = "pretrained"
+    config = {"extends": "config/config.yaml", "expo": {"references": {"ruler": "pretrained"}}}
     configfile = tmp_path / "expo.yaml"
     configfile.write_text(yaml.safe_dump(config))
     target = "results/models/tiny_llama/ruler+expo0.5"

@@ -12,6 +12,7 @@ from reprolm.config.hub_ids import check_hub_ids
 from reprolm.config.overlays import naming_the_file
 from reprolm.config.schema import validate_config
 from reprolm.config.params import canonical
+from reprolm.config.run_folder import other_run
 from reprolm.config.resources import (
     attempt_size,
     build_request,
@@ -68,6 +69,11 @@ with naming_the_file(
     if not workflow.remote_exec:
         check_hub_ids(config, warn=logger.warning)
 STUDIES = enabled_studies(config)
+# One run per folder: a run of another base config than the one that made results/ would
+# replace its results (reprolm.config.run_folder). A dry run says so here; a real run is
+# refused before its first job (onstart).
+if (other := other_run(workflow.config_settings.configfiles)) is not None:
+    logger.warning(f"{other}; a real run is refused before its first job")
 # Results are keyed by content: a checkpoint replaced in place reruns what used it.
 for replaced in mark_replaced_folders():
     logger.warning(

@@ -40,6 +40,13 @@ def overlay_origin(configfiles: Sequence[str | Path]) -> Path:
     return Path(configfiles[-1])
 
 
+def extends_chain(origin: str | Path, root: str | Path | None = None) -> list[Path]:
+    """``origin`` and the files its ``extends`` chain names, each laid over the next; the last
+    is the file the whole chain is laid on."""
+    root = Path.cwd() if root is None else Path(root)
+    return [Path(origin), *(path for path, _ in _bases(Path(origin), root))]
+
+
 # How the keys given on Snakemake's command line are named in an error.
 COMMAND_LINE = "--config"
 
