@@ -1,0 +1,77 @@
+"""The effects the embedded default exists to show, checked on a finished run's tables.
+
+Each check reads only the run's CSV tables, so the same checks run on the session's default
+run (tests/test_default_effects.py) and on the tables of a degenerate run kept in
+tests/data/degenerate_default_run (the default of commit ae0e04e, whose Ruler models never
+stopped), which they must refuse.
+
+The floors are below every run they were measured on (seeds 42 and 43 of the default on
+two machines; the figures are in bench/RESULTS.md, "Effects of the embedded default"),
+with room for a machine whose float rounding changes sampled text: an effect is asked to
+be there, not to have one run's size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+# Ruler against vanilla SFT, TLG All-level FM, per base: the difference (points) and its
+# lower 95% bound; the Ruler model's own FM; the share of a Ruler model's TLG outputs that
+# may run to max_new_tokens (most must stop on their own).
+RULER_MIN_DIFFERENCE = 20.0
+RULER_MIN_FM = 40.0
+RULER_MAX_AT_LIMIT = 50.0
+# GEM's diversity gains over CE (n-gram distinct ratio, points) and ExPO's LC win-rate gain.
+GEM_MIN_DIFFERENCE = 3.0
+EXPO_MIN_DIFFERENCE = 1.0
+# Harmony: train-before-test raises the mean Kendall tau between task rankings.
+HARMONY_MIN_TAU_GAIN = 0.2
+
+
+def directions(run: Path, study: str) -> pd.DataFrame:
+    table = pd.read_csv(run / "results/report/effect_directions.csv")
+    return table[table["study"] == study]
+
+
+def _above_zero(claims: pd.DataFrame, minimum: float) -> list[str]:
+    """The claims whose difference is under ``minimum`` or whose interval reaches zero."""
+    return [
+        f"{row['claim']}: {row['difference']} [{row['difference lo']}, {row['difference hi']}], "
+        f"asked for at least {minimum} with the interval above zero"
+        for _, row in claims.iterrows()
+        if not (row["difference"] >= minimum and row["difference lo"] > 0)
+    ]
+
+
+def ruler_problems(run: Path, bases: list[str]) -> list[str]:
+    problems = []
+    claims = directions(run, "ruler")
+    if len(claims) != len(bases):
+        problems.append(f"Ruler claims for {len(claims)} bases, the config has {len(bases)}")
+    problems += _above_zero(claims, RULER_MIN_DIFFERENCE)
+    tlg = pd.read_csv(run / "results/tables/ruler/tlg_levels.csv").set_index(["model", "level"])
+    errors = pd.read_csv(run / "results/tables/ruler/length_errors.csv").set_index("model")
+    for base in bases:
+        model = f"{base}/ruler"
+        if tlg.loc[(model, "All"), "FM"] < RULER_MIN_FM:
+            problems.append(f"{model}: TLG All-level FM {tlg.loc[(model, 'All'), 'FM']} < {RULER_MIN_FM}")
+        at_limit = errors["at max_new_tokens"].get(model) if "at max_new_tokens" in errors else None
+        if at_limit is None or pd.isna(at_limit) or at_limit > RULER_MAX_AT_LIMIT:
+            problems.append(f"{model}: {at_limit}% of TLG outputs ran to max_new_tokens (at most {RULER_MAX_AT_LIMIT})")
+    return problems
+
+
+def gem_problems(run: Path) -> list[str]:
+    return _above_zero(directions(run, "gem"), GEM_MIN_DIFFERENCE)
+
+
+def expo_problems(run: Path) -> list[str]:
+    return _above_zero(directions(run, "expo"), EXPO_MIN_DIFFERENCE)
+
+
+def harmony_problems(run: Path) -> list[str]:
+    summary = pd.read_csv(run / "results/tables/harmony/consistency_summary.csv").set_index("evaluation")
+    gain = summary.loc["train_before_test", "mean_kendall_tau"] - summary.loc["direct", "mean_kendall_tau"]
+    return [] if gain >= HARMONY_MIN_TAU_GAIN else [f"mean Kendall tau gain {gain:.3f} < {HARMONY_MIN_TAU_GAIN}"]

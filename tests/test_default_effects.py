@@ -1,0 +1,45 @@
+"""The default run shows what it exists to show: every study's effect, with margins
+(tests/default_effects.py), and the same checks refuse a real degenerate run's tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import default_effects
+from default_config import DEFAULT
+
+DEGENERATE = Path(__file__).parent / "data" / "degenerate_default_run"
+
+
+@pytest.mark.workflow
+def test_ruler_models_stop_near_the_asked_length_and_beat_vanilla_on_every_base(default_run):
+    assert default_effects.ruler_problems(default_run, DEFAULT["ruler"]["bases"]) == []
+
+
+@pytest.mark.workflow
+def test_gem_keeps_more_diversity_than_ce(default_run):
+    assert default_effects.gem_problems(default_run) == []
+
+
+@pytest.mark.workflow
+def test_expo_raises_the_win_rate_of_both_aligned_models(default_run):
+    assert default_effects.expo_problems(default_run) == []
+
+
+@pytest.mark.workflow
+def test_train_before_test_raises_ranking_agreement(default_run):
+    assert default_effects.harmony_problems(default_run) == []
+
+
+def test_the_ruler_check_refuses_a_run_whose_models_never_stopped():
+    problems = default_effects.ruler_problems(DEGENERATE, DEFAULT["ruler"]["bases"])
+    for base in DEFAULT["ruler"]["bases"]:
+        assert any(p.startswith(f"{base}: Ruler meets the asked length") for p in problems), problems
+        assert any(p.startswith(f"{base}/ruler: TLG All-level FM 28.33") for p in problems), problems
+        # That run's tables did not yet say how many outputs ran to the limit: unknown is refused.
+        assert f"{base}/ruler: None% of TLG outputs ran to max_new_tokens (at most 50.0)" in problems
+    # Its other effects held; the checks pass what holds.
+    assert default_effects.harmony_problems(DEGENERATE) == []
+    assert default_effects.gem_problems(DEGENERATE) == [] and default_effects.expo_problems(DEGENERATE) == []
