@@ -94,6 +94,8 @@ def test_an_endpoint_model_is_sent_the_prompt_sets_messages_and_sampling(chat_en
     # answers with the words asked for, cut at max_tokens.
     assert [(r["id"], r["sample"]) for r in records] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
     assert [len(r["text"].split()) for r in records] == [10, 10, 20, 20, 20, 20]
+    # The replies' finish reasons: "stop" for the 10 words asked, "length" where cut at 20.
+    assert [r["hit_max_new_tokens"] for r in records] == [False, False, True, True, True, True]
     assert [r["text"].split()[0] for r in records] == ["s0", "s1"] * 3
     assert {r["Instruction"] for r in records} == {row["Instruction"] for row in TLG_ROWS}
     assert json.loads(records[0]["prompt"]) == [{"role": "user", "content": sorted(asked)[1]}]
@@ -138,6 +140,25 @@ def test_stop_strings_and_multi_turn_conversations_are_sent_as_messages(chat_end
     assert len(ChatEndpointStandIn.seen) == 3
     assert [r["text"] for r in records] == ["s0 s0", "s0 s0"]
     assert [len(r["conversation"]) for r in records] == [4, 2]
+
+
+def test_a_conversations_record_says_whether_its_last_answer_ran_to_max_new_tokens(chat_endpoint, key, tmp_path):
+    """The stand-in answers a turn with as many words as it has, cut at max_tokens with finish
+    reason "length": the first row's first answer stops and its last is cut, the second
+    row's answers are cut then stop; the record flags the last answer's."""
+    rows = [
+        {"id": 0, "turns": ["Hello there.", "Say it once more please."]},
+        {"id": 1, "turns": ["One two three four five.", "Only one."]},
+    ]
+    records = _generate(tmp_path, _endpoint(chat_endpoint), {"max_new_tokens": 3}, rows=rows, prompt="multi_turn")
+    assert [[len(turn["content"].split()) for turn in r["conversation"][1::2]] for r in records] == [[2, 3], [3, 2]]
+    assert [r["hit_max_new_tokens"] for r in records] == [True, False]
+    backend = ChatEndpointBackend(**_endpoint(chat_endpoint))
+    asked = [[{"role": "user", "content": "a b"}], [{"role": "user", "content": "a b c d e f"}]]
+    assert backend.chat_with_limits(asked, SamplingParams(max_new_tokens=4, n=2)) == (
+        [["s0 s0", "s1 s1"], ["s0 s0 s0 s0", "s1 s1 s1 s1"]],
+        [[False, False], [True, True]],
+    )
 
 
 def test_transient_failures_are_retried_with_backoff(chat_endpoint, key, tmp_path):

@@ -23,7 +23,7 @@ from tokenizers import processors
 
 from reprolm.data import fixture_world
 from reprolm.generate import SamplingParams, complete, make_backend, make_request
-from reprolm.generate.request import decode_samples
+from reprolm.generate.request import decode_samples, ran_to_limit
 from reprolm.generate.run import generate_promptset
 from reprolm.generate.transformers_backend import output_token_penalties
 from reprolm.length import configured_targets
@@ -415,6 +415,82 @@ def test_decoding_cuts_at_the_first_stop_id():
     assert decode_samples(tokenizer, request, [[[a, b, mlt, a], [a, tokenizer.eos_token_id, b], [b]]]) == [
         ["ab", "a", "b"]
     ]
+
+
+def test_a_sample_ran_to_max_new_tokens_when_it_has_that_many_ids_and_no_stop_id():
+    """The same rule for every backend's ids: transformers pads a batch after a sample's stop
+    id, vLLM returns a sample's ids with or without the stop id that ended it."""
+    tokenizer = _tokenizer()
+    request = make_request(tokenizer, ["x", "y"], SamplingParams(max_new_tokens=4), stop_tokens=[MLT])
+    a, b = tokenizer.convert_tokens_to_ids(["a", "b"])
+    eos, pad, mlt = tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.convert_tokens_to_ids(MLT)
+    samples = [[[a, b, a, b], [a, b, mlt, pad], [a, eos, pad, pad]], [[a, b, a, mlt], [a, b], [b, a, b]]]
+    assert ran_to_limit(request, samples) == [[True, False, False], [False, False, False]]
+
+
+def test_a_record_says_whether_its_sample_ran_to_max_new_tokens(turn_model_dir, tmp_path):
+    """Greedy decoding of this model answers "Describe the boats." with <|end|> as its fourth
+    token: the sample stops there with room for four tokens or more, and with three it is
+    cut at the limit; the generation file's ``hit_max_new_tokens`` says which, for a chat prompt
+    set and a multi-turn one (its last answer)."""
+    rows = [{"id": 0, "instruction": "Describe the boats.", "turns": ["Describe the boats."]}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "prompts.parquet")
+
+    def generated(kind: str, max_new_tokens: int) -> dict:
+        output = tmp_path / f"{kind}-{max_new_tokens}.parquet"
+        generate_promptset(
+            model_path=turn_model_dir,
+            dataset_file=str(tmp_path / "prompts.parquet"),
+            promptset={"prompt": kind, "sampling": {"max_new_tokens": max_new_tokens}},
+            length_prompt="instruction",
+            targets=None,
+            backend="transformers",
+            backend_options={},
+            seed=0,
+            output=str(output),
+        )
+        (record,) = pq.read_table(output).to_pylist()
+        return record
+
+    tokenizer = make_backend("transformers", turn_model_dir).tokenizer
+    for kind in ("chat", "multi_turn"):
+        stopped, at_the_stop, cut = generated(kind, 12), generated(kind, 4), generated(kind, 3)
+        assert stopped["prompt"] == _chat(tokenizer, "Describe the boats.")
+        # The same three tokens in each: the text alone cannot tell a stop from the limit.
+        assert stopped["text"] == at_the_stop["text"] == cut["text"]
+        assert (stopped["hit_max_new_tokens"], at_the_stop["hit_max_new_tokens"], cut["hit_max_new_tokens"]) == (
+            False,
+            False,
+            True,
+        ), kind
+
+
+def test_a_multi_turn_record_says_whether_its_last_answer_ran_to_max_new_tokens_on_vllm(
+    turn_model_dir, tmp_path, monkeypatch
+):
+    """vLLM's ids, the stop id kept: a first answer that ran on does not flag a conversation
+    whose last answer stopped; a conversation whose only answer ran on is flagged."""
+    rows = [{"id": 0, "turns": ["Name a boat.", "Now a piano."]}, {"id": 1, "turns": ["Name a boat."]}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "mt.parquet")
+    tokenizer = make_backend("transformers", turn_model_dir).tokenizer
+    end = tokenizer.convert_tokens_to_ids(END)
+    # A second turn's prompt holds the first answer's <|end|>: that turn stops, a first runs on.
+    stand_in = RecordingVLLMStandIn(lambda ids: [ids[-2], end] if end in ids else [ids[-2]] * 5)
+    monkeypatch.setitem(sys.modules, "vllm", stand_in.module)
+    generate_promptset(
+        model_path=turn_model_dir,
+        dataset_file=str(tmp_path / "mt.parquet"),
+        promptset={"prompt": "multi_turn", "sampling": {"max_new_tokens": 5}},
+        length_prompt="instruction",
+        targets=None,
+        backend="vllm",
+        backend_options={},
+        seed=0,
+        output=str(tmp_path / "out.parquet"),
+    )
+    out = pq.read_table(tmp_path / "out.parquet").to_pylist()
+    assert [len(r["conversation"]) for r in out] == [4, 2]
+    assert [r["hit_max_new_tokens"] for r in out] == [False, True]
 
 
 def test_mt_bench_samples_each_category_at_its_own_temperature(turn_model_dir, tmp_path, monkeypatch):

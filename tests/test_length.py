@@ -1,5 +1,6 @@
 """Length-control constants, windows, bins and pooled scores (Ruler, docs/studies/ruler.md)."""
 
+import dataclasses
 import math
 
 import pytest
@@ -183,13 +184,28 @@ def test_a_config_without_length_targets_has_none():
 # ---- the Ruler tables: every figure with its bootstrap over prompts ----
 
 
-def _ruler_scores():
+# Which of _ruler_scores' outputs ran to max_new_tokens, in row order: TLG's at 500, 700
+# and >800 words; multi-MLT's 100-word answer of prompt 0; self-MLT's [MLT:30] answer.
+TLG_AT_LIMIT = [False] * 9 + [True] * 3
+MULTI_AT_LIMIT = [False, False, True] + [False] * 6
+SELF_AT_LIMIT = [False, True, False, False]
+
+
+def _ruler_scores(flagged: bool = True):
     """length_levels over 12 prompts (one target each), multi-MLT over 3 prompts asked at three
-    targets, self-MLT over 4 prompts, as the metrics write them."""
+    targets, self-MLT over 4 prompts, as the metrics write them. ``flagged``: the generation
+    rows say which outputs ran to max_new_tokens; else they are a generation file's written
+    before they did."""
     from reprolm.aggregate.tables import Score
     from reprolm.score.metrics import compute
 
     context = {"length_targets": "paper"}
+
+    def generated(rows: list[dict], at_limit: list[bool]) -> list[dict]:
+        if not flagged:
+            return rows
+        return [{**row, "hit_max_new_tokens": hit} for row, hit in zip(rows, at_limit, strict=True)]
+
     tlg = [
         {"id": i, "TargetLength": name, "text": " w" * words}
         for i, (name, words) in enumerate(
@@ -221,9 +237,21 @@ def _ruler_scores():
         )
     ]
     return [
-        Score("length_levels", "b", "r", "tlg", compute("length_levels", tlg, context)),
-        Score("length_multi_mlt", "b", "r", "multi_mlt", compute("length_multi_mlt", multi, context)),
-        Score("length_self_mlt", "b", "r", "self_mlt", compute("length_self_mlt", self_mlt, context)),
+        Score("length_levels", "b", "r", "tlg", compute("length_levels", generated(tlg, TLG_AT_LIMIT), context)),
+        Score(
+            "length_multi_mlt",
+            "b",
+            "r",
+            "multi_mlt",
+            compute("length_multi_mlt", generated(multi, MULTI_AT_LIMIT), context),
+        ),
+        Score(
+            "length_self_mlt",
+            "b",
+            "r",
+            "self_mlt",
+            compute("length_self_mlt", generated(self_mlt, SELF_AT_LIMIT), context),
+        ),
     ]
 
 
@@ -349,11 +377,78 @@ def test_self_mlt_keeps_counts_and_resamples_fm_and_mean_words(tmp_path):
         *PAPER.names,
         "no MLT",
         *["FM", "FM lo", "FM hi", "Avg", "Avg lo", "Avg hi"],
+        *["at max_new_tokens", "at max_new_tokens lo", "at max_new_tokens hi"],
         "definition",
     ]
     assert written["definition"].tolist() == ["template=own"]
     assert written["10"].dtype == "int64"
     assert (written["FM lo"] <= written["FM"]).all() and (written["FM"] <= written["FM hi"]).all()
+
+
+def test_the_length_tables_give_the_share_of_outputs_at_max_new_tokens_by_prompt():
+    """Each length table's ``at max_new_tokens``: the percentage of its row's outputs whose
+    generation record says they ran to the limit, with the bootstrap over prompts (a
+    multi-MLT prompt's outputs at every target drawn together)."""
+    import numpy as np
+
+    from reprolm.aggregate.uncertainty import ratio_of_sums
+    from reprolm.studies.ruler import tables
+
+    scores = _ruler_scores()
+    assert scores[0].data["hit_max_new_tokens"] == TLG_AT_LIMIT
+    levels = tables.tlg_levels(scores, PAPER).set_index("level")["at max_new_tokens"]
+    # Level 0: targets 10-80 (none ran on); level 1: 150, 300, 500 (the 500); level 2: 700, >800.
+    assert [levels[label].value for label in ("Level:0", "Level:1", "Level:2", "All")] == pytest.approx(
+        [0.0, 100 / 3, 100.0, 25.0]
+    )
+    level1 = [PAPER[name].level == 1 for name in scores[0].data["target_names"]]
+    assert np.array_equal(
+        levels["Level:1"].replicates,
+        ratio_of_sums(np.logical_and(TLG_AT_LIMIT, level1), level1, range(12), 100.0).replicates,
+        equal_nan=True,  # draws without a level-1 prompt
+    )
+    errors = tables.length_error_table(scores, PAPER).iloc[0]["at max_new_tokens"]
+    assert errors.value == 25.0 and np.array_equal(errors.replicates, levels["All"].replicates)
+    assert errors.low < 25.0 < errors.high
+    multi = tables.multi_mlt_table(scores, PAPER).iloc[0]["at max_new_tokens"]
+    assert multi.value == pytest.approx(100 / 9)
+    # Prompts, not outputs, are drawn: prompt 0's three outputs hold the one at the limit.
+    per_prompt = [1, 0, 0]
+    assert np.array_equal(multi.replicates, ratio_of_sums(per_prompt, [3, 3, 3], range(3), 100.0).replicates)
+    chosen = tables.self_mlt_table(scores, PAPER).iloc[0]["at max_new_tokens"]
+    assert chosen.value == 25.0 and chosen.units == 4
+
+
+def test_generations_written_before_the_flag_leave_the_share_empty_never_zero(tmp_path):
+    """Score files of generations without ``hit_max_new_tokens`` (and score files written
+    before the metrics kept it): the share is unknown, an empty cell with no interval; the
+    tables are otherwise those of flagged generations."""
+    import pandas as pd
+
+    from reprolm.studies.ruler import tables
+
+    unflagged = _ruler_scores(flagged=False)
+    assert unflagged[0].data["hit_max_new_tokens"] == [None] * 12
+    older = [
+        dataclasses.replace(s, data={k: v for k, v in s.data.items() if k != "hit_max_new_tokens"}) for s in unflagged
+    ]
+    share = ["at max_new_tokens", "at max_new_tokens lo", "at max_new_tokens hi"]
+    written = {}
+    for label, batch in {"flagged": _ruler_scores(), "unflagged": unflagged, "older": older}.items():
+        tables.write_ruler_tables(
+            batch, {"recipes": ["r"]}, {"length_targets": "paper"}, tmp_path / label, tmp_path / "plots"
+        )
+        written[label] = {
+            name: pd.read_csv(tmp_path / label / f"{name}.csv", dtype=str, keep_default_na=False)
+            for name in ("tlg_levels", "length_errors", "multi_mlt", "self_mlt")
+        }
+    for name, flagged in written["flagged"].items():
+        # (A level's interval is left out where too few draws hold its prompts, as PM's and FM's.)
+        assert (flagged["at max_new_tokens"] != "").all(), name
+        for label in ("unflagged", "older"):
+            cells = written[label][name]
+            assert (cells[share] == "").all().all(), (label, name)
+            pd.testing.assert_frame_equal(cells.drop(columns=share), flagged.drop(columns=share))
 
 
 def test_ruler_tables_refuse_a_score_the_configured_targets_do_not_reproduce():
@@ -391,6 +486,9 @@ def test_ruler_tables_and_plot_carry_the_intervals(tmp_path):
         "FM",
         "FM lo",
         "FM hi",
+        "at max_new_tokens",
+        "at max_new_tokens lo",
+        "at max_new_tokens hi",
         "definition",
     ]
     assert levels["PM_in"].dtype == "int64"
@@ -404,10 +502,13 @@ def test_ruler_tables_and_plot_carry_the_intervals(tmp_path):
         "rmse lo",
         "rmse hi",
         "n",
+        "at max_new_tokens",
+        "at max_new_tokens lo",
+        "at max_new_tokens hi",
         "definition",
     ]
     replicates = pd.read_parquet(tmp_path / "tables" / "tlg_levels.replicates.parquet")
-    assert set(replicates["column"]) == {"PM", "FM"}
+    assert set(replicates["column"]) == {"PM", "FM", "at max_new_tokens"}
     assert (tmp_path / "plots" / "tlg_targets.png").stat().st_size > 0
     per_target = tables.tlg_targets(_ruler_scores(), PAPER)
     spread = split_estimates(per_target)[0]

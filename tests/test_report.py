@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -148,6 +149,45 @@ def test_a_table_with_nothing_in_it_makes_a_page(tmp_path):
     empty.write_text("\n")
     page = table_page(empty, "flr: judge_agreement")
     assert "flr: judge_agreement" in page and "<table" in page and "<td>" not in page
+
+
+def test_a_table_page_flags_the_rows_whose_outputs_ran_to_max_new_tokens(tmp_path):
+    """Any table with an ``at max_new_tokens`` column: its page warns, above the table, for
+    each model with 20% or more of a row's outputs at the limit, naming the share (and the
+    row's level where a model has several rows); an unknown (empty) share is no warning, and
+    a table without the column has none."""
+    from reprolm.aggregate.report_pages import write_table_pages
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    (tables / "errors.csv").write_text(
+        "model,rmse,at max_new_tokens,at max_new_tokens lo,at max_new_tokens hi,definition\n"
+        "a/ruler,3.5,100.0,100.0,100.0,template=own\n"
+        "a/vanilla,4.0,19.99,10.0,30.0,template=own\n"
+        "b/ruler,2.0,20.0,12.5,27.5,template=own\n"
+        "b/vanilla,5.0,,,,template=own\n"
+    )
+    (tables / "levels.csv").write_text(
+        "model,level,FM,at max_new_tokens,definition\n"
+        "a/ruler,Level:0,10.0,0.0,template=own\n"
+        "a/ruler,Level:1,0.0,62.5,template=own\n"
+        "a/ruler,All,5.0,31.25,template=own\n"
+        "a/vanilla,All,5.0,3.0,template=own\n"
+    )
+    (tables / "general.csv").write_text("model,arc (acc),at max_new_tokens (in the name only)\na/ruler,25.0,90.0\n")
+    write_table_pages(tables, tmp_path / "pages", "study")
+    errors = (tmp_path / "pages/errors.html").read_text()
+    budget = "ran to max_new_tokens without stopping: their lengths measure the budget, not the model."
+    assert re.findall(r"<p class='warning'>&#9888; (.*?)</p>", errors) == [
+        f"100.0% of a/ruler&#x27;s outputs {budget}",
+        f"20.0% of b/ruler&#x27;s outputs {budget}",
+    ]
+    assert errors.index("class='warning'") < errors.index("<table")
+    levels = (tmp_path / "pages/levels.html").read_text()
+    assert re.findall(r"<p class='warning'>&#9888; (.*?)</p>", levels) == [
+        f"62.5% (Level:1), 31.25% (All) of a/ruler&#x27;s outputs {budget}"
+    ]
+    assert "class='warning'" not in (tmp_path / "pages/general.html").read_text()
 
 
 def test_the_leaderboard_ranks_every_model_with_its_interval_over_the_prompts(default_run):

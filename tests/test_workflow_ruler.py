@@ -31,6 +31,9 @@ def test_tlg_levels_table_matches_generations(default_run):
         "FM",
         "FM lo",
         "FM hi",
+        "at max_new_tokens",
+        "at max_new_tokens lo",
+        "at max_new_tokens hi",
         "definition",
     ]
     # The default trains the tiny bases with their own template; its fixture has no two-turn
@@ -51,7 +54,22 @@ def test_tlg_levels_table_matches_generations(default_run):
         assert rows.loc["All", "PM_in"] + rows.loc["All", "PM_out"] == len(generations)
         assert rows.loc["All", "PM"] == pytest.approx(round(100 * pm_in / len(generations), 2))
         assert rows.loc["All", "PM_in"] == rows.drop("All")["PM_in"].sum()
+        # The share of each level's outputs whose generation record says it ran to max_new_tokens.
+        for level in levels:
+            members = [g for g in generations if level == "All" or f"Level:{TARGETS[g['TargetLength']].level}" == level]
+            assert rows.loc[level, "at max_new_tokens"] == pytest.approx(at_limit(members), abs=0.01, nan_ok=True), (
+                model,
+                level,
+            )
     assert (default_run / "results/tables/ruler/tlg_levels.md").read_text().startswith("| model")
+
+
+def at_limit(generations: list[dict]) -> float:
+    """The percentage of generation records that say their sample ran to max_new_tokens (nan
+    for none, as a table's empty cell reads)."""
+    if not generations:
+        return math.nan
+    return round(100 * sum(g["hit_max_new_tokens"] for g in generations) / len(generations), 2)
 
 
 def test_ruler_prompts_end_with_the_mlt_and_baselines_ask_in_words(default_run):
@@ -66,13 +84,25 @@ def test_other_ruler_tables(default_run):
     multi = pd.read_csv(tables / "multi_mlt.csv")
     assert list(multi.columns) == [
         "model",
-        *[f"{name}{bound}" for name in [*TARGETS.names, "Avg FM"] for bound in ("", " lo", " hi")],
+        *[f"{name}{bound}" for name in [*TARGETS.names, "Avg FM", "at max_new_tokens"] for bound in ("", " lo", " hi")],
         "definition",
     ]
     for _, row in multi.iterrows():
         assert row["Avg FM"] == pytest.approx(row[TARGETS.names].mean(), abs=0.01)
+        generations = pq.read_table(default_run / f"results/generations/{row['model']}/multi_mlt.parquet").to_pylist()
+        assert row["at max_new_tokens"] == pytest.approx(at_limit(generations), abs=0.01)
     self_mlt = pd.read_csv(tables / "self_mlt.csv")
+    assert list(self_mlt.columns) == [
+        "model",
+        *TARGETS.names,
+        "no MLT",
+        *[f"{name}{bound}" for name in ("FM", "Avg", "at max_new_tokens") for bound in ("", " lo", " hi")],
+        "definition",
+    ]
     assert sorted(self_mlt["model"]) == sorted(m for m in MODELS if m.endswith("/ruler"))
+    for _, row in self_mlt.iterrows():
+        generations = pq.read_table(default_run / f"results/generations/{row['model']}/self_mlt.parquet").to_pylist()
+        assert row["at max_new_tokens"] == pytest.approx(at_limit(generations), abs=0.01)
     assert (
         self_mlt[TARGETS.names].sum(axis=1) + self_mlt["no MLT"] == DEFAULT["sources"]["arena_hard"]["fixture"]["n"]
     ).all()
@@ -80,7 +110,21 @@ def test_other_ruler_tables(default_run):
     assert sorted(ttest["base"]) == sorted(DEFAULT["ruler"]["bases"])
     assert ttest["p"].between(0, 1).all()
     errors = pd.read_csv(tables / "length_errors.csv")
+    assert list(errors.columns) == [
+        "model",
+        *[f"{name}{bound}" for name in ("exact_match", "rmse") for bound in ("", " lo", " hi")],
+        "n",
+        *[f"at max_new_tokens{bound}" for bound in ("", " lo", " hi")],
+        "definition",
+    ]
     assert errors["exact_match"].between(0, 100).all() and (errors["rmse"] >= 0).all()
+    # The share of all TLG outputs at the limit; the table's page warns of each model at 20% or more.
+    page = (default_run / "results/report/tables/ruler/length_errors.html").read_text()
+    for _, row in errors.iterrows():
+        generations = pq.read_table(default_run / f"results/generations/{row['model']}/tlg.parquet").to_pylist()
+        assert row["at max_new_tokens"] == pytest.approx(at_limit(generations), abs=0.01)
+        warned = f"of {row['model']}&#x27;s outputs ran to max_new_tokens" in page
+        assert warned == (row["at max_new_tokens"] >= 20), row["model"]
     general = pd.read_csv(tables / "general.csv")
     # A column per metric, named: the original's (ruler.lm_eval_metrics) where the suite reads another.
     chosen = DEFAULT["ruler"]["lm_eval_metrics"]

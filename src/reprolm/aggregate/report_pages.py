@@ -18,7 +18,13 @@ body { font-family: sans-serif; font-size: 14px; margin: 1em; }
 table { border-collapse: collapse; }
 th, td { border-bottom: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
 thead th { background: #f0f0f0; position: sticky; top: 0; }
+.warning { background: #fff3cd; border-left: 4px solid #d97706; padding: 0.4em 0.8em; margin: 0.8em 0; }
 """
+# A table column: the percentage of a row's outputs that never stopped and ran to the
+# generation's max_new_tokens. Their lengths are the budget's, so a table page flags every
+# row where it is AT_LIMIT_FLAG or more.
+AT_LIMIT = "at max_new_tokens"
+AT_LIMIT_FLAG = 20.0
 
 
 def read_cells(csv_path: str | Path) -> pd.DataFrame:
@@ -42,29 +48,63 @@ def _is_number(cell: str) -> bool:
 def html_table(frame: pd.DataFrame) -> str:
     """The table, its columns of figures (every cell a number or empty) aligned right, as
     figures read, its text left."""
-    figures = [
-        position
-        for position, column in enumerate(frame.columns, start=1)
-        if (frame[column] != "").any() and all(_is_number(cell) for cell in frame[column] if cell != "")
-    ]
+    figure_columns = set(_figure_columns(frame))
+    figures = [position for position, column in enumerate(frame.columns, start=1) if column in figure_columns]
     cells = ", ".join(f"th:nth-child({position}), td:nth-child({position})" for position in figures)
     style = f"<style>{cells} {{ text-align: right; }}</style>" if figures else ""
     return style + frame.to_html(index=False, border=0, escape=True, justify="left")
 
 
+def _figure_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns whose every cell is a number or empty, and not all empty."""
+    return [
+        column
+        for column in frame.columns
+        if (frame[column] != "").any() and all(_is_number(cell) for cell in frame[column] if cell != "")
+    ]
+
+
+def limit_warnings(frame: pd.DataFrame) -> list[str]:
+    """For a table with an :data:`AT_LIMIT` column, a warning per row name (the first
+    column) whose rows have :data:`AT_LIMIT_FLAG` percent or more of their outputs at the
+    limit, with each such row's share (and, where a name has several rows, the row's other
+    text before its figures, such as a level). An empty share (not known) is no warning."""
+    if AT_LIMIT not in frame.columns or frame.empty:
+        return []
+    figures = _figure_columns(frame)
+    first_figure = next((i for i, column in enumerate(frame.columns) if column in figures), len(frame.columns))
+    labels = list(frame.columns[:first_figure]) or [frame.columns[0]]
+    flagged: dict[str, list[str]] = {}
+    for _, row in frame.iterrows():
+        share = row[AT_LIMIT]
+        if not (_is_number(share) and float(share) >= AT_LIMIT_FLAG):
+            continue
+        detail = ", ".join(row[column] for column in labels[1:] if row[column] != "")
+        flagged.setdefault(row[labels[0]], []).append(f"{share}%" + (f" ({detail})" if detail else ""))
+    return [
+        f"{', '.join(shares)} of {name}'s outputs ran to max_new_tokens without stopping: "
+        "their lengths measure the budget, not the model."
+        for name, shares in flagged.items()
+    ]
+
+
 def table_page(csv_path: str | Path, title: str, caption: str = "") -> str:
-    """A standalone page: the title, the caption (a judged table's judges), a link that
+    """A standalone page: the title, the caption (a judged table's judges), a warning where
+    many of a row's outputs ran to max_new_tokens (:func:`limit_warnings`), a link that
     downloads the CSV, and the table."""
     csv_path = Path(csv_path)
     data = base64.b64encode(csv_path.read_bytes()).decode()
+    cells = read_cells(csv_path)
+    warnings = "".join(f"<p class='warning'>&#9888; {html.escape(line)}</p>" for line in limit_warnings(cells))
     return (
         "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
         f"<h2>{html.escape(title)}</h2>"
         + (f"<p class='caption'>{html.escape(caption)}</p>" if caption else "")
+        + warnings
         + f"<p><a download='{html.escape(csv_path.name)}' href='data:text/csv;base64,{data}'>"
         f"{html.escape(csv_path.name)}</a></p>"
-        f"{html_table(read_cells(csv_path))}</body></html>\n"
+        f"{html_table(cells)}</body></html>\n"
     )
 
 

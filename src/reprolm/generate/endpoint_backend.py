@@ -85,12 +85,25 @@ class ChatEndpointBackend:
     ) -> list[list[str]]:
         """``n`` answers to each conversation, in conversation order. ``labels`` name the
         requests in errors (the prompt set's file and row)."""
+        return self.chat_with_limits(conversations, sampling, stop=stop, labels=labels)[0]
+
+    def chat_with_limits(
+        self,
+        conversations: Sequence[list[dict]],
+        sampling: SamplingParams,
+        *,
+        stop: Sequence[str] = (),
+        labels: Sequence[str] | None = None,
+    ) -> tuple[list[list[str]], list[list[bool]]]:
+        """The answers of :meth:`chat`, and for each whether it ran to ``max_new_tokens``
+        (the API's finish reason ``length``)."""
         sampling = dataclasses.replace(sampling, **self.sampling_overrides)
         labels = list(labels) if labels is not None else [f"prompt {i}" for i in range(len(conversations))]
         progress = ProgressCounter(
             f"{self.where}: {len(conversations)} prompts", len(conversations), unit="requests", logger=log
         )
         answers: list[list[str]] = []
+        limits: list[list[bool]] = []
         pool = ThreadPoolExecutor(max_workers=self.max_concurrency)
         try:
             pending = [
@@ -98,12 +111,14 @@ class ChatEndpointBackend:
                 for messages, label in zip(conversations, labels, strict=True)
             ]
             for future in pending:
-                answers.append(future.result())
+                texts, ran_on = future.result()
+                answers.append(texts)
+                limits.append(ran_on)
                 progress.advance()
         finally:
             # A failed request ends the job: the requests not yet sent are not sent.
             pool.shutdown(cancel_futures=True)
-        return answers
+        return answers, limits
 
     def request_body(self, messages: list[dict], sampling: SamplingParams, stop: Sequence[str]) -> dict:
         body = {
@@ -125,7 +140,10 @@ class ChatEndpointBackend:
             body["extra_body"] = {"top_k": sampling.top_k}
         return body
 
-    def _send(self, messages: list[dict], sampling: SamplingParams, stop: Sequence[str], label: str) -> list[str]:
+    def _send(
+        self, messages: list[dict], sampling: SamplingParams, stop: Sequence[str], label: str
+    ) -> tuple[list[str], list[bool]]:
+        """The reply's choices in order: their texts, and whether each ran to the token limit."""
         import openai
 
         request = f"the request for {label} ({_quoted(messages)})"
@@ -143,7 +161,8 @@ class ChatEndpointBackend:
                 "(an endpoint that samples one choice per request needs a prompt set with n: 1)"
             )
         ordered = sorted(choices, key=lambda choice: choice.index)
-        return [(choice.message.content or "") if choice.message else "" for choice in ordered]
+        texts = [(choice.message.content or "") if choice.message else "" for choice in ordered]
+        return texts, [choice.finish_reason == "length" for choice in ordered]
 
     def _failure(self, error: Exception, request: str) -> EndpointError:
         """A failed request as an error naming the model, the endpoint and the request: HTTP

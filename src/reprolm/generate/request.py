@@ -5,7 +5,8 @@ A request carries prompts already rendered and tokenised (``reprolm.models.chat`
 where the model expects one), the token ids that end a sample (EOS, the model's other EOS
 ids, the chat template's end of turn, and tokens a prompt set adds such as MLTs) and the
 sampling settings. Backends return token ids; ``decode_samples`` cuts each at its first
-stop id and decodes, the same for every backend.
+stop id and decodes, and ``ran_to_limit`` tells the samples that never stopped, the same for
+every backend.
 """
 
 from __future__ import annotations
@@ -87,9 +88,25 @@ def decode_samples(tokenizer, request: GenerationRequest, samples: list[list[lis
     return texts
 
 
-def complete(engine, request: GenerationRequest) -> list[list[str]]:
-    """``n`` texts for each prompt, in prompt order, from any backend."""
+def ran_to_limit(request: GenerationRequest, samples: list[list[list[int]]]) -> list[list[bool]]:
+    """Whether each sample ran to ``max_new_tokens``: no stop id among its ids and at least
+    ``max_new_tokens`` of them. A backend may keep or drop the stop id that ended a sample
+    (vLLM's) and pad a batch after it (transformers'): either way a sample that stopped has
+    a stop id or fewer ids."""
+    stops = set(request.stop_token_ids)
+    limit = request.sampling.max_new_tokens
+    return [[len(ids) >= limit and stops.isdisjoint(ids) for ids in prompt_samples] for prompt_samples in samples]
+
+
+def complete_with_limits(engine, request: GenerationRequest) -> tuple[list[list[str]], list[list[bool]]]:
+    """``n`` texts for each prompt, in prompt order, from any backend, and for each whether
+    it ran to ``max_new_tokens`` (``ran_to_limit``)."""
     samples = engine.generate(request)
     if len(samples) != len(request.prompts):
         raise RuntimeError(f"backend returned {len(samples)} prompts' samples for {len(request.prompts)} prompts")
-    return decode_samples(engine.tokenizer, request, samples)
+    return decode_samples(engine.tokenizer, request, samples), ran_to_limit(request, samples)
+
+
+def complete(engine, request: GenerationRequest) -> list[list[str]]:
+    """``n`` texts for each prompt, in prompt order, from any backend."""
+    return complete_with_limits(engine, request)[0]

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from reprolm.generate import SamplingParams, make_backend
 from reprolm.generate.endpoint_backend import ChatEndpointBackend
 from reprolm.generate.prompts import MULTI_TURN, PromptBatch, build_prompts
-from reprolm.generate.request import complete, make_request
+from reprolm.generate.request import complete_with_limits, make_request
 from reprolm.io import atomic_path
 from reprolm.length import TargetSet
 from reprolm.models.chat import stop_token_ids
@@ -193,7 +193,8 @@ class ShardProgress:
     def save(self, index: int, records: list[dict]) -> list[dict]:
         self.folder.mkdir(parents=True, exist_ok=True)
         with atomic_path(self._path(index)) as tmp:
-            tmp.write_text("".join(json.dumps(record, sort_keys=True) + "\n" for record in records))
+            # In the records' own field order: the output's columns are a never-stopped run's.
+            tmp.write_text("".join(json.dumps(record) + "\n" for record in records))
         return self.load(index)
 
     def remove(self) -> None:
@@ -224,17 +225,21 @@ def sampling_groups(
 def _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampling, labels) -> list[list[dict]]:
     """Each row's samples as records, row by row."""
     batch = build_prompts(promptset["prompt"], _templated(rows, promptset.get("template")), length_prompt, targets)
-    prompts, samples = _answers(engine, batch, sampling, labels)
+    prompts, samples, limits = _answers(engine, batch, sampling, labels)
     return [
-        [{**row, "prompt": prompt, "sample": index, "text": text} for index, text in enumerate(texts)]
-        for row, prompt, texts in zip(rows, prompts, samples, strict=True)
+        [
+            {**row, "prompt": prompt, "sample": index, "text": text, "hit_max_new_tokens": ran_on}
+            for index, (text, ran_on) in enumerate(zip(texts, ran_ons, strict=True))
+        ]
+        for row, prompt, texts, ran_ons in zip(rows, prompts, samples, limits, strict=True)
     ]
 
 
 def _answers(engine, batch: PromptBatch, sampling: SamplingParams, labels: list[str]):
-    """Each prompt as its records show it, and its ``n`` texts. A model with weights gets
-    the prompts through its chat template, tokenised once (``make_request``); an endpoint
-    gets their messages (the records show them as JSON) and renders its own template."""
+    """Each prompt as its records show it, its ``n`` texts and whether each ran to
+    ``max_new_tokens``. A model with weights gets the prompts through its chat template,
+    tokenised once (``make_request``); an endpoint gets their messages (the records show
+    them as JSON) and renders its own template."""
     if engine.tokenizer is None:
         if any(batch.assistant_prefixes):
             raise ValueError(
@@ -242,8 +247,8 @@ def _answers(engine, batch: PromptBatch, sampling: SamplingParams, labels: list[
                 "cannot be sent; such prompts need a model with weights"
             )
         log.info("generating %d prompts at %s, sampling %s", len(batch.conversations), engine.describe(), sampling)
-        texts = engine.chat(batch.conversations, sampling, stop=batch.stop_tokens, labels=labels)
-        return [json.dumps(messages, ensure_ascii=False) for messages in batch.conversations], texts
+        texts, limits = engine.chat_with_limits(batch.conversations, sampling, stop=batch.stop_tokens, labels=labels)
+        return [json.dumps(messages, ensure_ascii=False) for messages in batch.conversations], texts, limits
     prompts = batch.texts(engine.tokenizer)
     request = make_request(
         engine.tokenizer,
@@ -254,7 +259,7 @@ def _answers(engine, batch: PromptBatch, sampling: SamplingParams, labels: list[
         skip_special_tokens=batch.skip_special_tokens,
     )
     log.info("generating %s", request.describe())
-    return prompts, complete(engine, request)
+    return prompts, *complete_with_limits(engine, request)
 
 
 def _templated(rows: list[dict], template: str | None) -> list[dict]:
@@ -271,8 +276,9 @@ def generate_conversations(
     engine, rows: list[dict], sampling: SamplingParams, source: str, labels: list[str] | None = None
 ) -> list[dict]:
     """MT-Bench style: every user turn in ``turns`` is asked after the model's own earlier
-    answers. Each record keeps the whole ``conversation``; ``text`` is the last answer.
-    ``labels`` name the rows in an endpoint's errors."""
+    answers. Each record keeps the whole ``conversation``; ``text`` is the last answer and
+    ``hit_max_new_tokens`` whether it ran to the limit. ``labels`` name the rows in an
+    endpoint's errors."""
     if sampling.n != 1:
         raise ValueError(f"{source}: multi-turn prompts take one sample per prompt (n=1), not n={sampling.n}")
     for row, record in enumerate(rows):
@@ -281,17 +287,26 @@ def generate_conversations(
     labels = labels or [f"{source} row {i}" for i in range(len(rows))]
     conversations: list[list[dict]] = [[] for _ in rows]
     prompts = [""] * len(rows)
+    last_ran_on = [False] * len(rows)
     for turn in range(max(len(record["turns"]) for record in rows)):
         asking = [i for i, record in enumerate(rows) if turn < len(record["turns"])]
         for i in asking:
             conversations[i].append({"role": "user", "content": rows[i]["turns"][turn]})
         log.info("turn %d", turn + 1)
         batch = PromptBatch([list(conversations[i]) for i in asking])
-        asked, answers = _answers(engine, batch, sampling, [f"{labels[i]}, turn {turn + 1}" for i in asking])
-        for i, prompt, texts in zip(asking, asked, answers, strict=True):
+        asked, answers, limits = _answers(engine, batch, sampling, [f"{labels[i]}, turn {turn + 1}" for i in asking])
+        for i, prompt, texts, ran_on in zip(asking, asked, answers, limits, strict=True):
             prompts[i] = prompt
+            last_ran_on[i] = ran_on[0]
             conversations[i].append({"role": "assistant", "content": texts[0]})
     return [
-        {**record, "prompt": prompt, "sample": 0, "text": conversation[-1]["content"], "conversation": conversation}
-        for record, prompt, conversation in zip(rows, prompts, conversations, strict=True)
+        {
+            **record,
+            "prompt": prompt,
+            "sample": 0,
+            "text": conversation[-1]["content"],
+            "conversation": conversation,
+            "hit_max_new_tokens": ran_on,
+        }
+        for record, prompt, conversation, ran_on in zip(rows, prompts, conversations, last_ran_on, strict=True)
     ]

@@ -35,10 +35,17 @@ def _targets(context) -> TargetSet:
     return TargetSet.from_config(context["length_targets"])
 
 
+def _ran_to_limit(rows) -> list[bool | None]:
+    """Per output whether it ran to ``max_new_tokens``; None for a generation file written
+    before its records said so."""
+    return [r.get("hit_max_new_tokens") for r in rows]
+
+
 @METRICS.register("length_levels")
 @reads_length_targets
 def length_levels(rows, context) -> dict:
-    """PM/FM per level and per target, exact-length rate and RMSE, and the raw counts."""
+    """PM/FM per level and per target, exact-length rate and RMSE, and the raw counts; per
+    output its word count, target, prompt id and whether it ran to ``max_new_tokens``."""
     targets = _targets(context)
     words = [count_words(r["text"]) for r in rows]
     names = [str(r["TargetLength"]) for r in rows]
@@ -50,14 +57,16 @@ def length_levels(rows, context) -> dict:
         "word_counts": words,
         "target_names": names,
         "ids": [r["id"] for r in rows],
+        "hit_max_new_tokens": _ran_to_limit(rows),
     }
 
 
 @METRICS.register("length_multi_mlt")
 @reads_length_targets
 def length_multi_mlt(rows, context) -> dict:
-    """FM per target and their mean; per output its word count, target and prompt id (each
-    prompt is asked at every target), which the tables resample by prompt."""
+    """FM per target and their mean; per output its word count, target, prompt id (each
+    prompt is asked at every target), which the tables resample by prompt, and whether it
+    ran to ``max_new_tokens``."""
     targets = _targets(context)
     words = [count_words(r["text"]) for r in rows]
     names = [str(r["TargetLength"]) for r in rows]
@@ -66,6 +75,7 @@ def length_multi_mlt(rows, context) -> dict:
         "word_counts": words,
         "target_names": names,
         "ids": [r["id"] for r in rows],
+        "hit_max_new_tokens": _ran_to_limit(rows),
     }
 
 
@@ -73,10 +83,11 @@ def length_multi_mlt(rows, context) -> dict:
 @reads_length_targets
 def length_self_mlt(rows, context) -> dict:
     """The MLTs a model chose, FM against their windows and mean words; per output its word
-    count, leading MLT and prompt id."""
+    count, leading MLT, prompt id and whether it ran to ``max_new_tokens``."""
     return {
         **length.self_generated_scores([r["text"] for r in rows], _targets(context)),
         "ids": [r["id"] for r in rows],
+        "hit_max_new_tokens": _ran_to_limit(rows),
     }
 
 

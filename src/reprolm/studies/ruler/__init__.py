@@ -26,7 +26,11 @@ class Ruler(Study):
         mean; ``self_mlt`` counts the MLT each Ruler model chose for itself, FM against that MLT's
         window and the mean word count; ``length_errors`` the exact-length rate and RMSE (open-ended
         targets excluded); ``ttest`` compares the lengths of Ruler and vanilla outputs (Welch's test by
-        default, Student's with ``compat: original``); ``general`` the lm-eval suite (x100). Every
+        default, Student's with ``compat: original``); ``general`` the lm-eval suite (x100). The
+        length tables' ``at max_new_tokens`` column is the percentage of a row's outputs that never
+        stopped and ran to the prompt set's ``max_new_tokens``: where it is high, their lengths
+        measure the budget rather than the model, and the table's page warns of every model at 20%
+        or more (empty where the generations predate the flag). Every
         figure (not the in/out and MLT counts, nor the t-test) has ``lo`` / ``hi`` columns: its 95%
         percentile bootstrap interval over prompts (over documents for lm-eval; a multi-MLT prompt's
         outputs at every target are drawn together), paired across models on the same prompts.
@@ -43,10 +47,12 @@ class Ruler(Study):
             percentage of outputs whose word count (``\\w+`` tokens) lies in the target's PM or FM
             window, windows half-open (``lo < words <= hi``); a level's and ``All``'s figures pool the
             in/out counts of their targets (not a mean of per-target percentages), with those counts
-            beside them. ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts (1000
-            draws), paired across models on the same prompts. ``definition``: the row's chat
-            template (``ruler_custom`` is the original's) and TLG prompt rule (``two_turns`` is
-            the original's).
+            beside them. ``at max_new_tokens``: the percentage of the level's outputs that ran to
+            the prompt set's ``max_new_tokens`` without stopping (their lengths measure the budget,
+            not the model; empty where the generations predate the flag). ``lo`` / ``hi``: 95%
+            percentile bootstrap interval over prompts (1000 draws), paired across models on the
+            same prompts. ``definition``: the row's chat template (``ruler_custom`` is the
+            original's) and TLG prompt rule (``two_turns`` is the original's).
         """,
         "tlg_targets": """\
             PM and FM (percent of outputs whose word count lies in the target's half-open window,
@@ -57,20 +63,26 @@ class Ruler(Study):
         "length_errors": """\
             Per model, the exact-length rate (percent of outputs with exactly the target's word
             count) and the RMSE of word count against the target, open-ended targets ("more than
-            N") excluded. ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts.
+            N") excluded; ``at max_new_tokens``: the percentage of all the model's TLG outputs that
+            ran to ``max_new_tokens`` without stopping (empty where the generations predate the
+            flag). ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts.
             ``definition``: the row's chat template and TLG prompt rule, as in ``tlg_levels``.
         """,
         "multi_mlt": """\
             One prompt answered at every target (multi-MLT): FM per target (percent within the
-            target's half-open FM window) and their plain mean. ``lo`` / ``hi``: 95% percentile
-            bootstrap interval over prompts, a prompt's outputs at every target drawn together.
+            target's half-open FM window) and their plain mean; ``at max_new_tokens``: the
+            percentage of the outputs that ran to ``max_new_tokens`` without stopping (empty where
+            the generations predate the flag). ``lo`` / ``hi``: 95% percentile bootstrap interval
+            over prompts, a prompt's outputs at every target drawn together.
             ``definition``: the chat template the row's model was trained and asked with
             (``ruler_custom`` is the original's).
         """,
         "self_mlt": """\
             Ruler models choosing their own MLT: how often each MLT was chosen (counts, no
-            interval), FM against the chosen MLT's window and the mean word count. ``lo`` / ``hi``:
-            95% percentile bootstrap interval over prompts. ``definition``: the chat template the
+            interval), FM against the chosen MLT's window and the mean word count; ``at
+            max_new_tokens``: the percentage of outputs that ran to ``max_new_tokens`` without
+            stopping (empty where the generations predate the flag). ``lo`` / ``hi``: 95%
+            percentile bootstrap interval over prompts. ``definition``: the chat template the
             row's model was trained and asked with.
         """,
         "ttest": """\

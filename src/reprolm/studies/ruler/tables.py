@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 
 from reprolm.aggregate.lm_eval_estimates import lm_eval_estimates
+from reprolm.aggregate.report_pages import AT_LIMIT
 from reprolm.aggregate.tables import Score
-from reprolm.aggregate.uncertainty import Estimate, mean_of_estimates, ratio_of_sums
+from reprolm.aggregate.uncertainty import RESAMPLES, Estimate, mean_of_estimates, ratio_of_sums
 from reprolm.io import split_estimates, write_table
 from reprolm.length import TargetSet
 from reprolm.paths import split_expo, split_seed
@@ -74,6 +75,20 @@ def _check_figure(score: Score, what: str, estimate: Estimate, reported: float) 
     return estimate
 
 
+def at_limit(score: Score, counted: Sequence[bool] | None = None) -> Estimate:
+    """The percentage of the score's outputs (those ``counted``, else all) that ran to
+    ``max_new_tokens``, by prompt; unknown (no figure, no interval, and so in a pool of
+    replicate seeds) where its generations or score predate the per-output flag."""
+    data = score.data
+    ran_on = data.get("hit_max_new_tokens")
+    if ran_on is None or any(flag is None for flag in ran_on):
+        return Estimate(math.nan, np.full(RESAMPLES, math.nan))
+    counted = [True] * len(ran_on) if counted is None else counted
+    return pooled_by_prompt(
+        data["ids"], [flag and member for flag, member in zip(ran_on, counted, strict=True)], counted
+    )
+
+
 def _window_estimates(score: Score, targets: TargetSet, row: Mapping, members: set[str]) -> dict[str, Estimate]:
     """PM and FM of a level or target ``row`` of the score, pooled over the outputs whose
     target is one of ``members``."""
@@ -93,8 +108,9 @@ def _window_estimates(score: Score, targets: TargetSet, row: Mapping, members: s
 
 
 def tlg_levels(scores: list[Score], targets: TargetSet, definitions: Definitions | None = None) -> pd.DataFrame:
-    """Per model and level (and ``All``): the pooled in/out counts, and PM and FM with their
-    bootstrap over prompts."""
+    """Per model and level (and ``All``): the pooled in/out counts, PM and FM, and the
+    percentage of the level's outputs that ran to ``max_new_tokens``, with their bootstrap
+    over prompts."""
     definitions = definitions or Definitions()
     rows = []
     for s in _by_metric(scores, "length_levels"):
@@ -109,10 +125,11 @@ def tlg_levels(scores: list[Score], targets: TargetSet, definitions: Definitions
                     "model": s.model,
                     **row,
                     **_window_estimates(s, targets, row, members),
+                    AT_LIMIT: at_limit(s, [name in members for name in s.data["target_names"]]),
                     DEFINITION: definitions(s, prompts=True),
                 }
             )
-    return pd.DataFrame(rows, columns=[*LEVEL_COLUMNS, DEFINITION])
+    return pd.DataFrame(rows, columns=[*LEVEL_COLUMNS, AT_LIMIT, DEFINITION])
 
 
 def tlg_targets(scores: list[Score], targets: TargetSet, definitions: Definitions | None = None) -> pd.DataFrame:
@@ -131,7 +148,8 @@ def tlg_targets(scores: list[Score], targets: TargetSet, definitions: Definition
 
 
 def length_error_table(scores: list[Score], targets: TargetSet, definitions: Definitions | None = None) -> pd.DataFrame:
-    """Exact-length rate and RMSE over outputs with a numeric target, by prompt."""
+    """Exact-length rate and RMSE over outputs with a numeric target, and the percentage of
+    all outputs that ran to ``max_new_tokens``, by prompt."""
     definitions = definitions or Definitions()
     rows = []
     for s in _by_metric(scores, "length_levels"):
@@ -159,14 +177,16 @@ def length_error_table(scores: list[Score], targets: TargetSet, definitions: Def
                 "exact_match": _check_figure(s, "exact_match", exact, data["errors"]["exact_match"]),
                 "rmse": _check_figure(s, "rmse", rmse, data["errors"]["rmse"]),
                 "n": data["errors"]["n"],
+                AT_LIMIT: at_limit(s),
                 DEFINITION: definitions(s, prompts=True),
             }
         )
-    return pd.DataFrame(rows, columns=["model", "exact_match", "rmse", "n", DEFINITION])
+    return pd.DataFrame(rows, columns=["model", "exact_match", "rmse", "n", AT_LIMIT, DEFINITION])
 
 
 def multi_mlt_table(scores: list[Score], targets: TargetSet, definitions: Definitions | None = None) -> pd.DataFrame:
-    """FM per target over the prompts (each asked at every target) and their plain mean."""
+    """FM per target over the prompts (each asked at every target), their plain mean and the
+    percentage of outputs that ran to ``max_new_tokens``."""
     definitions = definitions or Definitions()
     rows = []
     for s in _by_metric(scores, "length_multi_mlt"):
@@ -184,15 +204,16 @@ def multi_mlt_table(scores: list[Score], targets: TargetSet, definitions: Defini
                 "model": s.model,
                 **{n: per_target.get(n) for n in targets.names},
                 "Avg FM": _check_figure(s, "Avg FM", mean_of_estimates(list(per_target.values())), data["avg_FM"]),
+                AT_LIMIT: at_limit(s),
                 DEFINITION: definitions(s),
             }
         )
-    return pd.DataFrame(rows, columns=["model", *targets.names, "Avg FM", DEFINITION])
+    return pd.DataFrame(rows, columns=["model", *targets.names, "Avg FM", AT_LIMIT, DEFINITION])
 
 
 def self_mlt_table(scores: list[Score], targets: TargetSet, definitions: Definitions | None = None) -> pd.DataFrame:
-    """How often each MLT was chosen (counts), FM against the chosen MLT's window and the
-    mean word count, by prompt."""
+    """How often each MLT was chosen (counts), FM against the chosen MLT's window, the mean
+    word count and the percentage of outputs that ran to ``max_new_tokens``, by prompt."""
     definitions = definitions or Definitions()
     rows = []
     for s in _by_metric(scores, "length_self_mlt"):
@@ -208,10 +229,11 @@ def self_mlt_table(scores: list[Score], targets: TargetSet, definitions: Definit
                 "Avg": _check_figure(
                     s, "Avg", pooled_by_prompt(data["ids"], data["word_counts"], every, 1.0), data["avg_words"]
                 ),
+                AT_LIMIT: at_limit(s),
                 DEFINITION: definitions(s),
             }
         )
-    return pd.DataFrame(rows, columns=["model", *targets.names, "no MLT", "FM", "Avg", DEFINITION])
+    return pd.DataFrame(rows, columns=["model", *targets.names, "no MLT", "FM", "Avg", AT_LIMIT, DEFINITION])
 
 
 def ttest_table(
