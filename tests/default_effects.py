@@ -5,10 +5,11 @@ run (tests/test_default_effects.py) and on the tables of a degenerate run kept i
 tests/data/degenerate_default_run (the default of commit ae0e04e, whose Ruler models never
 stopped), which they must refuse.
 
-The floors are below every run they were measured on (seeds 42 and 43 of the default on
-two machines; the figures are in bench/RESULTS.md, "Effects of the embedded default"),
-with room for a machine whose float rounding changes sampled text: an effect is asked to
-be there, not to have one run's size.
+The floors sit below every run they were measured on (the default with seed 42 and with
+seed 43; figures in bench/RESULTS.md, "Effects of the embedded default"), with room for a
+machine whose float rounding changes sampled text: an effect is asked to be there, not to
+have one run's size. Only effects that held on both seeds are asserted; GEM's poem
+diversity, ExPO's win rates and FLR's pair accuracy did not (the same file says by how much).
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ import pandas as pd
 RULER_MIN_DIFFERENCE = 20.0
 RULER_MIN_FM = 40.0
 RULER_MAX_AT_LIMIT = 50.0
-# GEM's diversity gains over CE (n-gram distinct ratio, points) and ExPO's LC win-rate gain.
-GEM_MIN_DIFFERENCE = 3.0
-EXPO_MIN_DIFFERENCE = 1.0
-# Harmony: train-before-test raises the mean Kendall tau between task rankings.
-HARMONY_MIN_TAU_GAIN = 0.2
+# GEM-Logsigmoid's story diversity over CE (n-gram distinct ratio, points): +9.6 [5.0, 15.9]
+# and +5.3 [2.2, 8.4]. The poem claim (GEM-Linear) held on seed 42 (+9.8 [4.3, 15.0]) but not
+# on 43 (+1.4 [-2.0, 4.6]): six prompts of eight samples are too few to assert it.
+GEM_STORY_CLAIM = "GEM-Logsigmoid keeps more story diversity than CE"
+GEM_MIN_DIFFERENCE = 2.0
+# Harmony: train-before-test raises the mean Kendall tau between task rankings (0.13 -> 0.67
+# and -0.03 -> 0.18; four models, no interval).
+HARMONY_MIN_TAU_GAIN = 0.1
 
 
 def directions(run: Path, study: str) -> pd.DataFrame:
@@ -63,12 +67,13 @@ def ruler_problems(run: Path, bases: list[str]) -> list[str]:
     return problems
 
 
-def gem_problems(run: Path) -> list[str]:
-    return _above_zero(directions(run, "gem"), GEM_MIN_DIFFERENCE)
-
-
-def expo_problems(run: Path) -> list[str]:
-    return _above_zero(directions(run, "expo"), EXPO_MIN_DIFFERENCE)
+def gem_problems(run: Path, bases: list[str]) -> list[str]:
+    claims = directions(run, "gem")
+    stories = claims[claims["claim"].str.contains(GEM_STORY_CLAIM, regex=False)]
+    missing = [
+        f"no GEM story claim for {base}" for base in bases if not stories["claim"].str.startswith(f"{base}:").any()
+    ]
+    return missing + _above_zero(stories, GEM_MIN_DIFFERENCE)
 
 
 def harmony_problems(run: Path) -> list[str]:
