@@ -117,7 +117,7 @@ def test_make_run_needs_no_root_and_no_system_package():
         env = {key: value for key, value in os.environ.items() if key not in ("HF_TOKEN", "HF_TOKEN_PATH")}
         setup = run([*as_user, "make", "setup"], cwd=folder, env=env)
         assert "Nothing to be done for 'setup'" in setup.stdout, setup.stdout + setup.stderr
-        commands = run([*as_user, "make", "-n", "run"], cwd=folder, env=env).stdout.splitlines()
+        commands = run([*as_user, "make", "--no-print-directory", "-n", "run"], cwd=folder, env=env).stdout.splitlines()
         snakemake = [line for line in commands if line.startswith(".venv/bin/snakemake --cores 2 ")]
         assert len(commands) == 2 and snakemake == commands, commands
         # The test system packages come with `make test`.
