@@ -199,17 +199,17 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.root)
     # The default paths need not both be there; paths given must.
     absent = [path for path in args.paths if not (root / path).exists()]
-    result = None
-    if problem := not_a_run_folder(args.root):
-        pass
-    elif absent and args.paths != list(DEFAULT_VERIFIED):
+    problem = not_a_run_folder(args.root)
+    if not problem and absent and args.paths != list(DEFAULT_VERIFIED):
         problem = f"not in {root.resolve()}: {', '.join(absent)}"
-    else:
-        result = verify(args.paths, root=args.root)
-        if result.checked == 0:
-            problem = f"no provenance records under {', '.join(args.paths)} in {root.resolve()}"
     if problem:
         print(f"reprolm verify: {problem}", file=sys.stderr)
+        return 2
+    result = verify(args.paths, root=args.root)
+    if result.checked == 0:
+        print(
+            f"reprolm verify: no provenance records under {', '.join(args.paths)} in {root.resolve()}", file=sys.stderr
+        )
         return 2
     for finding in result.findings:
         print(f"{finding.path}: {finding.problem}")
