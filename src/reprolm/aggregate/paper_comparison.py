@@ -14,6 +14,7 @@ paper's figure, the same figure of the models that stand in for it (the entry's
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 from collections.abc import Iterable, Mapping
@@ -179,6 +180,7 @@ DIRECTION_COLUMNS = [
     "verdict",
     "shown",
     "shown after Holm",
+    "not expected here",
 ]
 SMOKE_CHECK = "smoke check"
 
@@ -263,6 +265,7 @@ def direction_table(
     lists: Mapping[str, list] | None = None,
     min_units: int = MIN_UNITS,
     min_seeds: int = MIN_SEEDS,
+    not_expected: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Each effect: the two figures compared (a number stands for itself, such as chance),
     their difference with the 95% interval of its bootstrap replicates (paired when both
@@ -274,7 +277,9 @@ def direction_table(
     below, or holding zero), no interval, or not made (the run lacks a figure). ``p (Holm)``
     adjusts for the number of claims tested (smoke checks are not in the family), and
     ``shown after Holm`` asks it to be under 0.05 too. ``lists``: the config values of the
-    claims' ``for_each`` keys (:func:`claim_lists`)."""
+    claims' ``for_each`` keys (:func:`claim_lists`). ``not expected here``: the config's reason
+    why this run is not expected to show the claim (``claims.not_expected``), else empty."""
+    not_expected = not_expected or {}
     rows = []
     for source, spec in sources:
         directions = expand_directions(spec.get("directions", []), lists or {}, source)
@@ -318,6 +323,7 @@ def direction_table(
                     "seeds": seeds,
                     "interval": interval,
                     "verdict": _verdict(interval, units or 0, seeds or 0, min_units, min_seeds),
+                    "not expected here": not_expected.get(item["claim"]),
                 }
             )
     # Only claims at the scale of a claim form the family Holm's adjustment counts.
@@ -419,13 +425,29 @@ def claim_lists(config: Mapping, specs: Iterable[Mapping]) -> dict[str, list | N
 
 
 def claim_settings(config: Mapping, headlines_file: str | Path, declared: Mapping[str, Mapping]) -> dict:
-    """The comparison job's config: the ``claims`` thresholds and the ``for_each`` lists."""
+    """The comparison job's config: the ``claims`` thresholds, the ``for_each`` lists and the
+    claims this run is not expected to show (``claims.not_expected``: claim as the run words it
+    -> why), each of those checked to be a claim the run makes."""
     claims = config.get("claims", {})
     specs = [load_headlines(headlines_file), *declared.values()]
+    lists = claim_lists(config, specs)
+    not_expected = claims.get("not_expected", {})
+    made = [
+        claim["claim"]
+        for spec in specs
+        for claim in expand_directions(spec.get("directions", []), lists, str(headlines_file))
+        if claim["study"] in config.get("studies", [])
+    ]
+    for claim in not_expected:
+        if claim not in made:
+            close = difflib.get_close_matches(claim, made, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; this run's claims: {made}"
+            raise HeadlineError(f"claims.not_expected: {claim!r} is not a claim this run makes{hint}")
     return {
         "min_units": claims.get("min_units", MIN_UNITS),
         "min_seeds": claims.get("min_seeds", MIN_SEEDS),
-        "lists": claim_lists(config, specs),
+        "lists": lists,
+        "not_expected": dict(not_expected),
     }
 
 
@@ -452,6 +474,7 @@ def write_paper_comparison(
         settings.get("lists", {}),
         settings.get("min_units", MIN_UNITS),
         settings.get("min_seeds", MIN_SEEDS),
+        settings.get("not_expected", {}),
     )
     write_table(headline, Path(headline_csv).parent, Path(headline_csv).stem, decimals=3, markdown=False)
     # p-values keep their precision: a rounded 0.000 says less than the replicates do.
