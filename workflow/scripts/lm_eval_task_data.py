@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver(warm_up="lm_eval")
-
 from reprolm.data.hub_assets import cache_lm_eval_task
 from reprolm.provenance import tracked_step
 

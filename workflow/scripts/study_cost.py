@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 from reprolm.io import atomic_path
 from reprolm.provenance import tracked_step
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary

@@ -63,8 +63,8 @@ class TaskSpec:
 
 @cache
 def task_manager() -> TaskManager:
-    """lm-eval's index of built-in tasks; built once per process (and under the fork server,
-    once per run), since it parses every task YAML lm-eval ships (about 5 s)."""
+    """lm-eval's index of built-in tasks; built once per process, since it parses every task
+    YAML lm-eval ships (about 5 s)."""
     from lm_eval.tasks import TaskManager
 
     return TaskManager()
@@ -391,8 +391,8 @@ def environment_report() -> dict[str, Any]:
     which runs pip and other subprocesses, about 1.5 s), collected once per process.
 
     Every ``simple_evaluate`` call attaches it to its results, which reprolm does not keep;
-    within one process (and under the fork server, one run) the environment does not
-    change, so one report serves every evaluation.
+    within one process the environment does not change, so one report serves every
+    evaluation.
     """
     from lm_eval.loggers.utils import add_env_info
 
