@@ -217,6 +217,12 @@ def test_original_answer_reading_follows_the_original_codes_rules():
     assert extract_answer("The Answer Is 3", compat="original") is None
     assert extract_answer("The answer is 5. Or the answer is 6.", compat="original") == "6"
     assert extract_answer("The answer is unknown", compat="original") is None
+    # Where the original's reading raises, its callers (evaluation_gsm8k.py and
+    # evaluation_gsm8k_voting.py) catch the error and record the answer as None.
+    assert extract_answer("The answer is 7/00", compat="original") is None
+    assert extract_answer("The answer is " + "9" * 400, compat="original") is None
+    assert extract_answer("The answer is " + "9" * 400 + "/3", compat="original") is None
+    assert extract_answer("The answer is 0/0", compat="original") == "0"
     # The paper's reading of the same texts, for contrast.
     assert extract_answer("The answer is 3.5") == "3.5" and extract_answer("The answer is: $1,250,000.") == "1250000"
     with pytest.raises(ValueError, match="^answer compat: unknown answer reading 'strict'"):
