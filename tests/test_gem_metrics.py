@@ -575,6 +575,33 @@ def test_chat_best_and_mean_of_n_by_prompt():
     assert np.allclose(ce.loc[2, "best-of-n"].replicates, per_prompt[draws].mean(axis=1))
 
 
+def test_a_judge_graded_beside_adds_marked_chat_columns_and_its_own_rows():
+    import pandas as pd
+
+    from reprolm.aggregate.tables import Score
+    from reprolm.studies.gem.tables import chat_tables
+
+    study = {**GEM_STUDY, "best_of_n": {**GEM_STUDY["best_of_n"], "beside": ["rm_end"]}}
+    # The same samples graded by a second judge (e.g. the reward model read at the answer's
+    # end where the headline one reads after an extra assistant header): CE only.
+    beside = {0: [0.5, -1.0], 1: [4.0, 1.0], 2: [2.0, 2.0]}
+    graded = {
+        "ids": [p for p, grades in beside.items() for _ in grades],
+        "samples": [i for grades in beside.values() for i in range(len(grades))],
+        "grades": [[grade] for grades in beside.values() for grade in grades],
+    }
+    scores = _gem_scores() + [Score("grade_rm_end", "tiny", "ce", "chat", graded)]
+    best, by_n = chat_tables(scores, study, GEM_MODELS)
+    ce, gem = best.iloc[0], best.iloc[1]
+    assert ce["Reward (Best-of-N @2)"].value == (3.0 + 2.0 + 0.0) / 3
+    assert ce["Reward (Best-of-N @2) [rm_end]"].value == (0.5 + 4.0 + 2.0) / 3
+    assert pd.isna(gem["Reward (Best-of-N @2) [rm_end]"])  # not graded by it: empty
+    rows = by_n.set_index(["model", "judge", "n"])
+    assert rows.loc[("CE", "rm_end", 1), "mean-of-n"].value == (0.5 + 4.0 + 2.0) / 3
+    assert rows.loc[("CE", "rm_end", 2), "mean-of-n"].value == (-0.25 + 2.5 + 2.0) / 3
+    assert sorted(set(by_n["judge"])) == ["rm", "rm_end"] and len(by_n) == 3 * 2
+
+
 def test_diversity_table_means_over_prompts_and_the_distinct_ratio_averages_distinct_1_to_3(tmp_path):
     import numpy as np
     import pandas as pd

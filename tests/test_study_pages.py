@@ -113,6 +113,13 @@ def test_gem_page_says_paper_yaml_scores_and_trains_by_the_original_definitions(
     study = PAPER["gem"]
     recipes = set(study["recipes"]).union(*study["recipes_by_base"].values())
     assert {PAPER["recipes"][recipe]["loss"]["compat"] for recipe in recipes} == {"original"}
+    # The chat reward: the headline judge reads as evaluation_reward.py, the one beside at the
+    # answer's end (the default).
+    best_of_n = study["best_of_n"]
+    assert PAPER["judges"][best_of_n["judge"]]["compat"] == "original"
+    assert [PAPER["judges"][judge].get("compat", DEFAULT_DEFINITION) for judge in best_of_n["beside"]] == ["paper"]
+    row = next(line for line in page("gem").splitlines() if line.startswith("| Chat reward read-out"))
+    assert f"(`{best_of_n['judge']}`)" in row and f"(`{best_of_n['beside'][0]}`" in row
 
 
 def test_gem_page_gives_the_chat_sft_size_paper_yaml_builds():

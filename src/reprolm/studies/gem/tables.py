@@ -127,37 +127,44 @@ def gsm8k_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.
 def chat_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Reward of the best of n samples per prompt at each ``headline`` n (the seed reports
     n = 8; default the largest n), and the best-of-n and mean-of-n reward at every n; each
-    with its bootstrap over prompts."""
+    with its bootstrap over prompts. The judges graded ``beside`` the headline one add their
+    own columns (marked ``[judge]``) and rows."""
     spec = study["best_of_n"]
+    ns = spec["ns"]
     headline, by_n = [], []
     for base, recipe in models:
-        graded = _find(scores, f"grade_{spec['judge']}", base, recipe, spec["promptset"])
-        if graded is None:
-            continue
-        rewards: dict = {}
-        for prompt_id, _sample, grades in sorted(
-            zip(graded.data["ids"], graded.data["samples"], graded.data["grades"], strict=True)
-        ):
-            rewards.setdefault(prompt_id, []).append(grades[-1])
-        ns = spec["ns"]
-        prompts = list(rewards)
-        result = {
-            n: {
-                name: mean_of(values, prompts)
-                for name, values in best_and_mean_per_prompt(list(rewards.values()), n).items()
+        row = _row(study, base, recipe)
+        for judge in [spec["judge"], *spec.get("beside", [])]:
+            graded = _find(scores, f"grade_{judge}", base, recipe, spec["promptset"])
+            if graded is None:
+                continue
+            rewards: dict = {}
+            for prompt_id, _sample, grades in sorted(
+                zip(graded.data["ids"], graded.data["samples"], graded.data["grades"], strict=True)
+            ):
+                rewards.setdefault(prompt_id, []).append(grades[-1])
+            prompts = list(rewards)
+            result = {
+                n: {
+                    name: mean_of(values, prompts)
+                    for name, values in best_and_mean_per_prompt(list(rewards.values()), n).items()
+                }
+                for n in ns
             }
-            for n in ns
-        }
-        headline.append(
-            {
-                **_row(study, base, recipe),
-                **{f"Reward (Best-of-N @{n})": result[n]["best"] for n in spec.get("headline", ns[-1:])},
-            }
-        )
-        by_n += [
-            {**_row(study, base, recipe), "n": n, "best-of-n": result[n]["best"], "mean-of-n": result[n]["mean"]}
-            for n in ns
-        ]
+            mark = "" if judge == spec["judge"] else f" [{judge}]"
+            row.update({f"Reward (Best-of-N @{n}){mark}": result[n]["best"] for n in spec.get("headline", ns[-1:])})
+            by_n += [
+                {
+                    **_row(study, base, recipe),
+                    "judge": judge,
+                    "n": n,
+                    "best-of-n": result[n]["best"],
+                    "mean-of-n": result[n]["mean"],
+                }
+                for n in ns
+            ]
+        if len(row) > len(_row(study, base, recipe)):
+            headline.append(row)
     return pd.DataFrame(headline), pd.DataFrame(by_n)
 
 
