@@ -118,6 +118,21 @@ def test_gem_page_says_paper_yaml_scores_and_trains_by_the_original_definitions(
     best_of_n = study["best_of_n"]
     assert PAPER["judges"][best_of_n["judge"]]["compat"] == "original"
     assert [PAPER["judges"][judge].get("compat", DEFAULT_DEFINITION) for judge in best_of_n["beside"]] == ["paper"]
+    # IFEval: the suite's first task (the seed's columns) samples as the original did, greedy beside.
+    sampled, greedy = PAPER["lm_eval_suites"][study["lm_eval_suite"]]["tasks"]
+    assert sampled["gen_kwargs"] == {
+        "do_sample": True,
+        "temperature": 0.6,
+        "top_p": 0.9,
+        "top_k": 50,
+        "max_gen_toks": 1024,
+    }
+    assert "gen_kwargs" not in greedy and sampled["task"] == greedy["task"] == "ifeval"
+    row = next(line for line in page("gem").splitlines() if line.startswith("| IFEval"))
+    assert (
+        f"(`{sampled['name']}`, the suite's first task" in row
+        and f"(`{greedy['name']}`, the `[{greedy['name']}]`" in row
+    )
     row = next(line for line in page("gem").splitlines() if line.startswith("| Chat reward read-out"))
     assert f"(`{best_of_n['judge']}`)" in row and f"(`{best_of_n['beside'][0]}`" in row
 

@@ -36,8 +36,11 @@ class Gem(Study):
     table_captions = {
         "ifeval": """\
             lm-eval's IFEval accuracies x100: prompt and instruction level, strict and loose
-            (``Prompt-Level`` and ``Instruction-Level`` are the loose ones), and their mean;
-            ``not scored`` names prompts whose checks could not run here and why. ``lo`` / ``hi``:
+            (``Prompt-Level`` and ``Instruction-Level`` are the loose ones), and their mean, by
+            the suite's first IFEval task, whose decoding ``protocol`` names (greedy, or sampled
+            with one answer kept as the original GEM evaluation did); columns marked ``[task]``:
+            the same by another IFEval task of the suite (another protocol); ``not scored``
+            names prompts whose checks could not run here and why. ``lo`` / ``hi``:
             95% percentile bootstrap interval over the prompts, paired across models.
         """,
         "gsm8k": """\
