@@ -358,6 +358,8 @@ def _summarise(spec: TaskSpec, config: dict[str, Any], output: dict) -> dict[str
         "n_docs": output["n-samples"][spec.task]["effective"],
         "n_docs_available": output["n-samples"][spec.task]["original"],
         "num_fewshot": output["n-shot"][spec.task],
+        # How a generation task answered: greedy or sampled, and how long it could answer.
+        "generation_kwargs": config.get("generation_kwargs"),
         "task_version": output["versions"][spec.task],
         "data": str(spec.data_dir)
         if spec.data_dir is not None
