@@ -7,6 +7,7 @@
     reprolm rehearse [--configfile F] [--profile P]  whether the cluster accepts every job's request
     reprolm progress [--since 2h|ISO]          one line per job of the run: status, wall time, progress
     reprolm config-docs [--output F]           the configuration keys page, from the config schema
+    reprolm lock --configfile F [--check | --update [NAME ...]]  pin every remote input of a config
 
 Run it in the workflow's folder (the records' paths are relative to it), or give ``--root``.
 """
@@ -38,6 +39,46 @@ def not_a_run_folder(root: str) -> str | None:
         f"{folder.resolve()} is not a run folder (no results/ or resources/ there): "
         "run reprolm where the workflow ran, or give --root"
     )
+
+
+def lock_command(args) -> int:
+    from reprolm import lock
+    from reprolm.config.overlays import load
+
+    root = Path(args.root)
+    config_file = root / args.configfile
+    if not config_file.is_file():
+        print(f"reprolm lock: {config_file}: no such config file", file=sys.stderr)
+        return 2
+    path = lock.lock_path([config_file])
+    try:
+        if args.check:
+            entries = lock.read_lock(path)
+            if not entries:
+                print(
+                    f"reprolm lock --check: {path}: no lock yet (make it: reprolm lock --configfile {args.configfile})"
+                )
+                return 1
+            moved, untold = lock.check(entries)
+            for item in moved:
+                print(f"{item.key}: moved upstream: locked {item.locked}, now {item.now}")
+            for line in untold:
+                print(f"{line}", file=sys.stderr)
+            unlocked = lock.unlocked(load(config_file, root), entries)
+            for key in unlocked:
+                print(f"{key}: not locked")
+            print(
+                f"{len(entries)} locked inputs checked against upstream: {len(moved)} moved, {len(unlocked)} not locked",
+                file=sys.stderr,
+            )
+            return 1 if moved or unlocked else 0
+        update = None if args.update is None else (args.update or list(lock.read_lock(path)))
+        entries = lock.lock(load(config_file, root), path, args.configfile, update=update)
+    except lock.LockError as error:
+        print(f"reprolm lock: {error}", file=sys.stderr)
+        return 2
+    print(f"{path}: {len(entries)} inputs locked", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,7 +148,23 @@ def main(argv: list[str] | None = None) -> int:
     config_docs_parser.add_argument(
         "--output", default=str(KEYS_PAGE), help=f"the page to write (default: {KEYS_PAGE})"
     )
+    lock_parser = commands.add_parser(
+        "lock", help="resolve every remote input of a config to an immutable revision, into the lock beside it"
+    )
+    lock_parser.add_argument("--configfile", required=True, help="the run's config, e.g. config/paper.yaml")
+    lock_mode = lock_parser.add_mutually_exclusive_group()
+    lock_mode.add_argument(
+        "--check",
+        action="store_true",
+        help="say what moved upstream since the lock, downloading nothing; exit 1 if any",
+    )
+    lock_mode.add_argument(
+        "--update", nargs="*", metavar="NAME", help="resolve these entries again (keys or names; all if none)"
+    )
     args = parser.parse_args(argv)
+
+    if args.command == "lock":
+        return lock_command(args)
 
     if args.command == "config-docs":
         print(write_keys_page(args.schema, args.output))
