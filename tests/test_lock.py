@@ -5,6 +5,7 @@ reading the lock; a run of an unlocked config refused."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 import yaml
@@ -142,9 +143,175 @@ def test_an_unlocked_config_is_refused_listing_its_inputs_and_a_dry_run_warns(tm
     warnings = []
     lock.refuse_unlocked(CONFIG, path, dry_run=True, warn=warnings.append, configfile="study.yaml")
     assert len(warnings) == 1 and warnings[0].startswith(message)
-    assert "a real run is refused until they are locked" in warnings[0]
+    assert "a real run is refused before its first job until they are locked" in warnings[0]
     lock.refuse_unlocked({**CONFIG, "allow_unpinned": True}, path, dry_run=False, warn=warnings.append)
     assert "allow_unpinned: true: the run goes on unpinned" in warnings[-1]
     # Nothing remote (the embedded default's case): nothing to lock, nothing said.
     lock.refuse_unlocked({"sources": {}}, None, dry_run=False, warn=warnings.append)
     assert len(warnings) == 2
+
+
+LOCKED = {
+    "model org/base": {"repo": "org/base", "revision": "1" * 40},
+    "model org/chat": {"repo": "org/chat", "revision": "2" * 40},
+    "dataset org/prompts": {"repo": "org/prompts", "revision": "4" * 40},
+    f"url {PARQUET_URL}": {"url": PARQUET_URL, "sha256": None},
+    "lm_eval_task arc_challenge": {"task": "arc_challenge", "datasets": ["dataset allenai/ai2_arc"]},
+    "dataset allenai/ai2_arc": {"repo": "allenai/ai2_arc", "revision": "5" * 40},
+}
+
+
+class LoadDatasetStandIn:
+    """``datasets.load_dataset`` for hub datasets (none reachable here): each call recorded,
+    a hub dataset answered with ``rows`` (as a DatasetDict where no split is asked); packaged
+    builders reading local files (parquet, json, csv) run for real."""
+
+    def __init__(self, monkeypatch, rows: list[dict]):
+        import datasets
+
+        self.real, self.rows, self.calls = datasets.load_dataset, rows, []
+        monkeypatch.setattr(datasets, "load_dataset", self.load)
+
+    def load(self, path, name=None, split=None, revision=None, data_files=None, **options):
+        import datasets
+
+        self.calls.append({"path": path, "name": name, "split": split, "revision": revision})
+        if path in ("parquet", "json", "csv"):
+            return self.real(path, name, split=split, data_files=data_files, **options)
+        dataset = datasets.Dataset.from_list(self.rows)
+        return dataset if split else datasets.DatasetDict({"train": dataset, "validation": dataset, "test": dataset})
+
+
+def _parquet_bytes(rows: list[dict]) -> bytes:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows), sink)
+    return sink.getvalue()
+
+
+def test_the_locked_revision_reaches_snapshot_download_and_load_dataset_and_the_record(tmp_path, monkeypatch, upstream):
+    import huggingface_hub
+
+    from reprolm.data.sources import fetch_splits
+    from reprolm.models.base import download_base_model
+    from reprolm.provenance import records
+
+    hub, files = upstream
+    asked = []
+
+    def snapshot_download_stand_in(repo_id, revision, local_dir, allow_patterns):
+        asked.append((repo_id, revision))
+        Path(local_dir).mkdir(parents=True, exist_ok=True)
+        (Path(local_dir) / "config.json").write_text("{}")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download_stand_in)
+    pinned = lock.locked_hub({"path": "org/base", "chat_template_from": "org/chat"}, LOCKED, "model")
+    assert pinned == {
+        "path": "org/base",
+        "chat_template_from": "org/chat",
+        "revision": "1" * 40,
+        "chat_template_revision": "2" * 40,
+    }
+    notes = {}
+    token = records._STEP_NOTES.set(notes)
+    try:
+        download_base_model({"path": "org/base", "revision": pinned["revision"]}, str(tmp_path / "base"))
+        # The lock's commit, not the hub's newest: the hub moved on since.
+        hub.commits[("dataset", "org/prompts")] = "8" * 40
+        loads = LoadDatasetStandIn(monkeypatch, [{"instruction": "Say hi."}])
+        spec = lock.locked_source(CONFIG["sources"]["prompts"], LOCKED)
+        assert fetch_splits({"name": "prompts", **spec}) == {"train": [{"instruction": "Say hi."}]}
+        assert loads.calls == [{"path": "org/prompts", "name": "default", "split": "train", "revision": "4" * 40}]
+        # A file named by URL: fetched, hashed, read from the local copy.
+        rows = [{"instruction": "Write a poem."}]
+        files.files[PARQUET_URL] = _parquet_bytes(rows)
+        digest = hashlib.sha256(files.files[PARQUET_URL]).hexdigest()
+        entries = {**LOCKED, f"url {PARQUET_URL}": {"url": PARQUET_URL, "sha256": digest}}
+        spec = lock.locked_source(CONFIG["sources"]["files"], entries)
+        assert spec["hub"]["locked_files"] == {PARQUET_URL: digest}
+        assert fetch_splits({"name": "files", **spec}) == {"test": rows}
+    finally:
+        records._STEP_NOTES.reset(token)
+    assert asked == [("org/base", "1" * 40)]
+    assert notes["read"] == [
+        {"kind": "model", "repo": "org/base", "revision": "1" * 40},
+        {"kind": "dataset", "repo": "org/prompts", "name": "default", "revision": "4" * 40},
+        {"kind": "url", "url": PARQUET_URL, "sha256": digest},
+    ]
+    # An unpinned run (allow_unpinned) reads, and records, the hub's commit of the day.
+    notes.clear()
+    token = records._STEP_NOTES.set(notes)
+    try:
+        download_base_model({"path": "org/base"}, str(tmp_path / "unpinned"))
+    finally:
+        records._STEP_NOTES.reset(token)
+    assert asked[-1] == ("org/base", "1" * 40) and notes["read"][0]["revision"] == "1" * 40
+
+
+def test_a_file_whose_content_differs_from_the_lock_fails_naming_both_hashes(tmp_path, upstream):
+    from reprolm.data.sources import write_source
+
+    _, files = upstream
+    files.files[PARQUET_URL] = _parquet_bytes([{"instruction": "Write a poem, re-uploaded."}])
+    locked = hashlib.sha256(b"the bytes that were locked").hexdigest()
+    served = hashlib.sha256(files.files[PARQUET_URL]).hexdigest()
+    spec = lock.locked_source(CONFIG["sources"]["files"], {f"url {PARQUET_URL}": {"sha256": locked}})
+    with pytest.raises(lock.LockError) as refused:
+        write_source({"name": "files", **spec}, tmp_path / "files")
+    assert str(refused.value) == (
+        f"sources.files.hub.data_files.test: {PARQUET_URL}: content sha256 {served} differs from the lock's "
+        f"{locked}: the file changed upstream since it was locked (re-lock it deliberately: "
+        f"reprolm lock --update {PARQUET_URL})"
+    )
+    assert not (tmp_path / "files").exists()
+
+
+def test_an_lm_eval_tasks_locked_revision_reaches_load_dataset_through_dataset_kwargs(tmp_path, monkeypatch):
+    from reprolm.data.hub_assets import cache_lm_eval_task, pinned_task_configs
+    from reprolm.data.upstream import make_fixture
+
+    configs = pinned_task_configs("arc_challenge", lock.lm_eval_revisions(LOCKED, "arc_challenge"))
+    assert [config["dataset_kwargs"] for config in configs] == [{"revision": "5" * 40}]
+    # A group: each of its tasks pinned (lm-eval's own mmlu group, 57 tasks on cais/mmlu).
+    group = pinned_task_configs("mmlu", {"cais/mmlu": "6" * 40})
+    assert len(group) == 57 and {config["dataset_kwargs"]["revision"] for config in group} == {"6" * 40}
+    made = make_fixture("arc", n=4, seed=0)
+    loads = LoadDatasetStandIn(monkeypatch, next(iter(made.values())) if isinstance(made, dict) else made)
+    manifest = cache_lm_eval_task("arc_challenge", tmp_path / "arc", {"allenai/ai2_arc": "5" * 40})
+    assert loads.calls == [{"path": "allenai/ai2_arc", "name": "ARC-Challenge", "split": None, "revision": "5" * 40}]
+    assert manifest["arc_challenge"]["documents"] == {"test": 4, "train": 4, "validation": 4}
+
+
+@pytest.mark.workflow
+def test_a_real_run_of_an_unlocked_config_is_refused_before_any_job_and_its_dry_run_warns(tmp_path):
+    from workflow_helpers import scratch_copy, snakemake
+
+    work = scratch_copy(tmp_path)
+    overlay = {
+        "extends": "config/config.yaml",
+        "base_models": {"hub_llama": {"hub": {"path": "example/tiny-llama"}}},
+        "ruler": {"baselines": ["hub_llama"]},
+    }
+    (work / "hub.yaml").write_text(yaml.safe_dump(overlay))
+    refused = snakemake(work, "--configfile", "hub.yaml", check=False)
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0
+    assert "1 remote input of the config not locked in hub.lock.yaml" in output
+    assert (
+        "  model example/tiny-llama\nLock them on a host that reaches the hub: reprolm lock --configfile hub.yaml"
+        in (output)
+    )
+    assert not (work / "results").exists() and not (work / "resources" / "models").exists()
+    planned = snakemake(work, "-n", "--configfile", "hub.yaml")
+    assert "a dry run goes on; a real run is refused before its first job until they are locked" in (
+        planned.stdout + planned.stderr
+    )
+    # Locked: nothing to say.
+    lock.write_lock(work / "hub.lock.yaml", {"model example/tiny-llama": {"revision": "1" * 40}}, "hub.yaml")
+    assert "not locked" not in (lambda r: r.stdout + r.stderr)(snakemake(work, "-n", "--configfile", "hub.yaml"))
+    # The embedded default reads nothing remote: nothing to lock.
+    assert "not locked" not in (lambda r: r.stdout + r.stderr)(snakemake(work, "-n"))

@@ -185,8 +185,9 @@ def refuse_unlocked(
     config: Mapping, path: Path | None, dry_run: bool, warn: Callable[[str], None], configfile: str = ""
 ) -> None:
     """Refuse a run of ``config`` whose remote inputs are not all locked (a ConfigError
-    listing them and the command that locks them); a dry run, or a config with
-    ``allow_unpinned: true``, warns the same instead."""
+    listing them and the command that locks them); for a dry run (or while the workflow is
+    parsed, before Snakemake says whether it is one), or a config with
+    ``allow_unpinned: true``, warn the same instead."""
     from reprolm.config.errors import ConfigError
 
     if path is None:
@@ -206,7 +207,7 @@ def refuse_unlocked(
     if config.get("allow_unpinned"):
         warn(f"{message}\n(allow_unpinned: true: the run goes on unpinned)")
     elif dry_run:
-        warn(f"{message}\n(a dry run goes on; a real run is refused until they are locked)")
+        warn(f"{message}\n(a dry run goes on; a real run is refused before its first job until they are locked)")
     else:
         raise ConfigError(message)
 
@@ -245,6 +246,11 @@ def locked_hub(hub: Mapping, entries: Mapping[str, dict], kind: str) -> dict:
     return pinned
 
 
+def locked_source(spec: Mapping, entries: Mapping[str, dict]) -> dict:
+    """A source spec with its hub dataset's locked revision and its URLs' locked hashes."""
+    return {**spec, "hub": locked_hub(spec["hub"], entries, "dataset")} if spec.get("hub") else dict(spec)
+
+
 def lm_eval_revisions(entries: Mapping[str, dict], task: str) -> dict[str, str]:
     """The locked commits of the hub datasets lm-eval ``task`` reads, by repo."""
     entry = entries.get(RemoteInput("lm_eval_task", task).key) or {}
@@ -265,6 +271,26 @@ def hub_commit(kind: str, repo: str, ref: str | None, timeout: float = TIMEOUT_S
 
     ask = HfApi().model_info if kind == "model" else HfApi().dataset_info
     return ask(repo, revision=ref, timeout=timeout).sha
+
+
+def pinned_commit(kind: str, repo: str, revision: str | None) -> str:
+    """``revision`` where it is a commit sha (as the lock gives it), else the hub's commit of
+    ``repo`` at that reference now (an unpinned run's download records what it read)."""
+    return revision if revision and SHA.match(revision) else hub_commit(kind, repo, revision)
+
+
+def fetch_locked_file(url: str, destination: Path, locked: str | None, where: str) -> str:
+    """``url``'s content into ``destination``, its sha256 checked against the lock's
+    (``locked``; None for an unpinned run): a file that differs fails naming both hashes, and
+    leaves nothing behind. Returns the sha256 read."""
+    digest, _ = fetch_url(url, destination)
+    if locked and digest != locked:
+        destination.unlink(missing_ok=True)
+        raise LockError(
+            f"{where}: {url}: content sha256 {digest} differs from the lock's {locked}: the file changed "
+            f"upstream since it was locked (re-lock it deliberately: reprolm lock --update {url})"
+        )
+    return digest
 
 
 def fetch_url(url: str, destination: Path | None = None, timeout: float = TIMEOUT_S) -> tuple[str, dict]:
@@ -294,16 +320,20 @@ def url_etag(url: str, timeout: float = TIMEOUT_S) -> str | None:
         return response.headers.get("ETag")
 
 
-def task_datasets(task: str) -> list[tuple[str, str | None]]:
-    """The hub datasets (path, config name) lm-eval ``task`` reads, a group's subtasks'
-    included, from lm-eval's own task files (nothing downloaded)."""
-    from reprolm.score.lm_eval_bridge import builtin_task_config, task_manager
+def leaf_tasks(task: str) -> list[str]:
+    """The tasks lm-eval runs for ``task``: itself, or a group's (or tag's) tasks, nested
+    groups expanded, from lm-eval's own task files (nothing downloaded). A group's task given
+    inline (a config, not a name) is returned as that config."""
+    from reprolm.score.lm_eval_bridge import task_manager
 
     index = task_manager().task_index
-    found: dict[tuple[str, str | None], None] = {}
+    leaves: list = []
     pending, seen = [task], set()
     while pending:
-        name = pending.pop()
+        name = pending.pop(0)
+        if isinstance(name, dict):
+            leaves.append(name)
+            continue
         if name in seen:
             continue
         seen.add(name)
@@ -312,20 +342,24 @@ def task_datasets(task: str) -> list[tuple[str, str | None]]:
             raise LockError(f"lm-eval has no task or group {name!r} (named by {task!r})")
         subtasks = (entry.cfg or {}).get("task")
         if entry.kind.name == "TAG":
-            pending.extend(sorted(entry.cfg.get("task", []) if isinstance(entry.cfg, dict) else []))
             pending.extend(sorted(other for other, item in index.items() if name in (item.tags or ())))
         elif isinstance(subtasks, list):
-            for subtask in subtasks:
-                if isinstance(subtask, str):
-                    pending.append(subtask)
-                elif isinstance(subtask, dict) and subtask.get("dataset_path"):
-                    found[(subtask["dataset_path"], subtask.get("dataset_name"))] = None
-                elif isinstance(subtask, dict) and subtask.get("task"):
-                    pending.append(subtask["task"])
+            pending.extend(sub if isinstance(sub, str) or not sub.get("task") else sub for sub in subtasks)
         else:
-            config = builtin_task_config(name, resolve_functions=False)
-            if config.get("dataset_path"):
-                found[(config["dataset_path"], config.get("dataset_name"))] = None
+            leaves.append(name)
+    return leaves
+
+
+def task_datasets(task: str) -> list[tuple[str, str | None]]:
+    """The hub datasets (path, config name) lm-eval ``task`` reads, a group's subtasks'
+    included, from lm-eval's own task files (nothing downloaded)."""
+    from reprolm.score.lm_eval_bridge import builtin_task_config
+
+    found: dict[tuple[str, str | None], None] = {}
+    for leaf in leaf_tasks(task):
+        config = leaf if isinstance(leaf, dict) else builtin_task_config(leaf, resolve_functions=False)
+        if config.get("dataset_path"):
+            found[(config["dataset_path"], config.get("dataset_name"))] = None
     return sorted(found, key=lambda item: (item[0], item[1] or ""))
 
 

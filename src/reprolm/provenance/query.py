@@ -63,6 +63,8 @@ def lineage(path: str | Path, root: str | Path = ".") -> dict:
         inputs = [_key(item["path"]) for group in record.get("inputs", {}).values() for item in group]
         artifacts[current] = {
             **{name: record.get(name) for name in SHOWN_FIELDS},
+            # The remote inputs a download read: each repository's commit, each file's sha256.
+            **({"read": record["read"]} if record.get("read") else {}),
             "sha256": _recorded_output_hash(record, current),
             "inputs": inputs,
         }
@@ -106,6 +108,14 @@ def _describe(path: str, entry: dict) -> str:
     )
 
 
+def describe_read(item: dict) -> str:
+    """A remote input as a step read it: a hub repository at its commit, a file by its sha256."""
+    if item.get("revision"):
+        subset = f" ({item['name']})" if item.get("name") else ""
+        return f"{item.get('kind')} {item.get('repo')}{subset} at commit {item['revision']}"
+    return f"{item.get('kind')} {item.get('url') or item.get('package')} sha256 {item.get('sha256')}"
+
+
 def format_tree(graph: dict, show_params: bool = False) -> str:
     """The lineage as an indented tree, each artifact described and expanded once: a shared
     ancestor's later mentions only name it."""
@@ -123,6 +133,8 @@ def format_tree(graph: dict, show_params: bool = False) -> str:
             return
         lines.append(prefix + connector + _describe(path, entry))
         expanded.add(path)
+        for item in entry.get("read") or []:
+            lines.append(prefix + child_prefix + "    read: " + describe_read(item))
         if show_params and entry.get("params"):
             lines.append(prefix + child_prefix + "    params: " + json.dumps(entry["params"], sort_keys=True))
         for index, child in enumerate(entry["inputs"]):
