@@ -83,13 +83,25 @@ def _add(found: dict[str, RemoteInput], item: RemoteInput, reader: str) -> None:
 
 
 def lm_eval_tasks(config: Mapping) -> dict[str, list[str]]:
-    """The lm-eval tasks whose hub datasets the DAG fetches (a suite's task without a local
-    ``source``), with the config keys naming each."""
+    """The lm-eval tasks whose hub datasets the DAG fetches, with the config keys naming each:
+    every lm-eval task spec in the config (a mapping with a ``task`` and the ``metric`` read
+    of it: an lm-eval suite's, or a study's own task list) that names no local ``source``."""
     tasks: dict[str, list[str]] = {}
-    for suite_name, suite in config.get("lm_eval_suites", {}).items():
-        for task in suite.get("tasks", []):
-            if not task.get("source"):
-                tasks.setdefault(task["task"], []).append(f"lm_eval_suites.{suite_name}.tasks.{task['name']}")
+
+    def visit(node, where: str) -> None:
+        if isinstance(node, Mapping):
+            if isinstance(node.get("task"), str) and isinstance(node.get("metric"), str):
+                if not node.get("source"):
+                    tasks.setdefault(node["task"], []).append(f"{where}.{node.get('name', node['task'])}")
+                return
+            for key, value in node.items():
+                if not str(key).startswith("_"):
+                    visit(value, f"{where}.{key}" if where else str(key))
+        elif isinstance(node, list):
+            for item in node:
+                visit(item, where)
+
+    visit(config, "")
     return tasks
 
 
