@@ -5,6 +5,7 @@ reading the lock; a run of an unlocked config refused."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,9 @@ COMMITS = {
 CONFIG = {
     "base_models": {"base": {"hub": {"path": "org/base", "chat_template_from": "org/chat"}}},
     "sources": {
-        "prompts": {"schema": "prompts", "hub": {"path": "org/prompts", "name": "default", "split": "train"}},
+        "prompts": {"schema": "writing_prompts", "hub": {"path": "org/prompts", "name": "default", "split": "train"}},
         "files": {
-            "schema": "prompts",
+            "schema": "writing_prompts",
             "hub": {"path": "parquet", "data_files": {"test": PARQUET_URL}, "split": "test"},
         },
     },
@@ -315,3 +316,79 @@ def test_a_real_run_of_an_unlocked_config_is_refused_before_any_job_and_its_dry_
     assert "not locked" not in (lambda r: r.stdout + r.stderr)(snakemake(work, "-n", "--configfile", "hub.yaml"))
     # The embedded default reads nothing remote: nothing to lock.
     assert "not locked" not in (lambda r: r.stdout + r.stderr)(snakemake(work, "-n"))
+
+
+def _job(rule: str, output: str, inputs: dict | None = None, params: dict | None = None):
+    """What a rule's script is given as ``snakemake`` (Snakemake's own Namedlists)."""
+    from types import SimpleNamespace
+
+    from snakemake.iocontainers import Namedlist
+
+    return SimpleNamespace(
+        rule=rule,
+        input=Namedlist(fromdict=inputs or {}),
+        output=Namedlist([output]),
+        params=Namedlist(fromdict=params or {}),
+        wildcards=Namedlist(fromdict={}),
+        log=[f"logs/{rule}.log"],
+        threads=1,
+        config={"seed": 0},
+    )
+
+
+def _download_and_tabulate(upstream_commit: str, monkeypatch) -> None:
+    """A download of a hub dataset and of a base model at the lock's commits, and a table
+    made from both, each as a recorded step of the workflow."""
+    import huggingface_hub
+
+    from reprolm.data.sources import write_source
+    from reprolm.models.base import download_base_model
+    from reprolm.provenance import tracked_step
+
+    def snapshot_download_stand_in(repo_id, revision, local_dir, allow_patterns):
+        Path(local_dir).mkdir(parents=True, exist_ok=True)
+        (Path(local_dir) / "config.json").write_text(f'{{"commit": "{revision}"}}')
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download_stand_in)
+    LoadDatasetStandIn(monkeypatch, [{"instruction": "Say hi."}])
+    entries = {**LOCKED, "model org/base": {"revision": upstream_commit}}
+    spec = {"name": "prompts", **lock.locked_source(CONFIG["sources"]["prompts"], entries)}
+    with tracked_step(_job("raw_source", "resources/raw/prompts", params={"spec": spec})):
+        write_source(spec, "resources/raw/prompts")
+    hub = lock.locked_hub({"path": "org/base"}, entries, "model")
+    with tracked_step(_job("download_base_model", "resources/models/base", params={"hub": hub})):
+        download_base_model(hub, "resources/models/base")
+    inputs = {"source": "resources/raw/prompts", "model": "resources/models/base"}
+    with tracked_step(_job("study_tables", "results/tables/table.csv", inputs=inputs)):
+        Path("results/tables").mkdir(parents=True, exist_ok=True)
+        Path("results/tables/table.csv").write_text("model,score\nbase,1\n")
+
+
+def test_lineage_of_a_table_names_the_commits_behind_it_and_verify_checks_a_fresh_download(
+    tmp_path, monkeypatch, upstream, capsys
+):
+    (tmp_path / "run").mkdir()
+    monkeypatch.chdir(tmp_path / "run")
+    _download_and_tabulate("1" * 40, monkeypatch)
+    record = json.loads(Path("resources/models/base/provenance.json").read_text())
+    assert record["read"] == [{"kind": "model", "repo": "org/base", "revision": "1" * 40}]
+    assert main(["lineage", "results/tables/table.csv"]) == 0
+    tree = capsys.readouterr().out
+    assert f"    read: dataset org/prompts (default) at commit {'4' * 40}" in tree
+    assert f"    read: model org/base at commit {'1' * 40}" in tree
+    graph = json.loads(main(["lineage", "--json", "results/tables/table.csv"]) == 0 and capsys.readouterr().out)
+    assert graph["artifacts"]["resources/raw/prompts"]["read"][0]["revision"] == "4" * 40
+
+    # A fresh download in another run folder, checked against the first run's records: the
+    # same commits and content pass; a model read at another commit is named.
+    (tmp_path / "again").mkdir()
+    monkeypatch.chdir(tmp_path / "again")
+    _download_and_tabulate("1" * 40, monkeypatch)
+    assert main(["verify", "resources", "--against", str(tmp_path / "run")]) == 0
+    _download_and_tabulate("7" * 40, monkeypatch)
+    capsys.readouterr()
+    assert main(["verify", "resources", "--against", str(tmp_path / "run")]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"resources/models/base: read model org/base at {'7' * 40}, the original at {'1' * 40}",
+        "resources/models/base: content differs from the original's: config.json",
+    ]

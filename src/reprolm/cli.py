@@ -1,7 +1,7 @@
 """The ``reprolm`` command: questions about a run's results, from its provenance records.
 
     reprolm lineage PATH [--json] [--params]   what is behind a result
-    reprolm verify [PATH ...]                  which recorded artifacts are no longer as recorded
+    reprolm verify [PATH ...] [--against ROOT] which recorded artifacts are no longer as recorded
     reprolm cost PATH [PATH ...] [--json]      GPU-, CPU- and wall hours behind results, by stage
     reprolm plan [--configfile F] [--width N]  what a run will cost, before it starts
     reprolm rehearse [--configfile F] [--profile P]  whether the cluster accepts every job's request
@@ -23,7 +23,7 @@ from pathlib import Path
 from reprolm.config.docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
 from reprolm.plan import DEVICES, plan
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
-from reprolm.provenance.query import format_tree, lineage, verify
+from reprolm.provenance.query import format_tree, lineage, verify, verify_downloads
 from reprolm.run_summary import parse_since, run_jobs, run_summary
 
 DEFAULT_VERIFIED = ("results", "resources")
@@ -95,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         default=list(DEFAULT_VERIFIED),
         help="artifacts or folders to check (default: results resources)",
+    )
+    verify_parser.add_argument(
+        "--against",
+        metavar="ROOT",
+        help="check the downloads under the paths (their records' `read`: commits and sha256s, and their files) "
+        "against the records of the same artifacts in the run folder ROOT",
     )
     cost_parser = commands.add_parser("cost", help="GPU-hours behind results (each shared job once), by stage")
     cost_parser.add_argument("paths", nargs="+", help="results: tables, plots, models, scores")
@@ -262,7 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"reprolm verify: {problem}", file=sys.stderr)
         return 2
-    result = verify(args.paths, root=args.root)
+    result = (
+        verify(args.paths, root=args.root)
+        if args.against is None
+        else verify_downloads(args.paths, args.against, root=args.root)
+    )
     if result.checked == 0:
         print(
             f"reprolm verify: no provenance records under {', '.join(args.paths)} in {root.resolve()}", file=sys.stderr

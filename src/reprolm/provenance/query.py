@@ -212,6 +212,53 @@ def verify(paths: Iterable[str | Path], root: str | Path = ".") -> Verification:
     return result
 
 
+def _read_key(item: dict) -> str:
+    return f"{item.get('kind')} {item.get('repo') or item.get('url') or item.get('package')}"
+
+
+def _read_value(item: dict) -> str:
+    return str(item.get("revision") or item.get("sha256"))
+
+
+def verify_downloads(paths: Iterable[str | Path], against: str | Path, root: str | Path = ".") -> Verification:
+    """Check the downloads under ``paths`` (records that name what they ``read``: a fresh
+    download, say, in a new run folder at ``root``) against the records of the same artifacts
+    in the run folder ``against``: each input read at the same commit (or sha256), and each
+    downloaded file of the same content."""
+    root, against = Path(root), Path(against)
+    result = Verification()
+    for record_path in record_files(root / p for p in paths):
+        record = json.loads(record_path.read_text())
+        if not record.get("read"):
+            continue
+        result.checked += 1
+        for output in record.get("outputs", []):
+            original = read_record(against / output["path"])
+            if original is None:
+                result.findings.append(Finding(output["path"], f"no record of it in {against}"))
+                continue
+            read_then = {_read_key(item): _read_value(item) for item in original.get("read") or []}
+            for item in record["read"]:
+                then = read_then.get(_read_key(item))
+                if then != _read_value(item):
+                    result.findings.append(
+                        Finding(
+                            output["path"], f"read {_read_key(item)} at {_read_value(item)}, the original at {then}"
+                        )
+                    )
+            recorded = {o["path"]: o for o in original.get("outputs", [])}.get(output["path"], {})
+            if recorded.get("sha256") != output["sha256"]:
+                files, then_files = output.get("files") or {}, recorded.get("files") or {}
+                differing = sorted(
+                    name
+                    for name in set(files) | set(then_files)
+                    if (files.get(name) or [None] * 3)[2] != (then_files.get(name) or [None] * 3)[2]
+                )
+                shown = f": {', '.join(differing)}" if differing else ""
+                result.findings.append(Finding(output["path"], f"content differs from the original's{shown}"))
+    return result
+
+
 def provenance_table(paths: Iterable[str | Path], root: str | Path = ".") -> list[dict]:
     """One row per artifact behind ``paths`` (their lineages merged): what made it, from
     which code, where and when, and its content hash."""
