@@ -298,6 +298,8 @@ def test_hub_download_runs_on_the_submitting_host(slurm_cluster, tmp_path):
     work = prepared(tmp_path)
     config = small_config()
     config["base_models"]["hub_llama"] = {"hub": {"path": "example/tiny-llama"}}
+    # Not locked (no hub here to lock it against): the download itself is what is tested.
+    config["allow_unpinned"] = True
     write_small_config(work, config)
     # Offline here, so that the download fails at once, naming the setting. One retry (the
     # profile's three would each fail alike): the retried job stays on this host too.

@@ -32,6 +32,7 @@ from reprolm.config.resources import (
 )
 from reprolm.data.builders import BUILDERS
 from reprolm.hub_token import hub_environment
+from reprolm.lock import lock_path, read_lock, refuse_unlocked
 from reprolm.provenance import mark_replaced_folders
 from reprolm.data.sources import source_inputs
 from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
@@ -68,6 +69,15 @@ with naming_the_file(
     # On the submitting host: cluster jobs parse the workflow too, and read no hub.
     if not workflow.remote_exec:
         check_hub_ids(config, warn=logger.warning)
+# Every remote input at the revision the lock beside the config pins (reprolm.lock): the
+# download rules pass it. Inputs not locked are named here (whether this is a dry run is not
+# known yet); a real run of such a config is refused before its first job (onstart), unless
+# the config says `allow_unpinned: true`.
+CONFIGFILES = [os.path.relpath(path) for path in workflow.config_settings.configfiles]
+LOCK_PATH = lock_path(CONFIGFILES)
+LOCK = read_lock(LOCK_PATH)
+if not workflow.remote_exec:
+    refuse_unlocked(config, LOCK_PATH, True, logger.warning, " ".join(CONFIGFILES[-1:]))
 STUDIES = enabled_studies(config)
 # One run per folder: a run of another base config than the one that made results/ would
 # replace its results (reprolm.config.run_folder). A dry run says so here; a real run is

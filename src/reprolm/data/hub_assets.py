@@ -32,14 +32,20 @@ FOREIGN_WEIGHTS = [
 ]
 
 
-def cache_lm_eval_task(task: str | Mapping, output: str | Path) -> dict:
+def cache_lm_eval_task(task: str | Mapping, output: str | Path, revisions: Mapping[str, str] | None = None) -> dict:
     """Load ``task`` (a built-in task's name, a group's, or a task config) as lm-eval does,
     which downloads its datasets into the datasets cache; ``output`` records which datasets
     and how many documents per split, so the job that reads them depends on this step and its
-    provenance says what was read."""
+    provenance says what was read. ``revisions`` (the lock's commits by hub dataset) reach
+    ``datasets.load_dataset`` through each task's ``dataset_kwargs``: a group is loaded as
+    its tasks, each pinned."""
+    from reprolm.provenance.records import note_read
     from reprolm.score.lm_eval_bridge import task_manager
 
-    loaded = task_manager().load([task])["tasks"]
+    tasks = [task] if not revisions or not isinstance(task, str) else pinned_task_configs(task, revisions)
+    for repo, revision in sorted((revisions or {}).items()):
+        note_read({"kind": "dataset", "repo": repo, "revision": revision, "read_for": f"lm-eval task {task}"})
+    loaded = task_manager().load(tasks)["tasks"]
     manifest = {
         name: {
             "dataset_path": loaded_task.config.dataset_path,
@@ -54,14 +60,42 @@ def cache_lm_eval_task(task: str | Mapping, output: str | Path) -> dict:
     return manifest
 
 
-def download_nltk_package(package: str, output: str | Path) -> None:
+def pinned_task_configs(task: str, revisions: Mapping[str, str]) -> list:
+    """The configs of the tasks lm-eval runs for ``task`` (a group's, expanded), each hub
+    dataset's ``dataset_kwargs`` given its locked revision."""
+    from reprolm.lock import leaf_tasks
+    from reprolm.score.lm_eval_bridge import builtin_task_config
+
+    configs = []
+    for leaf in leaf_tasks(task):
+        config = dict(leaf) if isinstance(leaf, dict) else builtin_task_config(leaf)
+        revision = revisions.get(config.get("dataset_path"))
+        if revision:
+            config["dataset_kwargs"] = {**(config.get("dataset_kwargs") or {}), "revision": revision}
+        configs.append(config)
+    return configs
+
+
+def download_nltk_package(package: str, output: str | Path, locked: str | None = None) -> None:
     """An NLTK data package (e.g. ``punkt_tab``, which IFEval's sentence counts need) as an
-    NLTK data folder."""
+    NLTK data folder; its archive's sha256 checked against the lock's (``locked``)."""
     import nltk
+
+    from reprolm.lock import LockError
+    from reprolm.provenance.hashing import content_hash
+    from reprolm.provenance.records import note_read
 
     with atomic_path(output) as tmp:
         if not nltk.download(package, download_dir=str(tmp), quiet=True, raise_on_error=True):
             raise RuntimeError(f"NLTK could not download {package!r}")
+        archives = sorted(tmp.glob(f"*/{package}.zip"))
+        digest = content_hash(archives[0]) if archives else None
+        if locked and digest != locked:
+            raise LockError(
+                f"NLTK package {package!r}: archive sha256 {digest} differs from the lock's {locked} "
+                f"(re-lock it deliberately: reprolm lock --update {package})"
+            )
+        note_read({"kind": "nltk", "package": package, "sha256": digest})
 
 
 def download_hub_model(repo_id: str, output: str | Path, revision: str | None = None) -> None:
@@ -69,8 +103,13 @@ def download_hub_model(repo_id: str, output: str | Path, revision: str | None = 
     config, tokenizer)."""
     from huggingface_hub import snapshot_download
 
+    from reprolm.lock import pinned_commit
+    from reprolm.provenance.records import note_read
+
     with atomic_path(output) as tmp:
         try:
+            revision = pinned_commit("model", repo_id, revision)
             snapshot_download(repo_id=repo_id, revision=revision, local_dir=str(tmp), ignore_patterns=FOREIGN_WEIGHTS)
         except OSError as error:  # the hub's HTTP errors and offline misses alike
             raise OSError(f"hub model {repo_id!r} could not be downloaded: {error}") from error
+        note_read({"kind": "model", "repo": repo_id, "revision": revision})
