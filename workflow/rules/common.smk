@@ -31,6 +31,8 @@ from reprolm.config.resources import (
     TASKS_PER_GPU,
 )
 from reprolm.data.builders import BUILDERS
+from reprolm.generate.prompts import PROMPT_BUILDERS
+from reprolm.length import targets_read
 from reprolm.hub_token import hub_environment
 from reprolm.lock import lock_path, read_lock, refuse_unlocked
 from reprolm.provenance import mark_replaced_folders
@@ -164,6 +166,25 @@ def builder_code(wildcards):
     spec = config["datasets"][wildcards.dataset]
     return reading_code(
         "dataset.py", spec.get("sources", []), entry_of(BUILDERS[spec["builder"]])
+    )
+
+
+# What of the length targets a job reads, as its builder, prompt kind or metric declares it
+# (reprolm.length.reads_length_targets): editing a window reruns only the jobs that read it.
+def builder_targets(wildcards):
+    builder = BUILDERS[config["datasets"][wildcards.dataset]["builder"]]
+    return canonical(targets_read(builder, config.get("length_targets")))
+
+
+def prompt_targets(wildcards):
+    kind = lookups.promptset_spec(config, wildcards.promptset)["prompt"]
+    builder = PROMPT_BUILDERS[kind] if kind in PROMPT_BUILDERS else None
+    return canonical(targets_read(builder, config.get("length_targets")))
+
+
+def metric_targets(wildcards):
+    return canonical(
+        targets_read(METRICS[wildcards.metric], config.get("length_targets"))
     )
 
 

@@ -76,7 +76,7 @@ def _shuffled_single_turn(ctx: BuildContext, rng: random.Random) -> list[dict]:
 
 
 @BUILDERS.register("ruler_tlg")
-@reads_length_targets
+@reads_length_targets()
 def build_tlg(ctx: BuildContext) -> dict[str, list[dict]]:
     """The Target Length Generation test set: first ``num`` shuffled single-turn prompts."""
     rng = random.Random(ctx.params["seed"])
@@ -115,7 +115,7 @@ def _longest_answer(answers: list[str]) -> str:
 
 
 @BUILDERS.register("ruler_train")
-@reads_length_targets
+@reads_length_targets("bin")
 def build_ruler_train(ctx: BuildContext) -> dict[str, list[dict]]:
     """MLT-binned SFT data: OpenHermes (after the TLG rows), then LongForm, then ELI5.
 
@@ -152,7 +152,7 @@ def _arena_instructions(ctx: BuildContext) -> list[dict]:
 
 
 @BUILDERS.register("ruler_multi_mlt")
-@reads_length_targets
+@reads_length_targets()
 def build_multi_mlt(ctx: BuildContext) -> dict[str, list[dict]]:
     """``num`` shuffled arena questions, each asked at every target length."""
     data = _arena_instructions(ctx)
