@@ -525,6 +525,6 @@ def test_a_claim_the_config_does_not_expect_carries_its_reason_and_a_misnamed_on
     assert f"Not expected in this run: <em>coin above chance</em>: {reason}" in page
     misnamed = {"studies": ["s"], "claims": {"not_expected": {"coin above chanse": reason}}}
     with pytest.raises(
-        HeadlineError, match=r"'coin above chanse' is not a claim this run makes; did you mean 'coin above chance'"
+        HeadlineError, match=r"'coin above chanse' is not worded as any claim; did you mean 'coin above chance'"
     ):
         claim_settings(misnamed, headlines, {})
