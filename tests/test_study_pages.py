@@ -104,6 +104,15 @@ def test_ruler_page_names_the_t_test_paper_yaml_selects():
     )
 
 
+def test_ruler_page_names_the_baselines_and_the_doubled_bos_prompt_set_paper_yaml_asks():
+    text, ruler = flat(page("ruler")), PAPER["ruler"]
+    assert "the seed's ten other open models" in text and len(ruler["tlg_only"]) == 10
+    assert set(ruler["tlg_only"]) <= set(ruler["baselines"])
+    doubled = [e for e in ruler["evaluations"] if PAPER["promptsets"][e["promptset"]].get("prompt_bos") == "tokenizer"]
+    assert [(e["promptset"], e["recipes"]) for e in doubled] == [("tlg_doubled_bos", ["pretrained"])]
+    assert "(prompt set `tlg_doubled_bos`, rows marked `[prompt_bos=tokenizer]`)" in text
+
+
 def test_gem_page_says_paper_yaml_scores_and_trains_by_the_original_definitions():
     header = next(line for line in page("gem").splitlines() if line.startswith("|") and "paper.yaml" in line)
     assert "`original`" in header
