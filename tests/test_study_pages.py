@@ -172,3 +172,11 @@ def test_the_studies_index_says_the_math_extra_is_installed():
     assert re.search(r"lm-eval\[[^\]]*\bmath\b", environment) and re.search(r"lm-eval\[[^\]]*\bmath\b", requirements)
     assert "its MATH Lvl 5 uses lm-eval's `math` extra" in flat(page("index"))
     assert "does not install" not in flat(page("index"))
+
+
+def test_the_studies_index_says_the_v2_suite_runs_as_the_leaderboards_command():
+    suite = PAPER["lm_eval_suites"][PAPER["expo"]["leaderboard_v2_suite"]]
+    assert suite["apply_chat_template"] is True and suite["fewshot_as_multiturn"] is True
+    assert "through the chat template with `fewshot_as_multiturn`, the leaderboard's documented command" in flat(
+        page("index")
+    )
