@@ -354,7 +354,9 @@ def test_fewshot_as_multiturn_asks_each_example_as_its_own_chat_turns(tiny_model
     for one_turn, turns in zip(contexts[False], contexts[True], strict=True):
         # Two examples: two more assistant turns, each ended by EOS, before the question's.
         assert one_turn.count("<|user|>") == 1 and one_turn.count("<|assistant|>") == 1
-        assert turns.count("<|user|>") == 3 and turns.count("<|assistant|>") == 3 and turns.count(tokenizer.eos_token) == 2
+        assert (
+            turns.count("<|user|>") == 3 and turns.count("<|assistant|>") == 3 and turns.count(tokenizer.eos_token) == 2
+        )
     with pytest.raises(ValueError, match="fewshot_as_multiturn"):
         evaluate_tasks(model, chat_tokenizer, [spec], bootstrap_iters=0, fewshot_as_multiturn=True)
 
