@@ -638,6 +638,11 @@ def released_verdict_files(wildcards):
     return config["judges"][wildcards.retired]["released_verdicts"]
 
 
+def released_sample(wildcards):
+    """The balanced sample of the released verdicts the successor judges (None: all)."""
+    return config["judges"][wildcards.retired].get("released_sample")
+
+
 def study_succession(study_name):
     """The retired judges a study names (SUCCEEDED, from the config before succession),
     each with its spec and the spec of the judge acting for it."""

@@ -510,6 +510,7 @@ def evaluate_tasks(
     seed: int = LM_EVAL_DEFAULT_SEED,
     bootstrap_iters: int = 100_000,
     apply_chat_template: bool = False,
+    fewshot_as_multiturn: bool = False,
     samples_output: str | None = None,
     response_cache: str | Path | None = None,
     logger=None,
@@ -529,7 +530,8 @@ def evaluate_tasks(
     :func:`sample_records`), so that every score can be audited document by document.
 
     ``apply_chat_template`` renders each prompt through the tokenizer's chat template, for
-    models trained on chat-formatted task text.
+    models trained on chat-formatted task text; ``fewshot_as_multiturn`` (with it) makes
+    each few-shot example a user and an assistant turn rather than text of one user turn.
 
     ``model``, ``tokenizer``, ``backend``, ``dtype`` and ``tensor_parallel_size``
     are as in :func:`language_model`. The model is wrapped once and reused for all tasks.
@@ -542,6 +544,8 @@ def evaluate_tasks(
     """
     import lm_eval
 
+    if fewshot_as_multiturn and not apply_chat_template:
+        raise ValueError("fewshot_as_multiturn: few-shot examples become chat turns only with apply_chat_template")
     names = [spec.name for spec in tasks]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
@@ -576,6 +580,7 @@ def evaluate_tasks(
                 torch_random_seed=seed,
                 fewshot_random_seed=seed,
                 apply_chat_template=apply_chat_template,
+                fewshot_as_multiturn=fewshot_as_multiturn,
             )
             summaries[spec.name] = _summarise(spec, configs[spec.name], output)
             if logger is not None:
@@ -595,5 +600,6 @@ def evaluate_tasks(
         "backend": backend,
         "seed": seed,
         "apply_chat_template": apply_chat_template,
+        "fewshot_as_multiturn": fewshot_as_multiturn,
         "tasks": summaries,
     }
