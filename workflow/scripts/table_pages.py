@@ -2,7 +2,7 @@ from reprolm.forkserver import run_in_forkserver
 
 run_in_forkserver()
 
-from reprolm.aggregate.report_pages import write_table_pages
+from reprolm.aggregate.report_pages import served_model_notes, write_table_pages
 from reprolm.provenance import tracked_step
 
 with tracked_step(snakemake):
@@ -12,4 +12,5 @@ with tracked_step(snakemake):
         snakemake.wildcards.study,
         snakemake.params.judges,
         snakemake.input.get("agreement"),
+        served_model_notes(snakemake.params.endpoint_generations),
     )
