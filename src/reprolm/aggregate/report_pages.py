@@ -13,6 +13,7 @@ import pandas as pd
 
 from reprolm.aggregate.judge_notes import judge_caption, notes_for
 from reprolm.io import atomic_path
+from reprolm.provenance import provenance_path
 
 STYLE = """
 body { font-family: sans-serif; font-size: 14px; margin: 1em; }
@@ -114,8 +115,6 @@ def served_model_notes(generation_folders: Mapping[str, str | Path]) -> dict[str
     another model than the configured snapshot, from its generations' provenance records
     (:meth:`reprolm.generate.endpoint_backend.ChatEndpointBackend.served`); none where it
     served the configured one."""
-    from reprolm.provenance import provenance_path
-
     notes = {}
     for base, folder in sorted(generation_folders.items()):
         configured, served = set(), {}
