@@ -20,7 +20,9 @@ import json
 import sys
 from pathlib import Path
 
+from reprolm import lock
 from reprolm.config.docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
+from reprolm.config.overlays import load
 from reprolm.plan import DEVICES, plan
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
 from reprolm.provenance.query import format_tree, lineage, verify, verify_downloads
@@ -42,9 +44,6 @@ def not_a_run_folder(root: str) -> str | None:
 
 
 def lock_command(args) -> int:
-    from reprolm import lock
-    from reprolm.config.overlays import load
-
     root = Path(args.root)
     config_file = root / args.configfile
     if not config_file.is_file():

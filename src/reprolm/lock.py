@@ -23,7 +23,6 @@ refused before any job (:func:`refuse_unlocked`).
 from __future__ import annotations
 
 import datetime
-import hashlib
 import re
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
@@ -32,16 +31,15 @@ from pathlib import Path
 
 import yaml
 
+from reprolm.config.errors import ConfigError
 from reprolm.config.hub_ids import _on_the_hub
+from reprolm.config.lookups import nltk_data
 from reprolm.io import atomic_path
+from reprolm.pins import SHA, TIMEOUT_S, LockError, fetch_url, hub_commit, url_etag
 
 LOCK_SUFFIX = ".lock.yaml"
-SHA = re.compile(r"^[0-9a-f]{40}$")
 # A commit in a hub or GitHub file address: .../resolve/{sha}/... or raw.githubusercontent.com/{owner}/{repo}/{sha}/...
 URL_COMMIT = re.compile(r"(?:/resolve/|raw\.githubusercontent\.com/[^/]+/[^/]+/)([0-9a-f]{40})/")
-# Seconds the hub or a file server has to answer one question.
-TIMEOUT_S = 30.0
-CHUNK = 1 << 20
 HEADER = """\
 # The lock of {config}: every remote input its DAG reads, at an immutable revision (a hub
 # commit sha; a file's sha256). Made by `reprolm lock --configfile {config}` on a host that
@@ -49,10 +47,6 @@ HEADER = """\
 # `reprolm lock --update NAME` re-resolves an entry. Entries marked `public` were filled in
 # from public sources (the commit in the config's own URL), not resolved by `reprolm lock`.
 """
-
-
-class LockError(ValueError):
-    """The lock and a download disagree, or the lock cannot be read."""
 
 
 @dataclass
@@ -111,8 +105,6 @@ def remote_inputs(config: Mapping) -> dict[str, RemoteInput]:
     files they name by URL, sentence encoders, lm-eval tasks' datasets, NLTK packages). The
     datasets of an lm-eval task are known only from lm-eval's task files
     (:func:`task_datasets`), so here the task stands for them."""
-    from reprolm.config.lookups import nltk_data
-
     found: dict[str, RemoteInput] = {}
     for name, spec in config.get("base_models", {}).items():
         hub = spec.get("hub")
@@ -200,8 +192,6 @@ def refuse_unlocked(
     listing them and the command that locks them); for a dry run (or while the workflow is
     parsed, before Snakemake says whether it is one), or a config with
     ``allow_unpinned: true``, warn the same instead."""
-    from reprolm.config.errors import ConfigError
-
     if path is None:
         missing = list(remote_inputs(config))
         where = "the embedded config"
@@ -277,98 +267,18 @@ def lm_eval_revisions(entries: Mapping[str, dict], task: str) -> dict[str, str]:
 # Resolving inputs: the hub's API, a file's bytes.
 
 
-def hub_commit(kind: str, repo: str, ref: str | None, timeout: float = TIMEOUT_S) -> str:
-    """The hub's commit sha of ``repo`` at ``ref`` (its default branch when None)."""
-    from huggingface_hub import HfApi
-
-    ask = HfApi().model_info if kind == "model" else HfApi().dataset_info
-    return ask(repo, revision=ref, timeout=timeout).sha
-
-
-def pinned_commit(kind: str, repo: str, revision: str | None) -> str:
-    """``revision`` where it is a commit sha (as the lock gives it), else the hub's commit of
-    ``repo`` at that reference now (an unpinned run's download records what it read)."""
-    return revision if revision and SHA.match(revision) else hub_commit(kind, repo, revision)
-
-
-def fetch_locked_file(url: str, destination: Path, locked: str | None, where: str) -> str:
-    """``url``'s content into ``destination``, its sha256 checked against the lock's
-    (``locked``; None for an unpinned run): a file that differs fails naming both hashes, and
-    leaves nothing behind. Returns the sha256 read."""
-    digest, _ = fetch_url(url, destination)
-    if locked and digest != locked:
-        destination.unlink(missing_ok=True)
-        raise LockError(
-            f"{where}: {url}: content sha256 {digest} differs from the lock's {locked}: the file changed "
-            f"upstream since it was locked (re-lock it deliberately: reprolm lock --update {url})"
-        )
-    return digest
-
-
-def fetch_url(url: str, destination: Path | None = None, timeout: float = TIMEOUT_S) -> tuple[str, dict]:
-    """The sha256 of ``url``'s content and the server's ETag and size, the content written to
-    ``destination`` where one is given (else only hashed)."""
-    digest = hashlib.sha256()
-    request = urllib.request.Request(url, headers={"User-Agent": "reprolm"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        headers = {"etag": response.headers.get("ETag"), "size": 0}
-        sink = destination.open("wb") if destination is not None else None
-        try:
-            for block in iter(lambda: response.read(CHUNK), b""):
-                digest.update(block)
-                headers["size"] += len(block)
-                if sink is not None:
-                    sink.write(block)
-        finally:
-            if sink is not None:
-                sink.close()
-    return digest.hexdigest(), headers
-
-
-def url_etag(url: str, timeout: float = TIMEOUT_S) -> str | None:
-    """The ETag a HEAD request of ``url`` answers (no content read)."""
-    request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "reprolm"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return response.headers.get("ETag")
-
-
-def leaf_tasks(task: str) -> list[str]:
-    """The tasks lm-eval runs for ``task``: itself, or a group's (or tag's) tasks, nested
-    groups expanded, from lm-eval's own task files (nothing downloaded). A group's task given
-    inline (a config, not a name) is returned as that config."""
-    from reprolm.score.lm_eval_bridge import task_manager
-
-    index = task_manager().task_index
-    leaves: list = []
-    pending, seen = [task], set()
-    while pending:
-        name = pending.pop(0)
-        if isinstance(name, dict):
-            leaves.append(name)
-            continue
-        if name in seen:
-            continue
-        seen.add(name)
-        entry = index.get(name)
-        if entry is None:
-            raise LockError(f"lm-eval has no task or group {name!r} (named by {task!r})")
-        subtasks = (entry.cfg or {}).get("task")
-        if entry.kind.name == "TAG":
-            pending.extend(sorted(other for other, item in index.items() if name in (item.tags or ())))
-        elif isinstance(subtasks, list):
-            pending.extend(sub if isinstance(sub, str) or not sub.get("task") else sub for sub in subtasks)
-        else:
-            leaves.append(name)
-    return leaves
-
-
 def task_datasets(task: str) -> list[tuple[str, str | None]]:
     """The hub datasets (path, config name) lm-eval ``task`` reads, a group's subtasks'
-    included, from lm-eval's own task files (nothing downloaded)."""
-    from reprolm.score.lm_eval_bridge import builtin_task_config
+    included, from lm-eval's own task files (nothing downloaded); an unknown task is a
+    LockError."""
+    from reprolm.score.lm_eval_bridge import builtin_task_config, leaf_tasks
 
     found: dict[tuple[str, str | None], None] = {}
-    for leaf in leaf_tasks(task):
+    try:
+        leaves = leaf_tasks(task)
+    except ValueError as error:
+        raise LockError(str(error)) from None
+    for leaf in leaves:
         config = leaf if isinstance(leaf, dict) else builtin_task_config(leaf, resolve_functions=False)
         if config.get("dataset_path"):
             found[(config["dataset_path"], config.get("dataset_name"))] = None

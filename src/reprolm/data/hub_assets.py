@@ -15,6 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reprolm.io import atomic_path
+from reprolm.pins import LockError, pinned_commit
+from reprolm.provenance.hashing import content_hash
+from reprolm.provenance.records import note_read
 
 MANIFEST = "manifest.json"
 # Formats other frameworks ship beside PyTorch weights; a sentence encoder needs none of them.
@@ -39,7 +42,6 @@ def cache_lm_eval_task(task: str | Mapping, output: str | Path, revisions: Mappi
     provenance says what was read. ``revisions`` (the lock's commits by hub dataset) reach
     ``datasets.load_dataset`` through each task's ``dataset_kwargs``: a group is loaded as
     its tasks, each pinned."""
-    from reprolm.provenance.records import note_read
     from reprolm.score.lm_eval_bridge import task_manager
 
     tasks = [task] if not revisions or not isinstance(task, str) else pinned_task_configs(task, revisions)
@@ -63,8 +65,7 @@ def cache_lm_eval_task(task: str | Mapping, output: str | Path, revisions: Mappi
 def pinned_task_configs(task: str, revisions: Mapping[str, str]) -> list:
     """The configs of the tasks lm-eval runs for ``task`` (a group's, expanded), each hub
     dataset's ``dataset_kwargs`` given its locked revision."""
-    from reprolm.lock import leaf_tasks
-    from reprolm.score.lm_eval_bridge import builtin_task_config
+    from reprolm.score.lm_eval_bridge import builtin_task_config, leaf_tasks
 
     configs = []
     for leaf in leaf_tasks(task):
@@ -80,10 +81,6 @@ def download_nltk_package(package: str, output: str | Path, locked: str | None =
     """An NLTK data package (e.g. ``punkt_tab``, which IFEval's sentence counts need) as an
     NLTK data folder; its archive's sha256 checked against the lock's (``locked``)."""
     import nltk
-
-    from reprolm.lock import LockError
-    from reprolm.provenance.hashing import content_hash
-    from reprolm.provenance.records import note_read
 
     with atomic_path(output) as tmp:
         if not nltk.download(package, download_dir=str(tmp), quiet=True, raise_on_error=True):
@@ -102,9 +99,6 @@ def download_hub_model(repo_id: str, output: str | Path, revision: str | None = 
     """A hub model's files with its PyTorch weights (a sentence encoder: modules, pooling
     config, tokenizer)."""
     from huggingface_hub import snapshot_download
-
-    from reprolm.lock import pinned_commit
-    from reprolm.provenance.records import note_read
 
     with atomic_path(output) as tmp:
         try:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from reprolm.config.hub_ids import _on_the_hub
 from reprolm.data.released_ratings import (
     convert_released,
     not_downloaded,
@@ -24,6 +25,8 @@ from reprolm.data.released_ratings import (
 from reprolm.data.schemas import DataError
 from reprolm.data.upstream import load_records, make_fixture, validate_records
 from reprolm.io import atomic_path
+from reprolm.pins import fetch_locked_file, pinned_commit
+from reprolm.provenance.records import note_read
 
 SPLIT_ORDER = "splits.json"
 # The packaged `datasets` builder that reads a file, by the file's extension.
@@ -139,10 +142,6 @@ def _pinned_reads(source: str, hub: Mapping, downloads: Path) -> tuple[dict | No
     the lock's commit (an unpinned run: the hub's commit now), and each file it names by URL
     fetched into ``downloads`` with its sha256 checked against the lock's (``locked_files``).
     Returns the data files as ``datasets`` reads them and the dataset's revision."""
-    from reprolm.config.hub_ids import _on_the_hub
-    from reprolm.lock import fetch_locked_file, pinned_commit
-    from reprolm.provenance.records import note_read
-
     revision = hub.get("revision")
     if _on_the_hub(hub["path"]):
         revision = pinned_commit("dataset", hub["path"], revision)

@@ -109,6 +109,10 @@ def generate_promptset(
             "stop": generation_stops(engine, rows, promptset, length_prompt, targets),
         },
     )
+    if isinstance(engine, ChatEndpointBackend):
+        # What the API says it served: the model and system fingerprint of this attempt's
+        # replies (shards kept from an earlier attempt are not counted again).
+        note("endpoint", engine.served())
     with atomic_path(output) as tmp:
         pq.write_table(pa.Table.from_pylist(records), tmp)
     if progress:

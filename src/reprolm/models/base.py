@@ -7,6 +7,8 @@ from collections.abc import Mapping
 
 from reprolm.io import atomic_path
 from reprolm.models.loading import REMOTE_CODE_MARKER
+from reprolm.pins import pinned_commit
+from reprolm.provenance.records import note_read
 from reprolm.train.pretrain import pretrain
 
 log = logging.getLogger(__name__)
@@ -40,9 +42,6 @@ def download_base_model(hub: Mapping, output: str) -> None:
     now), which the step's record names (``read``)."""
     from huggingface_hub import snapshot_download
 
-    from reprolm.lock import pinned_commit
-    from reprolm.provenance.records import note_read
-
     patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
     revision = pinned_commit("model", hub["path"], hub.get("revision"))
     with atomic_path(output) as tmp:
@@ -71,8 +70,6 @@ def adopt_chat_template(model_dir: str, source: str, revision: str | None = None
     from transformers import AutoTokenizer
 
     if revision:
-        from reprolm.provenance.records import note_read
-
         note_read({"kind": "model", "repo": source, "revision": revision, "read_for": "chat template"})
     template = AutoTokenizer.from_pretrained(source, revision=revision).chat_template
     if not template:

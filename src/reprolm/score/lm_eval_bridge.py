@@ -81,6 +81,34 @@ def builtin_task_config(task: str, resolve_functions: bool = True) -> dict[str, 
     return _task_yaml(Path(entry.yaml_path), resolve_functions)
 
 
+def leaf_tasks(task: str) -> list[str]:
+    """The tasks lm-eval runs for ``task``: itself, or a group's (or tag's) tasks, nested
+    groups expanded, from lm-eval's own task files (nothing downloaded). A group's task given
+    inline (a config, not a name) is returned as that config."""
+    index = task_manager().task_index
+    leaves: list = []
+    pending, seen = [task], set()
+    while pending:
+        name = pending.pop(0)
+        if isinstance(name, dict):
+            leaves.append(name)
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        entry = index.get(name)
+        if entry is None:
+            raise ValueError(f"lm-eval {version('lm_eval')} has no task or group {name!r} (named by {task!r})")
+        subtasks = (entry.cfg or {}).get("task")
+        if entry.kind.name == "TAG":
+            pending.extend(sorted(other for other, item in index.items() if name in (item.tags or ())))
+        elif isinstance(subtasks, list):
+            pending.extend(sub if isinstance(sub, str) or not sub.get("task") else sub for sub in subtasks)
+        else:
+            leaves.append(name)
+    return leaves
+
+
 def _function_reference(loader, node) -> str:
     return loader.construct_scalar(node)
 
