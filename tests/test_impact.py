@@ -82,7 +82,7 @@ def test_a_config_override_rescores_the_sampled_answers_only(folder, capsys):
     recipes = len(GEM["recipes"])
     assert summary.groups()[:4] == ("0", "0", str(recipes), "0.0")
     assert rules["score"].group(5) == f"params {recipes}"
-    assert rules["study_tables"].group(5) == "params 1"
+    assert rules["study_tables"].group(5) == "upstream 1"  # GEM's tables read the scores, not ks
     assert set(rules) == {
         "score",
         "study_tables",
