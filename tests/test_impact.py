@@ -5,6 +5,7 @@ copy of the workflow)."""
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 import re
 import shutil
@@ -17,7 +18,10 @@ import yaml
 
 from default_config import DEFAULT, GEM
 from reprolm.cli import main
-from reprolm.impact import impact
+from reprolm.data.builders import BUILDERS
+from reprolm.generate.prompts import PROMPT_BUILDERS
+from reprolm.impact import impact, job_states, reruns, tree_at
+from reprolm.score.metrics import METRICS
 from workflow_helpers import REPO, scratch_copy
 
 pytestmark = pytest.mark.workflow
@@ -173,3 +177,49 @@ def test_the_docs_commands_say_what_they_rerun(repository):
     assert int(SUMMARY.match(beta[0]).group(1)) > 0
     # The tree is its revision: nothing reruns.
     assert SUMMARY.match(clean[0]).group(5) == "0" and clean[1:] == ["nothing reruns"]
+
+
+@pytest.fixture(scope="module")
+def committed(repository, tmp_path_factory):
+    """The jobs of the repository's committed revision, read once with its own package."""
+    tree = tree_at(repository, "HEAD", tmp_path_factory.mktemp("head"))
+    return job_states(tree, package=tree)
+
+
+def _entry(kind: str, name: str):
+    from reprolm.studies import STUDIES
+
+    registries = {"builder": BUILDERS, "prompt kind": PROMPT_BUILDERS, "metric": METRICS}
+    return STUDIES[name].table_writer() if kind == "tables" else registries[kind][name]
+
+
+# One edit per stage: a registered entry's function gains a parameter (its code changes, what
+# it computes does not), and exactly the jobs that run it rerun by their code; the rest of
+# the rerun set comes after them.
+STAGE_EDITS = [
+    ("builder", "ruler_multi_mlt", "dataset", lambda w: w["dataset"] == "arena_multi_mlt"),
+    ("prompt kind", "self_length", "generate", lambda w: w["promptset"] == "self_mlt"),
+    ("metric", "length_self_mlt", "score", lambda w: w["metric"] == "length_self_mlt"),
+    ("tables", "gem", "study_tables", lambda w: w["study"] == "gem"),
+]
+
+
+@pytest.mark.parametrize(("kind", "name", "rule", "runs_it"), STAGE_EDITS, ids=[e[0] for e in STAGE_EDITS])
+def test_editing_an_entry_reruns_by_code_exactly_the_jobs_that_run_it(repository, committed, kind, name, rule, runs_it):
+    function = inspect.unwrap(_entry(kind, name))
+    relative = Path(inspect.getsourcefile(function)).resolve().relative_to(REPO / "src")
+    text = (repository / "src" / relative).read_text()
+    signature = re.compile(rf"^(\s*def {function.__name__}\([^)]*)\)", re.M)
+    assert len(signature.findall(text)) == 1, (relative, function.__name__)
+    (repository / "src" / relative).write_text(signature.sub(r"\1, _edited=None)", text))
+    try:
+        edited = job_states(repository, package=repository)
+    finally:
+        (repository / "src" / relative).write_text(text)
+    found = reruns(committed.states, edited.states)
+    by_code = {job.key for job in found if "code" in job.reasons}
+    expected = {key for key, state in edited.states.items() if state.rule == rule and runs_it(state.wildcards)}
+    assert expected and by_code == expected
+    assert all(job.reasons == ["upstream"] for job in found if job.key not in expected)
+    if kind in ("metric", "tables"):
+        assert not {"dataset", "finetune", "generate", "grade"} & {job.state.rule for job in found}

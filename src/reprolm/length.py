@@ -101,9 +101,7 @@ class TargetSet:
         if spec == "paper":
             return cls(PAPER_TARGETS)
         return cls(
-            _target(
-                str(t["name"]), t.get("level"), t.get("pm"), t.get("fm"), t.get("bin"), f"length_targets[{index}]"
-            )
+            _target(str(t["name"]), t.get("level"), t.get("pm"), t.get("fm"), t.get("bin"), f"length_targets[{index}]")
             for index, t in enumerate(spec)
         )
 
