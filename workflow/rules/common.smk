@@ -162,6 +162,14 @@ def metric_code(wildcards):
     )
 
 
+def generation_code(wildcards):
+    """A generation's library code with its prompt kind's builder (the multi-turn kind's
+    code is the script's own)."""
+    kind = lookups.promptset_spec(config, wildcards.promptset)["prompt"]
+    builders = [entry_of(PROMPT_BUILDERS[kind])] if kind in PROMPT_BUILDERS else []
+    return job_code(os.path.join(SCRIPTS, "generate.py"), *builders)
+
+
 def builder_code(wildcards):
     spec = config["datasets"][wildcards.dataset]
     return reading_code(

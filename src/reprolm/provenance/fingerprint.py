@@ -8,10 +8,10 @@ reading the source: a function that calls ``length.level_scores`` depends on tha
 not on the whole ``length`` module. Docstrings, comments and formatting are left out, so
 editing them reruns nothing.
 
-Registries that dispatch by name (metrics, dataset builders, study table writers, upstream
-schemas) are not followed as a whole: the rule names the entries its job uses (the job's
-metric, builder, study, the schemas of the sources it reads), so editing one metric reruns
-that metric's scores only. Anything the analysis
+Registries that dispatch by name (metrics, dataset builders, prompt kinds, study table
+writers, upstream schemas) are not followed as a whole: the rule names the entries its job
+uses (the job's metric, builder, prompt kind, study, the schemas of the sources it reads), so
+editing one metric reruns that metric's scores only. Anything the analysis
 cannot see (a name built at run time) errs towards rerunning more: a module used as a
 value, not through its attributes, counts as wholly used.
 """
@@ -35,6 +35,7 @@ DISPATCH_TABLES = frozenset(
     {
         ("reprolm.score.metrics", "METRICS"),
         ("reprolm.data.builders", "BUILDERS"),
+        ("reprolm.generate.prompts", "PROMPT_BUILDERS"),
         ("reprolm.studies.base", "STUDIES"),
         ("reprolm.data.upstream", "UPSTREAM_SCHEMAS"),
     }
