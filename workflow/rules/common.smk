@@ -33,7 +33,8 @@ from reprolm.config.resources import (
 from reprolm.data.builders import BUILDERS
 from reprolm.hub_token import hub_environment
 from reprolm.provenance import mark_replaced_folders
-from reprolm.data.sources import source_inputs
+from reprolm.data.released_ratings import released_files
+from reprolm.data.sources import source_file_paths
 from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
 from reprolm.score.judges import judge_name_regex, successors
@@ -202,14 +203,31 @@ raw_dir = paths.raw_dir
 
 def raw_source_files(wildcards):
     """A files or released source's own files: editing one reruns the source and what reads
-    it. Released files not downloaded yet refuse a real run before any job (a dry run warns).
-    """
-    return source_inputs(
-        wildcards.source,
-        config["sources"][wildcards.source],
-        workflow.dryrun,
-        logger.warning,
-    )
+    it. Released files not there yet are downloaded (rule released_file)."""
+    return source_file_paths(config["sources"][wildcards.source])
+
+
+def released_downloads():
+    """The released sources' files not at their paths yet, by path
+    (reprolm.data.released_ratings.ReleasedFile). One already there (downloaded, copied by
+    hand, or in the repository) has no rule: Snakemake would see no record of its making and
+    download it again."""
+    return {
+        file.path: file
+        for name, spec in config["sources"].items()
+        if "released" in spec
+        for file in released_files(name, spec)
+        if not os.path.isfile(file.path)
+    }
+
+
+RELEASED_FILES = released_downloads()
+
+
+def released_file_paths():
+    """A wildcard regex matching exactly the released files to download."""
+    names = [re.escape(path) for path in RELEASED_FILES]
+    return "|".join(names) if names else "(?!)"
 
 
 def tokenizer_inputs(wildcards):
