@@ -8,6 +8,7 @@ from reprolm.aggregate.judge_notes import judge_caption, table_judge_notes
 from reprolm.aggregate.paper_comparison import claim_settings, study_headlines
 from reprolm.config import lookups
 from reprolm.config.checks import check_config, preflight
+from reprolm.config.errors import REAL_RUN_REFUSED
 from reprolm.config.hub_ids import check_hub_ids
 from reprolm.config.overlays import naming_the_file
 from reprolm.config.schema import validate_config
@@ -20,6 +21,7 @@ from reprolm.config.resources import (
     cluster_submission,
     command_line_resource,
     judge_base,
+    job_routing,
     judge_settings,
     model_settings,
     node_count,
@@ -74,7 +76,7 @@ STUDIES = enabled_studies(config)
 # replace its results (reprolm.config.run_folder). A dry run says so here; a real run is
 # refused before its first job (onstart).
 if (other := other_run(workflow.config_settings.configfiles)) is not None:
-    logger.warning(f"{other}; a real run is refused before its first job")
+    logger.warning(f"{other}; {REAL_RUN_REFUSED}")
 # Results are keyed by content: a checkpoint replaced in place reruns what used it.
 for replaced in mark_replaced_folders():
     logger.warning(
@@ -403,13 +405,22 @@ def refuse_unrouted_gpu_jobs():
             job.rule.expand_resources(job.wildcards_dict, job.input, job.attempt)
 
 
-def routing_lookups(stage, settings_of):
+def routing_lookups(stage, placement_of):
     """One resource function per routing key the config sets for the stage, and the task
-    count per GPU (TASKS_PER_GPU) of the rules that can ask for GPUs."""
+    count per GPU (TASKS_PER_GPU) of the rules that can ask for GPUs. A key a job leaves
+    unset is the profile's default-resources value: declared on the rule, it would otherwise
+    drop that value (a CPU job sent to SLURM's default partition)."""
+
+    def lookup(wildcards, key):
+        value = placement_of(wildcards)[key]
+        if value is None:
+            return command_line_resource(workflow.resource_settings.default_resources, key)
+        return value
+
     return {
         "tasks_per_gpu": TASKS_PER_GPU,
         **{
-            key: (lambda wildcards, key=key: routing(settings_of(wildcards))[key])
+            key: (lambda wildcards, key=key: lookup(wildcards, key))
             for key in routed_keys(config, stage)
         },
     }
@@ -418,7 +429,7 @@ def routing_lookups(stage, settings_of):
 def stage_routing(stage):
     """Partition, account, QoS, constraint and GPU model of a stage's jobs, per base model."""
     return routing_lookups(
-        stage, lambda wildcards: model_settings(config, wildcards.base, stage)
+        stage, lambda wildcards: job_routing(config, wildcards.base, stage)
     )
 
 
@@ -446,9 +457,13 @@ def score_resource(key):
 
 
 def score_routing():
+    """A score job's placement: the score stage's for a metric that runs an encoder (on a
+    GPU where the stage has GPUs); the CPU metrics' keep the CPU jobs' partition."""
     return routing_lookups(
         "score",
-        lambda wildcards: score_settings(config, wildcards.base, wildcards.metric),
+        lambda wildcards: job_routing(
+            config, wildcards.base, score_stage(config, wildcards.metric)
+        ),
     )
 
 
@@ -539,9 +554,14 @@ def judge_resource(key):
 
 def judge_routing():
     """Where a judge's jobs go: its own model's evaluate placement."""
-    return routing_lookups(
-        "evaluate", lambda wildcards: judge_settings(config, wildcards.judge)
-    )
+    return routing_lookups("evaluate", judge_placement)
+
+
+def judge_placement(wildcards):
+    base = judge_base(config, wildcards.judge)
+    if base is None:
+        return routing(judge_settings(config, wildcards.judge))
+    return job_routing(config, base, "evaluate")
 
 
 def judge_threads(wildcards):

@@ -202,6 +202,15 @@ def file_checksum(path: str | Path, kind: str) -> str:
     return f"{kind}:{digest.hexdigest()}"
 
 
+def unreachable(url: str, timeout: float = 30) -> str | None:
+    """Why ``url`` cannot be fetched from this host (a HEAD request), or None if it can."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return None
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+        return str(getattr(error, "reason", error))
+
+
 def download_released_file(file: ReleasedFile, log: logging.Logger = LOG) -> None:
     """``file`` fetched from its URL to its path, checked against its published checksum
     before it is put there (a mismatch leaves nothing and names both); without one, its
