@@ -61,6 +61,7 @@ from reprolm.rehearse.submissions import (
     keys_to_change,
     limit_problems,
     read_partitions,
+    retry_problems,
     table,
     verdict,
 )
@@ -149,6 +150,31 @@ def test_partition_limits_from_scontrol_and_the_requests_over_them():
         ("--gpus", "partition debug's nodes have no GPUs of type a100 (GPU types: fake)"),
         ("--cpus-per-task", "32 CPUs on one node; partition debug's nodes have at most 2"),
     ]
+
+
+def test_a_retry_grown_past_its_partitions_limits_fails_the_verdict_at_every_attempt():
+    nodes = read_partitions(
+        "PartitionName=gpu_a100 Default=NO MaxNodes=UNLIMITED MaxTime=2-00:00:00 MaxMemPerNode=UNLIMITED Nodes=a1\n",
+        "NodeName=a1 CPUTot=64 RealMemory=512000 Gres=gpu:a100:4(S:0-1) Partitions=gpu_a100\n",
+    )
+    [shape] = group_shapes(
+        [_request("finetune", FINETUNE_CALL, "base=llama3_8b,recipe=ruler", frozenset({("finetune", "llama3_8b")}))]
+    )
+    shape.verdict = "accepted"
+    # 1440 min x 1.5^3 at the 4th attempt (3 retries) is 4860 min, over the 2880 of MaxTime;
+    # 256 GB x 1.5^3 is 864 GB, over the node's 512 GB.
+    growth = {"retry_growth": {"factor": 1.5}}
+    assert retry_problems([shape], nodes, growth, attempts=4) == [
+        "- finetune (1 jobs: base=llama3_8b,recipe=ruler): its attempt 4 (retry_growth) asks for runtime 4860 min, "
+        "over partition gpu_a100's MaxTime of 2880 min and 864000 MB of memory, over the 512000 MB of its nodes",
+        "  change: retry_growth.max_runtime; retry_growth.max_mem_mb (or the profile's retries)",
+    ]
+    # Two retries grow it to 3240 min and 576 GB: still over. Caps at the limits pass.
+    assert len(retry_problems([shape], nodes, growth, attempts=3)) == 2
+    capped = {"retry_growth": {"factor": 1.5, "max_runtime": 2880, "max_mem_mb": 512000}}
+    assert retry_problems([shape], nodes, capped, attempts=4) == []
+    # Without retry_growth a retry asks for the same.
+    assert retry_problems([shape], nodes, {}, attempts=4) == []
 
 
 def test_the_key_to_change_is_the_config_layer_that_sets_the_value():

@@ -78,6 +78,8 @@ class ClusterDag:
     dependencies: Mapping = field(default_factory=dict)
     # What Snakemake warned of while reading the workflow (the preflight's warnings).
     warnings: list[str] = field(default_factory=list)
+    # How many times a failing job runs: the first attempt and the profile's retries.
+    attempts: int = 1
 
 
 def snakemake_arguments(configfiles: Sequence[str], profile: str | None, workflow_profile: str | None) -> list[str]:
@@ -129,6 +131,7 @@ def inspect_cluster_dag(arguments: Sequence[str], inspect: Callable[[ClusterDag]
             checkpoint_rules=sorted({job.rule.name for job in workflow.dag.jobs if job.is_checkpoint}),
             dependencies=workflow.dag.dependencies,
             warnings=warned.messages,
+            attempts=(args.retries or 0) + 1,
         )
         # Snakemake prints and swallows what its API raises; the rehearsal's own errors are
         # raised again below, as they are.

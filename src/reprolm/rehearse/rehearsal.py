@@ -43,6 +43,7 @@ from reprolm.rehearse.submissions import (
     judge,
     plugin_requests,
     read_partitions,
+    retry_problems,
     table,
     verdict,
 )
@@ -230,10 +231,11 @@ def rehearse(
             dag.workdir,
             found,
             dag.warnings,
+            dag.attempts,
         )
 
     try:
-        requests, local_jobs, checkpoint_rules, config, (builds, scores), workdir, found, warnings = (
+        requests, local_jobs, checkpoint_rules, config, (builds, scores), workdir, found, warnings, attempts = (
             inspect_cluster_dag(arguments, read)
         )
     except PreflightRefusal as refusal:
@@ -244,6 +246,12 @@ def rehearse(
     shapes = group_shapes(requests)
     judge(shapes, partitions, env)
     ready, lines = verdict(shapes, config, profile or workflow_profile or "the profile")
+    retried = retry_problems(shapes, partitions, config, attempts)
+    if retried:
+        if ready:
+            lines = ["not ready: retries would ask for more than their partitions grant"]
+            ready = False
+        lines += retried
     refusals, warned = preflight(warnings, pending_downloads(config))
     if refusals:
         if ready:
