@@ -9,19 +9,14 @@ from __future__ import annotations
 import codecs
 import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprolm.config.hub_ids import _on_the_hub
-from reprolm.data.released_ratings import (
-    convert_released,
-    not_downloaded,
-    refuse_missing_released_files,
-    released_paths,
-)
+from reprolm.data.released_ratings import convert_released, released_paths
 from reprolm.data.schemas import DataError
 from reprolm.data.upstream import load_records, make_fixture, validate_records
 from reprolm.io import atomic_path
@@ -42,20 +37,6 @@ def source_file_paths(spec: dict) -> list[str]:
     if "released" in spec:
         return released_paths(spec["released"])
     return [path for paths in _split_paths(spec.get("files", {})).values() for path in paths]
-
-
-def source_inputs(source: str, spec: dict, dry_run: bool, warn: Callable[[str], None]) -> list[str]:
-    """The files a source's job reads. Released files not downloaded yet refuse the run
-    while its DAG is built, before any job, naming each path and the URL to fetch it from; a
-    dry run warns the same and leaves them out, so that it still shows the DAG."""
-    if "released" in spec:
-        if not dry_run:
-            refuse_missing_released_files(source, spec)
-        report = not_downloaded(source, spec)
-        if report:
-            warn(f"{report}\n(a dry run leaves them out; a real run is refused until they are there)")
-        return [path for path in source_file_paths(spec) if Path(path).is_file()]
-    return source_file_paths(spec)
 
 
 def _split_paths(files: dict) -> dict[str, list[str]]:
