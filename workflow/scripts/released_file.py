@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 from reprolm.data.released_ratings import ReleasedFile, download_released_file
 from reprolm.provenance import tracked_step
 
