@@ -5,6 +5,7 @@ the workflow accepts, and the jobs the change reruns after a finished run of the
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -17,18 +18,20 @@ REPO = Path(__file__).resolve().parents[1]
 PAGE = Path("docs") / "rerun-scope.md"
 # The config's maps of named entries: a key's siblings are the same key of the other entries.
 NAMED = (
-    "sources",
-    "tokenizers",
-    "base_models",
     "datasets",
-    "recipes",
     "promptsets",
+    "recipes",
     "judges",
-    "metrics",
+    "base_models",
     "lm_eval_suites",
+    "metrics",
+    "tokenizers",
+    "sources",
 )
 
 Key = tuple
+# Values tried per key: each refused one costs a parse of the workflow.
+TRIES = 4
 
 
 class Scope(NamedTuple):
@@ -72,6 +75,42 @@ def _siblings(config, key: Key) -> list:
     return found
 
 
+def _resolved(node: dict, schema: dict) -> dict:
+    while isinstance(node, dict) and "$ref" in node:
+        node = schema["definitions"][node["$ref"].rsplit("/", 1)[-1]]
+    return node if isinstance(node, dict) else {}
+
+
+def _branches(node: dict, schema: dict) -> list[dict]:
+    node = _resolved(node, schema)
+    found = [node]
+    for choice in ("oneOf", "anyOf"):
+        for branch in node.get(choice, []):
+            found += _branches(branch, schema)
+    return found
+
+
+def schema_values(schema: dict, key: Key) -> list:
+    """The values the config schema enumerates for ``key`` (``enum``, ``const``)."""
+    nodes = [schema]
+    for part in key:
+        following = []
+        for node in (branch for each in nodes for branch in _branches(each, schema)):
+            if isinstance(part, int):
+                following += [node["items"]] if isinstance(node.get("items"), dict) else []
+            elif part in node.get("properties", {}):
+                following.append(node["properties"][part])
+            elif isinstance(node.get("additionalProperties"), dict):
+                following.append(node["additionalProperties"])
+            else:
+                following += list(node.get("patternProperties", {}).values())
+        nodes = following
+    values = []
+    for node in (branch for each in nodes for branch in _branches(each, schema)):
+        values += node.get("enum", []) + ([node["const"]] if "const" in node else [])
+    return values
+
+
 def _scalar_alternatives(value) -> list:
     if isinstance(value, bool):
         return [not value]
@@ -80,14 +119,28 @@ def _scalar_alternatives(value) -> list:
     if isinstance(value, float):
         return [value / 2, value * 2] if 0 < value <= 1 else [value * 2, value / 2]
     if isinstance(value, str):
-        return [f"{value}x"]
+        # A number written as text (a length target's name) moves a step.
+        digits = re.search(r"\d+$", value)
+        return [value[: digits.start()] + str(int(digits.group()) + 1)] if digits else [f"{value}x"]
     return []
 
 
-def alternatives(config, key: Key, value) -> list:
-    """Values to try for ``key`` in place of ``value``, the likeliest to be accepted first:
-    a scalar moved a step, a sibling entry's value, a list with one item moved or left out."""
-    found = []
+def _entry_names(config, value) -> list:
+    """Where ``value`` names an entry of a map of named entries: the map's other names."""
+    return [
+        other
+        for name in NAMED
+        if isinstance(value, str) and value in config.get(name, {})
+        for other in config[name]
+        if other != value
+    ]
+
+
+def alternatives(config, schema, key: Key, value) -> list:
+    """Values to try for ``key`` in place of ``value``, the likeliest to be accepted first
+    (at most :data:`TRIES`): a value the schema enumerates, a sibling entry's value, another
+    entry's name, a scalar moved a step, a list with one item moved, left out or replaced."""
+    found = [v for v in schema_values(schema, key) if not isinstance(value, list)]
     if isinstance(value, list):
         for index, item in enumerate(value):
             if item is not None and not isinstance(item, str):
@@ -97,15 +150,21 @@ def alternatives(config, key: Key, value) -> list:
         if len(value) > 1:
             found += [value[:-1], value[1:]]
         found += [value[::-1]] if len(set(map(repr, value))) > 1 else []
+        if len(value) == 1:
+            found += [[name] for name in _entry_names(config, value[0])]
     else:
+        moved = _scalar_alternatives(value)
+        # A name that is a number (a length target's) first moves: its siblings' are taken.
+        found += moved[:1] if isinstance(value, str) and value[-1:].isdigit() else []
         found += [s for s in _siblings(config, key) if type(s) is type(value)]
-        found += _scalar_alternatives(value)
+        found += _entry_names(config, value)
+        found += moved
     found += [s for s in _siblings(config, key) if isinstance(value, list) and s != value]
     unique = []
     for candidate in found:
         if candidate != value and candidate not in unique:
             unique.append(candidate)
-    return unique
+    return unique[:TRIES]
 
 
 def changed(config, key: Key, value) -> dict:
@@ -120,11 +179,12 @@ def changed(config, key: Key, value) -> dict:
 def scope_of_every_key(root: Path = REPO, progress=None) -> list[Scope]:
     """Each leaf key changed to the first alternative the workflow accepts (None: none is)."""
     config = yaml.safe_load((root / "config" / "config.yaml").read_text())
+    schema = yaml.safe_load((root / "workflow" / "schemas" / "config.schema.yaml").read_text())
     default = impact.dag_states(root).states
     scopes = []
     for key, value in leaves(config):
         scope = Scope(key, value, None, False, (), {})
-        for candidate in alternatives(config, key, value):
+        for candidate in alternatives(config, schema, key, value):
             try:
                 states = impact.dag_states(root, config=changed(config, key, candidate)).states
             except Exception:  # the workflow refuses the value: the next one

@@ -112,6 +112,30 @@ def test_changing_the_voting_ks_rescores_only_the_sampled_gsm8k_answers(default_
     assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"gem"}
 
 
+def test_moving_a_length_window_rescores_only_what_reads_it_as_impact_says(default_run, tmp_path):
+    """The lower edge of Ruler's open-ended window (PM and FM): only the length scores and the
+    tables and pages above them rerun, and ``reprolm impact`` names the same jobs."""
+    from reprolm.impact import impact
+
+    changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    for window in ("pm", "fm"):
+        changed["length_targets"][-1][window][0] -= 10
+    configfile = tmp_path / "window.yaml"
+    configfile.write_text(yaml.safe_dump(changed, sort_keys=True))
+    jobs = dry_run_jobs(default_run, "--configfile", str(configfile))
+    assert not {"dataset", "finetune", "extrapolate", "generate", "grade", "lm_eval"} & set(job_counts(jobs))
+    assert {w["metric"] for rule, w in jobs if rule == "score"} == {
+        "length_levels",
+        "length_multi_mlt",
+        "length_self_mlt",
+    }
+    assert {w["study"] for rule, w in jobs if rule == "study_tables"} == {"ruler"}
+    said = impact(default_run, str(configfile))
+    assert sorted((j.state.rule, sorted(j.state.wildcards.items())) for j in said.found) == sorted(
+        (rule, sorted(w.items())) for rule, w in jobs if rule != "all"
+    )
+
+
 def _edited_library(scratch: Path, relative: str, old: str, new: str) -> dict:
     """A copy of the library (in ``scratch``, outside the run) with one edit, and the
     environment that makes jobs use it."""

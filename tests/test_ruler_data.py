@@ -417,3 +417,62 @@ def test_a_study_template_without_its_jinja_is_named_by_file_and_name(tmp_path, 
             templates.template_names()
     finally:
         templates._register_study_templates.cache_clear()
+
+
+def test_an_entry_given_only_the_length_target_fields_it_declares_makes_the_same(tmp_path):
+    """A job's params hold only the fields of the length targets its builder, prompt kind or
+    metric declares (reprolm.length.targets_read): each makes with them what it makes with
+    every field, and a field read but not declared would be None and fail here."""
+    from default_config import DEFAULT
+    from reprolm.data.builders import BUILDERS
+    from reprolm.generate.prompts import PROMPT_BUILDERS
+    from reprolm.length import targets_read
+    from reprolm.score.metrics import METRICS
+
+    spec = DEFAULT["length_targets"]
+    full = TargetSet.from_config(spec)
+
+    def declared(entry):
+        return TargetSet.from_config(targets_read(entry, spec))
+
+    rng = random.Random(5)
+    records = [
+        _conversation(f"q{i}", fixture_world.passage(rng, rng.choice([10, 30, 52, 80, 150, 230]))) for i in range(120)
+    ]
+    sources = {
+        "openhermes": _source(tmp_path, "openhermes", "openhermes_conversations", records),
+        "arena_hard": _source(
+            tmp_path,
+            "arena_hard",
+            "arena_question",
+            [{"question_id": str(i), "turns": [{"content": f"question {i}"}]} for i in range(12)],
+        ),
+    }
+    schemas = {"openhermes": "openhermes_conversations", "arena_hard": "arena_question"}
+    builds = {
+        "ruler_tlg": {"num": 20, "seed": 10},
+        "ruler_train": {"tlg_num": 20, "seed": 10, "cap_per_mlt": 7},
+        "ruler_multi_mlt": {"num": 4, "seed": 10},
+    }
+    made = {}
+    for name, params in builds.items():
+        entry = BUILDERS[name]
+        assert entry(BuildContext(sources, schemas, params, declared(entry))) == entry(
+            BuildContext(sources, schemas, params, full)
+        ), name
+        made[name] = entry(BuildContext(sources, schemas, params, full))
+    rows = made["ruler_multi_mlt"]["test"]
+    prompts = PROMPT_BUILDERS["target_length"]
+    for length_prompt in ("mlt", "instruction"):
+        assert prompts(rows, length_prompt, declared(prompts)) == prompts(rows, length_prompt, full)
+    outputs = [
+        {**row, "text": fixture_world.passage(rng, rng.choice([5, 25, 45, 80, 150, 260])), "sample": 0} for row in rows
+    ]
+    outputs += [
+        {"id": 99, "TargetLength": "80", "text": f"{mlt}{fixture_world.passage(rng, 85)}", "sample": 0}
+        for mlt in full.mlt_tokens
+    ]
+    for name in ("length_levels", "length_multi_mlt", "length_self_mlt"):
+        metric = METRICS[name]
+        context = {"length_targets": targets_read(metric, spec)}
+        assert metric(outputs, context) == metric(outputs, {"length_targets": spec}), name
