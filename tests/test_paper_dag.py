@@ -322,3 +322,13 @@ def test_paper_requests_one_node_for_multi_gpu_jobs_a_gpu_for_encoder_scores_and
     assert {gpu for metric, gpu, _, _ in scores if metric != "diversity"} == {"0"}
     builds = [job.resources for job in paper_details if job.rule == "dataset"]
     assert builds and all(r["mem_mb"] == "<TBD>" and r["runtime"] == "<TBD>" for r in builds)
+
+
+def test_paper_measures_each_successor_on_the_released_verdicts_and_grades(paper_jobs):
+    """AlpacaEval's successor re-judges GPT-4 Turbo's released verdicts; MT-Bench's grades
+    the answers of GPT-4's released single-answer grades (FastChat's gpt-4_single.jsonl)."""
+    released = {(rule, w["judge"], w["retired"]) for rule, w in paper_jobs if rule.startswith("judge_released")}
+    assert released == {
+        ("judge_released_api", "alpaca_eval_gpt4o_mini", "alpaca_eval_gpt4_turbo"),
+        ("judge_released_grades_api", "gpt41_mt_bench", "gpt4_mt_bench"),
+    }
