@@ -184,7 +184,8 @@ def test_paper_config_replaces_the_retired_gpt4_judges():
 def test_judged_table_captions_name_the_judge_its_date_and_the_measured_agreement():
     """paper.yaml's ExPO tables: AlpacaEval by the gpt-4o-mini annotator acting for GPT-4
     Turbo (released verdicts: its agreement measured), MT-Bench by GPT-4.1 acting for GPT-4
-    (none released: said so), the alpha search by a reward model that replaces nobody."""
+    (released grades: correlation, difference, within one point), the alpha search by a
+    reward model that replaces nobody."""
     written = overlays.load(REPO / "config/paper.yaml", REPO)
     notes = table_judge_notes(Expo().table_judges(written), written["judges"], written["base_models"])
     assert [note["judge"] for note in notes["alpaca_eval"]] == ["alpaca_eval_gpt4o_mini"]
@@ -217,7 +218,24 @@ def test_judged_table_captions_name_the_judge_its_date_and_the_measured_agreemen
     mt_bench = judge_caption(notes["mt_bench"], "expo", agreement)
     assert mt_bench.startswith("Judge: gpt41_mt_bench (chat endpoint gpt-4.1-2025-04-14, as of 2025-04-14), ")
     assert "acting for the retired gpt4_mt_bench (chat endpoint gpt-4, as of 2023-06-13)" in mt_bench
-    assert "agreement with it: none measured (judges.gpt4_mt_bench names no released_verdicts" in mt_bench
+    assert "agreement with it: none measured (results/tables/judge_agreement/expo.csv has no row" in mt_bench
+    grades = agreement.assign(
+        **{
+            "original judge": "gpt4_mt_bench",
+            "successor judge": "gpt41_mt_bench",
+            "measured": "released grades",
+            "pearson": 0.71,
+            "mean_difference": -0.25,
+            "within_1": 62.5,
+        }
+    )
+    assert judge_caption(notes["mt_bench"], "expo", grades).endswith(
+        "agreement with it on 120 released grades: Pearson 0.710, mean difference -0.25, within one point 62.5% "
+        "(results/tables/judge_agreement/expo.csv)."
+    )
+    assert "on the released grades (Pearson, mean difference, within one point) is in" in judge_caption(
+        notes["mt_bench"], "expo"
+    )
     search = judge_caption(notes["alpha_search"], "expo")
     assert search.startswith("Judge: expo_rm (reward model rm_mistral_7b/pretrained, hub weqweasdas/RM-Mistral-7B")
     assert "acts for no retired judge" in search
