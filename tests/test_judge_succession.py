@@ -184,7 +184,8 @@ def test_paper_config_replaces_the_retired_gpt4_judges():
 def test_judged_table_captions_name_the_judge_its_date_and_the_measured_agreement():
     """paper.yaml's ExPO tables: AlpacaEval by the gpt-4o-mini annotator acting for GPT-4
     Turbo (released verdicts: its agreement measured), MT-Bench by GPT-4.1 acting for GPT-4
-    (none released: said so), the alpha search by a reward model that replaces nobody."""
+    (released grades: correlation, difference, within one point), the alpha search by a
+    reward model that replaces nobody."""
     written = overlays.load(REPO / "config/paper.yaml", REPO)
     notes = table_judge_notes(Expo().table_judges(written), written["judges"], written["base_models"])
     assert [note["judge"] for note in notes["alpaca_eval"]] == ["alpaca_eval_gpt4o_mini"]
@@ -217,7 +218,24 @@ def test_judged_table_captions_name_the_judge_its_date_and_the_measured_agreemen
     mt_bench = judge_caption(notes["mt_bench"], "expo", agreement)
     assert mt_bench.startswith("Judge: gpt41_mt_bench (chat endpoint gpt-4.1-2025-04-14, as of 2025-04-14), ")
     assert "acting for the retired gpt4_mt_bench (chat endpoint gpt-4, as of 2023-06-13)" in mt_bench
-    assert "agreement with it: none measured (judges.gpt4_mt_bench names no released_verdicts" in mt_bench
+    assert "agreement with it: none measured (results/tables/judge_agreement/expo.csv has no row" in mt_bench
+    grades = agreement.assign(
+        **{
+            "original judge": "gpt4_mt_bench",
+            "successor judge": "gpt41_mt_bench",
+            "measured": "released grades",
+            "pearson": 0.71,
+            "mean_difference": -0.25,
+            "within_1": 62.5,
+        }
+    )
+    assert judge_caption(notes["mt_bench"], "expo", grades).endswith(
+        "agreement with it on 120 released grades: Pearson 0.710, mean difference -0.25, within one point 62.5% "
+        "(results/tables/judge_agreement/expo.csv)."
+    )
+    assert "on the released grades (Pearson, mean difference, within one point) is in" in judge_caption(
+        notes["mt_bench"], "expo"
+    )
     search = judge_caption(notes["alpha_search"], "expo")
     assert search.startswith("Judge: expo_rm (reward model rm_mistral_7b/pretrained, hub weqweasdas/RM-Mistral-7B")
     assert "acts for no retired judge" in search
@@ -353,3 +371,59 @@ def test_mt_bench_grade_agreement_from_fastchats_released_grades_with_a_stand_in
     assert set(rows) == {"gpt-4", "llama-13b", "all"} and rows["all"]["items"] == 8
     assert rows["gpt-4"]["within_1"] == 100.0 and rows["llama-13b"]["within_1"] == 50.0
     assert rows["all"]["mean_difference lo"] <= -1.5 <= rows["all"]["mean_difference hi"]
+
+
+def test_the_successor_grades_the_released_answers_by_fastchats_protocol_for_the_agreement_table(
+    chat_endpoint, monkeypatch, tmp_path
+):
+    """GPT-4's released grades (FastChat's layout) and the stand-in successor grading the
+    same answers through FastChat's prompts (its grade: the graded answer's words): the
+    ``judge_released_grades`` job's computation, then the judge agreement table's rows."""
+    from reprolm.aggregate.judge_agreement import succession_table
+    from reprolm.data.released_ratings import mt_bench_single_ratings
+    from reprolm.data.sources import write_source
+    from reprolm.score.judging import grade_released_answers
+    from test_flr_released import write_mt_bench
+
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    grades = [(81, "gpt-4", 1, 9), (81, "gpt-4", 2, 8), (82, "llama-13b", 1, 3), (82, "llama-13b", 2, 2)]
+    files = write_mt_bench(tmp_path, grades=grades)
+    records = mt_bench_single_ratings({**files, "questions": [files["questions"]], "judgments": [files["judgments"]]})
+    # Question 82 is a math question: FastChat grades it against its reference answers.
+    questions = [
+        {"id": 81, "category": "writing", "reference_answers": []},
+        {"id": 82, "category": "math", "reference_answers": ["Four.", "Eight."]},
+    ]
+    write_source(
+        {"name": "judge_prompts", "schema": "fastchat_judge_prompts", "fixture": {"n": 4, "seed": 0}},
+        tmp_path / "judge_prompts",
+    )
+    spec = {
+        "kind": "chat_endpoint",
+        "base_url": chat_endpoint,
+        "model": "stand-in",
+        "api_key_env": KEY_ENV,
+        "judge_prompts": "judge_prompts",
+    }
+    judge = make_judge(spec, {"judge_prompts": str(tmp_path / "judge_prompts")}, name="standin")
+    ChatEndpointStandIn.seen = []
+    successor = grade_released_answers(judge, records, questions)
+    # "{model} answers {id}." has 3 words, "{model} follows up {id}." 4.
+    assert successor == [3.0, 4.0, 3.0, 4.0]
+    prompts = [request["body"]["messages"][-1]["content"] for request in ChatEndpointStandIn.seen]
+    assert any("Four." in prompt for prompt in prompts) and not any("Four." in p for p in prompts[:2])
+    graded = tmp_path / "graded.json"
+    graded.write_text(
+        json.dumps(
+            {
+                "records": [{key: r[key] for key in ("model", "question_id", "turn", "score")} for r in records],
+                "successor": successor,
+            }
+        )
+    )
+    retired = {"kind": "chat_endpoint", "model": "gpt-4", "as_of": "2023-06-13"}
+    succession = {"gpt4_mt_bench": {"spec": retired, "successor": "standin", "successor_spec": spec}}
+    table = succession_table(succession, {}, {"gpt4_mt_bench": str(graded)}).set_index("model")
+    assert set(table["measured"]) == {"released grades"} and list(table.index) == ["gpt-4", "llama-13b", "all"]
+    assert table.loc["all", "mean_difference"] == pytest.approx(np.mean(np.subtract(successor, [9, 8, 3, 2])))
+    assert table.loc["gpt-4", "within_1"] == 0.0 and table.loc["llama-13b", "within_1"] == 50.0

@@ -267,18 +267,21 @@ def test_ifeval_runs_offline_and_leaves_out_only_what_needs_missing_nltk_data(ti
 
 
 def test_ifeval_by_the_gem_originals_sampling_keeps_one_sample_checked_by_googles_checks(
-    tiny_model, fixture_dirs, tmp_path
+    tiny_model, fixture_dirs, tmp_path, monkeypatch
 ):
     """GEM's IFEval protocol as a suite task: sampled (T 0.6, top-p 0.9, top-k 50; a short
     budget here), one answer per prompt, each checked by the instruction-following checks
     lm-eval's ifeval wraps (Google's instructions_registry), greedy beside it."""
     import gzip
 
+    from langdetect import DetectorFactory
     from lm_eval.tasks.ifeval import instructions_registry
 
     from reprolm.score.lm_eval_bridge import unscorable_instructions
 
     _, model, tokenizer = tiny_model
+    # The English-language checks ask langdetect, which samples unless seeded.
+    monkeypatch.setattr(DetectorFactory, "seed", 0)
     sampling = {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "top_k": 50, "max_gen_toks": 16}
     specs = [
         TaskSpec(
@@ -313,9 +316,10 @@ def test_ifeval_by_the_gem_originals_sampling_keeps_one_sample_checked_by_google
         followed = []
         for index, instruction in enumerate(doc["instruction_id_list"]):
             check = instructions_registry.INSTRUCTION_DICT[instruction](instruction)
-            arguments = {key: value for key, value in doc["kwargs"][index].items() if value is not None}
-            check.build_description(**arguments)
-            if "prompt" in check.get_instruction_args_keys():
+            # As Google's evaluation_lib: unset (falsy) arguments left out, the prompt given
+            # to the checks that take it.
+            check.build_description(**{key: value for key, value in doc["kwargs"][index].items() if value})
+            if "prompt" in (check.get_instruction_args() or {}):
                 check.build_description(prompt=doc["prompt"])
             followed.append(bool(answer.strip()) and check.check_following(answer))
         assert sample["values"]["prompt_level_strict_acc"] == all(followed), (sample["spec"], doc["key"])

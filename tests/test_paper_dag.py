@@ -406,3 +406,13 @@ def test_the_lock_covers_every_remote_input_of_the_paper_dag(paper_details, tmp_
     # The lm-eval tasks' own datasets each locked too (lm-eval's mmlu group: one hub dataset).
     assert entries["lm_eval_task mmlu"]["datasets"] == ["dataset cais/mmlu"]
     assert lock.is_locked("dataset cais/mmlu", entries)
+
+
+def test_paper_measures_each_successor_on_the_released_verdicts_and_grades(paper_jobs):
+    """AlpacaEval's successor re-judges GPT-4 Turbo's released verdicts; MT-Bench's grades
+    the answers of GPT-4's released single-answer grades (FastChat's gpt-4_single.jsonl)."""
+    released = {(rule, w["judge"], w["retired"]) for rule, w in paper_jobs if rule.startswith("judge_released")}
+    assert released == {
+        ("judge_released_api", "alpaca_eval_gpt4o_mini", "alpaca_eval_gpt4_turbo"),
+        ("judge_released_grades_api", "gpt41_mt_bench", "gpt4_mt_bench"),
+    }

@@ -113,18 +113,21 @@ def test_study_models_and_score_paths_in_the_paper_config():
 
     check_config(PAPER, SCHEMA_FILE)
     ruler = STUDIES["ruler"].models(PAPER)
-    # Six bases x (ruler, vanilla), then the six instruct baselines used as they are, then the
-    # five closed ones.
-    assert len(ruler) == 23
+    # Six bases x (ruler, vanilla), then the six instruct baselines used as they are, the
+    # seed's ten other open baselines, then the five closed ones.
+    assert len(ruler) == 33
     assert ruler[:2] == [("llama3_8b", "ruler"), ("llama3_8b", "vanilla")]
-    assert ruler[17:] == [
-        ("qwen15_7b_chat", "pretrained"),
+    assert ruler[17] == ("qwen15_7b_chat", "pretrained")
+    assert ruler[27:] == [
+        ("qwen15_72b_chat", "pretrained"),
         *[(b, "pretrained") for b in ("gpt_4o", "gpt_4_turbo", "gpt_35_turbo", "claude_3_haiku", "claude_35_sonnet")],
     ]
     ruler_scores = STUDIES["ruler"].score_paths(PAPER)
     # tlg, multi_mlt and lm-eval for the 18 open models; self_mlt for the six Ruler finetunes
-    # only; tlg alone for the closed models, asked through their APIs (no weights for lm-eval).
-    assert len(ruler_scores) == 18 * 3 + 6 + 5
+    # only; tlg with one BOS and with the original's doubled BOS for the ten TLG-only open
+    # baselines and again doubled for the six instruct ones; tlg alone for the closed models,
+    # asked through their APIs (no weights for lm-eval).
+    assert len(ruler_scores) == 18 * 3 + 6 + 10 * 2 + 6 + 5
     assert [path for path in ruler_scores if "/gpt_4o/" in path] == [
         "results/scores/length_levels/gpt_4o/pretrained/tlg.json"
     ]

@@ -57,6 +57,7 @@ RULE_STAGES: dict[str, RuleStage] = {
     **_local_and_api("rating_agreement", "judge"),
     **_local_and_api("model_ranking", "judge"),
     **_local_and_api("judge_released", "judge"),
+    **_local_and_api("judge_released_grades", "judge"),
     "judge_agreement": RuleStage("report"),
     "study_tables": RuleStage("report"),
     "table_pages": RuleStage("report"),

@@ -684,6 +684,17 @@ def released_verdict_files(wildcards):
     return config["judges"][wildcards.retired]["released_verdicts"]
 
 
+def released_grade_inputs(wildcards):
+    """A successor's inputs for grading the answers of a retired judge's released grades:
+    the grades (a rated dataset), the questions (categories, reference answers)."""
+    released = config["judges"][wildcards.retired]["released_grades"]
+    return {
+        **judge_inputs(wildcards),
+        "grades": paths.dataset_file(released["dataset"], "test"),
+        "questions": paths.dataset_file(released["questions"], "test"),
+    }
+
+
 def released_sample(wildcards):
     """The balanced sample of the released verdicts the successor judges (None: all)."""
     return config["judges"][wildcards.retired].get("released_sample")
@@ -703,10 +714,20 @@ def study_succession(study_name):
 
 
 def judged_released_items(wildcards):
+    """The successors' verdicts on released verdicts (keyed by the retired judge) and their
+    grades of released grades' answers (keyed ``{retired} grades``)."""
+    succession = study_succession(wildcards.study)
     return {
-        retired: f"results/scores/judge_released/{entry['successor']}/{retired}.json"
-        for retired, entry in study_succession(wildcards.study).items()
-        if entry["spec"].get("released_verdicts")
+        **{
+            retired: f"results/scores/judge_released/{entry['successor']}/{retired}.json"
+            for retired, entry in succession.items()
+            if entry["spec"].get("released_verdicts")
+        },
+        **{
+            f"{retired} grades": f"results/scores/judge_released_grades/{entry['successor']}/{retired}.json"
+            for retired, entry in succession.items()
+            if entry["spec"].get("released_grades")
+        },
     }
 
 

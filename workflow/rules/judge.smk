@@ -8,6 +8,7 @@ localrules:
     pair_accuracy_api,
     rating_agreement_api,
     judge_released_api,
+    judge_released_grades_api,
 
 
 for api in (False, True):
@@ -142,6 +143,33 @@ for api in (False, True):
             seed=config["seed"],
         script:
             "../scripts/judge_released.py"
+
+
+for api in (False, True):
+
+    rule:
+        name:
+            judge_rule("judge_released_grades", api)
+        input:
+            unpack(released_grade_inputs),
+        output:
+            "results/scores/judge_released_grades/{judge}/{retired}.json",
+        log:
+            "logs/judge_released_grades/{judge}/{retired}.log",
+        wildcard_constraints:
+            judge=judge_name_pattern(api),
+            retired=retired_judge_pattern(),
+        conda:
+            "../envs/evaluate.yaml"
+        threads: judge_threads
+        resources:
+            **judge_job_resources(api),
+        params:
+            code=library_code("judge_released_grades.py"),
+            judge=judge_spec,
+            seed=config["seed"],
+        script:
+            "../scripts/judge_released_grades.py"
 
 
 rule judge_agreement:

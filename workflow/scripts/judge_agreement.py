@@ -11,6 +11,15 @@ with tracked_step(snakemake):
         for retired in snakemake.params.succession
         if retired in snakemake.input.keys()
     }
+    graded = {
+        retired: snakemake.input[f"{retired} grades"]
+        for retired in snakemake.params.succession
+        if f"{retired} grades" in snakemake.input.keys()
+    }
     write_table(
-        succession_table(snakemake.params.succession, judged), table.parent, table.stem, decimals=4, markdown=False
+        succession_table(snakemake.params.succession, judged, graded),
+        table.parent,
+        table.stem,
+        decimals=4,
+        markdown=False,
     )

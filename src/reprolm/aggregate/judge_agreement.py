@@ -260,11 +260,16 @@ def judge_identity(name: str, spec: Mapping, model: str, role: str) -> dict:
     return {f"{role} judge": name, f"{role} model": model, f"{role} as of": spec.get("as_of", "")}
 
 
-def succession_table(succession: Mapping[str, Mapping], judged: Mapping[str, str]) -> pd.DataFrame:
+def succession_table(
+    succession: Mapping[str, Mapping], judged: Mapping[str, str], graded: Mapping[str, str] | None = None
+) -> pd.DataFrame:
     """The judge agreement table of one study: for each retired judge it names
     (``succession``: retired name -> its spec, its acting successor's name and spec), the
     successor's agreement with the released verdicts (``judged``: retired name -> the
-    successor's verdict file), or one row saying that none were released."""
+    successor's verdict file) and with the released grades (``graded``: retired name -> the
+    successor's grades of the graded answers, :func:`grade_agreement_rows`), or one row
+    saying that none were released."""
+    graded = graded or {}
     rows = []
     for retired, entry in succession.items():
         identity = {
@@ -273,12 +278,19 @@ def succession_table(succession: Mapping[str, Mapping], judged: Mapping[str, str
                 entry["successor"], entry["successor_spec"], judge_model(entry["successor_spec"]), "successor"
             ),
         }
-        if retired not in judged:
+        if retired not in judged and retired not in graded:
             rows.append({**identity, "model": "", "items": 0, "measured": "no released verdicts"})
             continue
-        result = json.loads(Path(judged[retired]).read_text())
-        rows += [
-            {**row, "measured": "released verdicts"}
-            for row in agreement_rows(result["items"], result["successor"], identity)
-        ]
+        if retired in judged:
+            result = json.loads(Path(judged[retired]).read_text())
+            rows += [
+                {**row, "measured": "released verdicts"}
+                for row in agreement_rows(result["items"], result["successor"], identity)
+            ]
+        if retired in graded:
+            result = json.loads(Path(graded[retired]).read_text())
+            rows += [
+                {**row, "measured": "released grades"}
+                for row in grade_agreement_rows(result["records"], result["successor"], identity)
+            ]
     return pd.DataFrame(rows)

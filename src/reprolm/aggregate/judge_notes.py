@@ -65,6 +65,7 @@ def table_judge_notes(
                             "judge": old,
                             "description": judge_description(old, judges[old], base_models),
                             "released": bool(judges[old].get("released_verdicts")),
+                            "graded": bool(judges[old].get("released_grades")),
                         }
                         for old in retired
                     ],
@@ -73,18 +74,26 @@ def table_judge_notes(
     return notes
 
 
-def measured_agreement(table: pd.DataFrame, retired: str, successor: str) -> dict | None:
+def measured_agreement(
+    table: pd.DataFrame, retired: str, successor: str, measured: str = "released verdicts"
+) -> dict | None:
     """The pooled row of a judge agreement table for one succession (the ``all`` row, or a
-    single model's): items, raw agreement and kappa; None where none was measured."""
+    single model's) on the released verdicts (items, raw agreement and kappa) or, with
+    ``measured="released grades"``, grades (items, Pearson, mean difference, within one
+    point); None where none was measured."""
     rows = table[(table["original judge"] == retired) & (table["successor judge"] == successor)]
     if "measured" in rows.columns:
-        rows = rows[rows["measured"] == "released verdicts"]
+        rows = rows[rows["measured"] == measured]
     pooled = rows[rows["model"] == ALL_MODELS]
     rows = pooled if len(pooled) else rows
     if len(rows) != 1:
         return None
     row = rows.iloc[0]
-    return {"items": int(row["items"]), "raw_agreement": float(row["raw_agreement"]), "kappa": float(row["kappa"])}
+    figures = ("raw_agreement", "kappa") if measured == "released verdicts" else GRADE_FIGURES
+    return {"items": int(row["items"]), **{name: float(row[name]) for name in figures}}
+
+
+GRADE_FIGURES = ("pearson", "mean_difference", "within_1")
 
 
 def judge_caption(notes: Sequence[Mapping], study: str, agreement: pd.DataFrame | None = None) -> str:
@@ -102,10 +111,12 @@ def judge_caption(notes: Sequence[Mapping], study: str, agreement: pd.DataFrame 
             continue
         for retired in note["retired"]:
             text += f", acting for the retired {retired['description']}"
-            if not retired["released"]:
+            if retired.get("graded"):
+                text += _grade_agreement(agreement, retired["judge"], note["judge"], where)
+            elif not retired["released"]:
                 text += (
-                    f"; agreement with it: none measured (judges.{retired['judge']} names no released_verdicts; "
-                    "only AlpacaEval-format pairwise verdicts are read)"
+                    f"; agreement with it: none measured (judges.{retired['judge']} names no released_verdicts "
+                    "or released_grades)"
                 )
             elif agreement is None:
                 text += f"; its agreement with it on the released verdicts (raw agreement, Cohen's kappa) is in {where}"
@@ -119,6 +130,20 @@ def judge_caption(notes: Sequence[Mapping], study: str, agreement: pd.DataFrame 
                 )
         sentences.append(text + ".")
     return " ".join(sentences)
+
+
+def _grade_agreement(agreement: pd.DataFrame | None, retired: str, successor: str, where: str) -> str:
+    if agreement is None:
+        return (
+            f"; its agreement with it on the released grades (Pearson, mean difference, within one point) is in {where}"
+        )
+    measured = measured_agreement(agreement, retired, successor, "released grades")
+    if measured is None:
+        return f"; agreement with it: none measured ({where} has no row for it)"
+    return (
+        f"; agreement with it on {measured['items']} released grades: Pearson {measured['pearson']:.3f}, "
+        f"mean difference {measured['mean_difference']:+.2f}, within one point {measured['within_1']:.1f}% ({where})"
+    )
 
 
 def _kappa(kappa: float) -> str:

@@ -193,6 +193,8 @@ def _check_references(config: Mapping) -> None:
             if task.get("source"):
                 require(task["source"], sources, f"lm_eval_suites.{name}.tasks[{index}].source")
     for name, spec in config.get("judges", {}).items():
+        for role, dataset in spec.get("released_grades", {}).items():
+            require(dataset, datasets, f"judges.{name}.released_grades.{role}")
         # What a judge reads: a model of the workflow's own, or sources of the one schema each can read.
         for given in judge_kind(spec, f"judges.{name}.kind").inputs:
             if not spec.get(given.field):

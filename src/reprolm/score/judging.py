@@ -191,3 +191,31 @@ def judge_released_items(judge, items: Sequence[Mapping]) -> list[float]:
         [item["answer"] for item in items],
         [item["reference"] for item in items],
     )
+
+
+def grade_released_answers(judge, records: Sequence[Mapping], questions: Sequence[Mapping]) -> list[float]:
+    """A judge's grade of each released graded turn (``records``: a retired judge's
+    single-answer grades as the ``mt_bench_single`` source reads them: ``question_id``,
+    ``turn`` and ``conversation``, the question's turns up to the graded one with the
+    model's answers between them), graded as the judge grades a generation, the question's
+    ``category`` and ``reference_answers`` (``questions``, by ``id``) in view: the grade of
+    the record's own turn, NaN where the judge gave none."""
+    by_id = {question["id"]: question for question in questions}
+    rows = []
+    for index, record in enumerate(records):
+        if record["question_id"] not in by_id:
+            raise KeyError(f"released grade {index}: question {record['question_id']!r} is not among the questions")
+        question = by_id[record["question_id"]]
+        texts = list(record["conversation"])
+        rows.append(
+            {
+                "id": index,
+                "conversation": [
+                    {"role": "user" if turn % 2 == 0 else "assistant", "content": text}
+                    for turn, text in enumerate(texts)
+                ],
+                "category": question.get("category"),
+                "reference_answers": list(question.get("reference_answers") or []),
+            }
+        )
+    return [grades[-1] for grades in grade_generations(judge, rows)["grades"]]
