@@ -356,7 +356,8 @@ def lock(
     unknown = [name for name in wanted if not any(_names(key, name) for key in [*inputs, *old])]
     if unknown:
         raise LockError(
-            f"--update: {', '.join(sorted(unknown))}: no such input of the config (keys: `{next(iter(inputs), '')}`)"
+            f"--update: {', '.join(sorted(unknown))}: no such input of the config (name an entry by its key, "
+            "or its repository id, URL, lm-eval task or NLTK package)"
         )
     entries: dict[str, dict] = {}
     kept = {key: entry for key, entry in old.items() if not any(_names(key, name) for name in wanted)}
@@ -372,7 +373,9 @@ def lock(
         if key not in entries:
             resolve(item, entries, log)
         else:
-            entries[key]["read_by"] = sorted(set(item.read_by))
+            # The config's readers as they are now, and the lm-eval tasks reading a dataset.
+            tasks = [reader for reader in entries[key].get("read_by", []) if reader.startswith("lm_eval task ")]
+            entries[key]["read_by"] = sorted({*item.read_by, *tasks})
     write_lock(path, entries, config_name)
     return entries
 
@@ -388,7 +391,7 @@ class Moved:
     now: str
 
 
-def check(entries: Mapping[str, dict], log: Callable[[str], None] = print) -> tuple[list[Moved], list[str]]:
+def check(entries: Mapping[str, dict]) -> tuple[list[Moved], list[str]]:
     """What moved upstream since the lock, without downloading: each hub repository's commit
     at its reference asked again, each file's ETag asked by a HEAD request. Returns the
     moved inputs and those that could not be told (no ETag, or no answer)."""

@@ -81,7 +81,7 @@ def builtin_task_config(task: str, resolve_functions: bool = True) -> dict[str, 
     return _task_yaml(Path(entry.yaml_path), resolve_functions)
 
 
-def leaf_tasks(task: str) -> list[str]:
+def leaf_tasks(task: str) -> list[str | dict]:
     """The tasks lm-eval runs for ``task``: itself, or a group's (or tag's) tasks, nested
     groups expanded, from lm-eval's own task files (nothing downloaded). A group's task given
     inline (a config, not a name) is returned as that config."""
@@ -103,7 +103,13 @@ def leaf_tasks(task: str) -> list[str]:
         if entry.kind.name == "TAG":
             pending.extend(sorted(other for other, item in index.items() if name in (item.tags or ())))
         elif isinstance(subtasks, list):
-            pending.extend(sub if isinstance(sub, str) or not sub.get("task") else sub for sub in subtasks)
+            # A subtask is a task's name, a task's name with overrides, or a config of its own.
+            pending.extend(
+                sub["task"]
+                if isinstance(sub, dict) and not sub.get("dataset_path") and isinstance(sub.get("task"), str)
+                else sub
+                for sub in subtasks
+            )
         else:
             leaves.append(name)
     return leaves
