@@ -33,6 +33,7 @@ def _local_and_api(rule: str, stage: str) -> dict[str, RuleStage]:
 
 RULE_STAGES: dict[str, RuleStage] = {
     "raw_source": RuleStage("download"),
+    "released_file": RuleStage("download"),
     "download_base_model": RuleStage("download"),
     "local_base_model": RuleStage("download"),
     "download_hub_model": RuleStage("download"),

@@ -453,7 +453,9 @@ def routing_lookups(stage, placement_of):
     def lookup(wildcards, key):
         value = placement_of(wildcards)[key]
         if value is None:
-            return command_line_resource(workflow.resource_settings.default_resources, key)
+            return command_line_resource(
+                workflow.resource_settings.default_resources, key
+            )
         return value
 
     return {

@@ -80,6 +80,8 @@ class ClusterDag:
     warnings: list[str] = field(default_factory=list)
     # How many times a failing job runs: the first attempt and the profile's retries.
     attempts: int = 1
+    # What the jobs on the submitting host make (downloads among them).
+    local_outputs: set[str] = field(default_factory=set)
 
 
 def snakemake_arguments(configfiles: Sequence[str], profile: str | None, workflow_profile: str | None) -> list[str]:
@@ -114,12 +116,13 @@ def inspect_cluster_dag(arguments: Sequence[str], inspect: Callable[[ClusterDag]
     def execute_then_inspect(dag_api: DAGApi, *positional, **keywords):
         result = execute(dag_api, *positional, **keywords)
         workflow = dag_api.workflow_api._workflow
-        submitted, local = [], Counter()
+        submitted, local, local_outputs = [], Counter(), set()
         for job in workflow.dag.jobs:
             if job.rule.norun:
                 continue
             if job.rule.name in workflow._localrules:
                 local[job.rule.name] += 1
+                local_outputs.update(str(path) for path in job.output)
             else:
                 submitted.append(job)
         dag = ClusterDag(
@@ -132,6 +135,7 @@ def inspect_cluster_dag(arguments: Sequence[str], inspect: Callable[[ClusterDag]
             dependencies=workflow.dag.dependencies,
             warnings=warned.messages,
             attempts=(args.retries or 0) + 1,
+            local_outputs=local_outputs,
         )
         # Snakemake prints and swallows what its API raises; the rehearsal's own errors are
         # raised again below, as they are.

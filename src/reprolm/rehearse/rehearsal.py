@@ -170,14 +170,14 @@ def workflow_profile_file(workflow_profile: str) -> Path:
     )
 
 
-def pending_downloads(config: Mapping) -> list[ReleasedFile]:
-    """The released files the run will download on this host (not at their paths yet)."""
+def pending_downloads(config: Mapping, local_outputs: set[str]) -> list[ReleasedFile]:
+    """The released files the run will download on this host: those its DAG makes there."""
     return [
         file
         for name, spec in config.get("sources", {}).items()
         if "released" in spec
         for file in released_files(name, spec)
-        if not Path(file.path).is_file()
+        if file.path in local_outputs
     ]
 
 
@@ -232,12 +232,22 @@ def rehearse(
             found,
             dag.warnings,
             dag.attempts,
+            dag.local_outputs,
         )
 
     try:
-        requests, local_jobs, checkpoint_rules, config, (builds, scores), workdir, found, warnings, attempts = (
-            inspect_cluster_dag(arguments, read)
-        )
+        (
+            requests,
+            local_jobs,
+            checkpoint_rules,
+            config,
+            (builds, scores),
+            workdir,
+            found,
+            warnings,
+            attempts,
+            local_outputs,
+        ) = inspect_cluster_dag(arguments, read)
     except PreflightRefusal as refusal:
         lines = ["not ready: Snakemake refuses the real run before any job (its preflight, as a dry run has it):"]
         lines += [f"  {line}" for line in str(refusal).splitlines()]
@@ -252,7 +262,7 @@ def rehearse(
             lines = ["not ready: retries would ask for more than their partitions grant"]
             ready = False
         lines += retried
-    refusals, warned = preflight(warnings, pending_downloads(config))
+    refusals, warned = preflight(warnings, pending_downloads(config, local_outputs))
     if refusals:
         if ready:
             lines = ["not ready: the real run's preflight refuses it or cannot fetch its inputs"]

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 from snakemake_interface_common.exceptions import WorkflowError
 
+from reprolm.config.resources import attempt_size
 from reprolm.score.judges import judge_kind
 from reprolm.stages import rule_stage
 
@@ -359,8 +360,6 @@ def retry_problems(
     the first attempt passes, the retry would wait in the queue for ever. Only shapes the
     config sizes grow (the profile's ``default-resources`` ask for the same each attempt)."""
     from snakemake_executor_plugin_slurm.utils import parse_time_to_minutes
-
-    from reprolm.config.resources import attempt_size
 
     if attempts <= 1 or not config.get("retry_growth"):
         return []
