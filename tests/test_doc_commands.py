@@ -189,9 +189,8 @@ def test_the_lineage_commands_as_printed(run_copy):
 @pytest.mark.doc_command(VERIFY)
 def test_verify_as_printed_finds_every_record_true_and_a_changed_file(run_copy):
     verified = run_printed(VERIFY, run_copy)
-    assert verified.returncode == 0 and re.search(r"^\d{3,} records checked, 0 problems$", verified.stdout, re.M), (
-        verified.stdout[-3000:]
-    )
+    output = verified.stdout + verified.stderr
+    assert verified.returncode == 0 and re.search(r"^\d{3,} records checked, 0 problems$", output, re.M), output[-3000:]
     # A score replaced (not rewritten in place: its hard link to the shared run is cut).
     score = "results/scores/diversity/tiny_llama/ce/poems.json"
     edited = json.loads((run_copy / score).read_text())
@@ -230,10 +229,12 @@ def test_progress_as_printed_lists_the_jobs_of_the_last_two_hours(run_copy):
         content = json.loads(record.read_text())
         if dt.datetime.fromisoformat(content["finished"]) > started - dt.timedelta(hours=2, minutes=-1):
             recent.add((content["rule"], ",".join(f"{k}={v}" for k, v in content["wildcards"].items())))
-    listed = {(words[2], words[3] if len(words) > 3 else "") for words in map(str.split, lines) if words}
-    # Every job of the run that finished since then, each done; none twice.
-    assert recent <= listed and len(listed) == len(lines), lines[:10]
-    assert all(line.split()[0] == "done" for line in lines), lines[:10]
+    *jobs, total = lines
+    listed = {(words[2], words[3] if len(words) > 3 else "") for words in map(str.split, jobs)}
+    # Every job of the run that finished since then, each done, none twice, and their count.
+    assert recent <= listed and len(listed) == len(jobs), jobs[:10]
+    assert all(line.split()[0] == "done" for line in jobs), jobs[:10]
+    assert total == f"{len(jobs)} done", total
 
 
 @pytest.mark.slow
