@@ -42,6 +42,15 @@ REUSE_RUN = "REPROLM_TEST_DEFAULT_RUN"
 SLURM_LOCK = "/tmp/reprolm-slurm-tests.lock"
 
 
+def pytest_configure(config):
+    # Registered here, not in pyproject.toml: the Makefile names its venv stamp by that file's content.
+    config.addinivalue_line(
+        "markers",
+        "doc_command(command, ...): runs these commands of README.md/docs exactly as printed "
+        "(tests/doc_commands.py; tests/test_doc_commands.py checks every printed command has one)",
+    )
+
+
 def pytest_collection_modifyitems(items):
     """Marks ``default_run`` every test that reads the session's default run (directly or through
     ``run_copy``), and puts each test in a group for pytest-xdist (`make test` runs the suite in

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from doc_commands import run_printed
 from reprolm.plan import makespan, plan
 from workflow_helpers import REPO, scratch_copy, snakemake
 
@@ -20,6 +21,8 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 # A figure of jobs or compute that a page types: every one must be checked below.
 TYPED = re.compile(r"\b\d[\d,.]*\**\s+(?:H100\s+)?(?:jobs|GPU-hours|CPU-hours)\b")
 NUMBER = r"(\d[\d,.]*)"
+# docs/cluster.md's dry run of paper.yaml, run as printed for its job count.
+PAPER_DRY_RUN = "snakemake -n --configfile config/paper.yaml"
 
 
 def _total(dry_run_output: str) -> int:
@@ -32,7 +35,8 @@ def computed(tmp_path_factory) -> dict[str, float]:
     the workflow (as in a fresh clone), and the plan of paper.yaml from its dry run."""
     work = scratch_copy(tmp_path_factory.mktemp("doc_figures"))
     default = snakemake(work, "-n")
-    paper = snakemake(work, "-n", "--configfile", "config/paper.yaml")
+    paper = run_printed(PAPER_DRY_RUN, work)
+    assert paper.returncode == 0, (paper.stdout + paper.stderr)[-3000:]
     paper_text = paper.stdout + paper.stderr
     estimate = plan(work, "config/paper.yaml", width=64, dry_run_text=paper_text, calibrated=False)
     table = estimate.table()
@@ -91,6 +95,7 @@ def _rounded(value: float, significant: int) -> float:
 
 
 @pytest.mark.parametrize(("page", "pattern", "figure", "kind"), FIGURES, ids=[f[2] + "@" + f[0] for f in FIGURES])
+@pytest.mark.doc_command(PAPER_DRY_RUN)
 def test_a_typed_figure_is_what_the_code_gives(computed, page, pattern, figure, kind):
     found = re.findall(pattern, (REPO / page).read_text())
     assert len(found) == 1, f"{page}: {pattern!r} found {len(found)} times"

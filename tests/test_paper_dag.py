@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from doc_commands import doc_command, run_printed
 from workflow_helpers import REPO, dry_run_details, job_counts, local_rules, scratch_copy, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -250,6 +251,7 @@ def _threads_by_job(output: str) -> dict[tuple[str, str], int]:
     return jobs
 
 
+@pytest.mark.doc_command("make slurm-profile")
 def test_profile_slurm_as_typed_asks_for_every_cpu_the_config_gives(tmp_path):
     """`make slurm-profile` registers the profile, and `snakemake --profile slurm` from the
     repository root finds it; Snakemake then also loads profiles/default as the workflow
@@ -263,10 +265,8 @@ def test_profile_slurm_as_typed_asks_for_every_cpu_the_config_gives(tmp_path):
 
     work = scratch_copy(tmp_path / "work")
     env = {**snakemake_env(work), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
-    registered = subprocess.run(
-        ["make", "-s", "-C", str(REPO), "slurm-profile"], env=env, capture_output=True, text=True, check=True
-    )
-    assert registered.stdout.strip() == "slurm"
+    registered = run_printed("make slurm-profile", REPO, env={"XDG_CONFIG_HOME": env["XDG_CONFIG_HOME"]})
+    assert registered.returncode == 0 and registered.stdout.strip() == "slurm", registered.stderr
     assert (tmp_path / "xdg/snakemake/slurm").resolve() == REPO / "profiles" / "slurm"
     assert "cores" not in yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
     targets = [
@@ -328,15 +328,13 @@ def test_paper_requests_one_node_for_multi_gpu_jobs_a_gpu_for_encoder_scores_and
 REMOTE_RULES = {"download_base_model", "raw_source", "lm_eval_task_data", "download_hub_model", "nltk_data"}
 
 
-def _readme_lock_commands() -> list[str]:
-    """The `reprolm lock` lines README.md prints, which docs/cluster.md prints alike."""
-    readme = (REPO / "README.md").read_text()
-    commands = [line for line in readme.splitlines() if line.startswith("reprolm lock ")]
-    cluster = (REPO / "docs" / "cluster.md").read_text().splitlines()
-    assert commands and all(command in cluster for command in commands)
-    return commands
+# The `reprolm lock` commands README.md and docs/cluster.md print.
+LOCK = "reprolm lock --configfile config/paper.yaml"
+LOCK_CHECK = "reprolm lock --configfile config/paper.yaml --check"
 
 
+@pytest.mark.doc_command(LOCK)
+@pytest.mark.doc_command(LOCK_CHECK)
 def test_the_lock_covers_every_remote_input_of_the_paper_dag(paper_details, tmp_path, monkeypatch, capsys):
     """README's (and docs/cluster.md's) `reprolm lock` commands, run as printed against the
     hub and file-server stand-ins (tests/hub_standin.py): the lock pins every remote input
@@ -362,7 +360,7 @@ def test_the_lock_covers_every_remote_input_of_the_paper_dag(paper_details, tmp_
     HubAPIStandIn(monkeypatch, {}, any_repo=True)
     punkt = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/tokenizers/punkt_tab.zip"
     files = FileServerStandIn(monkeypatch, {NLTK_INDEX: nltk_index("punkt_tab", punkt)}, any_url=True)
-    make, check = _readme_lock_commands()
+    make, check = doc_command(LOCK), doc_command(LOCK_CHECK)
     assert main(shlex.split(make)[1:]) == 0
     gets = len(files.gets)
     assert main(shlex.split(check)[1:]) == 0 and len(files.gets) == gets

@@ -151,6 +151,8 @@ DOCS_COMMANDS = re.compile(r"## One run per folder\n.*?```bash\n(.*?)```", re.S)
 
 @pytest.mark.workflow
 @pytest.mark.slow
+@pytest.mark.doc_command("mkdir -p ../reprolm-paper && cp -r config ../reprolm-paper/")
+@pytest.mark.doc_command("snakemake -n --directory ../reprolm-paper --configfile config/paper.yaml")
 def test_the_docs_commands_run_another_config_in_a_folder_of_its_own(tmp_path):
     commands = DOCS_COMMANDS.search((REPO / "docs" / "configuration.md").read_text()).group(1)
     work = scratch_copy(tmp_path / "reprolm")
