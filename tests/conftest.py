@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import importlib.util
 import os
@@ -39,7 +38,6 @@ from workflow_helpers import RUN_OUTPUTS, copy_run, scratch_copy, snakemake, tre
 # made) whose outputs the session uses instead of making its own, if a dry run of the current
 # workflow and default config in a copy of it has nothing to do.
 REUSE_RUN = "REPROLM_TEST_DEFAULT_RUN"
-SLURM_LOCK = "/tmp/reprolm-slurm-tests.lock"
 
 
 def pytest_configure(config):
@@ -53,20 +51,11 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(items):
     """Marks ``default_run`` every test that reads the session's default run (directly or through
-    ``run_copy``), and puts each test in a group for pytest-xdist (`make test` runs the suite in
-    several processes with ``--dist loadgroup``; a group runs in one of them): the SLURM tests
-    share the session's cluster, the default run's readers the run (which the fixture makes once
-    per process), and the other tests of a module its module-scoped fixtures."""
+    ``run_copy``): `make test` runs those in a pytest process of their own, since the fixture
+    makes the run once per process."""
     for item in items:
         if "default_run" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.default_run)
-        if item.get_closest_marker("slurm"):
-            group = "slurm"
-        elif item.get_closest_marker("default_run"):
-            group = "default_run"
-        else:
-            group = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_finish(session):
@@ -86,13 +75,9 @@ def slurm_cluster():
             f"SLURM not installed (missing {', '.join(missing)}); `make test` (`make system-deps`) installs it "
             "via scripts/install-system-deps.sh"
         )
-    # The test cluster lives in one fixed state folder: a second session (another suite, a
-    # developer's SLURM test run) waits for this one rather than tearing its cluster down.
-    with open(SLURM_LOCK, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        cluster = slurm.start()
-        yield cluster
-        slurm.stop(cluster)
+    cluster = slurm.start()
+    yield cluster
+    slurm.stop(cluster)
 
 
 @pytest.fixture(scope="session")

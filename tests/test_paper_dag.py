@@ -11,7 +11,7 @@ import yaml
 from doc_commands import doc_command, run_printed
 from workflow_helpers import REPO, dry_run_details, job_counts, local_rules, scratch_copy, snakemake
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, pytest.mark.beside_slurm]
 
 
 @pytest.fixture(scope="module")
