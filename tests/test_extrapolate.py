@@ -128,9 +128,9 @@ def test_a_different_vocabulary_of_the_same_size_is_refused(pair, tmp_path):
 def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
     import yaml
 
-    from reprolm.config.checks import check_config
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_config
     from reprolm.config.lookups import expo_reference_dir
+    from reprolm.errors import ConfigError
     from reprolm.paths import split_expo
 
     repo = Path(__file__).resolve().parents[1]

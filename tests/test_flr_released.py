@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reprolm.config.checks import check_config
-from reprolm.config.errors import ConfigError
+from reprolm.checks import check_config
 from reprolm.data.schemas import DataError
 from reprolm.data.sources import read_source, source_inputs, write_source
+from reprolm.errors import ConfigError
 from workflow_helpers import REPO, scratch_copy, snakemake
 
 SCHEMA_FILE = REPO / "workflow/schemas/config.schema.yaml"

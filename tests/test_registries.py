@@ -8,10 +8,10 @@ import copy
 import pytest
 import yaml
 
+from reprolm.checks import check_config
 from reprolm.config import overlays
-from reprolm.config.checks import check_config
-from reprolm.config.docs import load_schema
-from reprolm.config.errors import ConfigError
+from reprolm.config_docs import load_schema
+from reprolm.errors import ConfigError
 from reprolm.registry import DuplicateName, Registry, UnknownName
 from workflow_helpers import REPO
 
@@ -257,7 +257,7 @@ def test_a_config_without_length_targets_is_refused_only_where_something_reads_t
 
 
 def test_an_lm_eval_metric_the_task_does_not_report_is_refused_before_any_job(tmp_path):
-    from reprolm.config.checks import preflight
+    from reprolm.checks import preflight
 
     config = copy.deepcopy(DEFAULT)
     config["lm_eval_suites"]["general"]["tasks"][1]["metric"] = "acc_norm,flexible-extract"

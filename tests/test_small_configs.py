@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from default_config import DEFAULT
+from reprolm.checks import check_config
 from reprolm.config import overlays
-from reprolm.config.checks import check_config
 from reprolm.config.schema import validate_config
 from workflow_helpers import REPO, scratch_copy, snakemake
 

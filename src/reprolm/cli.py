@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from reprolm.config.docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
+from reprolm.config_docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
 from reprolm.plan import DEVICES, plan
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
 from reprolm.provenance.query import format_tree, lineage, verify

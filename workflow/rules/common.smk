@@ -7,7 +7,7 @@ from reprolm import paths
 from reprolm.aggregate.judge_notes import judge_caption, table_judge_notes
 from reprolm.aggregate.paper_comparison import claim_settings, study_headlines
 from reprolm.config import lookups
-from reprolm.config.checks import check_config, preflight
+from reprolm.checks import check_config, preflight
 from reprolm.config.hub_ids import check_hub_ids
 from reprolm.config.overlays import naming_the_file
 from reprolm.config.schema import validate_config

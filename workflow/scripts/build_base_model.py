@@ -2,8 +2,8 @@ from reprolm.forkserver import run_in_forkserver
 
 run_in_forkserver()
 
-from reprolm.models.base import build_base_model
 from reprolm.provenance import tracked_step
+from reprolm.train.pretrain import build_base_model
 
 with tracked_step(snakemake) as log:
     corpus_names = snakemake.params.build["pretrain"]["corpus"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from reprolm.length import TargetSet
 from reprolm.models.templates import OWN_TEMPLATE, named_template
 from reprolm.paths import (

@@ -1,12 +1,12 @@
 """Checks that a name one config section uses is declared in another, as a study's own
-checks and :mod:`reprolm.config.checks` ask them: a model, a recipe, a judge that grades."""
+checks and :mod:`reprolm.checks` ask them: a model, a recipe, a judge that grades."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import expo_reference
+from reprolm.errors import ConfigError, require
 from reprolm.paths import PRETRAINED, split_expo
 from reprolm.score.judges import judge_kind
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from reprolm.score.judges import judge_kind
 from reprolm.train.objectives import objective_of
 

@@ -2,21 +2,17 @@
 
 Many clusters' compute nodes have no internet access. Each function here runs in a download
 rule (a Snakemake local rule, on the submitting host) and leaves in ``resources/`` what a
-job would read from a hub at run time: an lm-eval task's datasets (in the datasets cache
-under ``HF_HOME``, which lm-eval then reads offline, since the task loads its data itself),
-NLTK data packages, and snapshots of hub models that are not base models (sentence
-encoders).
+job would read from a hub at run time: NLTK data packages and snapshots of hub models that
+are not base models (sentence encoders); an lm-eval task's datasets:
+:func:`reprolm.score.lm_eval_bridge.cache_lm_eval_task`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from pathlib import Path
 
 from reprolm.io import atomic_path
 
-MANIFEST = "manifest.json"
 # Formats other frameworks ship beside PyTorch weights; a sentence encoder needs none of them.
 FOREIGN_WEIGHTS = [
     "*.onnx",
@@ -30,28 +26,6 @@ FOREIGN_WEIGHTS = [
     "rust_model*",
     "coreml/*",
 ]
-
-
-def cache_lm_eval_task(task: str | Mapping, output: str | Path) -> dict:
-    """Load ``task`` (a built-in task's name, a group's, or a task config) as lm-eval does,
-    which downloads its datasets into the datasets cache; ``output`` records which datasets
-    and how many documents per split, so the job that reads them depends on this step and its
-    provenance says what was read."""
-    from reprolm.score.lm_eval_bridge import task_manager
-
-    loaded = task_manager().load([task])["tasks"]
-    manifest = {
-        name: {
-            "dataset_path": loaded_task.config.dataset_path,
-            "dataset_name": loaded_task.config.dataset_name,
-            "documents": {split: loaded_task.dataset[split].num_rows for split in sorted(loaded_task.dataset)},
-        }
-        for name, loaded_task in sorted(loaded.items())
-    }
-    with atomic_path(output) as tmp:
-        tmp.mkdir()
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return manifest
 
 
 def download_nltk_package(package: str, output: str | Path) -> None:

@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from reprolm.paths import model_dir, raw_dir
 from reprolm.registry import Registry
 from reprolm.score.api_requests import DEFAULT_MAX_RETRIES, request_failure

@@ -595,3 +595,27 @@ def evaluate_tasks(
         "apply_chat_template": apply_chat_template,
         "tasks": summaries,
     }
+
+
+# What cache_lm_eval_task records of the datasets it fetched.
+TASK_DATA_MANIFEST = "manifest.json"
+
+
+def cache_lm_eval_task(task: str | Mapping, output: str | Path) -> dict:
+    """Load ``task`` (a built-in task's name, a group's, or a task config) as lm-eval does,
+    which downloads its datasets into the datasets cache; ``output`` records which datasets
+    and how many documents per split, so the job that reads them depends on this step and its
+    provenance says what was read."""
+    loaded = task_manager().load([task])["tasks"]
+    manifest = {
+        name: {
+            "dataset_path": loaded_task.config.dataset_path,
+            "dataset_name": loaded_task.config.dataset_name,
+            "documents": {split: loaded_task.dataset[split].num_rows for split in sorted(loaded_task.dataset)},
+        }
+        for name, loaded_task in sorted(loaded.items())
+    }
+    with atomic_path(output) as tmp:
+        tmp.mkdir()
+        (tmp / TASK_DATA_MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest

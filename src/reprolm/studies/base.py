@@ -20,10 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from reprolm.aggregate.tables import load_scores
-from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import endpoint_models
 from reprolm.config.references import require_recipe
 from reprolm.config.schema import validate_with_defaults
+from reprolm.data.builders import BUILDERS
+from reprolm.errors import ConfigError, require
 from reprolm.io import atomic_path, collected_tables, read_yaml
 from reprolm.paths import PRETRAINED, grade_path, score_path, split_expo
 from reprolm.registry import Registry
@@ -57,6 +58,10 @@ class Study:
     # tables: listing and fingerprinting studies stays cheap. A study from a file of its own
     # overrides :meth:`table_writer` instead.
     tables: str = ""
+    # The study's own dataset builders, name -> "package.module:function", registered lazily
+    # in :data:`reprolm.data.builders.BUILDERS` (``datasets.*.builder`` names them): the
+    # builders stay in the study's folder and listing them imports none.
+    builders: Mapping[str, str] = {}
     # What the report says under the study's tables and plots (reStructuredText): what
     # each table holds and how each metric is computed.
     caption: str = ""
@@ -203,6 +208,11 @@ class Study:
         path = Path(self.loaded_from or inspect.getfile(type(self))).resolve().with_name("rules.smk")
         return str(path) if path.is_file() else None
 
+    def script(self, name: str) -> str:
+        """The path of the job script ``scripts/<name>`` beside the file that defines the
+        study: the scripts of its own rules live in its folder."""
+        return str(Path(self.loaded_from or inspect.getfile(type(self))).resolve().parent / "scripts" / name)
+
     # ---- tables ----
     def captions(self) -> dict:
         """The report's captions, dedented: of all tables (``tables``), of the plots
@@ -256,7 +266,7 @@ class Study:
         return module, function
 
 
-STUDIES: Registry[Study] = Registry("study")
+STUDIES: Registry[Study] = Registry("study", per_job=True)
 
 
 def register_study(study: Study) -> Study:
@@ -264,6 +274,8 @@ def register_study(study: Study) -> Study:
         raise ValueError(f"{type(study).__name__} must set 'name'")
     if not study.tables and type(study).table_writer is Study.table_writer:
         raise ValueError(f"study {study.name!r} must set 'tables' or override table_writer()")
+    for name, reference in study.builders.items():
+        BUILDERS.register_lazy(name, reference)
     return STUDIES.register(study.name, study)
 
 

@@ -15,9 +15,9 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import expo_reference, expo_reference_dir
 from reprolm.config.references import require_grader, require_recipe
+from reprolm.errors import ConfigError, require
 from reprolm.paths import (
     PRETRAINED,
     expo_name,

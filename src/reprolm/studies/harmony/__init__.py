@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import task_data
+from reprolm.errors import ConfigError, require
 from reprolm.paths import score_path
 from reprolm.score.task_facts import refuse_metrics_not_reported, refuse_tasks_without_training_split
 from reprolm.studies.base import Study, register_study, section_schema

@@ -13,10 +13,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError, require
 from reprolm.config.references import require_grader, require_model, require_recipe
 from reprolm.config.resources import INFERENCE_STAGES, model_settings, setting_key, stage_gpu_needs
 from reprolm.data.released_ratings import check_released
+from reprolm.errors import ConfigError, require
 from reprolm.generate.prompts import PROMPT_BUILDERS
 from reprolm.io import read_yaml
 from reprolm.length import TargetSet, needs_length_targets
