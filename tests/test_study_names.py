@@ -27,10 +27,8 @@ STUDIES_FOLDER = REPO / "src/reprolm/studies"
 # longer occurs fails the test, so that the list only shrinks.
 EXTRAPOLATION = (
     "ExPO's extrapolation is a stage any study's models use (DESIGN: merge): `{recipe}+expo{alpha}` "
-    "names an extrapolated model wherever a recipe is named, and the expo section's references, "
-    "base_references and models say what it extrapolates from and what to build, whether or not "
-    "the study is enabled; checked with the names that use them (config.references.require_recipe, "
-    "below the studies)"
+    "names an extrapolated model wherever a recipe is named (the method's name, as the paper's "
+    "models are named); what it extrapolates from is the shared `extrapolation` section's"
 )
 # Methods named after the paper that introduced them, which any study may use.
 GEM_LOSS = "the `gem` loss (train.losses): a training objective any recipe may name"

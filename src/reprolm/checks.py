@@ -13,8 +13,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.references import require_grader, require_model, require_recipe
+from reprolm.config.references import check_extrapolation, require_grader, require_model, require_recipe
 from reprolm.config.resources import INFERENCE_STAGES, model_settings, setting_key, stage_gpu_needs
+from reprolm.data.builder_registry import BUILDERS
 from reprolm.data.released_ratings import check_released
 from reprolm.errors import ConfigError, require
 from reprolm.generate.prompts import PROMPT_BUILDERS
@@ -60,9 +61,7 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
         study.check_bases(config)
     _check_sources(config)
     _check_references(config)
-    for name in STUDIES.names():
-        if config.get(name) is not None:
-            STUDIES[name].check_standing(config)
+    check_extrapolation(config)
     _check_base_models(config)
     _check_recipe_options(config, studies)
     reporters(config.get("tracking", {}))
@@ -324,7 +323,6 @@ def _check_length_targets(config: Mapping, studies: list) -> None:
 
 def _length_target_readers(config: Mapping, studies: list):
     """(config key, value) of each entry that reads the length targets."""
-    from reprolm.data.builders import BUILDERS
     from reprolm.score.metrics import METRICS
 
     for name, spec in config.get("datasets", {}).items():

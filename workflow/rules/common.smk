@@ -30,7 +30,7 @@ from reprolm.config.resources import (
     stop_signal,
     TASKS_PER_GPU,
 )
-from reprolm.data.builders import BUILDERS
+from reprolm.data.builder_registry import BUILDERS
 from reprolm.hub_token import hub_environment
 from reprolm.provenance import mark_replaced_folders
 from reprolm.data.sources import source_inputs
@@ -42,7 +42,6 @@ from reprolm.studies import (
     enabled_studies,
     leaderboard_grades,
     leaderboard_models,
-    standing_targets,
     study,
     study_rules,
 )
@@ -192,7 +191,7 @@ def all_targets():
         + [f"results/report/tables/{s.name}" for s in STUDIES]
         + [f"results/report/cost/{s.name}.csv" for s in STUDIES]
         + report_pages()
-        + standing_targets(config)
+        + lookups.extrapolated_models(config)
         + [target for s in STUDIES for target in s.targets(config)]
     )
 

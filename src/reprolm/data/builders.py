@@ -7,18 +7,18 @@ every split it makes; the workflow writes the split a rule asks for.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from reprolm.data.builder_registry import BUILDERS
 from reprolm.data.sources import read_all_splits, read_source, source_splits
 from reprolm.data.upstream import UPSTREAM_SCHEMAS, UpstreamSchema, history
 from reprolm.io import atomic_path
 from reprolm.length import TargetSet
-from reprolm.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,6 @@ class BuildContext:
         return read_source(folder, self.schemas[source], split)
 
 
-Builder = Callable[[BuildContext], dict[str, list[dict]]]
-BUILDERS: Registry[Builder] = Registry("dataset builder", per_job=True)
-
-
 def _schema(ctx: BuildContext, source: str) -> UpstreamSchema:
     return UPSTREAM_SCHEMAS.get(ctx.schemas[source], f"sources.{source}.schema")
 
@@ -59,7 +55,6 @@ def build_split(name: str, ctx: BuildContext, split: str, output: str | Path) ->
     return len(rows)
 
 
-@BUILDERS.register("preference_pairs")
 def build_preference_pairs(ctx: BuildContext) -> dict[str, list[dict]]:
     """Preference pairs in TRL's conversational form from an UltraFeedback-binarized or a
     TRL-preference source: ``prompt`` (the turns before the answer), ``chosen`` and
@@ -79,7 +74,6 @@ def build_preference_pairs(ctx: BuildContext) -> dict[str, list[dict]]:
     }
 
 
-@BUILDERS.register("instructions")
 def build_instructions(ctx: BuildContext) -> dict[str, list[dict]]:
     """Prompts for open-ended generation (win rates, single-answer grading, alpha search)
     from one source's ``split`` (default: all its splits), the first ``num`` of them, as split ``test``."""
@@ -92,7 +86,6 @@ def build_instructions(ctx: BuildContext) -> dict[str, list[dict]]:
     return {"test": [{"id": index, **row} for index, row in enumerate(rows)]}
 
 
-@BUILDERS.register("rated_responses")
 def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
     """Responses with a ground-truth rating, as ``conversation`` and ``score``: HelpSteer
     (``score_field``, default helpfulness), Feedback-Bench (``orig_score``) or FLR's own
@@ -109,7 +102,6 @@ def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
     return {"test": [{"id": index, **row} for index, row in enumerate(rows)]}
 
 
-@BUILDERS.register("model_outputs")
 def build_model_outputs(ctx: BuildContext) -> dict[str, list[dict]]:
     """Many models' answers to the same sessions (WildBench v2 outputs, one source per model
     or several models in one), as ``model`` and ``conversation``; split ``test``."""
@@ -130,7 +122,6 @@ def build_model_outputs(ctx: BuildContext) -> dict[str, list[dict]]:
 PAIRINGS = ("best_worst", "best_vs_rest")
 
 
-@BUILDERS.register("online_preferences")
 def build_online_preferences(ctx: BuildContext) -> dict[str, list[dict]]:
     """Preference pairs from a policy's own samples, graded by a judge (FLR's online loop).
 
@@ -172,7 +163,6 @@ def build_online_preferences(ctx: BuildContext) -> dict[str, list[dict]]:
     return {"train": pairs}
 
 
-@BUILDERS.register("chat_sft")
 def build_chat_sft(ctx: BuildContext) -> dict[str, list[dict]]:
     """Chats for SFT (``messages``) from UltraFeedback-binarized sources (``splits`` maps our
     split names to theirs, default ``{train: train_sft, test: test_sft}``), NuminaMath-CoT

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Mapping
 
 from reprolm.io import atomic_path
-from reprolm.models.loading import REMOTE_CODE_MARKER
+from reprolm.paths import REMOTE_CODE_MARKER
 
 log = logging.getLogger(__name__)
 

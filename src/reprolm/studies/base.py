@@ -23,7 +23,7 @@ from reprolm.aggregate.tables import load_scores
 from reprolm.config.lookups import endpoint_models
 from reprolm.config.references import require_recipe
 from reprolm.config.schema import validate_with_defaults
-from reprolm.data.builders import BUILDERS
+from reprolm.data.builder_registry import BUILDERS
 from reprolm.errors import ConfigError, require
 from reprolm.io import atomic_path, collected_tables, read_yaml
 from reprolm.paths import PRETRAINED, grade_path, score_path, split_expo
@@ -59,7 +59,7 @@ class Study:
     # overrides :meth:`table_writer` instead.
     tables: str = ""
     # The study's own dataset builders, name -> "package.module:function", registered lazily
-    # in :data:`reprolm.data.builders.BUILDERS` (``datasets.*.builder`` names them): the
+    # in :data:`reprolm.data.builder_registry.BUILDERS` (``datasets.*.builder`` names them): the
     # builders stay in the study's folder and listing them imports none.
     builders: Mapping[str, str] = {}
     # What the report says under the study's tables and plots (reStructuredText): what
@@ -130,11 +130,6 @@ class Study:
         if self.schema is not None and config.get(self.name) is not None:
             validate_with_defaults(config[self.name], self.schema, self.name)
 
-    def check_standing(self, config: Mapping) -> None:
-        """Checks of the study's section that hold whether or not the study is enabled (what
-        other studies may use of it: ExPO's extrapolation references), run for every
-        registered study whose section the config has."""
-
     def check_section(self, config: Mapping) -> None:
         """Checks particular to the study."""
 
@@ -178,11 +173,6 @@ class Study:
     def targets(self, config: Mapping) -> list[str]:
         """Outputs asked for besides the tables and plots (named up front so that Snakemake
         schedules them at once)."""
-        return []
-
-    def standing_targets(self, config: Mapping) -> list[str]:
-        """Outputs the study's section asks for whether or not the study is enabled (ExPO's
-        ``expo.models``: extrapolated checkpoints other studies may use)."""
         return []
 
     def job_flops(self, config: Mapping, rule: str, wildcards: Mapping, parameters: int) -> float | None:
@@ -319,12 +309,6 @@ def study(config: Mapping, name: str) -> Study:
 def study_rules() -> list[str]:
     """The rules files of the registered studies' own steps (:meth:`Study.rules_file`)."""
     return [STUDIES[name].rules_file() for name in STUDIES.names() if STUDIES[name].rules_file()]
-
-
-def standing_targets(config: Mapping) -> list[str]:
-    """What every registered study's section asks for, enabled or not
-    (:meth:`Study.standing_targets`)."""
-    return [target for name in STUDIES.names() for target in STUDIES[name].standing_targets(config)]
 
 
 def job_flops(config: Mapping, rule: str, wildcards: Mapping, parameters: int) -> float | None:

@@ -1,4 +1,4 @@
-"""FLR's dataset builder, registered in :data:`reprolm.data.builders.BUILDERS` by the study
+"""FLR's dataset builder, registered in :data:`reprolm.data.builder_registry.BUILDERS` by the study
 (``Flr.builders``): the fine-tuned variant's feedback conversations."""
 
 from __future__ import annotations

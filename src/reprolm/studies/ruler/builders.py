@@ -1,4 +1,4 @@
-"""Ruler's dataset builders, registered in :data:`reprolm.data.builders.BUILDERS` by the
+"""Ruler's dataset builders, registered in :data:`reprolm.data.builder_registry.BUILDERS` by the
 study (``Ruler.builders``): the TLG test set, the MLT-binned training set and the multi- and
 self-MLT question sets, as the original's data scripts make them."""
 
