@@ -2,6 +2,7 @@ from reprolm.forkserver import run_in_forkserver
 
 run_in_forkserver()
 
+import reprolm.studies  # noqa: F401  (the studies register their own rules' stages)
 from reprolm.io import atomic_path
 from reprolm.provenance import tracked_step
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary

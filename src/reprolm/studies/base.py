@@ -28,6 +28,7 @@ from reprolm.errors import ConfigError, require
 from reprolm.io import atomic_path, collected_tables, read_yaml
 from reprolm.paths import PRETRAINED, grade_path, score_path, split_expo
 from reprolm.registry import Registry
+from reprolm.stages import RULE_STAGES, RuleStage
 
 # (rule, wildcards) -> that checkpoint's output path; inside Snakemake it raises until the
 # checkpoint has run, which is how a study's table inputs can depend on a checkpoint.
@@ -62,6 +63,9 @@ class Study:
     # in :data:`reprolm.data.builder_registry.BUILDERS` (``datasets.*.builder`` names them): the
     # builders stay in the study's folder and listing them imports none.
     builders: Mapping[str, str] = {}
+    # The stage of each rule of the study's own steps (rules.smk), registered in
+    # :data:`reprolm.stages.RULE_STAGES`: what cost, plan and resources count it under.
+    rule_stages: Mapping[str, RuleStage] = {}
     # What the report says under the study's tables and plots (reStructuredText): what
     # each table holds and how each metric is computed.
     caption: str = ""
@@ -266,6 +270,8 @@ def register_study(study: Study) -> Study:
         raise ValueError(f"study {study.name!r} must set 'tables' or override table_writer()")
     for name, reference in study.builders.items():
         BUILDERS.register_lazy(name, reference)
+    for rule, entry in study.rule_stages.items():
+        RULE_STAGES.register(rule, entry)
     return STUDIES.register(study.name, study)
 
 

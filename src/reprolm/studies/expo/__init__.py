@@ -26,6 +26,7 @@ from reprolm.paths import (
     score_path,
     win_rate_path,
 )
+from reprolm.stages import RuleStage
 from reprolm.studies.base import CheckpointOutput, Study, register_study, section_schema
 
 # The Open LLM Leaderboard v2 through lm-eval's own ``leaderboard`` tasks: each column's task
@@ -54,6 +55,7 @@ LEADERBOARD_V2 = {
 class Expo(Study):
     name = "expo"
     tables = "reprolm.studies.expo.tables:write_expo_tables"
+    rule_stages = {"alpha_search": RuleStage("extrapolate")}
     schema = section_schema(__file__)
     caption = """\
         ``alpha_search``: the judge's mean grade of each extrapolation alpha on held-out prompts (the
