@@ -151,5 +151,7 @@ def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
     with pytest.raises(ConfigError, match="extrapolation.references has no entry for recipe 'ruler'"):
         check_config(default, schema_file)
     paper["extrapolation"]["models"].append("zephyr_7b_sft_full/pretrained+expo0.3")
-    with pytest.raises(ConfigError, match="extrapolation.base_references has no entry for base model 'zephyr_7b_sft_full'"):
+    with pytest.raises(
+        ConfigError, match="extrapolation.base_references has no entry for base model 'zephyr_7b_sft_full'"
+    ):
         check_config(paper, schema_file)
