@@ -57,6 +57,8 @@ class Registry(Generic[T]):
         self.kind = kind
         self.per_job = per_job
         self._entries: dict[str, T | _Reference] = {}
+        # The reference each lazy entry was registered by, kept once it is imported.
+        self._references: dict[str, _Reference] = {}
 
     def register(self, name: str, entry: T | None = None):
         """``register(name, entry)``, or ``@register(name)`` as a decorator."""
@@ -76,7 +78,10 @@ class Registry(Generic[T]):
         module, _, attribute = reference.partition(":")
         if not module or not attribute:
             raise ValueError(f"{self.kind} {name!r}: {reference!r} is not a 'module:object' reference")
-        self._add(name, _Reference(module, attribute))
+        reference = _Reference(module, attribute)
+        if self._references.get(name) != reference:
+            self._add(name, reference)
+            self._references[name] = reference
 
     def _add(self, name: str, entry: T | _Reference) -> None:
         if name in self._entries and self._entries[name] != entry:
