@@ -86,8 +86,12 @@ run: setup
 slurm-profile:
 	@bash scripts/register-slurm-profile.sh
 
+# The whole suite in three pytest-xdist workers: each group of tests (tests/conftest.py: the
+# SLURM tests, the default run's readers, each other module) runs in one worker, which takes
+# the next group when it is done; the SLURM tests spend most of their time waiting on the
+# test cluster, while the others keep the cores busy.
 test: setup system-deps
-	PYTHON=$(PY) scripts/run-tests.sh
+	$(PY) -m pytest -q -n 3 --dist loadgroup
 
 # The fast layer: no Snakemake pipeline, no torchrun/DeepSpeed, no SLURM, no clean-venv install,
 # nothing marked slow.

@@ -80,17 +80,6 @@ STOP_TIMEOUT_S = 20
 DEFAULT_CONF = Path("/etc/slurm/slurm.conf")
 # Daemons in start order; teardown goes in reverse.
 DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd")
-# The Snakemake that submits to the test cluster checks its jobs' status at least every
-# STATUS_CHECK_S seconds, where the plugin waits 10 s longer after each check that finds
-# nothing finished: the test jobs take seconds
-# (tests/slurm_profile_test/site/sitecustomize.py). Every client gets it with the cluster's env.
-STATUS_CHECK_S = 2
-SHORT_PLUGIN_WAITS = {
-    "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(Path(__file__).parent / "slurm_profile_test" / "site"), os.environ.get("PYTHONPATH")])
-    ),
-    "REPROLM_TEST_SLURM_STATUS_CHECK_S": str(STATUS_CHECK_S),
-}
 
 
 def missing_binaries() -> list[str]:
@@ -410,7 +399,7 @@ def start(root: Path = STATE_DIR) -> SlurmCluster:
     ports = {"ctld": _free_port(), "slurmd": _free_port(), "dbd": _free_port()}
     slurm_conf = _configs(root, ports, hw)
     _link_default_conf(slurm_conf, root)
-    env = dict(os.environ, SLURM_CONF=str(slurm_conf), PATH=PATH, **SHORT_PLUGIN_WAITS)
+    env = dict(os.environ, SLURM_CONF=str(slurm_conf), PATH=PATH)
     cluster = SlurmCluster(root=root, slurm_conf=slurm_conf, env=env, cpus=hw["CPUs"], memory_mb=_node_memory(hw))
     logs = [root / "log" / f"{name}.log" for name in DAEMONS] + [root / "munge" / "munged.log"]
 

@@ -41,7 +41,7 @@ def test_bad_config_fails_before_any_job_naming_the_file_and_key(tmp_path):
     (work / "top.yaml").write_text(yaml.safe_dump({"extends": "typo.yaml", "seed": 7}))
     result = snakemake(work, "--configfile", "top.yaml", check=False)
     assert result.returncode != 0
-    allowed = "['ce', 'dpo', 'flr_dpo', 'flr_feedback', 'flr_kto', 'gem_linear', 'gem_logsigmoid', 'reward', 'ruler', 'vanilla']"
+    allowed = "['ce', 'dpo', 'flr_dpo', 'flr_feedback', 'flr_kto', 'gem_linear', 'gem_logsigmoid', 'reward', 'ruler', 'sft', 'vanilla']"
     assert f"typo.yaml: ruler.recipes: 'vanila' is not declared; allowed: {allowed}" in result.stdout + result.stderr
     # Nothing made: no results, and resources holds only the lm-eval task answers it started with.
     assert not (work / "results").exists()

@@ -146,7 +146,7 @@ def test_snakemake_runs_an_overlay_with_its_changes_and_without_the_study_it_rem
     assert "results/tables/expo" in outputs and "results/tables/gem" in outputs
     assert [output for output in outputs if "flr" in output] == []
     extrapolated = sorted({output for output in outputs if output.startswith("results/models/") and "+expo" in output})
-    assert extrapolated == ["results/models/tiny_llama/dpo+expo0.2", "results/models/tiny_llama/vanilla+expo0.2"]
+    assert extrapolated == ["results/models/tiny_llama/dpo+expo0.2", "results/models/tiny_llama/sft+expo0.2"]
     # A broken chain stops Snakemake before any job, naming the file it looked for.
     _write(work / "broken.yaml", {"extends": "config/default.yaml"})
     result = snakemake(work, "-n", "--configfile", "broken.yaml", check=False)

@@ -28,6 +28,13 @@ def test_train_before_test_raises_ranking_agreement(default_run):
     assert default_effects.harmony_problems(default_run) == []
 
 
+@pytest.mark.workflow
+def test_every_other_claim_of_the_default_says_why_it_is_not_expected(default_run):
+    assert default_effects.unaccounted_claims(default_run) == []
+    table = default_effects.directions(default_run, "flr")
+    assert table["not expected here"].str.contains("at chance|plumbing").all(), table
+
+
 def test_the_ruler_check_refuses_a_run_whose_models_never_stopped():
     problems = default_effects.ruler_problems(DEGENERATE, DEFAULT["ruler"]["bases"])
     for base in DEFAULT["ruler"]["bases"]:
@@ -38,3 +45,6 @@ def test_the_ruler_check_refuses_a_run_whose_models_never_stopped():
     # Its other effects held; the checks pass what holds.
     assert default_effects.harmony_problems(DEGENERATE) == []
     assert default_effects.gem_problems(DEGENERATE, DEFAULT["gem"]["bases"]) == []
+    # Before the config stated its unexpected claims, they stood unexplained.
+    unaccounted = default_effects.unaccounted_claims(DEGENERATE)
+    assert any("FLR fine-tuned on feedback" in problem for problem in unaccounted), unaccounted

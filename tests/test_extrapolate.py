@@ -138,7 +138,7 @@ def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
     paper = yaml.safe_load((repo / "config/paper.yaml").read_text())
     assert expo_reference_dir(paper, "zephyr_7b_beta", "pretrained") == "resources/models/mistral_7b_sft_beta"
     default = yaml.safe_load((repo / "config/config.yaml").read_text())
-    assert expo_reference_dir(default, "tiny_llama", "vanilla") == "resources/models/tiny_llama"
+    assert expo_reference_dir(default, "tiny_llama", "sft") == "resources/models/tiny_llama"
     assert split_expo("vanilla+expo2.5") == ("vanilla", 2.5) and split_expo("vanilla") == ("vanilla", None)
     # An extrapolated model is asked for lengths the way the recipe it extrapolates is.
     from reprolm.config.lookups import length_prompt

@@ -16,9 +16,6 @@ from reprolm.data.upstream import make_fixture
 from reprolm.models.loading import load_tokenizer
 from reprolm.train.finetune import FINISHED, FINISHED_MARK, FinetuneSpec, run
 
-# Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
-pytestmark = pytest.mark.beside_slurm
-
 RECIPE = {
     "objective": "dpo",
     "beta": 0.1,

@@ -22,9 +22,6 @@ from reprolm.config.resources import model_settings
 from reprolm.train.finetune import FINISHED, FINISHED_MARK, FinetuneSpec, without_cpu_shared_memory_allreduce
 from reprolm.train.launch import launch, launch_command
 
-# Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
-pytestmark = pytest.mark.beside_slurm
-
 REPO = Path(__file__).resolve().parents[1]
 ZERO3 = str(REPO / "config" / "deepspeed" / "zero3.json")
 RECIPE = {

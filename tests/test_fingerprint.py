@@ -3,7 +3,6 @@ of the library: a job's fingerprint follows exactly the definitions its script r
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -117,26 +116,3 @@ def test_a_job_reading_sources_depends_on_their_schemas_only(library):
         "def check_arc(record: dict) -> Problem:\n    record = dict(record)\n",
     )
     assert _fingerprint(library, arc) != before
-
-
-def test_fingerprints_are_kept_on_disk_for_the_package_content_they_were_computed_from(library):
-    stored = library / "src" / "reprolm" / "__pycache__" / "job-fingerprints.json"
-    original = _fingerprint(library)
-    [(key, value)] = json.loads(stored.read_text())["jobs"].items()
-    assert value == original
-    # A later process takes the stored value instead of analysing the code again.
-    kept = json.loads(stored.read_text())
-    kept["jobs"][key] = "f" * 64
-    stored.write_text(json.dumps(kept))
-    assert _fingerprint(library) == "f" * 64
-    # Any edit of the package (here a comment, which changes no fingerprint) sets it aside.
-    _edit(library, "score/length.py", "def _percent(", "# a comment\ndef _percent(")
-    assert _fingerprint(library) == original
-    assert json.loads(stored.read_text())["jobs"] == {key: original}
-    # So does an edit of the script: it is another key.
-    (library / "job.py").write_text(SCRIPT + "from reprolm.score.length import level_scores as again\n")
-    assert _fingerprint(library) == original
-    assert len(json.loads(stored.read_text())["jobs"]) == 2
-    # A cache that cannot be read is computed past.
-    stored.write_text("{not json")
-    assert _fingerprint(library) == original

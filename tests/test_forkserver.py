@@ -1,7 +1,9 @@
-"""The fork server that local job scripts start from (reprolm.forkserver): a script handed to
-it runs in a forked child with the script process's streams, directory, environment,
-arguments and import path, its exit status and signals pass through, and without a
-server the script runs in place."""
+"""The fork server that a local run's job scripts start from (reprolm.forkserver), chosen by
+the workflow's onstart: a served script's process, as it starts, hands the script to the
+server (workflow/launcher/sitecustomize.py); it runs in a forked child with the script
+process's streams, directory, environment, arguments and import path, its exit status and
+signals pass through, and without a server, or for a script it does not serve (a benchmarked
+rule's), the script runs in place."""
 
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ from workflow_helpers import copy_run, snakemake
 
 # Every test here hands work to a real server, which imports torch, transformers and lm-eval first.
 pytestmark = pytest.mark.slow
-HAND_OFF = "from reprolm.forkserver import run_in_forkserver\nrun_in_forkserver()\n"
+LAUNCHER = Path(__file__).parents[1] / "workflow" / "launcher"
+SERVED = "job.py"
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +52,26 @@ def wait_until_serving(address: str, process: subprocess.Popen) -> None:
         time.sleep(0.2)
 
 
+def job_script(tmp_path: Path, body: str, name: str = SERVED) -> Path:
+    """A job script where Snakemake writes it before running it: .snakemake/scripts/tmp<random>.<name>."""
+    script = tmp_path / ".snakemake" / "scripts" / f"tmpa1b2c3d4.{name}"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(textwrap.dedent(body))
+    return script
+
+
+def job_environment(address: str | None, env: dict | None = None) -> dict:
+    """The environment the server's start gives a local run's jobs."""
+    environment = {k: v for k, v in os.environ.items() if k != forkserver.ADDRESS_VARIABLE}
+    if address is not None:
+        environment[forkserver.ADDRESS_VARIABLE] = address
+    environment[forkserver.PREFIX_VARIABLE] = sys.prefix
+    environment[forkserver.SCRIPTS_VARIABLE] = os.pathsep.join(["other.py", SERVED])
+    environment.update(env or {})
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(LAUNCHER), environment.get("PYTHONPATH")]))
+    return environment
+
+
 def run_script(
     tmp_path: Path,
     body: str,
@@ -56,19 +79,13 @@ def run_script(
     *args: str,
     env: dict | None = None,
     cwd: Path | None = None,
-    warm_up: str | None = None,
+    name: str = SERVED,
 ) -> subprocess.CompletedProcess:
-    script = tmp_path / "job.py"
-    hand_off = HAND_OFF.replace("run_in_forkserver()", f"run_in_forkserver(warm_up={warm_up!r})")
-    script.write_text(hand_off + textwrap.dedent(body))
-    environment = {k: v for k, v in os.environ.items() if k != forkserver.ADDRESS_VARIABLE}
-    if address is not None:
-        environment[forkserver.ADDRESS_VARIABLE] = address
-    environment.update(env or {})
+    script = job_script(tmp_path, body, name)
     return subprocess.run(
-        [sys.executable, str(script), *args],
+        [sys.executable, str(script.relative_to(tmp_path)), *args],
         cwd=cwd or tmp_path,
-        env=environment,
+        env=job_environment(address, env),
         capture_output=True,
         text=True,
         timeout=120,
@@ -76,26 +93,34 @@ def run_script(
 
 
 REPORT = """
-    import gc, json, os, sys
+    import json, os, sys
     print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv[1:],
                       "probe": os.environ.get("PROBE"), "nvml_check": os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK"),
-                      "torch_preloaded": "torch" in sys.modules, "gc_threshold": gc.get_threshold()[0]}))
+                      "torch_preloaded": "torch" in sys.modules, "path0": sys.path[0]}))
     print("to stderr", file=sys.stderr)
 """
 
 
 def test_a_script_runs_in_a_forked_child_with_the_callers_streams_directory_environment_and_arguments(server, tmp_path):
     address, process = server
+    script = job_script(tmp_path, REPORT)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    result = run_script(
-        tmp_path, REPORT, address, "a", "b", env={"PROBE": "42", "PYTORCH_NVML_BASED_CUDA_CHECK": "0"}, cwd=workdir
+    result = subprocess.run(
+        [sys.executable, str(script), "a", "b"],
+        cwd=workdir,
+        env=job_environment(address, {"PROBE": "42", "PYTORCH_NVML_BASED_CUDA_CHECK": "0"}),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     # The child of the server, not the script process itself.
     assert seen["ppid"] == process.pid
     assert seen["cwd"] == str(workdir) and seen["argv"] == ["a", "b"] and seen["probe"] == "42"
+    # As Python would have it: the script's folder first on its path.
+    assert seen["path0"] == str(script.parent)
     assert seen["torch_preloaded"]
     assert result.stderr.strip() == "to stderr"
     # The server counts GPUs through NVML (leaving CUDA to the jobs); the job has its own environment.
@@ -147,8 +172,22 @@ def test_without_a_server_the_script_runs_in_place(tmp_path):
         assert result.returncode == 0, result.stderr
         seen = json.loads(result.stdout)
         assert not seen["torch_preloaded"]
-        # In its own process, a job collects garbage less often than Python's default.
-        assert seen["gc_threshold"] == forkserver.JOB_GC_THRESHOLD
+
+
+def test_a_script_the_server_does_not_serve_runs_in_place(server, tmp_path):
+    """A benchmarked rule's script (Snakemake measures the process it started and its
+    children), or any Python program that is not a Snakemake job script."""
+    address, process = server
+    unserved = json.loads(run_script(tmp_path, REPORT, address, name="benchmarked.py").stdout)
+    assert unserved["ppid"] != process.pid and not unserved["torch_preloaded"]
+    (tmp_path / "job.py").write_text(textwrap.dedent(REPORT))
+    plain = subprocess.run(
+        [sys.executable, "job.py"], cwd=tmp_path, env=job_environment(address), capture_output=True, text=True
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads(plain.stdout)["ppid"] != process.pid
+    served = json.loads(run_script(tmp_path, REPORT, address).stdout)
+    assert served["ppid"] == process.pid and served["torch_preloaded"]
 
 
 def test_a_job_in_another_python_environment_runs_in_place(server, tmp_path):
@@ -159,11 +198,8 @@ def test_a_job_in_another_python_environment_runs_in_place(server, tmp_path):
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["ppid"] != process.pid and not seen["torch_preloaded"]
-    assert seen["gc_threshold"] == forkserver.JOB_GC_THRESHOLD
     same = run_script(tmp_path, REPORT, address, env={forkserver.PREFIX_VARIABLE: sys.prefix})
-    forked = json.loads(same.stdout)
-    # A forked job's collections skip the server's frozen heap: it keeps Python's default.
-    assert forked["ppid"] == process.pid and forked["gc_threshold"] == 700
+    assert json.loads(same.stdout)["ppid"] == process.pid
 
 
 def test_exit_status_and_failures_pass_through(server, tmp_path):
@@ -199,59 +235,18 @@ def test_the_job_imports_reprolm_from_the_callers_path(server, tmp_path):
     assert result.stdout.split() == ["True", str(library / "reprolm" / "__init__.py")]
 
 
-WARMED = """
+COLLECTED = """
     import gc, json
-    from reprolm.score import lm_eval_bridge
-    print(json.dumps({"warmed": lm_eval_bridge.task_manager.cache_info().currsize,
-                      "package": lm_eval_bridge.__file__,
-                      "frozen": gc.get_freeze_count(), "collected": len(gc.get_objects())}))
+    print(json.dumps({"frozen": gc.get_freeze_count(), "collected": len(gc.get_objects())}))
 """
-# What the job's own garbage collector walks: a job's collections must leave the server's
-# objects (its libraries, lm-eval's task index) alone, or every job pays for walking them and
-# copies the pages they sit on.
-COUNTS = ("frozen", "collected")
 
 
-def test_a_job_finds_the_servers_warmed_caches_until_reprolm_is_edited(tmp_path, monkeypatch):
-    """lm-eval's task index is built once by the server; a job gets it with the server's
-    reprolm modules, which it drops as soon as a reprolm source file changed."""
-    library = tmp_path / "library"
-    shutil.copytree(Path(forkserver.__file__).parent, library / "reprolm", ignore=shutil.ignore_patterns("__pycache__"))
-    env = {"PYTHONPATH": str(library)}
-    # The server imports reprolm from where the process that launches it does.
-    monkeypatch.setenv("PYTHONPATH", str(library))
-    address = str(tmp_path / "server.sock")
-    process = forkserver.launch(address, tmp_path / "server.log")
-    wait_until_serving(address, process)
-    package = str(library / "reprolm/score/lm_eval_bridge.py")
-    try:
-        # A job that does not ask for lm-eval's caches does not wait for them to be built.
-        plain = run_script(tmp_path, WARMED, address, env=env)
-        assert plain.returncode == 0, plain.stderr
-        plain_seen = json.loads(plain.stdout)
-        assert {k: v for k, v in plain_seen.items() if k not in COUNTS} == {"warmed": 0, "package": package}
-        warm = run_script(tmp_path, WARMED, address, env=env, warm_up="lm_eval")
-        assert warm.returncode == 0, warm.stderr
-        warm_seen = json.loads(warm.stdout)
-        assert {k: v for k, v in warm_seen.items() if k not in COUNTS} == {"warmed": 1, "package": package}
-        # The preloaded libraries' objects, then the warm-up's too, are out of the jobs' collections.
-        assert plain_seen["frozen"] > 10 * plain_seen["collected"]
-        assert warm_seen["frozen"] > plain_seen["frozen"] + warm_seen["collected"]
-        edited = library / "reprolm" / "registry.py"
-        edited.write_text(edited.read_text() + "\nEDITED = True\n")
-        cold = run_script(
-            tmp_path,
-            textwrap.dedent(WARMED) + "from reprolm import registry\nprint(registry.EDITED)\n",
-            address,
-            env=env,
-            warm_up="lm_eval",
-        )
-        assert cold.returncode == 0, cold.stderr
-        assert json.loads(cold.stdout.splitlines()[0])["warmed"] == 0
-        assert cold.stdout.splitlines()[1] == "True"
-    finally:
-        process.terminate()
-        process.wait()
+def test_a_jobs_collections_leave_the_servers_objects_alone(server, tmp_path):
+    """The server's imports are frozen: a job's garbage collections would otherwise walk every
+    object of the preloaded libraries and copy the memory pages they sit on."""
+    address, _ = server
+    seen = json.loads(run_script(tmp_path, COLLECTED, address).stdout)
+    assert seen["frozen"] > 10 * seen["collected"]
 
 
 def test_a_job_started_before_the_server_is_ready_runs_in_place_and_later_ones_are_forked(tmp_path):
@@ -295,11 +290,10 @@ def test_a_deep_working_directory_gets_its_socket_in_a_private_temporary_folder(
 def test_a_signal_to_the_script_process_reaches_the_job(server, tmp_path):
     address, _ = server
     marker = tmp_path / "child.pid"
-    script = tmp_path / "sleeper.py"
-    script.write_text(
-        HAND_OFF + f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n"
+    script = job_script(
+        tmp_path, f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n"
     )
-    caller = subprocess.Popen([sys.executable, str(script)], env={**os.environ, forkserver.ADDRESS_VARIABLE: address})
+    caller = subprocess.Popen([sys.executable, str(script)], env=job_environment(address))
     deadline = time.monotonic() + 60
     while not marker.exists() or not marker.read_text():
         assert time.monotonic() < deadline
@@ -314,18 +308,34 @@ def test_a_signal_to_the_script_process_reaches_the_job(server, tmp_path):
         time.sleep(0.1)
 
 
-def script_jobs(scripts: int, others: int = 0) -> list[SimpleNamespace]:
-    """Stand-ins for Snakemake jobs, as the server's start reads them: their rule's script."""
-    return [SimpleNamespace(rule=SimpleNamespace(script="workflow/scripts/job.py"))] * scripts + [
-        SimpleNamespace(rule=SimpleNamespace(script=None))
-    ] * others
+def script_jobs(scripts: int, others: int = 0, benchmarked: int = 0) -> list[SimpleNamespace]:
+    """Stand-ins for Snakemake jobs, as the server's start reads them: their rule's script and
+    benchmark file."""
+
+    def job(script, benchmark=None):
+        return SimpleNamespace(rule=SimpleNamespace(script=script, benchmark=benchmark))
+
+    return (
+        [job("../scripts/job.py")] * scripts
+        + [job(None)] * others
+        + [job("../scripts/measured.py", "benchmarks/measured.tsv")] * benchmarked
+    )
 
 
-def test_a_run_of_few_job_scripts_or_switched_off_starts_no_server(tmp_path, monkeypatch):
-    few = script_jobs(forkserver.MIN_SCRIPT_JOBS - 1, others=10)
-    assert forkserver.start(tmp_path, tmp_path / "log", few) is None
+def test_the_server_serves_the_scripts_of_rules_without_a_benchmark_file():
+    assert forkserver.served_scripts(script_jobs(2, others=1, benchmarked=1)) == {"job.py"}
+    # A file name that a benchmarked rule's script has too is not served.
+    shared = SimpleNamespace(rule=SimpleNamespace(script="../other/measured.py", benchmark=None))
+    assert forkserver.served_scripts([shared, *script_jobs(1, benchmarked=1)]) == {"job.py"}
+
+
+def test_a_run_of_few_served_job_scripts_or_switched_off_starts_no_server(tmp_path, monkeypatch):
+    few = script_jobs(forkserver.MIN_SCRIPT_JOBS - 1, others=10, benchmarked=10)
+    assert forkserver.start(tmp_path, tmp_path / "log", few, launcher=LAUNCHER) is None
     monkeypatch.setenv(forkserver.ADDRESS_VARIABLE, forkserver.OFF)
-    assert forkserver.start(tmp_path, tmp_path / "log", script_jobs(forkserver.MIN_SCRIPT_JOBS)) is None
+    assert (
+        forkserver.start(tmp_path, tmp_path / "log", script_jobs(forkserver.MIN_SCRIPT_JOBS), launcher=LAUNCHER) is None
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -333,8 +343,9 @@ def test_the_server_ends_with_the_process_that_started_it(tmp_path):
     starter = tmp_path / "starter.py"
     starter.write_text(
         "from types import SimpleNamespace\nfrom reprolm import forkserver\n"
-        "jobs = [SimpleNamespace(rule=SimpleNamespace(script='job.py'))] * forkserver.MIN_SCRIPT_JOBS\n"
-        f"server = forkserver.start({str(tmp_path)!r}, {str(tmp_path / 'log')!r}, jobs)\nprint(server.pid)\n"
+        "jobs = [SimpleNamespace(rule=SimpleNamespace(script='job.py', benchmark=None))] * forkserver.MIN_SCRIPT_JOBS\n"
+        f"server = forkserver.start({str(tmp_path)!r}, {str(tmp_path / 'log')!r}, jobs, launcher={str(LAUNCHER)!r})\n"
+        "print(server.pid)\n"
     )
     server_pid = int(subprocess.run([sys.executable, str(starter)], capture_output=True, text=True, check=True).stdout)
     deadline = time.monotonic() + 60
@@ -345,16 +356,17 @@ def test_the_server_ends_with_the_process_that_started_it(tmp_path):
 
 
 @pytest.mark.workflow
-def test_jobs_from_the_fork_server_make_the_same_bytes_as_jobs_run_in_place(default_run, tmp_path):
-    """The default run's jobs came from the fork server (its log lists them); a finetune, a
-    generation and a grading run again in their own processes make the same bytes: a run of
-    fewer job scripts than ``MIN_SCRIPT_JOBS`` starts no server."""
-    assert (default_run / "logs" / "forkserver.log").read_text().count("forked job process") > 100
-    outputs = [
-        "results/models/tiny_llama/gem_linear",
-        "results/generations/tiny_llama/dpo/alpaca_eval.parquet",
-        "results/scores/grade_tiny_rm/tiny_llama/dpo/alpaca_eval.json",
-    ]
+def test_served_jobs_make_the_same_bytes_in_place_and_benchmarks_measure_the_job(default_run, tmp_path):
+    """The default run's unbenchmarked jobs came from the fork server (its log lists them); a
+    dataset and a score run again in their own processes make the same bytes: a run of fewer
+    served job scripts than ``MIN_SCRIPT_JOBS`` starts no server. Benchmarked jobs ran in their
+    own processes, so their benchmark files measure the job (a finetune holds torch and a model
+    in memory; the waiting script process of a forked job would hold a few MB)."""
+    assert (default_run / "logs" / "forkserver.log").read_text().count("forked job process") > 50
+    finetune = (default_run / "benchmarks" / "finetune" / "tiny_llama" / "dpo.tsv").read_text().splitlines()
+    header, values = finetune[0].split("\t"), finetune[1].split("\t")
+    assert float(dict(zip(header, values))["max_rss"]) > 100
+    outputs = ["results/datasets/tlg/test.parquet", "results/scores/answer_voting/tiny_llama/ce/gsm8k_samples.json"]
     assert len(outputs) < forkserver.MIN_SCRIPT_JOBS
     work = copy_run(default_run, tmp_path / "run", writable=outputs)
     snakemake(work, "--force", *outputs)

@@ -217,6 +217,12 @@ def test_original_answer_reading_follows_the_original_codes_rules():
     assert extract_answer("The Answer Is 3", compat="original") is None
     assert extract_answer("The answer is 5. Or the answer is 6.", compat="original") == "6"
     assert extract_answer("The answer is unknown", compat="original") is None
+    # Where the original's reading raises, its callers (evaluation_gsm8k.py and
+    # evaluation_gsm8k_voting.py) catch the error and record the answer as None.
+    assert extract_answer("The answer is 7/00", compat="original") is None
+    assert extract_answer("The answer is " + "9" * 400, compat="original") is None
+    assert extract_answer("The answer is " + "9" * 400 + "/3", compat="original") is None
+    assert extract_answer("The answer is 0/0", compat="original") == "0"
     # The paper's reading of the same texts, for contrast.
     assert extract_answer("The answer is 3.5") == "3.5" and extract_answer("The answer is: $1,250,000.") == "1250000"
     with pytest.raises(ValueError, match="^answer compat: unknown answer reading 'strict'"):
@@ -569,6 +575,33 @@ def test_chat_best_and_mean_of_n_by_prompt():
     assert np.allclose(ce.loc[2, "best-of-n"].replicates, per_prompt[draws].mean(axis=1))
 
 
+def test_a_judge_graded_beside_adds_marked_chat_columns_and_its_own_rows():
+    import pandas as pd
+
+    from reprolm.aggregate.tables import Score
+    from reprolm.studies.gem.tables import chat_tables
+
+    study = {**GEM_STUDY, "best_of_n": {**GEM_STUDY["best_of_n"], "beside": ["rm_end"]}}
+    # The same samples graded by a second judge (e.g. the reward model read at the answer's
+    # end where the headline one reads after an extra assistant header): CE only.
+    beside = {0: [0.5, -1.0], 1: [4.0, 1.0], 2: [2.0, 2.0]}
+    graded = {
+        "ids": [p for p, grades in beside.items() for _ in grades],
+        "samples": [i for grades in beside.values() for i in range(len(grades))],
+        "grades": [[grade] for grades in beside.values() for grade in grades],
+    }
+    scores = _gem_scores() + [Score("grade_rm_end", "tiny", "ce", "chat", graded)]
+    best, by_n = chat_tables(scores, study, GEM_MODELS)
+    ce, gem = best.iloc[0], best.iloc[1]
+    assert ce["Reward (Best-of-N @2)"].value == (3.0 + 2.0 + 0.0) / 3
+    assert ce["Reward (Best-of-N @2) [rm_end]"].value == (0.5 + 4.0 + 2.0) / 3
+    assert pd.isna(gem["Reward (Best-of-N @2) [rm_end]"])  # not graded by it: empty
+    rows = by_n.set_index(["model", "judge", "n"])
+    assert rows.loc[("CE", "rm_end", 1), "mean-of-n"].value == (0.5 + 4.0 + 2.0) / 3
+    assert rows.loc[("CE", "rm_end", 2), "mean-of-n"].value == (-0.25 + 2.5 + 2.0) / 3
+    assert sorted(set(by_n["judge"])) == ["rm", "rm_end"] and len(by_n) == 3 * 2
+
+
 def test_diversity_table_means_over_prompts_and_the_distinct_ratio_averages_distinct_1_to_3(tmp_path):
     import numpy as np
     import pandas as pd
@@ -652,37 +685,43 @@ def test_gem_tables_from_scores_and_lm_eval_log_carry_intervals_and_plot_them(tm
     from reprolm.paths import score_path
     from reprolm.studies.gem.tables import write_gem_tables
 
-    # IFEval over three prompts, as lm-eval reports it and logs it.
-    prompt = {"strict": [True, False, True], "loose": [True, True, True]}
-    instructions = {"strict": [[True, True], [False], [True, False]], "loose": [[True, True], [True], [True, False]]}
-    metrics = {f"prompt_level_{kind}_acc,none": sum(values) / 3 for kind, values in prompt.items()}
-    metrics.update({f"inst_level_{kind}_acc,none": sum(map(sum, checks)) / 5 for kind, checks in instructions.items()})
-    path = tmp_path / score_path("lm_eval", "tiny", "ce", "ifeval")
-    write_json(
-        {
-            "metric": "lm_eval",
-            "task_order": ["ifeval"],
-            "tasks": {
-                "ifeval": {
-                    "task": "ifeval",
-                    "metric": "prompt_level_strict_acc,none",
-                    "value": metrics["prompt_level_strict_acc,none"],
-                    "metrics": metrics,
-                    "n_docs": 3,
-                    "unscored": None,
-                }
-            },
-        },
-        path,
-    )
-    with gzip.open(path.with_name("ifeval.samples.jsonl.gz"), "wt") as stream:
+    # IFEval over three prompts, as lm-eval reports it and logs it, by two protocols: the
+    # original's sampling (the suite's first task, the unmarked columns) and greedy beside it.
+    protocols = {
+        "ifeval_sampled": (
+            {"strict": [True, False, True], "loose": [True, True, True]},
+            {"strict": [[True, True], [False], [True, False]], "loose": [[True, True], [True], [True, False]]},
+            {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "top_k": 50, "max_gen_toks": 1024, "until": []},
+        ),
+        "ifeval_greedy": (
+            {"strict": [False, False, True], "loose": [True, False, True]},
+            {"strict": [[False, True], [False], [True, True]], "loose": [[True, True], [False], [True, True]]},
+            {"do_sample": False, "temperature": 0.0, "max_gen_toks": 1280, "until": []},
+        ),
+    }
+    tasks, records = {}, []
+    for spec, (prompt, instructions, generation) in protocols.items():
+        metrics = {f"prompt_level_{kind}_acc,none": sum(values) / 3 for kind, values in prompt.items()}
+        metrics.update(
+            {f"inst_level_{kind}_acc,none": sum(map(sum, checks)) / 5 for kind, checks in instructions.items()}
+        )
+        tasks[spec] = {
+            "task": "ifeval",
+            "metric": "prompt_level_strict_acc,none",
+            "value": metrics["prompt_level_strict_acc,none"],
+            "metrics": metrics,
+            "n_docs": 3,
+            "generation_kwargs": generation,
+            "unscored": None,
+        }
         for doc in range(3):
             values = {f"prompt_level_{kind}_acc": prompt[kind][doc] for kind in prompt}
             values.update({f"inst_level_{kind}_acc": instructions[kind][doc] for kind in instructions})
-            stream.write(
-                json.dumps({"spec": "ifeval", "task": "ifeval", "doc_id": doc, "filter": "none", "values": values})
-                + "\n"
-            )
+            records.append({"spec": spec, "task": "ifeval", "doc_id": doc, "filter": "none", "values": values})
+    path = tmp_path / score_path("lm_eval", "tiny", "ce", "ifeval")
+    write_json({"metric": "lm_eval", "task_order": list(tasks), "tasks": tasks}, path)
+    with gzip.open(path.with_name("ifeval.samples.jsonl.gz"), "wt") as stream:
+        stream.writelines(json.dumps(record) + "\n" for record in records)
     scores = _gem_scores() + load_scores([path])
     write_gem_tables(scores, GEM_STUDY, {"models": GEM_MODELS}, tmp_path / "tables", tmp_path / "plots")
     ifeval = pd.read_csv(tmp_path / "tables" / "ifeval.csv")
@@ -690,15 +729,29 @@ def test_gem_tables_from_scores_and_lm_eval_log_carry_intervals_and_plot_them(tm
     assert list(ifeval.columns) == [
         "base",
         "model",
-        *[f"{c}{suffix}" for c in columns for suffix in ("", " lo", " hi")],
-        "prompts scored",
-        "not scored",
+        *[
+            name
+            for mark in ("", " [ifeval_greedy]")
+            for name in [
+                *[f"{c}{mark}{suffix}" for c in columns for suffix in ("", " lo", " hi")],
+                f"protocol{mark}",
+                f"prompts scored{mark}",
+                f"not scored{mark}",
+            ]
+        ],
     ]
     row = ifeval.iloc[0]
     assert row["Prompt-Strict"] == round(100 * 2 / 3, 2) and row["Instruction-Strict"] == 60.0
     assert row["Avg"] == round((100 * 2 / 3 + 60 + 100 + 80) / 4, 2)
+    assert row["protocol"] == "sampled (T 0.6, top-p 0.9, top-k 50), one sample, 1024 tokens"
+    assert (
+        row["Prompt-Strict [ifeval_greedy]"] == round(100 / 3, 2) and row["Instruction-Strict [ifeval_greedy]"] == 60.0
+    )
+    assert row["Avg [ifeval_greedy]"] == round((100 / 3 + 60 + 100 * 2 / 3 + 80) / 4, 2)
+    assert row["protocol [ifeval_greedy]"] == "greedy, 1280 tokens"
     for column in columns:
-        assert row[f"{column} lo"] <= row[column] <= row[f"{column} hi"]
+        for mark in ("", " [ifeval_greedy]"):
+            assert row[f"{column}{mark} lo"] <= row[f"{column}{mark}"] <= row[f"{column}{mark} hi"]
     gsm8k = pd.read_csv(tmp_path / "tables" / "gsm8k.csv")
     assert list(gsm8k.columns) == [
         "base",

@@ -266,6 +266,64 @@ def test_ifeval_runs_offline_and_leaves_out_only_what_needs_missing_nltk_data(ti
     assert summary["metrics"]["prompt_level_loose_acc,none"] >= summary["metrics"]["prompt_level_strict_acc,none"]
 
 
+def test_ifeval_by_the_gem_originals_sampling_keeps_one_sample_checked_by_googles_checks(
+    tiny_model, fixture_dirs, tmp_path
+):
+    """GEM's IFEval protocol as a suite task: sampled (T 0.6, top-p 0.9, top-k 50; a short
+    budget here), one answer per prompt, each checked by the instruction-following checks
+    lm-eval's ifeval wraps (Google's instructions_registry), greedy beside it."""
+    import gzip
+
+    from lm_eval.tasks.ifeval import instructions_registry
+
+    from reprolm.score.lm_eval_bridge import unscorable_instructions
+
+    _, model, tokenizer = tiny_model
+    sampling = {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "top_k": 50, "max_gen_toks": 16}
+    specs = [
+        TaskSpec(
+            "ifeval_sampled", "ifeval", 0, "prompt_level_strict_acc,none", fixture_dirs / "ifeval", gen_kwargs=sampling
+        ),
+        TaskSpec(
+            "ifeval_greedy",
+            "ifeval",
+            0,
+            "prompt_level_strict_acc,none",
+            fixture_dirs / "ifeval",
+            gen_kwargs={"max_gen_toks": 16},
+        ),
+    ]
+    samples_path = tmp_path / "ifeval.samples.jsonl.gz"
+    tasks = evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0, samples_output=str(samples_path))["tasks"]
+    assert tasks["ifeval_sampled"]["generation_kwargs"] == {"until": [], **sampling}
+    assert tasks["ifeval_greedy"]["generation_kwargs"]["do_sample"] is False
+    with gzip.open(samples_path, "rt") as stream:
+        samples = [json.loads(line) for line in stream]
+    left_out = set(unscorable_instructions("ifeval"))
+    docs = [
+        doc
+        for doc in pq.read_table(fixture_dirs / "ifeval" / "train.parquet").to_pylist()
+        if not left_out.intersection(doc["instruction_id_list"])
+    ]
+    answers = {}
+    for sample in samples:
+        (answer,) = sample["filtered_resps"]  # one sample per prompt
+        answers[sample["spec"], sample["doc_id"]] = answer
+        doc = docs[sample["doc_id"]]
+        followed = []
+        for index, instruction in enumerate(doc["instruction_id_list"]):
+            check = instructions_registry.INSTRUCTION_DICT[instruction](instruction)
+            arguments = {key: value for key, value in doc["kwargs"][index].items() if value is not None}
+            check.build_description(**arguments)
+            if "prompt" in check.get_instruction_args_keys():
+                check.build_description(prompt=doc["prompt"])
+            followed.append(bool(answer.strip()) and check.check_following(answer))
+        assert sample["values"]["prompt_level_strict_acc"] == all(followed), (sample["spec"], doc["key"])
+    assert len(answers) == 2 * len(docs)
+    # Sampling answered differently from greedy decoding on some prompt.
+    assert any(answers["ifeval_sampled", doc] != answers["ifeval_greedy", doc] for doc in range(len(docs)))
+
+
 def test_call_limit_applies_where_a_spec_sets_none(tiny_model, fixture_dirs):
     _, model, tokenizer = tiny_model
     spec = TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq")

@@ -63,9 +63,10 @@ def test_an_lm_eval_tasks_data_is_recorded_by_what_lm_eval_loaded(tmp_path):
     split (here a task pointed at local documents; on the submitting host, the hub's)."""
     import json
 
+    from reprolm.data.hub_assets import MANIFEST, cache_lm_eval_task
     from reprolm.data.task_docs import write_task_docs
     from reprolm.data.upstream import make_fixture
-    from reprolm.score.lm_eval_bridge import TASK_DATA_MANIFEST, TaskSpec, cache_lm_eval_task, task_config
+    from reprolm.score.lm_eval_bridge import TaskSpec, task_config
 
     write_task_docs(make_fixture("boolq", n=10, seed=3), tmp_path / "boolq")
     config = task_config(TaskSpec("boolq", "boolq", 0, "acc,none", tmp_path / "boolq"))
@@ -73,7 +74,7 @@ def test_an_lm_eval_tasks_data_is_recorded_by_what_lm_eval_loaded(tmp_path):
     assert manifest == {
         "boolq": {"dataset_path": "parquet", "dataset_name": None, "documents": {"train": 10, "validation": 10}}
     }
-    assert json.loads((tmp_path / "lm_eval_data" / "boolq" / TASK_DATA_MANIFEST).read_text()) == manifest
+    assert json.loads((tmp_path / "lm_eval_data" / "boolq" / MANIFEST).read_text()) == manifest
 
 
 def test_a_download_that_cannot_reach_the_hub_leaves_nothing_behind(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from reprolm.aggregate.paper_comparison import (
     HeadlineError,
@@ -499,3 +500,31 @@ def test_a_misplaced_figure_of_a_study_names_the_study(tables, tmp_path):
     ):
         write_paper_comparison(str(headlines), study_headlines([misplaced]), tables, ["mine"], *map(str, outputs))
     assert not any(path.exists() for path in outputs)
+
+
+def test_a_claim_the_config_does_not_expect_carries_its_reason_and_a_misnamed_one_is_refused(tmp_path):
+    from reprolm.aggregate.report_pages import headline_summary
+
+    rng = np.random.default_rng(1)
+    coin = rng.integers(0, 2, size=60).astype(float)
+    _accuracy_table(tmp_path / "tables/s", {"coin": coin})
+    claim = {"claim": "coin above chance", "table": "accuracy", "column": "accuracy", "higher": {"model": "coin"}}
+    headlines = tmp_path / "h.yaml"
+    headlines.write_text(yaml.safe_dump({"directions": [{"study": "s", **claim, "lower": 50}]}))
+    reason = "a fair coin is not expected to beat chance"
+    config = {"studies": ["s"], "claims": {"not_expected": {"coin above chance": reason}}}
+    settings = claim_settings(config, headlines, {})
+    assert settings["not_expected"] == {"coin above chance": reason}
+    direction_csv = tmp_path / "directions.csv"
+    write_paper_comparison(
+        headlines, {}, tmp_path / "tables", ["s"], tmp_path / "headlines.csv", direction_csv, settings
+    )
+    (row,) = pd.read_csv(direction_csv).to_dict("records")
+    assert row["not expected here"] == reason
+    page = headline_summary(tmp_path / "headlines.csv", direction_csv)
+    assert f"Not expected in this run: <em>coin above chance</em>: {reason}" in page
+    misnamed = {"studies": ["s"], "claims": {"not_expected": {"coin above chanse": reason}}}
+    with pytest.raises(
+        HeadlineError, match=r"'coin above chanse' is not worded as any claim; did you mean 'coin above chance'"
+    ):
+        claim_settings(misnamed, headlines, {})

@@ -10,7 +10,7 @@ import yaml
 
 from workflow_helpers import REPO, dry_run_details, job_counts, local_rules, scratch_copy, snakemake
 
-pytestmark = [pytest.mark.workflow, pytest.mark.beside_slurm]
+pytestmark = pytest.mark.workflow
 
 
 @pytest.fixture(scope="module")
@@ -309,3 +309,87 @@ def test_paper_requests_one_node_for_multi_gpu_jobs_a_gpu_for_encoder_scores_and
     assert {gpu for metric, gpu, _, _ in scores if metric != "diversity"} == {"0"}
     builds = [job.resources for job in paper_details if job.rule == "dataset"]
     assert builds and all(r["mem_mb"] == "<TBD>" and r["runtime"] == "<TBD>" for r in builds)
+
+
+# The rules that read the internet (download.smk's local rules but local_base_model).
+REMOTE_RULES = {"download_base_model", "raw_source", "lm_eval_task_data", "download_hub_model", "nltk_data"}
+
+
+def _readme_lock_commands() -> list[str]:
+    """The `reprolm lock` lines README.md prints, which docs/cluster.md prints alike."""
+    readme = (REPO / "README.md").read_text()
+    commands = [line for line in readme.splitlines() if line.startswith("reprolm lock ")]
+    cluster = (REPO / "docs" / "cluster.md").read_text().splitlines()
+    assert commands and all(command in cluster for command in commands)
+    return commands
+
+
+def test_the_lock_covers_every_remote_input_of_the_paper_dag(paper_details, tmp_path, monkeypatch, capsys):
+    """README's (and docs/cluster.md's) `reprolm lock` commands, run as printed against the
+    hub and file-server stand-ins (tests/hub_standin.py): the lock pins every remote input
+    that a job of the paper DAG fetches, as the DAG names it."""
+    import shlex
+
+    from hub_standin import NLTK_INDEX, FileServerStandIn, HubAPIStandIn, nltk_index
+    from reprolm import lock
+    from reprolm.cli import main
+    from reprolm.config import lookups, overlays
+
+    paper = overlays.load(REPO / "config/paper.yaml", REPO)
+    shipped = lock.read_lock(REPO / "config/paper.lock.yaml")
+    # As shipped: only the commits public sources give (those in paper.yaml's own URLs).
+    assert shipped and all(entry["public"] and entry["revision"] in entry["url"] for entry in shipped.values())
+    assert lock.unlocked(paper, shipped) == list(lock.remote_inputs(paper))
+
+    work = tmp_path / "work"
+    (work / "config").mkdir(parents=True)
+    for name in ("paper.yaml", "paper.lock.yaml", "paper_headlines.yaml"):
+        (work / "config" / name).write_text((REPO / "config" / name).read_text())
+    monkeypatch.chdir(work)
+    HubAPIStandIn(monkeypatch, {}, any_repo=True)
+    punkt = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/tokenizers/punkt_tab.zip"
+    files = FileServerStandIn(monkeypatch, {NLTK_INDEX: nltk_index("punkt_tab", punkt)}, any_url=True)
+    make, check = _readme_lock_commands()
+    assert main(shlex.split(make)[1:]) == 0
+    gets = len(files.gets)
+    assert main(shlex.split(check)[1:]) == 0 and len(files.gets) == gets
+    assert "0 moved, 0 not locked" in capsys.readouterr().err
+    entries = lock.read_lock(work / "config/paper.lock.yaml")
+
+    needed: dict[str, set[str]] = {}
+    for job in paper_details:
+        wildcards = job.wildcards
+        if job.rule == "download_base_model":
+            hub = paper["base_models"][wildcards["base"]]["hub"]
+            keys = {lock.RemoteInput("model", hub["path"], hub.get("revision")).key}
+            if hub.get("chat_template_from"):
+                keys.add(lock.RemoteInput("model", hub["chat_template_from"]).key)
+        elif job.rule == "raw_source":
+            hub = paper["sources"][wildcards["source"]].get("hub")
+            if hub is None:
+                continue
+            urls = [
+                url
+                for value in (hub.get("data_files") or {}).values()
+                for url in ([value] if isinstance(value, str) else value)
+            ]
+            keys = {lock.RemoteInput("url", url).key for url in urls}
+            if "/" in hub["path"]:
+                keys.add(lock.RemoteInput("dataset", hub["path"], hub.get("revision")).key)
+        elif job.rule == "lm_eval_task_data":
+            keys = {lock.RemoteInput("lm_eval_task", wildcards["task"]).key}
+        elif job.rule == "download_hub_model":
+            repo = lookups.hub_model_repo(paper, f"resources/hub_models/{wildcards['repo']}")
+            keys = {lock.RemoteInput("model", repo).key}
+        elif job.rule == "nltk_data":
+            keys = {lock.RemoteInput("nltk", wildcards["package"]).key}
+        else:
+            continue
+        needed.setdefault(job.rule, set()).update(keys)
+    assert set(needed) == REMOTE_RULES
+    every = set().union(*needed.values())
+    assert len(needed["download_base_model"]) > 90 and len(needed["lm_eval_task_data"]) == 34
+    assert [key for key in sorted(every) if not lock.is_locked(key, entries)] == []
+    # The lm-eval tasks' own datasets each locked too (lm-eval's mmlu group: one hub dataset).
+    assert entries["lm_eval_task mmlu"]["datasets"] == ["dataset cais/mmlu"]
+    assert lock.is_locked("dataset cais/mmlu", entries)

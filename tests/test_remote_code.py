@@ -13,9 +13,10 @@ import pytest
 from reprolm.data import fixture_world
 from reprolm.generate import SamplingParams, complete, make_backend, make_request
 from reprolm.merge.extrapolate import extrapolate
-from reprolm.models.loading import REMOTE_CODE_MARKER, load_causal_lm, trusts_remote_code
+from reprolm.models.loading import load_causal_lm, trusts_remote_code
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
+from reprolm.paths import REMOTE_CODE_MARKER
 
 CONFIGURATION = """from transformers import LlamaConfig
 
@@ -145,13 +146,13 @@ def test_the_download_takes_code_only_with_the_opt_in(tmp_path, monkeypatch):
                 shutil.copy2(file, f"{local_dir}/{file.name}")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download_stand_in)
-    download_base_model({"path": "org/custom"}, str(tmp_path / "without"))
+    download_base_model({"path": "org/custom", "revision": "1" * 40}, str(tmp_path / "without"))
     without = {p.name for p in (tmp_path / "without").iterdir()}
     assert "config.json" in without and not any(name.endswith(".py") for name in without)
     assert REMOTE_CODE_MARKER not in without and not trusts_remote_code(tmp_path / "without")
-    download_base_model({"path": "org/custom", "revision": "abc", "trust_remote_code": True}, str(tmp_path / "with"))
+    download_base_model({"path": "org/custom", "revision": "2" * 40, "trust_remote_code": True}, str(tmp_path / "with"))
     assert {"configuration_tiny_custom.py", "modeling_tiny_custom.py", REMOTE_CODE_MARKER} <= {
         p.name for p in (tmp_path / "with").iterdir()
     }
     assert type(load_causal_lm(str(tmp_path / "with"))).__name__ == "TinyCustomForCausalLM"
-    assert asked[1][:2] == ("org/custom", "abc") and "*.py" in asked[1][2] and "*.py" not in asked[0][2]
+    assert asked[1][:2] == ("org/custom", "2" * 40) and "*.py" in asked[1][2] and "*.py" not in asked[0][2]

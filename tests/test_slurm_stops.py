@@ -2,8 +2,8 @@
 limit, and a generation preempted by an urgent job.
 
 The small config of ``test_slurm_workflow`` with two changes: the finetune trains on the CPU
-partition for longer than its one-minute time limit (its first attempt paced, a few hundred
-steps of at least ``PACED_STEP_S`` each), with no early warning
+partition for longer than its one-minute time limit (``FINETUNE_STEPS`` steps of about 0.1 s
+each), with no early warning
 (``stop_warning_s: 0``), so SLURM's own SIGTERM at the limit stops it; and the generation of
 the base model (on the GPU partition, two prompts per shard) is preempted as soon as its first
 shard is saved, by a job in the ``urgent`` partition that needs both GPUs. The finetune must
@@ -57,11 +57,10 @@ MODEL = f"results/models/{BASE}/{RECIPE}"
 GENERATION = f"results/generations/{BASE}/pretrained/{PROMPTSET}.parquet"
 SHARDS = f"results/checkpoints/generate/{BASE}/pretrained/{PROMPTSET}"
 DATASET = "results/datasets/tlg/test.parquet"
-# The finetune's first attempt on the cluster takes at least PACED_STEP_S a step
-# (tests/slurm_profile_test/site/sitecustomize.py): its steps last well over the 60-90 s after
-# which SLURM ends a one-minute job (it looks at time limits every 30 s), while the CPU does
-# each in about 0.1 s. The retry, resumed from its checkpoint, and the local run are unpaced.
-FINETUNE_STEPS, PACED_STEP_S = 150, 0.8
+# The CPU does a step in about 0.1 s: the finetune's steps last well over the 60-90 s after
+# which SLURM ends a one-minute job (it looks at time limits every 30 s). The retry resumes
+# from the stopped attempt's checkpoint; the local run trains them all.
+FINETUNE_STEPS = 1500
 # Enough shards (about 0.15 s each) that the run is still generating when the urgent job lands.
 PROMPTS, SHARD_SIZE = 96, 2
 
@@ -139,8 +138,7 @@ def stopped_runs(slurm_cluster, tmp_path_factory):
     cluster_work = copy_run(local_work, tmp_path_factory.mktemp("slurm_stops"))
     shutil.copy2(local_work / "small.yaml", cluster_work)
     since = dt.datetime.now().replace(microsecond=0) - dt.timedelta(seconds=1)
-    paced = dict(cluster_env(cluster_work, slurm_cluster), REPROLM_TEST_PACED_STEP_S=str(PACED_STEP_S))
-    on_cluster = start(cluster_work, paced, *PROFILE, targets=(MODEL, GENERATION))
+    on_cluster = start(cluster_work, cluster_env(cluster_work, slurm_cluster), *PROFILE, targets=(MODEL, GENERATION))
     local = start(local_work, snakemake_env(local_work), "--cores", "2", targets=(MODEL, GENERATION))
     with concurrent.futures.ThreadPoolExecutor(1) as reader:
         # Read the run's output in a thread, so that it never waits on a full pipe meanwhile.

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from reprolm.provenance import content_hash, provenance_path
-from slurm_cluster import GPU_PARTITION, GPU_TYPE, NODE_FEATURE, SHORT_PLUGIN_WAITS
+from slurm_cluster import GPU_PARTITION, GPU_TYPE, NODE_FEATURE
 from workflow_helpers import REPO, SNAKEMAKE, scratch_copy, snakemake_env
 
 RUN_TIMEOUT_S = 600
@@ -146,7 +146,7 @@ def cluster_env(work: Path, cluster) -> dict:
     """The submitting host's environment, online as far as the hubs are concerned (this
     machine has no internet either way): cluster jobs must go offline by themselves."""
     env = {k: v for k, v in snakemake_env(work).items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
-    return dict(env, SLURM_CONF=cluster.env["SLURM_CONF"], PATH=cluster.env["PATH"], **SHORT_PLUGIN_WAITS)
+    return dict(env, SLURM_CONF=cluster.env["SLURM_CONF"], PATH=cluster.env["PATH"])
 
 
 def start(work: Path, env: dict, *args: str, targets: tuple[str, ...] = TARGETS) -> subprocess.Popen:
@@ -298,6 +298,8 @@ def test_hub_download_runs_on_the_submitting_host(slurm_cluster, tmp_path):
     work = prepared(tmp_path)
     config = small_config()
     config["base_models"]["hub_llama"] = {"hub": {"path": "example/tiny-llama"}}
+    # Not locked (no hub here to lock it against): the download itself is what is tested.
+    config["allow_unpinned"] = True
     write_small_config(work, config)
     # Offline here, so that the download fails at once, naming the setting. One retry (the
     # profile's three would each fail alike): the retried job stays on this host too.

@@ -20,9 +20,6 @@ from reprolm.score.lm_eval_bridge import TaskSpec
 from reprolm.score.task_facts import refuse_metrics_not_reported, refuse_tasks_without_training_split, task_facts
 from reprolm.studies.harmony import train_before_test as tbt
 
-# Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
-pytestmark = pytest.mark.beside_slurm
-
 
 @pytest.fixture(scope="module")
 def docs_dir(tmp_path_factory):

@@ -24,7 +24,7 @@ def test_extrapolated_model_is_built_on_request_from_its_two_checkpoints(run_cop
     from reprolm.paths import model_dir
 
     default_run = run_copy  # builds a model: a private copy of the run
-    target = "results/models/tiny_llama/vanilla+expo0.7"  # outside the default alpha grid
+    target = "results/models/tiny_llama/sft+expo0.7"  # outside the default alpha grid
     jobs = dry_run_jobs(default_run, target)
     assert job_counts(jobs) == {"extrapolate": 1}
     snakemake(default_run, target)
@@ -36,7 +36,7 @@ def test_extrapolated_model_is_built_on_request_from_its_two_checkpoints(run_cop
     merged = weights(out)
     sft, aligned = (
         weights(default_run / model_dir("tiny_llama", "pretrained")),
-        weights(default_run / model_dir("tiny_llama", "vanilla")),
+        weights(default_run / model_dir("tiny_llama", "sft")),
     )
     assert merged.keys() == aligned.keys()
     for name, value in aligned.items():
@@ -49,9 +49,9 @@ def test_extrapolated_model_is_built_on_request_from_its_two_checkpoints(run_cop
 def test_dpo_starts_from_its_init_recipe_and_is_extrapolated_away_from_it(default_run):
     target = "results/models/tiny_llama/dpo+expo0.5"
     dpo = json.loads((default_run / "results/models/tiny_llama/dpo/provenance.json").read_text())
-    assert [item["path"] for item in dpo["inputs"]["base"]] == ["results/models/tiny_llama/vanilla"]
+    assert [item["path"] for item in dpo["inputs"]["base"]] == ["results/models/tiny_llama/sft"]
     expo = json.loads((default_run / target / "provenance.json").read_text())
-    assert [item["path"] for item in expo["inputs"]["sft"]] == ["results/models/tiny_llama/vanilla"]
+    assert [item["path"] for item in expo["inputs"]["sft"]] == ["results/models/tiny_llama/sft"]
     assert [item["path"] for item in expo["inputs"]["aligned"]] == ["results/models/tiny_llama/dpo"]
 
 

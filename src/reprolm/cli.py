@@ -1,12 +1,13 @@
 """The ``reprolm`` command: questions about a run's results, from its provenance records.
 
     reprolm lineage PATH [--json] [--params]   what is behind a result
-    reprolm verify [PATH ...]                  which recorded artifacts are no longer as recorded
+    reprolm verify [PATH ...] [--against ROOT] which recorded artifacts are no longer as recorded
     reprolm cost PATH [PATH ...] [--json]      GPU-, CPU- and wall hours behind results, by stage
     reprolm plan [--configfile F] [--width N]  what a run will cost, before it starts
     reprolm rehearse [--configfile F] [--profile P]  whether the cluster accepts every job's request
     reprolm progress [--since 2h|ISO]          one line per job of the run: status, wall time, progress
     reprolm config-docs [--output F]           the configuration keys page, from the config schema
+    reprolm lock --configfile F [--check | --update [NAME ...]]  pin every remote input of a config
 
 Run it in the workflow's folder (the records' paths are relative to it), or give ``--root``.
 """
@@ -19,10 +20,12 @@ import json
 import sys
 from pathlib import Path
 
+from reprolm import lock
+from reprolm.config.overlays import load
 from reprolm.config_docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
 from reprolm.plan import DEVICES, plan
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
-from reprolm.provenance.query import format_tree, lineage, verify
+from reprolm.provenance.query import format_tree, lineage, verify, verify_downloads
 from reprolm.run_summary import parse_since, run_jobs, run_summary
 
 DEFAULT_VERIFIED = ("results", "resources")
@@ -40,6 +43,43 @@ def not_a_run_folder(root: str) -> str | None:
     )
 
 
+def lock_command(args) -> int:
+    root = Path(args.root)
+    config_file = root / args.configfile
+    if not config_file.is_file():
+        print(f"reprolm lock: {config_file}: no such config file", file=sys.stderr)
+        return 2
+    path = lock.lock_path([config_file])
+    try:
+        if args.check:
+            entries = lock.read_lock(path)
+            if not entries:
+                print(
+                    f"reprolm lock --check: {path}: no lock yet (make it: reprolm lock --configfile {args.configfile})"
+                )
+                return 1
+            moved, untold = lock.check(entries)
+            for item in moved:
+                print(f"{item.key}: moved upstream: locked {item.locked}, now {item.now}")
+            for line in untold:
+                print(f"{line}", file=sys.stderr)
+            unlocked = lock.unlocked(load(config_file, root), entries)
+            for key in unlocked:
+                print(f"{key}: not locked")
+            print(
+                f"{len(entries)} locked inputs checked against upstream: {len(moved)} moved, {len(unlocked)} not locked",
+                file=sys.stderr,
+            )
+            return 1 if moved or unlocked else 0
+        update = None if args.update is None else (args.update or list(lock.read_lock(path)))
+        entries = lock.lock(load(config_file, root), path, args.configfile, update=update)
+    except lock.LockError as error:
+        print(f"reprolm lock: {error}", file=sys.stderr)
+        return 2
+    print(f"{path}: {len(entries)} inputs locked", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reprolm", description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=".", help="the folder the workflow ran in (default: here)")
@@ -54,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         default=list(DEFAULT_VERIFIED),
         help="artifacts or folders to check (default: results resources)",
+    )
+    verify_parser.add_argument(
+        "--against",
+        metavar="ROOT",
+        help="check the downloads under the paths (their records' `read`: commits and sha256s, and their files) "
+        "against the records of the same artifacts in the run folder ROOT",
     )
     cost_parser = commands.add_parser("cost", help="GPU-hours behind results (each shared job once), by stage")
     cost_parser.add_argument("paths", nargs="+", help="results: tables, plots, models, scores")
@@ -107,7 +153,23 @@ def main(argv: list[str] | None = None) -> int:
     config_docs_parser.add_argument(
         "--output", default=str(KEYS_PAGE), help=f"the page to write (default: {KEYS_PAGE})"
     )
+    lock_parser = commands.add_parser(
+        "lock", help="resolve every remote input of a config to an immutable revision, into the lock beside it"
+    )
+    lock_parser.add_argument("--configfile", required=True, help="the run's config, e.g. config/paper.yaml")
+    lock_mode = lock_parser.add_mutually_exclusive_group()
+    lock_mode.add_argument(
+        "--check",
+        action="store_true",
+        help="say what moved upstream since the lock, downloading nothing; exit 1 if any",
+    )
+    lock_mode.add_argument(
+        "--update", nargs="*", metavar="NAME", help="resolve these entries again (keys or names; all if none)"
+    )
     args = parser.parse_args(argv)
+
+    if args.command == "lock":
+        return lock_command(args)
 
     if args.command == "config-docs":
         print(write_keys_page(args.schema, args.output))
@@ -205,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"reprolm verify: {problem}", file=sys.stderr)
         return 2
-    result = verify(args.paths, root=args.root)
+    result = (
+        verify(args.paths, root=args.root)
+        if args.against is None
+        else verify_downloads(args.paths, args.against, root=args.root)
+    )
     if result.checked == 0:
         print(
             f"reprolm verify: no provenance records under {', '.join(args.paths)} in {root.resolve()}", file=sys.stderr

@@ -2,33 +2,29 @@
 torch, transformers, lm-eval and the other heavy libraries.
 
 Every job of a local run is a fresh Python process, and on a CPU machine importing those
-libraries (about 4-5 s) costs more than most tiny-model jobs' work. The workflow starts one
-server per local Snakemake run (``onstart``) of at least ``MIN_SCRIPT_JOBS`` job scripts and
-names its socket in ``REPROLM_FORKSERVER``.
-A job script's first statement, :func:`run_in_forkserver`, hands the script to the server,
-which forks a child that takes over the job's standard streams, working directory,
-environment and ``sys.path`` and runs the same script file; the script process waits for
-the child's exit status and forwards signals to it. Jobs stay what they were: one job, one
-script run, with the same outputs.
+libraries (about 4-5 s) costs more than most tiny-model jobs' work. The workflow's ``onstart``
+calls :func:`start`, the one place that chooses this launcher: for a local run of at least
+``MIN_SCRIPT_JOBS`` served job scripts it starts one server, names its socket in
+``REPROLM_FORKSERVER`` and puts ``workflow/launcher`` on the jobs' ``PYTHONPATH``. There a
+``sitecustomize`` calls :func:`hand_off` as the Python process of a job script starts, before
+the script's first line: the script process hands the script to the server, which forks a
+child that takes over the job's standard streams, working directory, environment and
+``sys.path`` and runs the same script file; the script process waits for the child's exit
+status and forwards signals to it. Job scripts know nothing of it, and jobs stay what they
+were: one job, one script run, with the same outputs. The child imports ``reprolm`` afresh
+from the job's own path, so code edited during a run is the code a job runs.
 
-The server also fills a few caches of what the installed libraries say (``WARM_UPS``:
-lm-eval's task index and environment report), once, before it forks the first job that asks
-for them; they live in reprolm modules. A child keeps
-the server's reprolm modules only while they are the code the job would import (same
-package on its path, no source file changed since the server started); otherwise it drops
-them and imports reprolm afresh, so code edited during a run is the code a job runs. The
-socket takes its name only once the server is ready: a job that starts while the server is
-still importing runs in its own process (for a run of a few jobs, waiting would cost more).
+Served are the scripts of rules without a ``benchmark:`` file: Snakemake measures a benchmarked
+job's process tree, which a forked child is not part of, so those jobs run in their own
+processes and their ``benchmarks/`` files measure the job. The socket takes its name only once
+the server is ready: a job that starts while the server is still importing runs in its own
+process (for a run of a few jobs, waiting would cost more).
 
-Without a server (cluster jobs, ``--no-hooks``, ``REPROLM_FORKSERVER=off``) or when it cannot
-be reached, the script runs in its own process as before. Only the user who started the
-server may hand it a script (socket mode 0600, peer credentials checked). The server counts
-GPUs through NVML (``PYTORCH_NVML_BASED_CUDA_CHECK``), and once CUDA has started in it
-anyway (a preloaded library or a warm-up) it serves no more jobs: a forked child could not
-use CUDA then. One consequence to know: a local
-job's ``benchmarks/`` file measures the waiting script process, so its wall time is the
-job's but its memory and CPU columns are not; provenance records carry the job's own peak
-memory and CPU seconds (``execution.resources``).
+Without a server (cluster jobs, ``--no-hooks``, ``REPROLM_FORKSERVER=off``, a rule's conda
+environment) or when it cannot be reached, the script runs in its own process. Only the user
+who started the server may hand it a script (socket mode 0600, peer credentials checked). The
+server counts GPUs through NVML (``PYTORCH_NVML_BASED_CUDA_CHECK``), and once CUDA has started
+in it anyway (a preloaded library) it serves no job: a forked child could not use CUDA then.
 """
 
 from __future__ import annotations
@@ -50,11 +46,15 @@ from pathlib import Path
 
 ADDRESS_VARIABLE = "REPROLM_FORKSERVER"
 OFF = "off"
-# Set in a forked job, so that its own run_in_forkserver() runs the script in place.
-CHILD_VARIABLE = "REPROLM_FORKSERVER_CHILD"
 # The Python environment the server runs in: a job run by another one (a rule's conda env
 # under --software-deployment-method conda) runs in place, in its own environment.
+# workflow/launcher/sitecustomize.py reads it by this name.
 PREFIX_VARIABLE = "REPROLM_FORKSERVER_PREFIX"
+# The file names of the served job scripts, separated by os.pathsep.
+SCRIPTS_VARIABLE = "REPROLM_FORKSERVER_SCRIPTS"
+# Where Snakemake writes a job's script (preamble and source) before it runs it with Python:
+# .snakemake/scripts/tmp<random>.<the script's file name>.
+SNAKEMAKE_SCRIPTS = (".snakemake", "scripts")
 # Imported once by the server; each library is left out if it is not installed. vLLM is
 # never preloaded: it initialises CUDA, which does not survive a fork.
 PRELOADED = (
@@ -78,16 +78,9 @@ PRELOADED = (
     "lm_eval.tasks",
     "sacrebleu",
 )
-# Caches that hold only what the installed libraries say, filled by the server once, before
-# it forks the first job that asks for them (``run_in_forkserver(warm_up=...)``).
-WARM_UPS = {
-    # lm-eval's index of its task YAMLs and its environment report: about 6 s per lm-eval job.
-    "lm_eval": ("reprolm.score.lm_eval_bridge:task_manager", "reprolm.score.lm_eval_bridge:environment_report"),
-}
-# A run of fewer job scripts runs each in its own process: the server's imports (about 8 s of
-# CPU) would cost more than those few jobs' own. Its jobs may be rerun or added to later.
+# A run of fewer served job scripts runs each in its own process: the server's imports (about
+# 8 s of CPU) would cost more than those few jobs' own. Its jobs may be rerun or added to later.
 MIN_SCRIPT_JOBS = 4
-JOB_GC_THRESHOLD = 10_000
 # How long the server waits for a connected job's request.
 REQUEST_TIMEOUT_S = 30
 # Unix socket paths are limited to 108 bytes (104 on macOS).
@@ -121,23 +114,21 @@ def _read_line(replies) -> str | None:
     return line.decode().strip() if line.endswith(b"\n") else None
 
 
-def collect_less_often() -> None:
-    """For a process that imports the heavy libraries (millions of objects), then trains or
-    scores (a job in its own process, a launched finetune worker): a young-generation
-    collection every ``JOB_GC_THRESHOLD`` allocations instead of Python's 700 (a tiny
-    finetune's collections: 1.4 -> 0.6 s of CPU)."""
-    gc.set_threshold(JOB_GC_THRESHOLD, *gc.get_threshold()[1:])
+def served_script(argv0: str) -> bool:
+    """Whether ``argv0`` is Snakemake's copy of a job script this run's server serves."""
+    path = Path(argv0)
+    served = os.environ.get(SCRIPTS_VARIABLE, "").split(os.pathsep)
+    return (path.parent.parent.name, path.parent.name) == SNAKEMAKE_SCRIPTS and path.name.partition(".")[2] in served
 
 
-def run_in_forkserver(warm_up: str | None = None) -> None:
-    """The first statement of a job script: if a fork server serves this run, run the script
-    there and exit with its status; otherwise (or inside the forked job) return at once.
-    ``warm_up`` names the server's caches (``WARM_UPS``) the job uses."""
+def hand_off() -> None:
+    """As a job script's Python process starts (workflow/launcher/sitecustomize.py): if this
+    run's fork server serves the script, run it there and exit with its status; otherwise
+    return at once and the script runs in this process."""
     address = os.environ.get(ADDRESS_VARIABLE)
-    if os.environ.get(CHILD_VARIABLE):
+    if not address or address == OFF or os.environ.get(PREFIX_VARIABLE) != sys.prefix:
         return
-    if not address or address == OFF or os.environ.get(PREFIX_VARIABLE, sys.prefix) != sys.prefix:
-        collect_less_often()
+    if not served_script(sys.argv[0]):
         return
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -149,8 +140,8 @@ def run_in_forkserver(warm_up: str | None = None) -> None:
                 "argv": sys.argv,
                 "cwd": os.getcwd(),
                 "env": dict(os.environ),
-                "path": sys.path,
-                "warm_up": warm_up,
+                # What Python puts first on a script's path once site (this) is imported.
+                "path": [os.path.dirname(os.path.abspath(sys.argv[0])), *sys.path],
             },
             [0, 1, 2],
         )
@@ -161,7 +152,6 @@ def run_in_forkserver(warm_up: str | None = None) -> None:
     if pid_line is None:
         # The server is gone (or served nothing) and no job process started: run in place.
         connection.close()
-        collect_less_often()
         return
     child = int(pid_line)
 
@@ -174,8 +164,9 @@ def run_in_forkserver(warm_up: str | None = None) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
     status = _read_line(replies)
-    # No status: the job died without reporting one (killed, out of memory).
-    sys.exit(int(status) if status is not None else 1)
+    # No status: the job died without reporting one (killed, out of memory). Python is still
+    # starting (site imports this): it ends here, without unwinding its start-up.
+    os._exit(int(status) if status is not None else 1)
 
 
 def _peer_uid(connection: socket.socket) -> int:
@@ -184,7 +175,7 @@ def _peer_uid(connection: socket.socket) -> int:
 
 
 def cuda_started(modules=None) -> bool:
-    """Whether CUDA was initialised in this process (by a preloaded library or a warm-up),
+    """Whether CUDA was initialised in this process (by a preloaded library),
     which a forked child could not use ("Cannot re-initialize CUDA in forked subprocess"):
     the server then serves no job."""
     torch = (sys.modules if modules is None else modules).get("torch")
@@ -210,57 +201,13 @@ def cuda_started(modules=None) -> bool:
     return answer == b"1"
 
 
-def _reprolm_sources() -> dict[str, tuple[int, int]]:
-    """The source files of the loaded reprolm modules, with their mtimes and sizes."""
-    sources = {}
-    for name, module in list(sys.modules.items()):
-        if (name == "reprolm" or name.startswith("reprolm.")) and getattr(module, "__file__", None):
-            stat = os.stat(module.__file__)
-            sources[module.__file__] = (stat.st_mtime_ns, stat.st_size)
-    return sources
-
-
-def _keep_warm_reprolm(preloaded: dict[str, tuple[int, int]]) -> bool:
-    """Whether the server's reprolm modules (and their warmed caches) are the code this job
-    would import: the job's import path finds the same package, and no source file changed."""
-    package = sys.modules.get("reprolm")
-    if package is None:
-        return False
-    spec = next(
-        (
-            spec
-            for finder in sys.meta_path
-            if hasattr(finder, "find_spec")
-            if (spec := finder.find_spec("reprolm", None)) is not None
-        ),
-        None,
-    )
-    if spec is None or spec.origin != package.__file__:
-        return False
-    try:
-        return _reprolm_sources() == preloaded
-    except OSError:
-        return False
-
-
-def _warm_up(name: str) -> None:
-    for warm_up in WARM_UPS.get(name, ()):
-        module, _, function = warm_up.partition(":")
-        try:
-            getattr(importlib.import_module(module), function)()
-        except Exception as error:
-            print(f"warm-up {warm_up} failed, each job does it itself: {error!r}", flush=True)
-    if name not in WARM_UPS:
-        print(f"no warm-up {name!r}; known: {sorted(WARM_UPS)}", flush=True)
-
-
 @contextlib.contextmanager
 def _frozen_heap():
-    """The body (imports, a warm-up) runs without garbage collections, and the objects it
-    leaves are frozen: kept out of the children's collections. A collection in a forked job
-    walks every object the server made (lm-eval's task index alone: about 0.4 s of CPU per job)
-    and, touching them, copies their memory pages into the job; and collections during the
-    imports themselves walked the growing heap again and again (about a second of CPU)."""
+    """The body (the imports) runs without garbage collections, and the objects it leaves are
+    frozen: kept out of the children's collections. A collection in a forked job would walk
+    every object the server made and, touching them, copy their memory pages into the job;
+    collections during the imports themselves walked the growing heap again and again (about
+    a second of CPU)."""
     gc.disable()
     try:
         yield
@@ -270,7 +217,7 @@ def _frozen_heap():
         gc.enable()
 
 
-def _run_child(connection: socket.socket, request: dict, fds: list[int], preloaded: dict[str, tuple[int, int]]) -> None:
+def _run_child(connection: socket.socket, request: dict, fds: list[int]) -> None:
     """In the forked child: become the job described by the script process's request."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -281,13 +228,12 @@ def _run_child(connection: socket.socket, request: dict, fds: list[int], preload
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    os.environ[CHILD_VARIABLE] = "1"
     sys.argv = request["argv"]
     sys.path[:] = request["path"]
     importlib.invalidate_caches()
-    if not _keep_warm_reprolm(preloaded):
-        for name in [name for name in sys.modules if name == "reprolm" or name.startswith("reprolm.")]:
-            del sys.modules[name]
+    # The job imports reprolm from its own path, as it is now.
+    for name in [name for name in sys.modules if name == "reprolm" or name.startswith("reprolm.")]:
+        del sys.modules[name]
     # Snakemake sets the job's thread count in OMP_NUM_THREADS, which torch read only at import.
     torch = sys.modules.get("torch")
     if torch is not None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
@@ -326,8 +272,6 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
                     importlib.import_module(name)
                 except ImportError:
                     continue
-        preloaded = _reprolm_sources()
-        warmed: set[str] = set()
         if cuda_started():
             print(
                 "a preloaded library initialised CUDA, which forked jobs cannot use: serving no job, "
@@ -355,29 +299,13 @@ def serve(listener: socket.socket, address: str, parent: int) -> None:
             except (OSError, ValueError):
                 connection.close()
                 continue
-            if request.get("warm_up") and request["warm_up"] not in warmed:
-                warmed.add(request["warm_up"])
-                with _frozen_heap():
-                    _warm_up(request["warm_up"])
-                # A module keeps the state of its file when it was imported.
-                preloaded = {**_reprolm_sources(), **preloaded}
-                if cuda_started():
-                    print(
-                        f"warm-up {request['warm_up']!r} initialised CUDA, which forked jobs cannot use: "
-                        "serving no more jobs, each runs in its own process",
-                        flush=True,
-                    )
-                    for fd in fds:
-                        os.close(fd)
-                    connection.close()
-                    return
             sys.stdout.flush()
             sys.stderr.flush()
             child = os.fork()
             if child == 0:
                 listener.close()
                 connection.settimeout(None)
-                _run_child(connection, request, fds, preloaded)
+                _run_child(connection, request, fds)
             print(f"forked job process {child}", flush=True)
             for fd in fds:
                 os.close(fd)
@@ -416,7 +344,7 @@ def launch(address: str, log_file: str | os.PathLike) -> subprocess.Popen:
     os.chmod(address + ".binding", 0o600)
     listener.listen(64)
     Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-    # Libraries that ask torch.cuda.is_available() at import or in a warm-up then count devices
+    # Libraries that ask torch.cuda.is_available() at import then count devices
     # through NVML, which leaves CUDA to the forked jobs (each job has its own environment).
     environment = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
     with open(log_file, "ab") as log:
@@ -433,21 +361,33 @@ def launch(address: str, log_file: str | os.PathLike) -> subprocess.Popen:
     return server
 
 
-def worth_serving(jobs: Iterable) -> bool:
-    """Whether a run of these Snakemake jobs has enough job scripts to pay for a server."""
-    return sum(1 for job in jobs if job.rule.script) >= MIN_SCRIPT_JOBS
+def served_scripts(jobs: Iterable) -> set[str]:
+    """The file names of the job scripts a server would serve for these Snakemake jobs: those
+    of rules without a benchmark file (a name that a benchmarked rule's script has too is left
+    out: Snakemake's copy of a script keeps only the file name)."""
+    scripts = [(Path(job.rule.script).name, job.rule.benchmark is not None) for job in jobs if job.rule.script]
+    return {name for name, _ in scripts} - {name for name, benchmarked in scripts if benchmarked}
 
 
-def start(folder: str | os.PathLike, log_file: str | os.PathLike, jobs: Iterable) -> subprocess.Popen | None:
-    """Start a server for this (Snakemake) process, whose run has ``jobs`` to do, and set
-    ``REPROLM_FORKSERVER`` so that the jobs it starts use it (None when switched off, or when
-    the run has too few job scripts for one). It serves until this process ends."""
-    if os.environ.get(ADDRESS_VARIABLE) == OFF or not worth_serving(jobs):
+def start(
+    folder: str | os.PathLike, log_file: str | os.PathLike, jobs: Iterable, launcher: str | os.PathLike
+) -> subprocess.Popen | None:
+    """Start a server for this (Snakemake) process, whose run has ``jobs`` to do, and set the
+    environment of the jobs it starts so that their served scripts go to it: its address, the
+    scripts it serves, and ``launcher`` (the folder of the sitecustomize that hands them off)
+    first on ``PYTHONPATH``. None when switched off (``REPROLM_FORKSERVER=off``) or when the
+    run has too few served job scripts for one. It serves until this process ends."""
+    jobs = list(jobs)
+    scripts = served_scripts(jobs)
+    served = sum(1 for job in jobs if job.rule.script and Path(job.rule.script).name in scripts)
+    if os.environ.get(ADDRESS_VARIABLE) == OFF or served < MIN_SCRIPT_JOBS:
         return None
     address = socket_address(folder)
     server = launch(address, log_file)
     os.environ[ADDRESS_VARIABLE] = address
     os.environ[PREFIX_VARIABLE] = sys.prefix
+    os.environ[SCRIPTS_VARIABLE] = os.pathsep.join(sorted(scripts))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(launcher), os.environ.get("PYTHONPATH")]))
     return server
 
 

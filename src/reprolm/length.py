@@ -41,13 +41,14 @@ class Window:
 
 @dataclass(frozen=True)
 class LengthTarget:
-    """One target length: its level, evaluation windows and training bin."""
+    """One target length: its level, evaluation windows and training bin (None: a field the
+    reader did not declare, :func:`reads_length_targets`)."""
 
     name: str  # "10", ">800"
-    level: int
-    pm: Window
-    fm: Window
-    bin: Window
+    level: int | None
+    pm: Window | None
+    fm: Window | None
+    bin: Window | None
 
     @property
     def mlt(self) -> str:
@@ -66,10 +67,10 @@ class LengthTarget:
 def _target(name, level, pm, fm, bin_, where: str = "length target"):
     return LengthTarget(
         name,
-        level,
-        Window.parse(pm, f"{where}.pm"),
-        Window.parse(fm, f"{where}.fm"),
-        Window.parse(bin_, f"{where}.bin"),
+        None if level is None else int(level),
+        None if pm is None else Window.parse(pm, f"{where}.pm"),
+        None if fm is None else Window.parse(fm, f"{where}.fm"),
+        None if bin_ is None else Window.parse(bin_, f"{where}.bin"),
     )
 
 
@@ -100,7 +101,7 @@ class TargetSet:
         if spec == "paper":
             return cls(PAPER_TARGETS)
         return cls(
-            _target(str(t["name"]), int(t["level"]), t["pm"], t["fm"], t["bin"], f"length_targets[{index}]")
+            _target(str(t["name"]), t.get("level"), t.get("pm"), t.get("fm"), t.get("bin"), f"length_targets[{index}]")
             for index, t in enumerate(spec)
         )
 
@@ -140,15 +141,44 @@ def configured_targets(spec) -> TargetSet | None:
     return None if spec is None else TargetSet.from_config(spec)
 
 
-def reads_length_targets(entry: Callable) -> Callable:
-    """Marks a dataset builder, prompt kind or metric that reads the length targets, so that
-    a config using it without ``length_targets`` is refused before any job."""
-    entry.reads_length_targets = True
-    return entry
+# The fields of a configured length target; every reader reads the names (and their order).
+TARGET_FIELDS = ("name", "level", "pm", "fm", "bin")
+
+
+def reads_length_targets(*fields: str) -> Callable[[Callable], Callable]:
+    """Declares that a dataset builder, prompt kind or metric reads the length targets, and
+    which of their ``fields`` besides the names: a config using it without ``length_targets``
+    is refused before any job, and its jobs are given those fields only
+    (:func:`targets_read`), so that editing another one reruns none of them. A field read
+    but not declared is None where the entry reads it: it fails instead of being missed."""
+    unknown = sorted(set(fields) - set(TARGET_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown length target fields {unknown}; known: {list(TARGET_FIELDS)}")
+
+    def declare(entry: Callable) -> Callable:
+        entry.length_target_fields = tuple(f for f in TARGET_FIELDS if f == "name" or f in fields)
+        return entry
+
+    return declare
+
+
+def target_fields(entry: Callable | None) -> tuple[str, ...]:
+    """The fields of the length targets ``entry`` reads (none: it does not read them)."""
+    return getattr(entry, "length_target_fields", ())
 
 
 def needs_length_targets(entry: Callable) -> bool:
-    return getattr(entry, "reads_length_targets", False)
+    return bool(target_fields(entry))
+
+
+def targets_read(entry: Callable | None, spec):
+    """What ``entry`` reads of the config's ``length_targets`` (``spec``): each target's
+    declared fields, in the config's order (``paper``: the package's own targets, as is);
+    None where it reads none or the config has none. A job's params hold this, not ``spec``."""
+    fields = target_fields(entry)
+    if not fields or spec is None or isinstance(spec, str):
+        return spec if fields else None
+    return [{key: target[key] for key in fields if key in target} for target in spec]
 
 
 def strip_mlt(text: str) -> str:

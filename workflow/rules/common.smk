@@ -31,7 +31,10 @@ from reprolm.config.resources import (
     TASKS_PER_GPU,
 )
 from reprolm.data.builder_registry import BUILDERS
+from reprolm.generate.prompts import PROMPT_BUILDERS
+from reprolm.length import targets_read
 from reprolm.hub_token import hub_environment
+from reprolm.lock import lock_path, read_lock, refuse_unlocked
 from reprolm.provenance import mark_replaced_folders
 from reprolm.data.sources import source_inputs
 from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
@@ -67,6 +70,15 @@ with naming_the_file(
     # On the submitting host: cluster jobs parse the workflow too, and read no hub.
     if not workflow.remote_exec:
         check_hub_ids(config, warn=logger.warning)
+# Every remote input at the revision the lock beside the config pins (reprolm.lock): the
+# download rules pass it. Inputs not locked are named here (whether this is a dry run is not
+# known yet); a real run of such a config is refused before its first job (onstart), unless
+# the config says `allow_unpinned: true`.
+CONFIGFILES = [os.path.relpath(path) for path in workflow.config_settings.configfiles]
+LOCK_PATH = lock_path(CONFIGFILES)
+LOCK = read_lock(LOCK_PATH)
+if not workflow.remote_exec:
+    refuse_unlocked(config, LOCK_PATH, True, logger.warning, " ".join(CONFIGFILES[-1:]))
 STUDIES = enabled_studies(config)
 # One run per folder: a run of another base config than the one that made results/ would
 # replace its results (reprolm.config.run_folder). A dry run says so here; a real run is
@@ -153,6 +165,25 @@ def builder_code(wildcards):
     spec = config["datasets"][wildcards.dataset]
     return reading_code(
         "dataset.py", spec.get("sources", []), entry_of(BUILDERS[spec["builder"]])
+    )
+
+
+# What of the length targets a job reads, as its builder, prompt kind or metric declares it
+# (reprolm.length.reads_length_targets): editing a window reruns only the jobs that read it.
+def builder_targets(wildcards):
+    builder = BUILDERS[config["datasets"][wildcards.dataset]["builder"]]
+    return canonical(targets_read(builder, config.get("length_targets")))
+
+
+def prompt_targets(wildcards):
+    kind = lookups.promptset_spec(config, wildcards.promptset)["prompt"]
+    builder = PROMPT_BUILDERS[kind] if kind in PROMPT_BUILDERS else None
+    return canonical(targets_read(builder, config.get("length_targets")))
+
+
+def metric_targets(wildcards):
+    return canonical(
+        targets_read(METRICS[wildcards.metric], config.get("length_targets"))
     )
 
 

@@ -19,6 +19,6 @@ rule dataset:
             config["datasets"][wildcards.dataset].get("params", {})
         ),
         schemas=lambda wildcards: canonical(source_schemas(wildcards.dataset)),
-        length_targets=canonical(config.get("length_targets")),
+        length_targets=builder_targets,
     script:
         "../scripts/dataset.py"

@@ -1,3 +1,4 @@
+from reprolm.lock import lm_eval_revisions, locked_hub, locked_revision, locked_source
 from reprolm.models.local import adapter_base, adapter_hashes, local_checkpoint_hash
 
 
@@ -22,7 +23,9 @@ rule raw_source:
         "../envs/core.yaml"
     params:
         code=raw_source_code,
-        spec=lambda wildcards: canonical(config["sources"][wildcards.source]),
+        spec=lambda wildcards: canonical(
+            locked_source(config["sources"][wildcards.source], LOCK)
+        ),
     script:
         "../scripts/raw_source.py"
 
@@ -82,7 +85,9 @@ rule download_base_model:
         "../envs/train.yaml"
     params:
         code=library_code("download_base_model.py"),
-        hub=lambda wildcards: canonical(config["base_models"][wildcards.base]["hub"]),
+        hub=lambda wildcards: canonical(
+            locked_hub(config["base_models"][wildcards.base]["hub"], LOCK, "model")
+        ),
     script:
         "../scripts/download_base_model.py"
 
@@ -151,6 +156,7 @@ rule lm_eval_task_data:
         "../envs/evaluate.yaml"
     params:
         code=library_code("lm_eval_task_data.py"),
+        revisions=lambda wildcards: lm_eval_revisions(LOCK, wildcards.task),
     script:
         "../scripts/lm_eval_task_data.py"
 
@@ -164,6 +170,7 @@ rule nltk_data:
         "../envs/evaluate.yaml"
     params:
         code=library_code("nltk_data.py"),
+        locked=lambda wildcards: LOCK.get(f"nltk {wildcards.package}", {}).get("sha256"),
     script:
         "../scripts/nltk_data.py"
 
@@ -179,6 +186,11 @@ rule download_hub_model:
         code=library_code("download_hub_model.py"),
         repo=lambda wildcards: lookups.hub_model_repo(
             config, f"resources/hub_models/{wildcards.repo}"
+        ),
+        revision=lambda wildcards: locked_revision(
+            LOCK,
+            "model",
+            lookups.hub_model_repo(config, f"resources/hub_models/{wildcards.repo}"),
         ),
     script:
         "../scripts/download_hub_model.py"

@@ -25,7 +25,7 @@ rule finetune:
     params:
         code=library_code("finetune.py"),
         recipe=lambda wildcards: canonical(
-            lookups.recipe_spec(config, wildcards.recipe)
+            lookups.finetune_spec(config, wildcards.recipe)
         ),
         add_tokens=lambda wildcards: canonical(
             lookups.finetune_tokens(config, wildcards.recipe)

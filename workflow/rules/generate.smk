@@ -31,12 +31,12 @@ for api in (False, True):
             **generation_job(api)["params"],
             code=library_code("generate.py"),
             promptset=lambda wildcards: canonical(
-                lookups.promptset_spec(config, wildcards.promptset)
+                lookups.generation_spec(config, wildcards.promptset)
             ),
             length_prompt=lambda wildcards: canonical(
                 lookups.length_prompt(config, wildcards.recipe)
             ),
-            length_targets=canonical(config.get("length_targets")),
+            length_targets=prompt_targets,
             shard_size=config["generation"]["shard_size"],
             progress_root="results/checkpoints/generate/{base}/{recipe}/{promptset}",
             seed=lambda wildcards: lookups.sampling_seed(config, wildcards.promptset),

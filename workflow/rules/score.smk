@@ -15,7 +15,7 @@ rule score:
         runtime=score_resource("runtime"),
     params:
         code=metric_code,
-        length_targets=canonical(config.get("length_targets")),
+        length_targets=metric_targets,
         settings=lambda wildcards: canonical(
             config.get("metrics", {}).get(wildcards.metric, {})
         ),

@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 from pathlib import Path
 
 import reprolm.studies  # noqa: F401  (the studies register their own dataset builders)

@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 from reprolm.models.base import download_base_model
 from reprolm.provenance import tracked_step
 

@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 from reprolm.generate.run import generate_promptset
 from reprolm.length import configured_targets
 from reprolm.provenance import tracked_step

@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 from reprolm.aggregate.report_pages import write_headline_summary
 from reprolm.provenance import tracked_step
 

@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 from reprolm.aggregate.judge_agreement import released_items
 from reprolm.io import write_json
 from reprolm.provenance import tracked_step

@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver(warm_up="lm_eval")
-
 from reprolm.io import write_json
 from reprolm.provenance import tracked_step
 from reprolm.score.suites import run_suite

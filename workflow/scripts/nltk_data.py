@@ -1,9 +1,5 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 from reprolm.data.hub_assets import download_nltk_package
 from reprolm.provenance import tracked_step
 
 with tracked_step(snakemake):
-    download_nltk_package(snakemake.wildcards.package, snakemake.output[0])
+    download_nltk_package(snakemake.wildcards.package, snakemake.output[0], snakemake.params.locked)

@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 from pathlib import Path
 
 from reprolm.aggregate.paper_comparison import write_paper_comparison

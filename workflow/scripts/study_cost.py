@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 import reprolm.studies  # noqa: F401  (the studies register their own rules' stages)
 from reprolm.io import atomic_path
 from reprolm.provenance import tracked_step

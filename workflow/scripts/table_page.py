@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 from reprolm.aggregate.report_pages import write_table_page
 from reprolm.provenance import tracked_step
 

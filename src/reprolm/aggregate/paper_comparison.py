@@ -14,8 +14,10 @@ paper's figure, the same figure of the models that stand in for it (the entry's
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -179,6 +181,7 @@ DIRECTION_COLUMNS = [
     "verdict",
     "shown",
     "shown after Holm",
+    "not expected here",
 ]
 SMOKE_CHECK = "smoke check"
 
@@ -263,6 +266,7 @@ def direction_table(
     lists: Mapping[str, list] | None = None,
     min_units: int = MIN_UNITS,
     min_seeds: int = MIN_SEEDS,
+    not_expected: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Each effect: the two figures compared (a number stands for itself, such as chance),
     their difference with the 95% interval of its bootstrap replicates (paired when both
@@ -274,7 +278,9 @@ def direction_table(
     below, or holding zero), no interval, or not made (the run lacks a figure). ``p (Holm)``
     adjusts for the number of claims tested (smoke checks are not in the family), and
     ``shown after Holm`` asks it to be under 0.05 too. ``lists``: the config values of the
-    claims' ``for_each`` keys (:func:`claim_lists`)."""
+    claims' ``for_each`` keys (:func:`claim_lists`). ``not expected here``: the config's reason
+    why this run is not expected to show the claim (``claims.not_expected``), else empty."""
+    not_expected = not_expected or {}
     rows = []
     for source, spec in sources:
         directions = expand_directions(spec.get("directions", []), lists or {}, source)
@@ -318,6 +324,7 @@ def direction_table(
                     "seeds": seeds,
                     "interval": interval,
                     "verdict": _verdict(interval, units or 0, seeds or 0, min_units, min_seeds),
+                    "not expected here": not_expected.get(item["claim"]),
                 }
             )
     # Only claims at the scale of a claim form the family Holm's adjustment counts.
@@ -419,13 +426,25 @@ def claim_lists(config: Mapping, specs: Iterable[Mapping]) -> dict[str, list | N
 
 
 def claim_settings(config: Mapping, headlines_file: str | Path, declared: Mapping[str, Mapping]) -> dict:
-    """The comparison job's config: the ``claims`` thresholds and the ``for_each`` lists."""
+    """The comparison job's config: the ``claims`` thresholds, the ``for_each`` lists and the
+    claims this run is not expected to show (``claims.not_expected``: claim as a run words it
+    -> why), each of those checked to be worded as one of the claims is (its placeholders
+    filled with anything: a smaller config that leaves the claim out keeps the entry)."""
     claims = config.get("claims", {})
     specs = [load_headlines(headlines_file), *declared.values()]
+    not_expected = claims.get("not_expected", {})
+    templates = [entry["claim"] for spec in specs for entry in spec.get("directions", [])]
+    patterns = [re.compile(re.sub(r"\\\{\w+\\\}", ".+", re.escape(template))) for template in templates]
+    for claim in not_expected:
+        if not any(pattern.fullmatch(claim) for pattern in patterns):
+            close = difflib.get_close_matches(claim, templates, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; the claims: {templates}"
+            raise HeadlineError(f"claims.not_expected: {claim!r} is not worded as any claim{hint}")
     return {
         "min_units": claims.get("min_units", MIN_UNITS),
         "min_seeds": claims.get("min_seeds", MIN_SEEDS),
         "lists": claim_lists(config, specs),
+        "not_expected": dict(not_expected),
     }
 
 
@@ -452,6 +471,7 @@ def write_paper_comparison(
         settings.get("lists", {}),
         settings.get("min_units", MIN_UNITS),
         settings.get("min_seeds", MIN_SEEDS),
+        settings.get("not_expected", {}),
     )
     write_table(headline, Path(headline_csv).parent, Path(headline_csv).stem, decimals=3, markdown=False)
     # p-values keep their precision: a rounded 0.000 says less than the replicates do.

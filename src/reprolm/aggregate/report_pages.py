@@ -181,6 +181,12 @@ def headline_summary(headlines_csv: str | Path, directions_csv: str | Path) -> s
             "this run's model": made["this run model"],
         }
     )
+    # A claim the config says this run is not expected to show, with its reason.
+    not_expected = "".join(
+        f"<p>Not expected in this run: <em>{html.escape(claim)}</em>: {html.escape(reason)}</p>"
+        for claim, reason in zip(directions["claim"], directions.get("not expected here", []), strict=False)
+        if reason
+    )
     unmade = len(headlines) - len(made)
     note = (
         f"<p>{unmade} of the papers' {len(headlines)} headline figures are not made by this run "
@@ -192,6 +198,7 @@ def headline_summary(headlines_csv: str | Path, directions_csv: str | Path) -> s
         SUMMARY_STYLE
         + "<h3>Directions of effect</h3>"
         + effects.to_html(index=False, border=0, escape=True, justify="left", classes="summary directions")
+        + not_expected
         + "<h3>Headline figures</h3>"
         + figures.to_html(index=False, border=0, escape=True, justify="left", classes="summary headlines")
         + note

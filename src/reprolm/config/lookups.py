@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from reprolm.errors import ConfigError
+from reprolm.generate.prompts import PROMPTSET_KEYS as GENERATION_PROMPTSET_KEYS
+from reprolm.generate.prompts import RECIPE_KEYS as GENERATION_RECIPE_KEYS
 from reprolm.length import TargetSet
 from reprolm.models.templates import OWN_TEMPLATE, named_template
 from reprolm.paths import (
@@ -47,6 +49,19 @@ def promptset_spec(config: Mapping, name: str) -> dict:
     """The prompt set a generation's name samples (``{promptset}-seed{n}`` is its prompt
     set's), less its ``seeds``."""
     return _without_seeds(config["promptsets"][split_seed(name)[0]])
+
+
+def finetune_spec(config: Mapping, name: str) -> dict:
+    """What a finetune reads of its recipe (:func:`recipe_spec`): all of it but the keys
+    only generation reads (:data:`reprolm.generate.prompts.RECIPE_KEYS`)."""
+    return {key: value for key, value in recipe_spec(config, name).items() if key not in GENERATION_RECIPE_KEYS}
+
+
+def generation_spec(config: Mapping, name: str) -> dict:
+    """What a generation reads of its prompt set (:func:`promptset_spec`): the keys
+    :data:`reprolm.generate.prompts.PROMPTSET_KEYS` names; its dataset and split are its
+    input file, its ``reference`` is read by the judges only."""
+    return {key: value for key, value in promptset_spec(config, name).items() if key in GENERATION_PROMPTSET_KEYS}
 
 
 def _seed_of(config: Mapping, name: str) -> int:

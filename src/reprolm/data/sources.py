@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import codecs
 import json
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from reprolm.config.hub_ids import _on_the_hub
 from reprolm.data.released_ratings import (
     convert_released,
     not_downloaded,
@@ -23,6 +25,8 @@ from reprolm.data.released_ratings import (
 from reprolm.data.schemas import DataError
 from reprolm.data.upstream import load_records, make_fixture, validate_records
 from reprolm.io import atomic_path
+from reprolm.pinned import fetch_locked_file, pinned_commit
+from reprolm.provenance.records import note_read
 
 SPLIT_ORDER = "splits.json"
 # The packaged `datasets` builder that reads a file, by the file's extension.
@@ -114,30 +118,64 @@ def fetch_splits(spec: dict) -> dict[str, list[dict]]:
         return read
     hub = spec["hub"]
     splits = hub.get("splits") or [hub.get("split", "train")]
-    try:
-        return {
-            split: renamed_columns(
-                datasets.load_dataset(
-                    hub["path"],
-                    hub.get("name"),
-                    split=split,
-                    revision=hub.get("revision"),
-                    data_files=hub.get("data_files"),
-                ),
-                columns,
-                f"sources.{source}.hub {hub['path']} ({split})",
-            ).to_list()
-            for split in splits
-        }
-    except RuntimeError as error:
-        if LOADING_SCRIPT_REFUSAL not in str(error):
-            raise
-        raise ValueError(
-            f"sources.{source}.hub.path {hub['path']!r} is a dataset loading script, which datasets "
-            f"{datasets.__version__} does not run ({error}). Name its data files instead: "
-            "hub: {path: parquet|json|csv, data_files: {split: URL}} (pinned resolve URLs, e.g. of the "
-            "hub's parquet export on refs/convert/parquet), or files: {split: path} for local copies"
-        ) from None
+    with tempfile.TemporaryDirectory(prefix="reprolm-files-") as downloads:
+        data_files, revision = _pinned_reads(source, hub, Path(downloads))
+        try:
+            return {
+                split: renamed_columns(
+                    datasets.load_dataset(
+                        hub["path"], hub.get("name"), split=split, revision=revision, data_files=data_files
+                    ),
+                    columns,
+                    f"sources.{source}.hub {hub['path']} ({split})",
+                ).to_list()
+                for split in splits
+            }
+        except RuntimeError as error:
+            if LOADING_SCRIPT_REFUSAL not in str(error):
+                raise
+            _refuse_loading_script(source, hub, error)
+
+
+def _pinned_reads(source: str, hub: Mapping, downloads: Path) -> tuple[dict | None, str | None]:
+    """What a hub source reads, pinned and recorded (the step's ``read``): its hub dataset at
+    the lock's commit (an unpinned run: the hub's commit now), and each file it names by URL
+    fetched into ``downloads`` with its sha256 checked against the lock's (``locked_files``).
+    Returns the data files as ``datasets`` reads them and the dataset's revision."""
+
+    revision = hub.get("revision")
+    if _on_the_hub(hub["path"]):
+        revision = pinned_commit("dataset", hub["path"], revision)
+        note_read({"kind": "dataset", "repo": hub["path"], "name": hub.get("name"), "revision": revision})
+    files = hub.get("data_files")
+    if not files:
+        return files, revision
+    locked = hub.get("locked_files") or {}
+    local: dict = {}
+    for split, urls in files.items():
+        paths = []
+        for index, url in enumerate([urls] if isinstance(urls, str) else urls):
+            if "://" not in url:
+                paths.append(url)
+                continue
+            target = downloads / split / f"{index}-{Path(url.split('?')[0]).name}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            digest = fetch_locked_file(url, target, locked.get(url), f"sources.{source}.hub.data_files.{split}")
+            note_read({"kind": "url", "url": url, "sha256": digest})
+            paths.append(str(target))
+        local[split] = paths
+    return local, revision
+
+
+def _refuse_loading_script(source: str, hub: Mapping, error: RuntimeError) -> None:
+    import datasets
+
+    raise ValueError(
+        f"sources.{source}.hub.path {hub['path']!r} is a dataset loading script, which datasets "
+        f"{datasets.__version__} does not run ({error}). Name its data files instead: "
+        "hub: {path: parquet|json|csv, data_files: {split: URL}} (pinned resolve URLs, e.g. of the "
+        "hub's parquet export on refs/convert/parquet), or files: {split: path} for local copies"
+    ) from None
 
 
 def _load_files(builder: str, split: str, paths: list[str], where: str):

@@ -46,7 +46,7 @@ def word_count_instruction(instruction: str, target_name: str, targets: TargetSe
     return f"{instruction}\nThe response should have a word count of {phrase} words."
 
 
-@reads_length_targets
+@reads_length_targets()
 def target_length_prompts(rows, length_prompt: str, targets: TargetSet) -> PromptBatch:
     """Ruler models: the assistant header followed by the target's MLT, stopping at any
     further MLT. Other models: the word-count instruction as the user's turn."""
@@ -68,6 +68,11 @@ def instruction_prompts(rows, length_prompt: str, targets: TargetSet) -> PromptB
     """The row's ``instruction`` as the user's turn, nothing added."""
     return PromptBatch([user_turn(r["instruction"]) for r in rows])
 
+
+# What a generation reads of its prompt set, and of its model's recipe (the rest of a recipe
+# is the finetune's): a generation's params hold these and nothing else of them.
+PROMPTSET_KEYS = ("prompt", "template", "sampling", "category_sampling")
+RECIPE_KEYS = ("length_prompt",)
 
 PROMPT_BUILDERS: Registry[Callable[..., PromptBatch]] = Registry("prompt kind")
 PROMPT_BUILDERS.register("target_length", target_length_prompts)

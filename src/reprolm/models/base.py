@@ -8,6 +8,8 @@ from collections.abc import Mapping
 
 from reprolm.io import atomic_path
 from reprolm.paths import REMOTE_CODE_MARKER
+from reprolm.pinned import pinned_commit
+from reprolm.provenance.records import note_read
 
 log = logging.getLogger(__name__)
 
@@ -16,25 +18,29 @@ def download_base_model(hub: Mapping, output: str) -> None:
     """A hub checkpoint's files (weights, config, tokenizer) into ``output``; with
     ``chat_template_from``, the chat template of that tokenizer (hub id or path) replaces the
     checkpoint's own, as studies that train a base model on an instruct model's template do;
-    with ``trust_remote_code``, its Python files come too and its own code may run later."""
+    with ``trust_remote_code``, its Python files come too and its own code may run later.
+    Read at the commit the lock gives as ``revision`` (an unpinned run: the one the hub serves
+    now), which the step's record names (``read``)."""
     from huggingface_hub import snapshot_download
 
     patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
+    revision = pinned_commit("model", hub["path"], hub.get("revision"))
     with atomic_path(output) as tmp:
         # A checkpoint's own modelling code only where the config opted in.
         snapshot_download(
             repo_id=hub["path"],
-            revision=hub.get("revision"),
+            revision=revision,
             local_dir=str(tmp),
             allow_patterns=patterns + (["*.py"] if hub.get("trust_remote_code") else []),
         )
+        note_read({"kind": "model", "repo": hub["path"], "revision": revision})
         if hub.get("trust_remote_code"):
             (tmp / REMOTE_CODE_MARKER).write_text(f"{hub['path']}: base_models.*.hub.trust_remote_code is true\n")
         if hub.get("chat_template_from"):
-            adopt_chat_template(str(tmp), hub["chat_template_from"])
+            adopt_chat_template(str(tmp), hub["chat_template_from"], hub.get("chat_template_revision"))
 
 
-def adopt_chat_template(model_dir: str, source: str) -> None:
+def adopt_chat_template(model_dir: str, source: str, revision: str | None = None) -> None:
     """Saves ``source``'s chat template as the template of the tokenizer in ``model_dir``,
     changing nothing else of it: the template goes to ``chat_template.jinja`` (where
     transformers reads it) and any other copy of it is removed, instead of re-saving the
@@ -44,7 +50,9 @@ def adopt_chat_template(model_dir: str, source: str) -> None:
 
     from transformers import AutoTokenizer
 
-    template = AutoTokenizer.from_pretrained(source).chat_template
+    if revision:
+        note_read({"kind": "model", "repo": source, "revision": revision, "read_for": "chat template"})
+    template = AutoTokenizer.from_pretrained(source, revision=revision).chat_template
     if not template:
         raise ValueError(f"chat_template_from: {source!r} has no chat template")
     folder = Path(model_dir)

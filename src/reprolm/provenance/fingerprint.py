@@ -19,11 +19,8 @@ value, not through its attributes, counts as wholly used.
 from __future__ import annotations
 
 import ast
-import atexit
 import hashlib
 import importlib
-import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -36,10 +33,6 @@ PACKAGE_DIR = Path(reprolm.__file__).resolve().parent
 PREAMBLE = "<module>"  # a module's top-level statements that define no name
 
 Ref = tuple[str, str]  # (module, top-level name)
-# Job fingerprints computed by earlier processes, beside the package's bytecode: every
-# Snakemake invocation (each dry run, each cluster job's own parse) asks for them all, and the
-# analysis takes seconds.
-DISK_CACHE = PACKAGE_DIR / "__pycache__" / "job-fingerprints.json"
 
 
 def module_file(module: str) -> Path | None:
@@ -227,68 +220,11 @@ def fingerprint(entries: Iterable[Ref]) -> str:
     return digest.hexdigest()
 
 
-def package_digest() -> str:
-    """The hash of every module of the package: a fingerprint computed under another digest is
-    not reused."""
-    digest = hashlib.sha256()
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        digest.update(f"{path.relative_to(PACKAGE_DIR)}\0".encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-class DiskCache:
-    """Job fingerprints kept across processes in ``DISK_CACHE``, valid for one content of the
-    package (its digest) and keyed by the script's content and the entries. A cache that cannot
-    be read or written is simply not used: the fingerprint is then computed."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.package = package_digest()
-        try:
-            stored = json.loads(path.read_text())
-        except (OSError, ValueError):
-            stored = {}
-        self.jobs: dict[str, str] = stored.get("jobs", {}) if stored.get("package") == self.package else {}
-        self.added = False
-
-    @staticmethod
-    def key(script: str, plugins: tuple[Ref, ...]) -> str:
-        return f"{hashlib.sha256(Path(script).read_bytes()).hexdigest()} {json.dumps(plugins)}"
-
-    def add(self, key: str, value: str) -> None:
-        self.jobs[key] = value
-        self.added = True
-
-    def save(self) -> None:
-        """Written whole under a name of this process's, then renamed over the last one."""
-        if not self.added:
-            return
-        partial = self.path.with_name(f"{self.path.name}.{os.getpid()}")
-        try:
-            self.path.parent.mkdir(exist_ok=True)
-            partial.write_text(json.dumps({"package": self.package, "jobs": self.jobs}))
-            os.replace(partial, self.path)
-        except OSError:
-            partial.unlink(missing_ok=True)
-
-
-@cache
-def disk_cache() -> DiskCache:
-    stored = DiskCache(DISK_CACHE)
-    atexit.register(stored.save)
-    return stored
-
-
 @cache
 def job_code(script: str, *plugins: Ref) -> str:
     """The fingerprint of a job: what its script imports, plus the registry entries (the
     job's metric, builder or table writer) it dispatches to."""
-    stored = disk_cache()
-    key = stored.key(script, plugins)
-    if key not in stored.jobs:
-        stored.add(key, fingerprint([*script_entries(script), *plugins]))
-    return stored.jobs[key]
+    return fingerprint([*script_entries(script), *plugins])
 
 
 def entry_of(function) -> Ref:

@@ -63,6 +63,8 @@ def lineage(path: str | Path, root: str | Path = ".") -> dict:
         inputs = [_key(item["path"]) for group in record.get("inputs", {}).values() for item in group]
         artifacts[current] = {
             **{name: record.get(name) for name in SHOWN_FIELDS},
+            # The remote inputs a download read: each repository's commit, each file's sha256.
+            **({"read": record["read"]} if record.get("read") else {}),
             "sha256": _recorded_output_hash(record, current),
             "inputs": inputs,
         }
@@ -106,6 +108,14 @@ def _describe(path: str, entry: dict) -> str:
     )
 
 
+def describe_read(item: dict) -> str:
+    """A remote input as a step read it: a hub repository at its commit, a file by its sha256."""
+    if item.get("revision"):
+        subset = f" ({item['name']})" if item.get("name") else ""
+        return f"{item.get('kind')} {item.get('repo')}{subset} at commit {item['revision']}"
+    return f"{item.get('kind')} {item.get('url') or item.get('package')} sha256 {item.get('sha256')}"
+
+
 def format_tree(graph: dict, show_params: bool = False) -> str:
     """The lineage as an indented tree, each artifact described and expanded once: a shared
     ancestor's later mentions only name it."""
@@ -123,6 +133,8 @@ def format_tree(graph: dict, show_params: bool = False) -> str:
             return
         lines.append(prefix + connector + _describe(path, entry))
         expanded.add(path)
+        for item in entry.get("read") or []:
+            lines.append(prefix + child_prefix + "    read: " + describe_read(item))
         if show_params and entry.get("params"):
             lines.append(prefix + child_prefix + "    params: " + json.dumps(entry["params"], sort_keys=True))
         for index, child in enumerate(entry["inputs"]):
@@ -197,6 +209,53 @@ def verify(paths: Iterable[str | Path], root: str | Path = ".") -> Verification:
             for output in record.get("outputs", []):
                 found[(output["path"], f"inputs changed since it was made: {', '.join(changed)}")] = None
     result.findings = [Finding(path, problem) for path, problem in found]
+    return result
+
+
+def _read_key(item: dict) -> str:
+    return f"{item.get('kind')} {item.get('repo') or item.get('url') or item.get('package')}"
+
+
+def _read_value(item: dict) -> str:
+    return str(item.get("revision") or item.get("sha256"))
+
+
+def verify_downloads(paths: Iterable[str | Path], against: str | Path, root: str | Path = ".") -> Verification:
+    """Check the downloads under ``paths`` (records that name what they ``read``: a fresh
+    download, say, in a new run folder at ``root``) against the records of the same artifacts
+    in the run folder ``against``: each input read at the same commit (or sha256), and each
+    downloaded file of the same content."""
+    root, against = Path(root), Path(against)
+    result = Verification()
+    for record_path in record_files(root / p for p in paths):
+        record = json.loads(record_path.read_text())
+        if not record.get("read"):
+            continue
+        result.checked += 1
+        for output in record.get("outputs", []):
+            original = read_record(against / output["path"])
+            if original is None:
+                result.findings.append(Finding(output["path"], f"no record of it in {against}"))
+                continue
+            read_then = {_read_key(item): _read_value(item) for item in original.get("read") or []}
+            for item in record["read"]:
+                then = read_then.get(_read_key(item))
+                if then != _read_value(item):
+                    result.findings.append(
+                        Finding(
+                            output["path"], f"read {_read_key(item)} at {_read_value(item)}, the original at {then}"
+                        )
+                    )
+            recorded = {o["path"]: o for o in original.get("outputs", [])}.get(output["path"], {})
+            if recorded.get("sha256") != output["sha256"]:
+                files, then_files = output.get("files") or {}, recorded.get("files") or {}
+                differing = sorted(
+                    name
+                    for name in set(files) | set(then_files)
+                    if (files.get(name) or [None] * 3)[2] != (then_files.get(name) or [None] * 3)[2]
+                )
+                shown = f": {', '.join(differing)}" if differing else ""
+                result.findings.append(Finding(output["path"], f"content differs from the original's{shown}"))
     return result
 
 

@@ -37,6 +37,14 @@ def note(section: str, facts: Mapping) -> None:
         notes[section] = dict(facts)
 
 
+def note_read(item: Mapping) -> None:
+    """Add ``item`` (a remote input as the step read it: its repository and commit, or URL
+    and sha256) to the ``read`` list of the running step's record."""
+    notes = _STEP_NOTES.get()
+    if notes is not None:
+        notes.setdefault("read", []).append(dict(item))
+
+
 def _output_entry(path: str) -> dict:
     if Path(path).is_dir():
         manifest = folder_manifest(path)

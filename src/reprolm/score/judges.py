@@ -4,7 +4,9 @@ A judge is configured under ``judges:`` by ``kind``:
 
 - ``reward_model``: a sequence-classification checkpoint with one output (a recipe with
   ``objective: reward``, or a hub reward model). ``score`` is its scalar at the end of the
-  conversation; ``prefer`` is the Bradley-Terry probability sigmoid(r_answer - r_reference).
+  conversation (``compat: original``: after an extra empty assistant header, as GEM's
+  ``evaluation_reward.py`` reads it); ``prefer`` is the Bradley-Terry probability
+  sigmoid(r_answer - r_reference).
 - ``flr``: follow-up likelihood as reward (:mod:`reprolm.score.flr`) from a causal LM;
   ``prefer`` is Bradley-Terry on the two rewards.
 - ``chat_endpoint``: an OpenAI-compatible chat-completions endpoint. ``score`` asks for a
@@ -58,12 +60,42 @@ DEFAULT_ANNOTATOR = "weighted_alpaca_eval_gpt4_turbo"
 Conversation = list[dict]  # [{"role", "content"}, ...], ending with the assistant's answer
 
 
+@dataclass(frozen=True)
+class RewardReadout:
+    """Where a reward model's scalar is read: at the rendered conversation's last token, the
+    chat rendered with or without a trailing generation prompt."""
+
+    name: str
+    add_generation_prompt: bool
+    protocol_note: str = ""
+
+
+# ``paper``: the answer's end of turn. ``original``: GEM's evaluation_reward.py renders the
+# chat with add_generation_prompt=True after the answer, so its reward is read at the last
+# token of an extra, empty assistant header.
+REWARD_READOUTS: Registry[RewardReadout] = Registry("reward read-out")
+REWARD_READOUTS.register("paper", RewardReadout("paper", add_generation_prompt=False))
+REWARD_READOUTS.register(
+    "original",
+    RewardReadout("original", add_generation_prompt=True, protocol_note="; read after an extra assistant header"),
+)
+
+
 class RewardModelJudge:
     kind = "reward_model"
     scale = "reward (unbounded)"
     protocol = "reward model: grade = reward; preference = sigmoid(r_answer - r_reference)"
 
-    def __init__(self, model_path: str, batch_size: int = 8, max_length: int = 1024, precision: str = "float32"):
+    def __init__(
+        self,
+        model_path: str,
+        batch_size: int = 8,
+        max_length: int = 1024,
+        precision: str = "float32",
+        compat: str = "paper",
+    ):
+        self.readout = REWARD_READOUTS.get(compat, "reward model compat")
+        self.protocol = RewardModelJudge.protocol + self.readout.protocol_note
         from transformers import AutoModelForSequenceClassification
 
         from reprolm.models.loading import device_map, input_device, load_tokenizer, torch_dtype, trusts_remote_code
@@ -94,10 +126,12 @@ class RewardModelJudge:
         pad = self.tokenizer.pad_token_id
         scores: list[float] = []
         for start in range(0, len(conversations), self.batch_size):
-            # The head reads the last token, where the answer ends: over-long conversations
-            # lose their beginning, never their end.
+            # The head reads the last token (the answer's end, or the trailing header's under
+            # ``compat: original``): over-long conversations lose their beginning, never their end.
             encoded = [
-                self.tokenizer.apply_chat_template(c, tokenize=True, return_dict=True)["input_ids"][-self.max_length :]
+                self.tokenizer.apply_chat_template(
+                    c, tokenize=True, return_dict=True, add_generation_prompt=self.readout.add_generation_prompt
+                )["input_ids"][-self.max_length :]
                 for c in conversations[start : start + self.batch_size]
             ]
             width = max(map(len, encoded))
@@ -435,6 +469,7 @@ def _reward_model_judge(spec: Mapping, files: Mapping[str, str], seed: int, name
         batch_size=spec.get("batch_size", 8),
         max_length=spec.get("max_length", 1024),
         precision=spec.get("precision", "float32"),
+        compat=spec.get("compat", "paper"),
     )
 
 

@@ -64,8 +64,8 @@ class TaskSpec:
 
 @cache
 def task_manager() -> TaskManager:
-    """lm-eval's index of built-in tasks; built once per process (and under the fork server,
-    once per run), since it parses every task YAML lm-eval ships (about 5 s)."""
+    """lm-eval's index of built-in tasks; built once per process, since it parses every task
+    YAML lm-eval ships (about 5 s)."""
     from lm_eval.tasks import TaskManager
 
     return TaskManager()
@@ -354,6 +354,8 @@ def _summarise(spec: TaskSpec, config: dict[str, Any], output: dict) -> dict[str
         "n_docs": output["n-samples"][spec.task]["effective"],
         "n_docs_available": output["n-samples"][spec.task]["original"],
         "num_fewshot": output["n-shot"][spec.task],
+        # How a generation task answered: greedy or sampled, and how long it could answer.
+        "generation_kwargs": config.get("generation_kwargs"),
         "task_version": output["versions"][spec.task],
         "data": str(spec.data_dir)
         if spec.data_dir is not None
@@ -387,8 +389,8 @@ def environment_report() -> dict[str, Any]:
     which runs pip and other subprocesses, about 1.5 s), collected once per process.
 
     Every ``simple_evaluate`` call attaches it to its results, which reprolm does not keep;
-    within one process (and under the fork server, one run) the environment does not
-    change, so one report serves every evaluation.
+    within one process the environment does not change, so one report serves every
+    evaluation.
     """
     from lm_eval.loggers.utils import add_env_info
 
@@ -591,27 +593,3 @@ def evaluate_tasks(
         "apply_chat_template": apply_chat_template,
         "tasks": summaries,
     }
-
-
-# What cache_lm_eval_task records of the datasets it fetched.
-TASK_DATA_MANIFEST = "manifest.json"
-
-
-def cache_lm_eval_task(task: str | Mapping, output: str | Path) -> dict:
-    """Load ``task`` (a built-in task's name, a group's, or a task config) as lm-eval does,
-    which downloads its datasets into the datasets cache; ``output`` records which datasets
-    and how many documents per split, so the job that reads them depends on this step and its
-    provenance says what was read."""
-    loaded = task_manager().load([task])["tasks"]
-    manifest = {
-        name: {
-            "dataset_path": loaded_task.config.dataset_path,
-            "dataset_name": loaded_task.config.dataset_name,
-            "documents": {split: loaded_task.dataset[split].num_rows for split in sorted(loaded_task.dataset)},
-        }
-        for name, loaded_task in sorted(loaded.items())
-    }
-    with atomic_path(output) as tmp:
-        tmp.mkdir()
-        (tmp / TASK_DATA_MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return manifest

@@ -42,7 +42,7 @@ def _ran_to_limit(rows) -> list[bool | None]:
 
 
 @METRICS.register("length_levels")
-@reads_length_targets
+@reads_length_targets("level", "pm", "fm")
 def length_levels(rows, context) -> dict:
     """PM/FM per level and per target, exact-length rate and RMSE, and the raw counts; per
     output its word count, target, prompt id and whether it ran to ``max_new_tokens``."""
@@ -62,7 +62,7 @@ def length_levels(rows, context) -> dict:
 
 
 @METRICS.register("length_multi_mlt")
-@reads_length_targets
+@reads_length_targets("pm", "fm")
 def length_multi_mlt(rows, context) -> dict:
     """FM per target and their mean; per output its word count, target, prompt id (each
     prompt is asked at every target), which the tables resample by prompt, and whether it
@@ -80,7 +80,7 @@ def length_multi_mlt(rows, context) -> dict:
 
 
 @METRICS.register("length_self_mlt")
-@reads_length_targets
+@reads_length_targets("fm")
 def length_self_mlt(rows, context) -> dict:
     """The MLTs a model chose, FM against their windows and mean words; per output its word
     count, leading MLT, prompt id and whether it ran to ``max_new_tokens``."""

@@ -49,7 +49,16 @@ def original_answer(text: str) -> str | None:
     the first match of its number pattern after the last marker, commas dropped, as an
     integer rounded half to even (Python's ``round``): "3.5" gives "4", "2.5" gives "2",
     "1,250,000" gives "1250", "3/4" gives "1", "7/0" gives "7"; None where the original
-    finds none or refuses a fraction whose parts are not numbers."""
+    finds none or refuses a fraction whose parts are not numbers. Where its reading raises
+    ("7/00" divides by zero, a 400-digit number overflows) the original's callers catch
+    the error and count the answer as unparsed: None here too."""
+    try:
+        return _original_reading(text)
+    except (ZeroDivisionError, OverflowError):
+        return None
+
+
+def _original_reading(text: str) -> str | None:
     parts = text.replace("the answer is", "The answer is").split("The answer is")
     if len(parts) < 2:
         return None

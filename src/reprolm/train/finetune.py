@@ -20,7 +20,6 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from reprolm.forkserver import collect_less_often
 from reprolm.io import atomic_path, link_or_copy_tree
 from reprolm.oserrors import folder_bytes, naming_os_faults, os_fault
 from reprolm.provenance import recorded_hash
@@ -488,7 +487,6 @@ def restore_finished(spec: FinetuneSpec) -> bool:
 def main(argv: list[str] | None = None) -> None:
     """Entry point for launchers: ``python -m reprolm.train.finetune SPEC.json``."""
     argv = sys.argv[1:] if argv is None else argv
-    collect_less_often()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     spec = FinetuneSpec.load(argv[0])

@@ -20,8 +20,9 @@ class Gem(Study):
         names prompts whose checks could not run here and why. ``gsm8k``: greedy accuracy, majority
         voting and best-of-N (the reference among the first k samples, i.e. pass@k) at the largest
         k; ``gsm8k_scaling`` every k. ``chat``: the reward model's mean score of the best of n
-        samples per prompt at the seed's n (``gem.best_of_n.headline``); ``chat_best_of_n``
-        best-of-n and mean-of-n for every n. ``diversity_*``: the n-gram distinct ratio (unique /
+        samples per prompt at the seed's n (``gem.best_of_n.headline``), columns marked ``[judge]``
+        by the judges graded beside (``gem.best_of_n.beside``); ``chat_best_of_n`` best-of-n and
+        mean-of-n for every n and judge. ``diversity_*``: the n-gram distinct ratio (unique /
         all n-grams across a prompt's samples, mean over n = 1, 2, 3, x100), self-BLEU diversity
         (100 - mean BLEU of each sample against the others) and sentence-embedding diversity ((1 -
         mean pairwise cosine) x 100), each the mean over prompts. In ``gsm8k`` and ``diversity_*``
@@ -35,8 +36,11 @@ class Gem(Study):
     table_captions = {
         "ifeval": """\
             lm-eval's IFEval accuracies x100: prompt and instruction level, strict and loose
-            (``Prompt-Level`` and ``Instruction-Level`` are the loose ones), and their mean;
-            ``not scored`` names prompts whose checks could not run here and why. ``lo`` / ``hi``:
+            (``Prompt-Level`` and ``Instruction-Level`` are the loose ones), and their mean, by
+            the suite's first IFEval task, whose decoding ``protocol`` names (greedy, or sampled
+            with one answer kept as the original GEM evaluation did); columns marked ``[task]``:
+            the same by another IFEval task of the suite (another protocol); ``not scored``
+            names prompts whose checks could not run here and why. ``lo`` / ``hi``:
             95% percentile bootstrap interval over the prompts, paired across models.
         """,
         "gsm8k": """\
@@ -54,11 +58,14 @@ class Gem(Study):
         "chat": """\
             The reward model's mean score of the best of n samples per chat prompt, the best of
             the first n of each prompt's samples, at each n of ``gem.best_of_n.headline`` (the
-            seed's is 8). ``lo`` / ``hi``: 95% percentile bootstrap interval over prompts, paired
-            across models.
+            seed's is 8). Columns marked ``[judge]``: the same by a judge graded beside
+            (``gem.best_of_n.beside``), e.g. the reward model read at the answer's end of turn
+            where the headline judge reads it after an extra assistant header as the original
+            ``evaluation_reward.py`` does. ``lo`` / ``hi``: 95% percentile bootstrap interval over
+            prompts, paired across models.
         """,
         "chat_best_of_n": """\
-            Best-of-n and mean-of-n reward scores for every n. ``lo`` / ``hi``: 95% percentile
+            Best-of-n and mean-of-n reward scores for every n, by each judge (``judge``). ``lo`` / ``hi``: 95% percentile
             bootstrap interval over prompts.
         """,
         "reward_model": """\
@@ -92,6 +99,8 @@ class Gem(Study):
         if best_of_n:
             require(best_of_n["promptset"], config.get("promptsets", {}), "gem.best_of_n.promptset")
             require_grader(best_of_n["judge"], config.get("judges", {}), "gem.best_of_n.judge")
+            for judge in best_of_n.get("beside", []):
+                require_grader(judge, config.get("judges", {}), "gem.best_of_n.beside")
             samples = config["promptsets"][best_of_n["promptset"]]["sampling"].get("n", 1)
             if max(best_of_n["ns"]) > samples:
                 raise ConfigError(
@@ -121,7 +130,8 @@ class Gem(Study):
         if not best_of_n:
             return paths
         paths += [
-            grade_path(best_of_n["judge"], base, recipe, best_of_n["promptset"])
+            grade_path(judge, base, recipe, best_of_n["promptset"])
+            for judge in [best_of_n["judge"], *best_of_n.get("beside", [])]
             for base, recipe in self.models(config)
             if recipe in best_of_n.get("recipes", [recipe])
         ]
@@ -136,7 +146,8 @@ class Gem(Study):
         best_of_n = config["gem"].get("best_of_n")
         if not best_of_n:
             return {}
-        return {name: [best_of_n["judge"]] for name in ("chat", "chat_best_of_n", "reward_model")}
+        graders = [best_of_n["judge"], *best_of_n.get("beside", [])]
+        return {"chat": graders, "chat_best_of_n": graders, "reward_model": [best_of_n["judge"]]}
 
 
 register_study(Gem())

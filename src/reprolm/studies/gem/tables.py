@@ -51,23 +51,51 @@ def _definitions(data: Mapping) -> list[tuple[str, Mapping]]:
     return [("", data)] + [(f" [{name}]", variant) for name, variant in data.get("variants", {}).items()]
 
 
+def generation_protocol(kwargs: Mapping | None) -> str:
+    """How an lm-eval generation task answered, from its generation kwargs: greedy, or
+    sampled at its temperature, top-p and top-k; and its token budget."""
+    if kwargs is None:
+        return "not recorded"
+    budget = f"{kwargs['max_gen_toks']} tokens" if "max_gen_toks" in kwargs else "the task's token budget"
+    if not kwargs.get("do_sample"):
+        return f"greedy, {budget}"
+    knobs = [
+        f"{name} {kwargs[key]}"
+        for name, key in (("T", "temperature"), ("top-p", "top_p"), ("top-k", "top_k"))
+        if key in kwargs
+    ]
+    return f"sampled ({', '.join(knobs)}), one sample, {budget}"
+
+
 def ifeval_table(scores: list[Score], study: Mapping, models: list) -> pd.DataFrame:
     """Per model: the four IFEval accuracies x 100 and their mean, each with its bootstrap
     over prompts (documents); how many prompts were scored, and which instructions could not
-    be checked here and why."""
+    be checked here and why. The suite's first IFEval task fills the columns, its protocol
+    (greedy or sampled) named in ``protocol``; each further IFEval task (another protocol)
+    fills the same columns again, marked ``[task name]``."""
     rows = []
     for base, recipe in models:
         score = _find(scores, "lm_eval", base, recipe, study["lm_eval_suite"])
-        for spec, summary in score.data["tasks"].items() if score else []:
-            if summary["task"] != "ifeval":
-                continue
-            row = _row(study, base, recipe)
+        tasks = score.data["tasks"] if score else {}
+        # The suite's order (the score file's keys are sorted).
+        ifeval = (
+            [(spec, tasks[spec]) for spec in score.data.get("task_order", tasks) if tasks[spec]["task"] == "ifeval"]
+            if score
+            else []
+        )
+        if not ifeval:
+            continue
+        row = _row(study, base, recipe)
+        for index, (spec, summary) in enumerate(ifeval):
+            mark = "" if index == 0 else f" [{spec}]"
             estimates = lm_eval_estimates(score, {spec: list(IFEVAL_COLUMNS.values())})[spec]
-            row.update({column: estimates[key].scaled(100) for column, key in IFEVAL_COLUMNS.items()})
-            row["Avg"] = mean_of_estimates([row[column] for column in IFEVAL_COLUMNS])
-            row["prompts scored"] = summary["n_docs"]
+            figures = {f"{column}{mark}": estimates[key].scaled(100) for column, key in IFEVAL_COLUMNS.items()}
+            row.update(figures)
+            row[f"Avg{mark}"] = mean_of_estimates(list(figures.values()))
+            row[f"protocol{mark}"] = generation_protocol(summary.get("generation_kwargs"))
+            row[f"prompts scored{mark}"] = summary["n_docs"]
             unscored = summary.get("unscored")
-            row["not scored"] = (
+            row[f"not scored{mark}"] = (
                 ""
                 if not unscored
                 else (
@@ -75,7 +103,7 @@ def ifeval_table(scores: list[Score], study: Mapping, models: list) -> pd.DataFr
                     + "; ".join(f"{instruction}: {why}" for instruction, why in unscored["instructions"].items())
                 )
             )
-            rows.append(row)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -127,37 +155,44 @@ def gsm8k_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.
 def chat_tables(scores: list[Score], study: Mapping, models: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Reward of the best of n samples per prompt at each ``headline`` n (the seed reports
     n = 8; default the largest n), and the best-of-n and mean-of-n reward at every n; each
-    with its bootstrap over prompts."""
+    with its bootstrap over prompts. The judges graded ``beside`` the headline one add their
+    own columns (marked ``[judge]``) and rows."""
     spec = study["best_of_n"]
+    ns = spec["ns"]
     headline, by_n = [], []
     for base, recipe in models:
-        graded = _find(scores, f"grade_{spec['judge']}", base, recipe, spec["promptset"])
-        if graded is None:
-            continue
-        rewards: dict = {}
-        for prompt_id, _sample, grades in sorted(
-            zip(graded.data["ids"], graded.data["samples"], graded.data["grades"], strict=True)
-        ):
-            rewards.setdefault(prompt_id, []).append(grades[-1])
-        ns = spec["ns"]
-        prompts = list(rewards)
-        result = {
-            n: {
-                name: mean_of(values, prompts)
-                for name, values in best_and_mean_per_prompt(list(rewards.values()), n).items()
+        row = _row(study, base, recipe)
+        for judge in [spec["judge"], *spec.get("beside", [])]:
+            graded = _find(scores, f"grade_{judge}", base, recipe, spec["promptset"])
+            if graded is None:
+                continue
+            rewards: dict = {}
+            for prompt_id, _sample, grades in sorted(
+                zip(graded.data["ids"], graded.data["samples"], graded.data["grades"], strict=True)
+            ):
+                rewards.setdefault(prompt_id, []).append(grades[-1])
+            prompts = list(rewards)
+            result = {
+                n: {
+                    name: mean_of(values, prompts)
+                    for name, values in best_and_mean_per_prompt(list(rewards.values()), n).items()
+                }
+                for n in ns
             }
-            for n in ns
-        }
-        headline.append(
-            {
-                **_row(study, base, recipe),
-                **{f"Reward (Best-of-N @{n})": result[n]["best"] for n in spec.get("headline", ns[-1:])},
-            }
-        )
-        by_n += [
-            {**_row(study, base, recipe), "n": n, "best-of-n": result[n]["best"], "mean-of-n": result[n]["mean"]}
-            for n in ns
-        ]
+            mark = "" if judge == spec["judge"] else f" [{judge}]"
+            row.update({f"Reward (Best-of-N @{n}){mark}": result[n]["best"] for n in spec.get("headline", ns[-1:])})
+            by_n += [
+                {
+                    **_row(study, base, recipe),
+                    "judge": judge,
+                    "n": n,
+                    "best-of-n": result[n]["best"],
+                    "mean-of-n": result[n]["mean"],
+                }
+                for n in ns
+            ]
+        if len(row) > len(_row(study, base, recipe)):
+            headline.append(row)
     return pd.DataFrame(headline), pd.DataFrame(by_n)
 
 

@@ -28,7 +28,7 @@ def _shuffled_single_turn(ctx: BuildContext, rng: random.Random) -> list[dict]:
     return data
 
 
-@reads_length_targets
+@reads_length_targets()
 def build_tlg(ctx: BuildContext) -> dict[str, list[dict]]:
     """The Target Length Generation test set: first ``num`` shuffled single-turn prompts."""
     rng = random.Random(ctx.params["seed"])
@@ -66,7 +66,7 @@ def _longest_answer(answers: list[str]) -> str:
     return longest
 
 
-@reads_length_targets
+@reads_length_targets("bin")
 def build_ruler_train(ctx: BuildContext) -> dict[str, list[dict]]:
     """MLT-binned SFT data: OpenHermes (after the TLG rows), then LongForm, then ELI5.
 
@@ -102,7 +102,7 @@ def _arena_instructions(ctx: BuildContext) -> list[dict]:
     return [{"id": index, "Instruction": q["turns"][0]["content"]} for index, q in enumerate(questions)]
 
 
-@reads_length_targets
+@reads_length_targets()
 def build_multi_mlt(ctx: BuildContext) -> dict[str, list[dict]]:
     """``num`` shuffled arena questions, each asked at every target length."""
     data = _arena_instructions(ctx)

@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver(warm_up="lm_eval")
-
 from reprolm.provenance import tracked_step
 from reprolm.score.lm_eval_bridge import TaskSpec
 from reprolm.stopping import watch_for_stop

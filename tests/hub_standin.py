@@ -1,0 +1,81 @@
+"""Local stand-ins for the hub and the file servers a lock reads (no network here).
+
+``HubAPIStandIn``: huggingface_hub's ``HfApi.model_info`` and ``dataset_info`` answer each
+known repository's current commit (changed by the test to move it upstream), and raise what
+huggingface_hub raises for the hub's 404 answers otherwise (with ``any_repo``, every repository
+is known, at a commit of its name). ``FileServerStandIn``: urllib's opener, as
+``urllib.request.urlopen`` uses it, serves each known URL's bytes with an ETag of their
+content (with ``any_url``, every URL serves its own address as its bytes), and counts GETs
+and HEADs."""
+
+from __future__ import annotations
+
+import email.message
+import hashlib
+import io
+import urllib.error
+import urllib.request
+import urllib.response
+from types import SimpleNamespace
+
+
+class HubAPIStandIn:
+    def __init__(self, monkeypatch, commits: dict[tuple[str, str], str], any_repo: bool = False):
+        from huggingface_hub import HfApi
+
+        self.commits, self.asked, self.any_repo = commits, [], any_repo
+        monkeypatch.setattr(HfApi, "model_info", lambda api, repo, **options: self.answer("model", repo, **options))
+        monkeypatch.setattr(HfApi, "dataset_info", lambda api, repo, **options: self.answer("dataset", repo, **options))
+
+    def answer(self, kind: str, repo: str, revision=None, timeout=None, **options):
+        import httpx2
+        from huggingface_hub.utils import hf_raise_for_status
+
+        self.asked.append((kind, repo, revision))
+        if (kind, repo) in self.commits:
+            return SimpleNamespace(id=repo, sha=self.commits[(kind, repo)])
+        if self.any_repo:
+            return SimpleNamespace(id=repo, sha=hashlib.sha1(f"{kind} {repo}".encode()).hexdigest())
+        url = f"https://huggingface.co/api/{kind}s/{repo}"
+        response = httpx2.Response(404, headers={"X-Error-Code": "RepoNotFound"}, request=httpx2.Request("GET", url))
+        hf_raise_for_status(response)
+
+
+class FileServerStandIn(urllib.request.BaseHandler):
+    handler_order = 100  # before urllib's own HTTP(S) handlers
+
+    def __init__(self, monkeypatch, files: dict[str, bytes], any_url: bool = False):
+        self.files, self.gets, self.heads, self.any_url = files, [], [], any_url
+        monkeypatch.setattr(urllib.request, "_opener", urllib.request.build_opener(self))
+
+    def https_open(self, request):
+        url = request.full_url
+        if self.any_url and url not in self.files:
+            self.files[url] = url.encode()
+        if url not in self.files:
+            raise urllib.error.HTTPError(url, 404, "Not Found (stand-in)", email.message.Message(), io.BytesIO())
+        body = self.files[url]
+        headers = email.message.Message()
+        headers["ETag"] = f'"{hashlib.sha1(body).hexdigest()}"'
+        headers["Content-Length"] = str(len(body))
+        if request.get_method() == "HEAD":
+            self.heads.append(url)
+            body = b""
+        else:
+            self.gets.append(url)
+        response = urllib.response.addinfourl(io.BytesIO(body), headers, url, 200)
+        response.msg = "OK"
+        return response
+
+    http_open = https_open
+
+
+NLTK_INDEX = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/index.xml"
+
+
+def nltk_index(package: str, url: str) -> bytes:
+    """NLTK's package index, listing one package at ``url``."""
+    return (
+        f'<?xml version="1.0"?><nltk_data><packages><package id="{package}" url="{url}" subdir="tokenizers" '
+        f'size="1" unzipped_size="1" unzip="1"/></packages><collections/></nltk_data>'
+    ).encode()
