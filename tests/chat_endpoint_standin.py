@@ -10,7 +10,9 @@ prompt has), choice k's words all ``s{k}``, cut to ``max_tokens`` words (finish 
 ``failures`` answer the next requests instead, one each (429 with a Retry-After of 20 ms, as
 rate-limiting APIs send; a 401 quotes the refused key, as OpenAI's does), before it answers
 again; payloads put in ``replies`` answer the next requests (status 200) the same way,
-malformed ones included."""
+malformed ones included. Its replies name the model asked for, unless ``served_as`` gives the
+``model`` (and ``system_fingerprint``) they name instead, as an API serving another snapshot
+under an alias does."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ class ChatEndpointStandIn(BaseHTTPRequestHandler):
     seen: list[dict] = []
     failures: list[int] = []
     replies: list[dict] = []
+    served_as: dict = {}
 
     def do_POST(self):  # noqa: N802 (http.server's naming)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -103,6 +106,7 @@ def _completion(body: dict, choices: list[dict]) -> dict:
         "model": body["model"],
         "choices": choices,
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        **ChatEndpointStandIn.served_as,
     }
 
 
@@ -143,6 +147,7 @@ def _alpaca_eval_verdict(prompt: str) -> tuple[str, dict]:
 def chat_endpoint():
     """The stand-in's base URL, for the length of one test."""
     ChatEndpointStandIn.seen, ChatEndpointStandIn.failures, ChatEndpointStandIn.replies = [], [], []
+    ChatEndpointStandIn.served_as = {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), ChatEndpointStandIn)
     # A short poll: shutting the server down waits for one.
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

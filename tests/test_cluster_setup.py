@@ -13,7 +13,7 @@ import yaml
 from reprolm.config.resources import check_gpu_routing
 from reprolm.errors import ConfigError
 from reprolm.hub_token import hub_environment
-from workflow_helpers import REPO, SNAKEMAKE, scratch_copy, snakemake_env
+from workflow_helpers import REPO, SNAKEMAKE, dry_run_details, scratch_copy, snakemake_env
 
 # A made-up token in the format of the hub's user tokens.
 TOKEN = "hf_reprolmTestTokenNeverReal0123456789"
@@ -191,3 +191,41 @@ def test_a_cluster_dry_run_of_paper_yaml_refuses_unrouted_gpu_jobs_and_passes_ro
     passed = paper_dry_run(work, "--configfile", "config/routed.yaml", "--default-resources", "slurm_partition=cpu")
     assert passed.returncode == 0, (passed.stdout + passed.stderr)[-3000:]
     assert "rule finetune:" in passed.stdout and "slurm_partition=gpu" in passed.stdout
+
+
+def docs_routing() -> dict:
+    """The routing docs/cluster.md's step 4 has a researcher add to their copy of paper.yaml."""
+    page = (REPO / "docs" / "cluster.md").read_text()
+    step = page[page.index("### 4. Where model jobs go") :]
+    return yaml.safe_load(step[step.index("```yaml") + len("```yaml") : step.index("```", step.index("```yaml") + 7)])
+
+
+CPU_SCORE = "results/scores/length_levels/llama3_8b_instruct/pretrained/tlg.json"
+GPU_SCORE = "results/scores/diversity/llama3_8b_gem/ce/stories.json"
+
+
+@pytest.mark.workflow
+def test_the_docs_routing_sends_gpu_score_jobs_to_the_gpu_partition_and_keeps_cpu_ones_on_the_profiles(tmp_path):
+    """paper.yaml routed as docs/cluster.md's step 4 shows, through the SLURM executor with
+    the CPU jobs' partition in the profile's default-resources: the diversity score (a GPU)
+    goes to the score stage's partition, a length score (no GPU) keeps the CPU partition
+    although `resources.score` names one, and so do the CPU jobs of routed stages (the
+    merges), which the `default` block's GPU model and partition never reach."""
+    work = scratch_copy(tmp_path / "work")
+    routed = yaml.safe_load((work / "config" / "paper.yaml").read_text())
+    for stage, settings in docs_routing()["resources"].items():
+        routed["resources"].setdefault(stage, {}).update(settings)
+    # The tests' own pattern besides: a GPU partition in the default block.
+    routed["resources"]["default"]["slurm_partition"] = "gpu"
+    (work / "config" / "routed.yaml").write_text(yaml.safe_dump(routed, sort_keys=False))
+    details = dry_run_details(
+        work,
+        *("--executor", "slurm", "--jobs", "10", "--configfile", "config/routed.yaml"),
+        *("--default-resources", "slurm_partition=cpu", "--", CPU_SCORE, GPU_SCORE),
+    )
+    jobs = {job.outputs[0]: job for job in details}
+    assert jobs[GPU_SCORE].resources["slurm_partition"] == "gpu" and jobs[GPU_SCORE].resources["gpu"] == "1"
+    assert jobs[CPU_SCORE].resources["slurm_partition"] == "cpu" and jobs[CPU_SCORE].resources["gpu"] == "0"
+    assert "gpu_model" not in jobs[CPU_SCORE].resources
+    generate = next(job for job in jobs.values() if job.rule == "generate")
+    assert generate.resources["slurm_partition"] == "gpu"

@@ -309,3 +309,25 @@ def test_a_dry_run_offline_names_the_configs_hub_ids_unchecked_once(tmp_path):
     assert "1 hub id of the config unchecked: HF_HUB_OFFLINE is set" in output
     # The default names no hub id: nothing to say.
     assert "unchecked" not in (lambda r: r.stdout + r.stderr)(snakemake(work, "-n"))
+
+
+def test_fewshot_as_multiturn_without_the_chat_template_and_a_tlg_only_model_not_a_baseline_are_refused():
+    import copy
+
+    from reprolm.checks import check_config
+    from reprolm.errors import ConfigError
+    from workflow_helpers import REPO
+
+    schema = REPO / "workflow/schemas/config.schema.yaml"
+    default = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config = copy.deepcopy(default)
+    suite = next(iter(config["lm_eval_suites"]))
+    config["lm_eval_suites"][suite].update(apply_chat_template=False, fewshot_as_multiturn=True)
+    with pytest.raises(
+        ConfigError, match=rf"^lm_eval_suites\.{suite}\.fewshot_as_multiturn: .* apply_chat_template: true$"
+    ):
+        check_config(config, schema)
+    config = copy.deepcopy(default)
+    config["ruler"]["tlg_only"] = [config["ruler"]["bases"][0]]
+    with pytest.raises(ConfigError, match=r"^ruler\.tlg_only: "):
+        check_config(config, schema)

@@ -10,10 +10,12 @@ import json
 import logging
 import re
 import time
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from snakemake.iocontainers import Namedlist
 
 from chat_endpoint_standin import ChatEndpointStandIn
 from reprolm.generate import SamplingParams
@@ -325,7 +327,78 @@ def test_the_generate_api_script_writes_generations_and_provenance_naming_the_en
     )
     # The word-count prompt adds no stop; the endpoint ends a turn by its own model's rules.
     assert record["generation"] == {"max_new_tokens": 2048, "stop": []}
+    # What the API said it served: the configured model (the stand-in sends no fingerprint).
+    assert record["endpoint"] == {
+        "configured_model": "gpt-stand-in",
+        "served": [{"model": "gpt-stand-in", "system_fingerprint": None, "replies": 3}],
+    }
     log = (tmp_path / "logs/generate/closed/pretrained/tlg.log").read_text()
     assert "gpt-stand-in" in log and "3 samples" in log
     for path in (output, provenance_path(output), "logs/generate/closed/pretrained/tlg.log"):
         assert SECRET.encode() not in (tmp_path / path).read_bytes(), path
+
+
+def test_a_table_naming_an_api_model_flags_a_served_model_other_than_the_configured_snapshot(
+    chat_endpoint, key, tmp_path
+):
+    """An alias the API resolves to another snapshot: each generation's record keeps the
+    served model id and system fingerprint, and a table page naming the model says so."""
+    from reprolm.aggregate.report_pages import served_model_notes, write_table_pages
+    from reprolm.provenance.records import tracked_step
+
+    folder = tmp_path / "results/generations/closed/pretrained"
+    folder.mkdir(parents=True)
+    output = folder / "tlg.parquet"
+
+    def generate_recorded() -> None:
+        """The generation as a recorded step (the record keeps what the API served)."""
+        job = SimpleNamespace(
+            rule="generate_api",
+            input=Namedlist(fromdict={}),
+            output=Namedlist([str(output)]),
+            params=Namedlist(fromdict={}),
+            wildcards=Namedlist(fromdict={}),
+            log=[str(tmp_path / "generate.log")],
+            threads=1,
+            config={"seed": 7},
+        )
+        with tracked_step(job):
+            generate_promptset(
+                model_path=None,
+                dataset_file=_tlg_file(tmp_path),
+                promptset={"prompt": "target_length", "sampling": {"max_new_tokens": 64}},
+                length_prompt="instruction",
+                targets=TargetSet.from_config("paper"),
+                backend="transformers",
+                backend_options={},
+                seed=7,
+                output=str(output),
+                endpoint=_endpoint(chat_endpoint),
+            )
+
+    ChatEndpointStandIn.served_as = {"model": "gpt-stand-in-2025-01-01", "system_fingerprint": "fp_51e2"}
+    generate_recorded()
+    record = json.loads((folder / "tlg.parquet.provenance.json").read_text())
+    assert record["endpoint"] == {
+        "configured_model": "gpt-stand-in",
+        "served": [{"model": "gpt-stand-in-2025-01-01", "system_fingerprint": "fp_51e2", "replies": 3}],
+    }
+    notes = served_model_notes({"closed": tmp_path / "results/generations/closed"})
+    assert notes == {
+        "closed": "closed: configured as gpt-stand-in, but the API served gpt-stand-in-2025-01-01 "
+        "(system fingerprint fp_51e2): not the configured snapshot."
+    }
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    (tables / "lengths.csv").write_text("model,words\nclosed,10\n")
+    (tables / "other.csv").write_text("model,words\nmine,10\n")
+    write_table_pages(tables, tmp_path / "pages", "ruler", served=notes)
+    assert notes["closed"] in (tmp_path / "pages/lengths.html").read_text()
+    assert "the API served" not in (tmp_path / "pages/other.html").read_text()
+    # Served as configured (and fingerprinted): no note.
+    ChatEndpointStandIn.served_as = {"system_fingerprint": "fp_51e2"}
+    generate_recorded()
+    assert json.loads((folder / "tlg.parquet.provenance.json").read_text())["endpoint"]["served"][0]["model"] == (
+        "gpt-stand-in"
+    )
+    assert served_model_notes({"closed": tmp_path / "results/generations/closed"}) == {}

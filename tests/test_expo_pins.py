@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ from reprolm.aggregate.uncertainty import Estimate
 from reprolm.paths import lm_eval_samples_path
 from reprolm.studies.expo.tables import (
     LEADERBOARD_V1,
+    LEADERBOARD_V2,
     MMLU_SUBJECTS,
     alpha_table,
     leaderboard_table,
@@ -630,3 +634,100 @@ def test_zephyr_7b_alpha_original_win_rate_matches_the_seed_table(tmp_path):
     assert len(rows) == 805
     assert round(table.value, 1) == 6.7
     assert table.low < 6.7 < table.high
+
+
+# The seed model card's Open LLM Leaderboard v2 row, and its "Detailed results" link: the
+# leaderboard's per-document outputs for the model, read from a local copy where one is given.
+CARD_V2_ROW = {"IFEval": 36.73, "BBH": 13.68, "MATH Lvl 5": 0.91, "GPQA": 3.58, "MuSR": 8.66, "MMLU-PRO": 17.24}
+DETAILS_DATASET = "open-llm-leaderboard/details_chujiezheng__Mistral7B-PairRM-SPPO-ExPO"
+DETAILS = os.environ.get("REPROLM_OPEN_LLM_DETAILS")
+SAMPLES_FILE = re.compile(r"samples_(leaderboard_\w+?)_(\d{4}-\d{2}-\d{2}T[\d\-.]+)\.jsonl$")
+
+
+def details_score(folder: Path, work: Path) -> Score:
+    """The leaderboard's released run as a score file of the v2 suite: its results file's
+    reported metrics per leaderboard task, and its per-document samples (the newest of each
+    member task) as the lm_eval rule logs them (``sample_records``)."""
+    from reprolm.io import write_json
+    from reprolm.score.lm_eval_bridge import TaskSpec, sample_records
+
+    results = json.loads(max(folder.rglob("results_*.json")).read_text())["results"]
+    newest: dict[str, Path] = {}
+    for path in sorted(folder.rglob("samples_leaderboard_*.jsonl")):
+        member = SAMPLES_FILE.search(path.name)
+        if member is None:
+            raise ValueError(f"{path}: not a samples file of a leaderboard task")
+        newest[member.group(1)] = path
+    tasks, records = {}, []
+    for name, (task, metrics, _) in LEADERBOARD_V2.items():
+        # Member tasks share the task's stem: leaderboard_bbh_navigate, leaderboard_math_algebra_hard.
+        stem = task.removesuffix("_hard")
+        members = {member: path for member, path in newest.items() if member == task or member.startswith(f"{stem}_")}
+        if not members or task not in results:
+            raise ValueError(f"{folder}: no released samples or results of {task}")
+        spec = TaskSpec(name, task, 0, metrics[0])
+        documents = set()
+        for member, path in members.items():
+            logged = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            records += sample_records(spec, logged, member)
+            documents |= {(member, sample["doc_id"]) for sample in logged}
+        tasks[name] = {"task": task, "metric": metrics[0], "metrics": results[task], "n_docs": len(documents)}
+    path = work / "results/scores/lm_eval/mistral7b_pairrm_sppo/pretrained+expo0.3/v2.json"
+    write_json({"tasks": tasks, "task_order": list(tasks)}, path)
+    with gzip.open(lm_eval_samples_path(path), "wt") as stream:
+        stream.writelines(json.dumps(record, default=str) + "\n" for record in records)
+    return Score("lm_eval", "mistral7b_pairrm_sppo", "pretrained+expo0.3", "v2", json.loads(path.read_text()), path)
+
+
+@pytest.mark.skipif(
+    not DETAILS,
+    reason=f"the leaderboard's details dataset ({DETAILS_DATASET}, linked from the seed's model card) "
+    "cannot be fetched here: set REPROLM_OPEN_LLM_DETAILS to a local copy of it",
+)
+def test_the_leaderboards_released_documents_give_the_model_cards_v2_row(tmp_path):
+    """Per-document outputs the leaderboard released, through our per-document check (each
+    task's documents reproduce its reported figure) and the v2 normalisation: the card's row."""
+    figures = leaderboard_v2_figures(details_score(Path(DETAILS), tmp_path))
+    for column, published in CARD_V2_ROW.items():
+        assert figures[column].value == pytest.approx(published, abs=0.005), column
+    assert figures["Average"].value == pytest.approx(13.47, abs=0.01)
+
+
+def test_a_details_folder_in_the_leaderboards_layout_reads_as_the_suites_own_score(tmp_path):
+    """The reader of the details dataset on a hand-built copy in its layout (a results file,
+    one samples file per member task in lm-eval's logged form): the same v2 figures as the
+    suite's own score file of the same documents."""
+    folder = tmp_path / "details" / "chujiezheng__Mistral7B-PairRM-SPPO-ExPO"
+    folder.mkdir(parents=True)
+    stamp = "2024-07-01T10-00-00.000000"
+    results = {}
+    for task, _shots, members in v2_specs().values():
+        pooled: dict[str, list] = {}
+        for member, docs in members.items():
+            lines = []
+            for doc_id, (values, choices) in enumerate(docs):
+                metrics = {key.partition(",")[0]: value for key, value in values.items()}
+                for key, value in values.items():
+                    pooled.setdefault(key, []).append(value)
+                lines.append(
+                    {
+                        "doc_id": doc_id,
+                        "filter": "none",
+                        "metrics": list(metrics),
+                        **metrics,
+                        "arguments": {
+                            f"gen_args_{c}": {"arg_0": "context", "arg_1": f"choice {c}"} for c in range(choices)
+                        },
+                        "target": "0",
+                        "filtered_resps": ["0"],
+                    }
+                )
+            (folder / f"samples_{member}_{stamp}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        results[task] = {key: float(np.mean(values)) for key, values in pooled.items()}
+    (folder / f"results_{stamp}.json").write_text(json.dumps({"results": results}))
+    released = leaderboard_v2_figures(details_score(tmp_path / "details", tmp_path / "work"))
+    own = leaderboard_v2_figures(write_score(tmp_path / "own", "aligned/pretrained", "v2", v2_specs()))
+    assert {column: figure.value for column, figure in released.items()} == pytest.approx(
+        {column: figure.value for column, figure in own.items()}
+    )
+    assert released["GPQA"].value == pytest.approx(100 * (0.5 - 0.25) / 0.75)

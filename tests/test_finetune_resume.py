@@ -24,13 +24,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from transformers import TrainerControl
 
 from finetune_helpers import MLT_TOKENS, TRAIN_ROWS, tiny_finetune_inputs
 from reprolm.provenance import content_hash
 from reprolm.train import finetune
 from reprolm.train.finetune import FinetuneSpec
+from reprolm.train.stop_on_signal import SaveEveryMinutes
 
 EPOCHS, BATCH, ACCUMULATION, SAVE_STEPS = 6, 2, 2, 4
 STEPS_PER_EPOCH = TRAIN_ROWS // (BATCH * ACCUMULATION)
@@ -186,6 +189,53 @@ def test_killed_finetune_resumes_from_its_checkpoint_to_the_same_weights(uninter
     assert not killed.checkpoint_dir.exists()
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.slow
+def test_a_finetune_saving_once_per_epoch_also_saves_every_save_minutes_and_resumes_from_it(uninterrupted):
+    """A recipe without save_steps saves once per epoch (GEM's and FLR's in paper.yaml); its
+    timed checkpoint (save_minutes, here 30 ms: every step or two) is one mid-epoch, where a
+    hard kill (SIGKILL, no signal to save on) leaves it, and the rerun resumes from it to the
+    uninterrupted run's weights."""
+    import torch
+    from safetensors.torch import load_file
+
+    root = uninterrupted
+    timed = spec(root, "timed")
+    timed.recipe = {key: value for key, value in RECIPE.items() if key != "save_steps"} | {"save_minutes": 0.0005}
+    first = start(root, timed, "timed")
+    kill_after_first_checkpoint(first, timed.checkpoint_dir)
+    checkpoints = complete_checkpoints(timed.checkpoint_dir)
+    assert 0 < min(checkpoints) < STEPS_PER_EPOCH, sorted(checkpoints)
+    rerun = start(root, timed, "timed-rerun")
+    assert finish(rerun) == 0, (root / "timed-rerun.log").read_text()[-3000:]
+    rerun_log = (root / "timed-rerun.log").read_text()
+    resumed_step = int(
+        re.search(r"Resuming training from checkpoint with epoch \d+ and global step (\d+)", rerun_log)[1]
+    )
+    assert resumed_step in checkpoints and resumed_step % STEPS_PER_EPOCH != 0
+    reference = load_file(Path(spec(root, "whole").output_dir) / "model.safetensors")
+    resumed = load_file(Path(timed.output_dir) / "model.safetensors")
+    assert all(torch.equal(reference[name], resumed[name]) for name in reference)
+
+
+def test_the_timed_save_comes_at_the_first_step_end_after_its_minutes_and_restarts_at_each_save():
+    clock = [0.0]
+    callback = SaveEveryMinutes(2, clock=lambda: clock[0])
+    args, state = SimpleNamespace(device="cpu"), SimpleNamespace()
+    callback.on_train_begin(args, state, TrainerControl())
+    saved = []
+    for step, now in enumerate([30, 90, 119, 121, 150, 200, 241, 250]):
+        clock[0] = now
+        control = callback.on_step_end(args, state, TrainerControl())
+        if control.should_save:
+            saved.append(step)
+            callback.on_save(args, state, control)
+        elif now == 200:
+            # The recipe's own save (save_steps or an epoch's end) restarts the clock too.
+            callback.on_save(args, state, control)
+    assert saved == [3]
+
+
 def test_checkpoint_folder_changes_when_the_starting_model_is_rebuilt(tmp_path):
     """A finetune resumes only checkpoints made from the same starting weights: the spec's
     key carries the starting checkpoint's recorded content hash, not only its path."""
@@ -215,6 +265,7 @@ from reprolm.stopping import JobStopped, STOPPED_EXIT_STATUS, watch_for_stop
 from reprolm.provenance import content_hash
 from reprolm.train import finetune
 from reprolm.train.finetune import FinetuneSpec
+from reprolm.train.stop_on_signal import SaveEveryMinutes
 from reprolm.train.launch import launch
 
 watch_for_stop()

@@ -1,23 +1,38 @@
 """FLR's FLASK and MT-Bench single-score benchmarks converted from the files their makers
 released (kaistAI/FLASK's GPT-4 reviews; FastChat's MT-Bench questions, model answers and
 GPT-4 single-answer grades): values per row, a malformed row named by file, row and field, a
-missing file refused with its path and URL, and paper.yaml's declared files through the real
-``raw_source`` rule.
+missing file refused with its path and URL, the download rule's checksums, and paper.yaml's
+declared files downloaded by the real ``released_file`` rule and converted by ``raw_source``.
 
-The files are written here in the released formats (their field names, our own rows).
+The files are written here in the released formats (their field names, our own rows) and
+served by a local HTTP server, a stand-in for the public URLs (no internet here).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
+import logging
+import re
+import shutil
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
 
 from reprolm.checks import check_config
+from reprolm.data.released_ratings import (
+    FASTCHAT_MT_BENCH_URL,
+    FLASK_REVIEW_BLOBS,
+    KNOWN_CHECKSUMS,
+    download_released_file,
+    released_files,
+)
 from reprolm.data.schemas import DataError
-from reprolm.data.sources import read_source, source_inputs, write_source
+from reprolm.data.sources import read_source, write_source
 from reprolm.errors import ConfigError
 from workflow_helpers import REPO, scratch_copy, snakemake
 
@@ -212,25 +227,90 @@ def test_a_malformed_row_names_its_file_row_and_field_and_writes_nothing(tmp_pat
     assert not (tmp_path / "raw").exists()
 
 
-def test_a_missing_file_is_refused_with_its_path_and_url_and_a_dry_run_warns(tmp_path):
+def test_a_missing_file_is_refused_with_its_path_and_url(tmp_path):
     files = write_mt_bench(tmp_path)
     Path(files["answers"][1]).unlink()
-    spec = released("mt_bench_single", files)
     with pytest.raises(FileNotFoundError) as refused:
-        source_inputs("mt_bench_single", spec, dry_run=False, warn=print)
+        write_source({"name": "mt_bench_single", **released("mt_bench_single", files)}, tmp_path / "raw/mt")
     assert str(refused.value) == (
         "sources.mt_bench_single: 1 released file(s) are not downloaded yet:\n"
         f"sources.mt_bench_single.released.files.answers: {files['answers'][1]}: no such file; download "
         f"{MT_BENCH_URL}model_answer/llama-13b.jsonl (one model's MT-Bench answers) to that path "
         "(relative to the working directory)"
     )
-    warnings = []
-    assert source_inputs("mt_bench_single", spec, dry_run=True, warn=warnings.append) == [
-        files["questions"],
-        files["answers"][0],
-        files["judgments"],
-    ]
-    assert warnings == [f"{refused.value}\n(a dry run leaves them out; a real run is refused until they are there)"]
+    assert not (tmp_path / "raw").exists()
+
+
+@pytest.fixture
+def file_server(tmp_path):
+    """A local HTTP server of the folder it returns, standing in for the released files'
+    public URLs; ``url`` is its address."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+REFERENCE_QUESTIONS = REPO / "config/reference/fastchat/mt_bench/question.jsonl"
+
+
+def test_a_download_is_checked_against_its_published_checksum_or_records_its_own(tmp_path, file_server, caplog):
+    served, url = file_server
+    shutil.copy(REFERENCE_QUESTIONS, served / "question.jsonl")
+    write_mt_bench(served / "mt")
+    files = {
+        "questions": str(tmp_path / "q/question.jsonl"),
+        "answers": [str(tmp_path / "a/gpt-4.jsonl")],
+        "judgments": str(tmp_path / "j/gpt-4_single.jsonl"),
+    }
+    spec = released("mt_bench_single", files)
+    spec["released"]["urls"] = {"questions": url, "answers": url + "mt/model_answer", "judgments": url + "nowhere/"}
+    questions, answers, judgments = released_files("mt_bench_single", spec)
+    # The checksum is the public URL's, whoever serves the file.
+    assert questions.url == url + "question.jsonl"
+    assert questions.checksum == KNOWN_CHECKSUMS[FASTCHAT_MT_BENCH_URL + "question.jsonl"]
+    assert questions.checksum == "sha256:119565adbab82227089cefdb44c8d7e2cf04dc0a0ec233634c82e7d4e2a944f7"
+    assert answers.url == url + "mt/model_answer/gpt-4.jsonl" and answers.checksum is None
+    with caplog.at_level(logging.INFO):
+        download_released_file(questions)
+        download_released_file(answers)
+    assert Path(files["questions"]).read_bytes() == REFERENCE_QUESTIONS.read_bytes()
+    assert f"matches its published checksum {questions.checksum}" in caplog.text
+    assert Path(files["answers"][0]).read_bytes() == (served / "mt/model_answer/gpt-4.jsonl").read_bytes()
+    assert "has no published checksum; this download's is sha256:" in caplog.text
+
+    # Other bytes than the published file's: refused, naming both checksums, nothing left.
+    Path(files["questions"]).unlink()
+    (served / "question.jsonl").write_bytes(REFERENCE_QUESTIONS.read_bytes().replace(b"81", b"18", 1))
+    with pytest.raises(ValueError, match=r"download's checksum is sha256:[0-9a-f]{64}, the published one sha256:1195"):
+        download_released_file(questions)
+    # A URL that answers 404, then a host that cannot be reached: the URL and the path to copy to.
+    with pytest.raises(OSError, match=r"nowhere/gpt-4_single\.jsonl could not be downloaded \(File not found\); "):
+        download_released_file(judgments)
+    spec["released"]["urls"]["judgments"] = "http://127.0.0.1:9/"
+    unreachable = released_files("mt_bench_single", spec)[2]
+    with pytest.raises(OSError, match=rf"copy it to {files['judgments']} \(relative to the working directory\)"):
+        download_released_file(unreachable)
+    # No file, nor a partial one, where the refused downloads were to go.
+    assert [list((tmp_path / folder).iterdir()) for folder in ("q", "j")] == [[], []]
+
+
+def test_flask_reviews_are_checked_against_their_git_blobs_at_the_pinned_commit(tmp_path, file_server):
+    served, url = file_server
+    write_jsonl(served / "gpt4_review.jsonl", [flask_review(1, "q", "a", {"readability": 4})])
+    spec = released("flask_reviews", {"reviews": [str(tmp_path / "gpt4_review.jsonl")]})
+    [public] = released_files("flask", spec)
+    assert public.url == FLASK_URL + "gpt4_review.jsonl"
+    assert public.checksum == "git-blob:41412f1b7131710a193ab899d5bc4e25c8fd40da"
+    spec["released"]["urls"] = {"reviews": url}
+    [mirrored] = released_files("flask", spec)
+    with pytest.raises(ValueError, match=r"checksum is git-blob:[0-9a-f]{40}, the published one git-blob:41412f1b"):
+        download_released_file(mirrored)
+    assert not (tmp_path / "gpt4_review.jsonl").exists()
 
 
 def test_config_check_refuses_a_released_source_that_does_not_fit_its_format():
@@ -261,32 +341,67 @@ def test_config_check_refuses_a_released_source_that_does_not_fit_its_format():
 
 
 @pytest.mark.workflow
-def test_paper_config_converts_its_declared_files_through_the_raw_source_rule(tmp_path):
-    """paper.yaml's FLASK and MT-Bench sources: a real run without the files is refused before
-    any job, naming each path and URL; with stand-in files at the declared paths the real
-    rule converts them."""
-    work = scratch_copy(tmp_path)
-    paper = ["--configfile", "config/paper.yaml", "--"]
-    refused = snakemake(work, *paper, "resources/raw/flask", check=False)
-    assert refused.returncode != 0
-    assert "sources.flask: 15 released file(s) are not downloaded yet" in refused.stderr
-    assert (
-        "sources.flask.released.files.reviews: resources/manual/flr/flask/gpt4_review.jsonl: no such file; "
-        f"download {FLASK_URL}gpt4_review.jsonl" in refused.stderr
-    )
-    assert not (work / "resources/raw").exists() and not (work / "logs/raw_source").exists()
-
+def test_paper_config_downloads_its_declared_files_and_converts_them(tmp_path, file_server):
+    """paper.yaml's FLASK and MT-Bench sources, fetched by the real ``released_file`` rule from
+    a mirror of their URLs (``urls``; the stand-in for the public ones) and converted by
+    ``raw_source``: MT-Bench's question file matches its published checksum, the Space's files
+    have none and are taken; FLASK's stand-in reviews are not FLASK's bytes, so their
+    downloads fail naming both checksums, and the same files copied by hand are used as they
+    are."""
+    served, url = file_server
+    work = scratch_copy(tmp_path / "work")
     sources = yaml.safe_load((work / "config/paper.yaml").read_text())["sources"]
     reviews = sources["flask"]["released"]["files"]["reviews"]
     for path in reviews:
-        write_jsonl(work / path, [flask_review(1, "Rewrite this.", f"{Path(path).stem} rewrites.", {"readability": 3})])
+        row = flask_review(1, "Rewrite this.", f"{Path(path).stem} rewrites.", {"readability": 3})
+        write_jsonl(served / "flask" / Path(path).name, [row])
     mt_files = sources["mt_bench_single"]["released"]["files"]
     models = [Path(path).stem for path in mt_files["answers"]]
-    write_jsonl(work / mt_files["questions"], [mt_bench_question(81)])
-    for path, model in zip(mt_files["answers"], models):
-        write_jsonl(work / path, [mt_bench_answer(81, model)])
-    write_jsonl(work / mt_files["judgments"], [mt_bench_grade(81, model, 2, 6) for model in models])
-    snakemake(work, *paper, "resources/raw/flask", "resources/raw/mt_bench_single")
+    shutil.copy(REFERENCE_QUESTIONS, served / "question.jsonl")
+    for model in models:
+        write_jsonl(served / "model_answer" / f"{model}.jsonl", [mt_bench_answer(81, model)])
+    write_jsonl(served / "model_judgment/gpt-4_single.jsonl", [mt_bench_grade(81, model, 2, 6) for model in models])
+    mirror = {
+        "extends": "config/paper.yaml",
+        "sources": {
+            "flask": {"released": {"urls": {"reviews": url + "flask/"}}},
+            "mt_bench_single": {
+                "released": {
+                    "urls": {"questions": url, "answers": url + "model_answer/", "judgments": url + "model_judgment/"}
+                }
+            },
+        },
+    }
+    (work / "mirror.yaml").write_text(yaml.safe_dump(mirror))
+    paper = ["--configfile", "mirror.yaml", "--"]
+    snakemake(work, *paper, "resources/raw/mt_bench_single")
+    log = (work / "logs/released_file" / mt_files["questions"]).with_suffix(".jsonl.log").read_text()
+    assert "matches its published checksum sha256:119565ad" in log
+    judgments_log = (work / "logs/released_file" / f"{mt_files['judgments']}.log").read_text()
+    assert "has no published checksum; this download's is sha256:" in judgments_log
+    record = json.loads((work / f"{mt_files['judgments']}.provenance.json").read_text())
+    [output] = record["outputs"]
+    assert output["sha256"] == hashlib.sha256((served / "model_judgment/gpt-4_single.jsonl").read_bytes()).hexdigest()
+
+    refused = snakemake(work, *paper, "resources/raw/flask", check=False)
+    assert refused.returncode != 0
+    # Snakemake stops after the first failed downloads; each one's log ends with its refusal.
+    tried = [path for path in reviews if (work / "logs/released_file" / f"{path}.log").exists()]
+    assert tried
+    for path in tried:
+        name = Path(path).name
+        flask_log = (work / "logs/released_file" / f"{path}.log").read_text()
+        assert re.search(
+            rf"sources\.flask\.released\.files\.reviews: \S+/flask/{re.escape(name)}: the download's checksum is "
+            rf"git-blob:[0-9a-f]{{40}}, the published one git-blob:{FLASK_REVIEW_BLOBS[name]}",
+            flask_log.strip().splitlines()[-1],
+        ), flask_log[-2000:]
+    assert not any((work / path).exists() for path in reviews) and not (work / "resources/raw/flask").exists()
+    # Copied by hand: no download, the files as they are.
+    (work / reviews[0]).parent.mkdir(parents=True, exist_ok=True)
+    for path in reviews:
+        shutil.copy(served / "flask" / Path(path).name, work / path)
+    snakemake(work, *paper, "resources/raw/flask")
 
     flask = read_source(work / "resources/raw/flask", "rated_utterances")
     assert [row["model"] for row in flask] == [Path(path).stem.removesuffix("_review") for path in reviews]
@@ -296,10 +411,7 @@ def test_paper_config_converts_its_declared_files_through_the_raw_source_rule(tm
     ]
     mt_bench = read_source(work / "resources/raw/mt_bench_single", "rated_utterances")
     assert len(mt_bench) == 31 and [row["model"] for row in mt_bench] == models
-    assert mt_bench[9]["conversation"] == [
-        "First question 81?",
-        "gpt-4 answers 81.",
-        "Follow-up to 81?",
-        "gpt-4 follows up 81.",
-    ]
+    # MT-Bench's own question 81, downloaded, with the stand-in answers.
+    hawaii = json.loads(REFERENCE_QUESTIONS.read_text().splitlines()[0])["turns"]
+    assert mt_bench[9]["conversation"] == [hawaii[0], "gpt-4 answers 81.", hawaii[1], "gpt-4 follows up 81."]
     assert {row["score"] for row in mt_bench} == {6.0}

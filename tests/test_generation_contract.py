@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import sys
 import types
 
@@ -175,6 +176,70 @@ def test_one_bos_whether_the_template_the_tokenizer_or_both_add_it():
     # A model that expects none and a template that writes none (GPT-2): no BOS at all.
     tokenizer._tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     assert bos not in prompt_token_ids(tokenizer, "<|user|>\nHello")
+
+
+def test_prompt_bos_tokenizer_gives_the_originals_doubled_bos_where_template_and_tokenizer_both_add_one():
+    """Ruler's run_exp.py rendered the chat template to text and handed vLLM the string,
+    which the tokenizer encodes with its special tokens: BOS twice for Llama-3, Mistral, Gemma
+    and DeepSeek (template and tokenizer both add it), once for a tokenizer that adds none."""
+    tokenizer = _tokenizer()
+    bos = tokenizer.bos_token_id
+    text = _chat(tokenizer, "Describe the blue door.\nThe response should have a word count of 10 words.")
+    sampling = SamplingParams(max_new_tokens=4)
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|bos|> $A", special_tokens=[("<|bos|>", bos)]
+    )
+    body = tokenizer(text, add_special_tokens=False).input_ids
+    assert body[0] == bos and body.count(bos) == 1
+    (doubled,) = make_request(tokenizer, [text], sampling, prompt_bos="tokenizer").prompt_token_ids
+    assert doubled == [bos, *body]
+    (one,) = make_request(tokenizer, [text], sampling).prompt_token_ids
+    assert one == body
+    # A tokenizer that prepends nothing (Qwen, Yi): the original's ids are the one-BOS ones.
+    tokenizer._tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    assert make_request(tokenizer, [text], sampling, prompt_bos="tokenizer").prompt_token_ids == [body]
+    with pytest.raises(ValueError, match=r"^prompt_bos: 'two' is not one of \['one', 'tokenizer'\]"):
+        make_request(tokenizer, [text], sampling, prompt_bos="two")
+
+
+def test_a_baseline_prompt_set_with_prompt_bos_tokenizer_sends_the_doubled_bos(mlt_model_dir, tmp_path, monkeypatch):
+    """What the ``generate`` job sends for Ruler's `tlg_doubled_bos` prompt set: the
+    word-count prompts with two BOS ids where the tokenizer prepends one."""
+    from transformers import AutoTokenizer
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(mlt_model_dir, model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    bos = tokenizer.bos_token_id
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|bos|> $A", special_tokens=[("<|bos|>", bos)]
+    )
+    tokenizer.save_pretrained(model_dir)
+    targets = configured_targets([{"name": "10", "level": 0, "pm": [0, 20], "fm": [0, 20], "bin": [5, 15]}])
+    rows = [{"Instruction": "Describe the boats.", "TargetLength": "10"}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "tlg.parquet")
+    sent = {}
+    for prompt_bos in ("one", "tokenizer"):
+        stand_in = RecordingVLLMStandIn(lambda ids: [ids[-2], ids[-3]])
+        monkeypatch.setitem(sys.modules, "vllm", stand_in.module)
+        generate_promptset(
+            model_path=model_dir,
+            dataset_file=str(tmp_path / "tlg.parquet"),
+            promptset={"prompt": "target_length", "prompt_bos": prompt_bos, "sampling": {"max_new_tokens": 8}},
+            length_prompt="instruction",
+            targets=targets,
+            backend="vllm",
+            backend_options={},
+            seed=0,
+            output=str(tmp_path / f"{prompt_bos}.parquet"),
+        )
+        (prompt,) = stand_in.prompts
+        sent[prompt_bos] = prompt["prompt_token_ids"]
+    assert sent["tokenizer"][:2] == [bos, bos] and sent["tokenizer"][1:] == sent["one"]
+    assert sent["one"].count(bos) == 1
+    # The records show the same prompt text either way.
+    texts = {name: pq.read_table(tmp_path / f"{name}.parquet").column("prompt").to_pylist() for name in sent}
+    assert texts["one"] == texts["tokenizer"]
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,8 @@ FLOORS = [
         "oserrors",
         "stages",
         "forkserver",
-        "pinned",
+        "pins",
+        "gpu_check",
         "hub_token",
     },
     {"provenance"},
@@ -48,11 +49,10 @@ FLOORS = [
 # test, so that the list only shrinks.
 DOWNLOADS = (
     "issue 49's downloads: an lm-eval task's datasets are fetched (data.hub_assets) through the "
-    "lm-eval bridge and the lock's task expansion (lock.leaf_tasks), and a hub source's check of "
-    "a hub id is config.hub_ids'; their place is beside the lm-eval bridge and on the ground floor"
+    "lm-eval bridge, and a hub source's check of a hub id is config.hub_ids'; their place is "
+    "beside the lm-eval bridge and on the ground floor (reprolm.pins)"
 )
 KNOWN_UPWARD = {
-    ("reprolm.data.hub_assets", "reprolm.lock"): DOWNLOADS,
     ("reprolm.data.hub_assets", "reprolm.score"): DOWNLOADS,
     ("reprolm.data.sources", "reprolm.config"): DOWNLOADS,
 }

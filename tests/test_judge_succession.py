@@ -269,3 +269,87 @@ def test_a_judged_tables_page_carries_its_judges_caption_and_an_unjudged_one_non
         "Cohen&#x27;s kappa 0.400 (results/tables/judge_agreement/expo.csv).</p>"
     ) in page
     assert "class='caption'" not in (tmp_path / "pages" / "lm_eval.html").read_text()
+
+
+def test_agreement_intervals_on_the_released_verdicts_with_a_stand_in_successor():
+    """GPT-4 Turbo's released verdicts, judged again by a stand-in successor that prefers the
+    longer answer: raw agreement and kappa as sklearn computes them, each with an interval
+    over the instructions whose draws are the instruction bootstrap's."""
+    from sklearn.metrics import cohen_kappa_score
+
+    from reprolm.aggregate.judge_agreement import verdict, verdict_agreement
+
+    items = released_items(RELEASED)
+    successor = [float(len(i["answer"]) > len(i["reference"])) for i in items]
+    intervals = verdict_agreement(items, successor)
+    first, second = [verdict(i["original"]) for i in items], [verdict(s) for s in successor]
+    assert intervals["raw_agreement"].value == pytest.approx(100 * np.mean(np.array(first) == np.array(second)))
+    assert intervals["kappa"].value == pytest.approx(cohen_kappa_score(first, second))
+    # An instruction's two items (one per generator) are drawn together: draw 0 by hand.
+    instructions = list(dict.fromkeys(i["instruction"] for i in items))
+    drawn = [instructions[unit] for unit in unit_draws(instructions)[0]]
+    rows = [index for instruction in drawn for index, i in enumerate(items) if i["instruction"] == instruction]
+    assert intervals["kappa"].replicates[0] == pytest.approx(
+        cohen_kappa_score([first[r] for r in rows], [second[r] for r in rows])
+    )
+    for estimate in intervals.values():
+        assert estimate.low <= estimate.value <= estimate.high and estimate.high > estimate.low
+    # The table's row carries them (agreement as a share).
+    identity = {"original judge": "gpt4_turbo", "successor judge": "standin"}
+    overall = {row["model"]: row for row in agreement_rows(items, successor, identity)}["all"]
+    assert overall["kappa lo"] == pytest.approx(intervals["kappa"].low)
+    assert overall["raw_agreement hi"] == pytest.approx(intervals["raw_agreement"].high / 100)
+
+
+def test_a_balanced_sample_takes_each_generators_verdicts_in_equal_numbers():
+    from reprolm.aggregate.judge_agreement import balanced_sample, verdict
+
+    items = released_items(RELEASED)
+    sample = balanced_sample(items, per_outcome=20, seed=0)
+    counts = pd.DataFrame(
+        [(i["model"], verdict(i["original"])) for i in sample], columns=["model", "verdict"]
+    ).value_counts()
+    # OpenHermes: 2 of its 60 verdicts prefer the answer; FuseChat's are split 20 / 20 here.
+    released = pd.DataFrame([(i["model"], verdict(i["original"])) for i in items], columns=["model", "verdict"])
+    rarer = released[released["model"] == "OpenHermes-2.5-Mistral-7B"]["verdict"].value_counts().min()
+    assert counts.to_dict() == {
+        ("FuseChat-Llama-3.2-3B-Instruct", "answer"): 20,
+        ("FuseChat-Llama-3.2-3B-Instruct", "reference"): 20,
+        ("OpenHermes-2.5-Mistral-7B", "answer"): rarer,
+        ("OpenHermes-2.5-Mistral-7B", "reference"): rarer,
+    }
+    assert all(item in items for item in sample)
+    assert balanced_sample(items, 20, seed=0) == sample and balanced_sample(items, 20, seed=1) != sample
+
+
+def test_mt_bench_grade_agreement_from_fastchats_released_grades_with_a_stand_in_successor(tmp_path):
+    """GPT-4's single-answer grades in FastChat's released layout (read as the
+    mt_bench_single source reads them) against a stand-in successor's: correlation, mean
+    difference and agreement within one point, with intervals over questions."""
+    from reprolm.aggregate.judge_agreement import grade_agreement, grade_agreement_rows
+    from reprolm.data.released_ratings import mt_bench_single_ratings
+    from test_flr_released import write_mt_bench
+
+    grades = [
+        (question, model, turn, score)
+        for question, scores in ((81, (9, 8, 3, 2)), (82, (7, 6, 4, 1)))
+        for (model, turn), score in zip([("gpt-4", 1), ("gpt-4", 2), ("llama-13b", 1), ("llama-13b", 2)], scores)
+    ]
+    files = write_mt_bench(tmp_path, grades=grades)
+    records = mt_bench_single_ratings({**files, "questions": [files["questions"]], "judgments": [files["judgments"]]})
+    assert len(records) == 8
+    # The stand-in grades one point lower than GPT-4 but three lower on llama-13b's turn 2.
+    successor = [r["score"] - (3 if (r["model"], r["turn"]) == ("llama-13b", 2) else 1) for r in records]
+    original = [r["score"] for r in records]
+    figures = grade_agreement(original, successor, [r["question_id"] for r in records])
+    assert figures["mean_difference"].value == pytest.approx(np.mean(np.array(successor) - np.array(original)))
+    assert figures["mean_difference"].value == pytest.approx(-1.5)
+    assert figures["within_1"].value == pytest.approx(75.0)
+    assert figures["pearson"].value == pytest.approx(np.corrcoef(original, successor)[0, 1])
+    # Two questions: every draw holds one or both, each with its four grades.
+    assert set(np.round(figures["within_1"].replicates, 6)) <= {75.0}
+    identity = {"original judge": "gpt4_mt_bench", "successor judge": "standin"}
+    rows = {row["model"]: row for row in grade_agreement_rows(records, successor, identity)}
+    assert set(rows) == {"gpt-4", "llama-13b", "all"} and rows["all"]["items"] == 8
+    assert rows["gpt-4"]["within_1"] == 100.0 and rows["llama-13b"]["within_1"] == 50.0
+    assert rows["all"]["mean_difference lo"] <= -1.5 <= rows["all"]["mean_difference hi"]

@@ -314,6 +314,54 @@ def test_each_length_table_says_which_definition_made_its_rows():
     ]
 
 
+def test_rows_of_a_prompt_set_with_the_originals_doubled_bos_are_marked_beside_the_default():
+    """A baseline asked the TLG set twice, with one BOS (`tlg`) and with the original's
+    doubled BOS (`tlg_doubled_bos`, prompt_bos: tokenizer): one row each, the second marked."""
+    import dataclasses
+
+    from reprolm.studies.ruler import tables
+
+    definitions = tables.Definitions({"prompt_bos": {"tlg": "one", "tlg_doubled_bos": "tokenizer"}})
+    one = dataclasses.replace(_ruler_scores()[0], recipe="pretrained")
+    doubled = dataclasses.replace(one, name="tlg_doubled_bos")
+    levels = tables.tlg_levels([one, doubled], PAPER, definitions)
+    assert levels[levels["level"] == "All"]["model"].tolist() == ["b/pretrained", "b/pretrained [prompt_bos=tokenizer]"]
+    assert tables.length_error_table([one, doubled], PAPER, definitions)["model"].tolist() == [
+        "b/pretrained",
+        "b/pretrained [prompt_bos=tokenizer]",
+    ]
+    assert set(tables.tlg_targets([doubled], PAPER, definitions)["model"]) == {"b/pretrained [prompt_bos=tokenizer]"}
+
+
+def test_tlg_only_baselines_get_the_tlg_evaluations_alone():
+    from reprolm.studies.ruler import Ruler
+
+    config = {
+        "ruler": {
+            "bases": ["b"],
+            "recipes": ["r"],
+            "baselines": ["chat", "big_chat"],
+            "tlg_only": ["big_chat"],
+            "evaluations": [
+                {"promptset": "tlg", "metric": "length_levels"},
+                {"promptset": "tlg_doubled_bos", "metric": "length_levels", "recipes": ["pretrained"]},
+                {"promptset": "multi_mlt", "metric": "length_multi_mlt"},
+            ],
+            "lm_eval_suite": "general",
+        },
+        "base_models": {name: {"hub": {"path": f"org/{name}"}} for name in ("b", "chat", "big_chat")},
+    }
+    paths = Ruler().score_paths(config)
+    big = sorted(path for path in paths if "/big_chat/" in path)
+    assert big == [
+        "results/scores/length_levels/big_chat/pretrained/tlg.json",
+        "results/scores/length_levels/big_chat/pretrained/tlg_doubled_bos.json",
+    ]
+    assert "results/scores/length_multi_mlt/chat/pretrained/multi_mlt.json" in paths
+    assert "results/scores/lm_eval/chat/pretrained/general.json" in paths
+    assert "results/scores/length_levels/b/r/tlg_doubled_bos.json" not in paths
+
+
 def test_length_errors_rmse_is_the_root_of_the_pooled_squared_error_per_draw():
     import numpy as np
 

@@ -324,6 +324,43 @@ def test_ifeval_by_the_gem_originals_sampling_keeps_one_sample_checked_by_google
     assert any(answers["ifeval_sampled", doc] != answers["ifeval_greedy", doc] for doc in range(len(docs)))
 
 
+def test_fewshot_as_multiturn_asks_each_example_as_its_own_chat_turns(tiny_model, fixture_dirs, tmp_path):
+    """The Open LLM Leaderboard v2's command for chat models (--apply_chat_template
+    --fewshot_as_multiturn): each few-shot example a user turn answered by an assistant
+    turn; without it the examples are text of the one user turn."""
+    import gzip
+
+    from reprolm.models.tokenizer import CHAT_TEMPLATE
+
+    _, model, tokenizer = tiny_model
+    chat_tokenizer = copy.deepcopy(tokenizer)
+    chat_tokenizer.chat_template = CHAT_TEMPLATE
+    spec = TaskSpec("arc_easy", "arc_easy", 2, "acc_norm,none", fixture_dirs / "arc", limit=2)
+    contexts = {}
+    for multiturn in (False, True):
+        samples_path = tmp_path / f"{multiturn}.samples.jsonl.gz"
+        result = evaluate_tasks(
+            model,
+            chat_tokenizer,
+            [spec],
+            bootstrap_iters=0,
+            apply_chat_template=True,
+            fewshot_as_multiturn=multiturn,
+            samples_output=str(samples_path),
+        )
+        assert result["fewshot_as_multiturn"] is multiturn
+        with gzip.open(samples_path, "rt") as stream:
+            contexts[multiturn] = [json.loads(line)["arguments"][0][0] for line in stream]
+    for one_turn, turns in zip(contexts[False], contexts[True], strict=True):
+        # Two examples: two more assistant turns, each ended by EOS, before the question's.
+        assert one_turn.count("<|user|>") == 1 and one_turn.count("<|assistant|>") == 1
+        assert (
+            turns.count("<|user|>") == 3 and turns.count("<|assistant|>") == 3 and turns.count(tokenizer.eos_token) == 2
+        )
+    with pytest.raises(ValueError, match="fewshot_as_multiturn"):
+        evaluate_tasks(model, chat_tokenizer, [spec], bootstrap_iters=0, fewshot_as_multiturn=True)
+
+
 def test_call_limit_applies_where_a_spec_sets_none(tiny_model, fixture_dirs):
     _, model, tokenizer = tiny_model
     spec = TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq")

@@ -9,6 +9,7 @@ import yaml
 
 from reprolm.aggregate.paper_comparison import (
     HeadlineError,
+    check_entries,
     claim_lists,
     claim_settings,
     direction_table,
@@ -270,6 +271,35 @@ def test_headlines_carry_the_runs_interval(tmp_path):
         table["accuracy hi"],
     )
     assert row["this run lo"] < 50.0 < row["this run hi"]
+
+
+def test_each_headline_names_the_papers_judge_and_the_judge_that_made_the_runs_figure(tmp_path):
+    """A judged table names its judge per row (ExPO's: the successor acting for the retired
+    GPT-4 Turbo); the comparison sets it beside the judge the paper's figure came from."""
+    (tmp_path / "expo").mkdir()
+    pd.DataFrame(
+        {
+            "model": ["z/pretrained", "u/pretrained"],
+            "Win Rate (Ori)": [9.5, 4.0],
+            "judge": ["alpaca_eval_gpt4o_mini", None],
+        }
+    ).to_csv(tmp_path / "expo" / "alpaca_eval.csv", index=False)
+    entry = {"study": "expo", "figure": "win rate", "paper": 10.2, "table": "alpaca_eval", "column": "Win Rate (Ori)"}
+    spec = {
+        "headlines": [
+            {**entry, "model": "z", "where": {"model": "z/pretrained"}, "judge": "GPT-4 Turbo (AlpacaEval 2.0)"},
+            {**entry, "model": "u", "where": {"model": "u/pretrained"}},
+            {**entry, "model": "w", "where": {"model": "w/pretrained"}, "judge": "GPT-4 Turbo (AlpacaEval 2.0)"},
+        ]
+    }
+    check_entries(spec, "h.yaml")
+    frame = headline_table([("h.yaml", spec)], tmp_path, ["expo"])
+    assert frame[["paper judge", "this run judge"]].fillna("").values.tolist() == [
+        ["GPT-4 Turbo (AlpacaEval 2.0)", "alpaca_eval_gpt4o_mini"],
+        ["", ""],  # neither names one
+        ["GPT-4 Turbo (AlpacaEval 2.0)", ""],  # not made
+    ]
+    assert list(frame.columns)[3:7] == ["paper", "paper judge", "this run model", "this run judge"]
 
 
 def _ifeval_headline(where: dict, **extra) -> dict:

@@ -32,7 +32,8 @@ def test_paper_config_builds_the_full_ruler_dag_offline(paper_jobs, paper_detail
     bases = paper["ruler"]["bases"]
     baselines = [b for b in paper["ruler"]["baselines"] if "hub" in paper["base_models"][b]]
     closed = [b for b in paper["ruler"]["baselines"] if "endpoint" in paper["base_models"][b]]
-    assert len(bases) == 6 and len(baselines) == 6
+    tlg_only = paper["ruler"]["tlg_only"]
+    assert len(bases) == 6 and len(baselines) == 16 and len(tlg_only) == 10 and set(tlg_only) <= set(baselines)
     # The closed baselines (GPT-4o, GPT-4 Turbo, GPT-3.5 Turbo, Claude 3 Haiku, Claude 3.5
     # Sonnet): nothing downloaded, finetuned or run through lm-eval; their TLG generations
     # (a local rule, run on the submitting host) hold an API request each and are scored
@@ -54,13 +55,25 @@ def test_paper_config_builds_the_full_ruler_dag_offline(paper_jobs, paper_detail
     counts = job_counts(jobs)
     ruler_models = {w["base"] for rule, w in jobs if rule == "download_base_model"} & set(bases + baselines)
     assert ruler_models == set(bases + baselines) and "build_base_model" not in counts
-    # 12 finetuned + 6 instruct baselines; TLG and multi-MLT for all, self-MLT for Ruler models.
+    # 12 finetuned + 16 open baselines asked the TLG set, the baselines again with the
+    # original's doubled BOS; multi-MLT for the 12 and the 6 instruct baselines, self-MLT for
+    # Ruler models.
     ruler_promptsets = {e["promptset"] for e in paper["ruler"]["evaluations"]}
-    assert sum(1 for rule, w in jobs if rule == "generate" and w["promptset"] in ruler_promptsets) == 18 * 2 + 6
+    generated = job_counts(
+        [(w["promptset"], w) for rule, w in jobs if rule == "generate" and w["promptset"] in ruler_promptsets]
+    )
+    assert generated == {"tlg": 12 + 16, "tlg_doubled_bos": 16, "multi_mlt": 18, "self_mlt": 6}
+    doubled = {w["base"] for rule, w in jobs if rule == "generate" and w["promptset"] == "tlg_doubled_bos"}
+    assert doubled == set(baselines)
     ruler_lm_evals = [
-        w for rule, w in jobs if rule == "lm_eval" and w["suite"] == "general" and w["base"] in ruler_models
+        w
+        for rule, w in jobs
+        if rule == "lm_eval" and w["suite"] == "general" and w["base"] in ruler_models - set(tlg_only)
     ]
     assert len(ruler_lm_evals) == 18
+    # The TLG-only baselines get no lm-eval run from Ruler (InternLM2's come from ExPO).
+    tlg_only_lm_evals = {w["base"] for rule, w in jobs if rule == "lm_eval" and w["base"] in tlg_only}
+    assert tlg_only_lm_evals <= set(paper["expo"]["bases"])
     ruler_sources = {"openhermes", "longform", "eli5", "arena_hard"}
     assert ruler_sources <= {w["source"] for rule, w in jobs if rule == "raw_source"}
     ruler_datasets = {"tlg", "ruler_train", "arena_multi_mlt", "arena_self_mlt"}
@@ -290,7 +303,7 @@ def test_paper_requests_one_node_for_multi_gpu_jobs_a_gpu_for_encoder_scores_and
     paper_details,
 ):
     """What the dry run asks SLURM for: 4-GPU finetunes on one node; one-GPU generations with no
-    node count, the 70B models' 4-GPU generations on one node; GEM's diversity scores
+    node count, the 32-34B models' 2-GPU and the 67-72B models' 4-GPU generations on one node; GEM's diversity scores
     (bert-large) on a GPU, other scores on a CPU; dataset builds sized once their raw data
     exists (<TBD> until it is downloaded)."""
     finetunes = [job.resources for job in paper_details if job.rule == "finetune"]
@@ -299,7 +312,7 @@ def test_paper_requests_one_node_for_multi_gpu_jobs_a_gpu_for_encoder_scores_and
     generations = [job.resources for job in paper_details if job.rule == "generate"]
     assert generations and all(r.get("nodes", "None") == "None" for r in generations if r["gpu"] == "1")
     assert all(r["nodes"] == "1" for r in generations if r["gpu"] != "1")
-    assert {r["gpu"] for r in generations} == {"1", "4"}
+    assert {r["gpu"] for r in generations} == {"1", "2", "4"}
     scores = {
         (job.wildcards["metric"], job.resources["gpu"], job.resources["mem_mb"], job.resources["runtime"])
         for job in paper_details

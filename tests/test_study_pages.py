@@ -104,6 +104,15 @@ def test_ruler_page_names_the_t_test_paper_yaml_selects():
     )
 
 
+def test_ruler_page_names_the_baselines_and_the_doubled_bos_prompt_set_paper_yaml_asks():
+    text, ruler = flat(page("ruler")), PAPER["ruler"]
+    assert "the seed's ten other open models" in text and len(ruler["tlg_only"]) == 10
+    assert set(ruler["tlg_only"]) <= set(ruler["baselines"])
+    doubled = [e for e in ruler["evaluations"] if PAPER["promptsets"][e["promptset"]].get("prompt_bos") == "tokenizer"]
+    assert [(e["promptset"], e["recipes"]) for e in doubled] == [("tlg_doubled_bos", ["pretrained"])]
+    assert "(prompt set `tlg_doubled_bos`, rows marked `[prompt_bos=tokenizer]`)" in text
+
+
 def test_gem_page_says_paper_yaml_scores_and_trains_by_the_original_definitions():
     header = next(line for line in page("gem").splitlines() if line.startswith("|") and "paper.yaml" in line)
     assert "`original`" in header
@@ -163,3 +172,11 @@ def test_the_studies_index_says_the_math_extra_is_installed():
     assert re.search(r"lm-eval\[[^\]]*\bmath\b", environment) and re.search(r"lm-eval\[[^\]]*\bmath\b", requirements)
     assert "its MATH Lvl 5 uses lm-eval's `math` extra" in flat(page("index"))
     assert "does not install" not in flat(page("index"))
+
+
+def test_the_studies_index_says_the_v2_suite_runs_as_the_leaderboards_command():
+    suite = PAPER["lm_eval_suites"][PAPER["expo"]["leaderboard_v2_suite"]]
+    assert suite["apply_chat_template"] is True and suite["fewshot_as_multiturn"] is True
+    assert "through the chat template with `fewshot_as_multiturn`, the leaderboard's documented command" in flat(
+        page("index")
+    )

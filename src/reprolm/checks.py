@@ -184,6 +184,11 @@ def _check_references(config: Mapping) -> None:
         elif reference != "dataset":
             require_recipe(config, reference, list(recipes) + [PRETRAINED], f"promptsets.{name}.reference")
     for name, suite in config.get("lm_eval_suites", {}).items():
+        if suite.get("fewshot_as_multiturn") and not suite.get("apply_chat_template"):
+            raise ConfigError(
+                f"lm_eval_suites.{name}.fewshot_as_multiturn: few-shot examples become chat turns only "
+                "through the chat template; set apply_chat_template: true"
+            )
         for index, task in enumerate(suite["tasks"]):
             if task.get("source"):
                 require(task["source"], sources, f"lm_eval_suites.{name}.tasks[{index}].source")

@@ -4,6 +4,7 @@
     reprolm verify [PATH ...] [--against ROOT] which recorded artifacts are no longer as recorded
     reprolm cost PATH [PATH ...] [--json]      GPU-, CPU- and wall hours behind results, by stage
     reprolm plan [--configfile F] [--width N]  what a run will cost, before it starts
+    reprolm impact [--configfile F | --config KEY=VALUE ... | --rev REV]  what a change will rerun, and its cost
     reprolm rehearse [--configfile F] [--profile P]  whether the cluster accepts every job's request
     reprolm progress [--since 2h|ISO]          one line per job of the run: status, wall time, progress
     reprolm config-docs [--output F]           the configuration keys page, from the config schema
@@ -23,6 +24,7 @@ from pathlib import Path
 from reprolm import lock
 from reprolm.config.overlays import load
 from reprolm.config_docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
+from reprolm.impact import impact
 from reprolm.plan import DEVICES, plan
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
 from reprolm.provenance.query import format_tree, lineage, verify, verify_downloads
@@ -109,6 +111,20 @@ def main(argv: list[str] | None = None) -> int:
     plan_parser.add_argument("--width", type=int, default=8, help="GPUs the run may use at once (default 8)")
     plan_parser.add_argument("--device", default="h100", choices=sorted(DEVICES), help="what the GPU jobs run on")
     plan_parser.add_argument("--json", action="store_true", help="print the per-job estimates as JSON")
+    impact_parser = commands.add_parser(
+        "impact", help="the jobs a change reruns, why (Snakemake's rerun triggers) and their cost, before any runs"
+    )
+    change = impact_parser.add_mutually_exclusive_group(required=True)
+    change.add_argument("--configfile", help="the changed config, against the run's")
+    change.add_argument(
+        "--config",
+        nargs="+",
+        metavar="KEY=VALUE",
+        help="the run's config with these keys set (dotted, list items by position: length_targets.5.pm=[190,null])",
+    )
+    change.add_argument("--rev", help="the working tree's code and config against this git revision's")
+    impact_parser.add_argument("--width", type=int, default=8, help="GPUs the reruns may use at once (default 8)")
+    impact_parser.add_argument("--device", default="h100", choices=sorted(DEVICES), help="what the GPU jobs run on")
     rehearse_parser = commands.add_parser(
         "rehearse", help="every distinct sbatch request judged by the cluster (sbatch --test-only); exit 1 if not ready"
     )
@@ -204,6 +220,15 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(rehearsal.report())
         return 0 if rehearsal.ready else 1
+
+    if args.command == "impact":
+        try:
+            found = impact(args.root, args.configfile, args.config or (), args.rev, args.width, args.device)
+        except (FileNotFoundError, ValueError) as error:
+            print(f"reprolm impact: {error}", file=sys.stderr)
+            return 2
+        print(found.report())
+        return 0
 
     if args.command == "plan":
         try:

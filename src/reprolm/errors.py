@@ -9,6 +9,9 @@ from collections.abc import Mapping
 # The key a message is about, as it opens the message: ``recipes.sft.base: ...``,
 # ``study_modules[0]: ...``.
 _KEY = re.compile(r"([A-Za-z_][\w-]*(?:\[\d+\])*(?:\.[\w-]+(?:\[\d+\])*)*): ")
+# What a dry run's warning ends with where a real run would refuse before its first job: the
+# rehearsal, a dry run, reads these as the real run's refusals.
+REAL_RUN_REFUSED = "a real run is refused before its first job"
 
 
 class ConfigError(ValueError):

@@ -13,24 +13,30 @@ after a finished run of the current side.
 The cost of the rerun jobs is ``reprolm plan``'s model of them (:mod:`reprolm.plan`),
 calibrated on the records of this run's artifacts where there are any.
 
-This module imports nothing of the package at its top: ``--rev`` describes the jobs of another
-revision's tree by running this file with that tree's package (:func:`job_states`).
+``--rev`` describes the jobs of another revision's tree by running this file with that tree's
+package (:func:`job_states`): what it imports of the package at its top is light and old.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import hashlib
 import io
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from reprolm.config.overlays import load
+from reprolm.provenance.hashing import provenance_path
+from reprolm.stages import RULE_STAGES, stage_of
 
 SNAKEFILE = Path("workflow") / "Snakefile"
 # Snakemake's rerun triggers, in the words of `--rerun-triggers` (``code`` here also covers
@@ -53,7 +59,10 @@ class JobState:
     code: str
     inputs: list[str]
     software: str
+    outputs: list[str] = field(default_factory=list)
     needs: list[str] = field(default_factory=list)  # the first output of each job it reads from
+    gpus: int = 0
+    runtime_min: float = 0.0  # as requested; 0 where it is sized from inputs not made yet
 
 
 def _digest(text: str) -> str:
@@ -75,6 +84,7 @@ def _state(job, persistence) -> JobState:
     env = ""
     if job.conda_env_spec:
         env = _local_file(job.conda_env_spec.file).read_text()
+    resources = job.resources
     return JobState(
         rule=job.rule.name,
         wildcards=dict(job.wildcards_dict),
@@ -82,13 +92,54 @@ def _state(job, persistence) -> JobState:
         code=_digest(f"{code}\n{rule_code}"),
         inputs=sorted(str(path) for path in job.input),
         software=_digest(env),
+        outputs=[str(path) for path in job.output],
+        gpus=_number(resources.get("gpu", 0)),
+        runtime_min=_number(resources.get("runtime", 0)),
     )
 
 
-def dag_states(root: str | Path, configfile: str | Path | None = None) -> dict[str, JobState]:
+def _number(value) -> int:
+    """A resource as a number; 0 for one sized from inputs not made yet (``<TBD>``)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _parse_once() -> None:
+    """Snakemake parses each rules file anew for every workflow it reads; this process reads
+    the same files for many configs (:func:`dag_states`), so each file's parse is kept, by
+    its text and place among the workflow's rules."""
+    import snakemake.workflow
+
+    if getattr(snakemake.workflow.parse, "kept", False):
+        return
+    parse = snakemake.workflow.parse
+    kept: dict = {}
+
+    def parse_kept(path, workflow, linemap, overwrite_shellcmd=None, rulecount=0):
+        key = (path.get_path_or_uri(secret_free=True), _local_file(path).read_text(), overwrite_shellcmd, rulecount)
+        if key not in kept:
+            lines: dict = {}
+            kept[key] = (*parse(path, workflow, lines, overwrite_shellcmd, rulecount), lines)
+        code, count, lines = kept[key]
+        linemap.update(lines)
+        return code, count
+
+    parse_kept.kept = True
+    snakemake.workflow.parse = parse_kept
+
+
+@dataclass
+class Side:
+    """One side of a change: its jobs by first output, and the config they were read with
+    (the workflow's, retired judges' successors in their places)."""
+
+    states: dict[str, JobState]
+    config: dict
+
+
+def dag_states(root: str | Path, configfile: str | Path | None = None, config: Mapping | None = None) -> Side:
     """Every job of the config's whole DAG (as from scratch), by its first output: Snakemake's
     own parse of the workflow in ``root``, in this process. ``configfile``: as ``--configfile``
-    (default: the embedded config/config.yaml)."""
+    (default: the embedded config/config.yaml); ``config``: as ``--config``, laid over it."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.enums import Quietness
     from snakemake.settings.types import (
@@ -99,6 +150,7 @@ def dag_states(root: str | Path, configfile: str | Path | None = None) -> dict[s
         StorageSettings,
     )
 
+    _parse_once()
     root = Path(root).resolve()
     here = Path.cwd()
     configfiles = [Path(configfile).resolve()] if configfile else []
@@ -107,7 +159,7 @@ def dag_states(root: str | Path, configfile: str | Path | None = None) -> dict[s
             workflow_api = api.workflow(
                 resource_settings=ResourceSettings(cores=1),
                 storage_settings=StorageSettings(),
-                config_settings=ConfigSettings(configfiles=configfiles),
+                config_settings=ConfigSettings(configfiles=configfiles, config=dict(config or {})),
                 snakefile=root / SNAKEFILE,
                 workdir=root,
             )
@@ -124,12 +176,15 @@ def dag_states(root: str | Path, configfile: str | Path | None = None) -> dict[s
                 state = _state(job, persistence)
                 state.needs = sorted(str(dep.output[0]) for dep in dag.dependencies[job] if not dep.rule.norun)
                 states[str(job.output[0])] = state
-            return states
+            return Side(states, json.loads(json.dumps(dict(workflow.globals["config"]), default=str)))
     finally:
         os.chdir(here)
+        # The Snakefile freezes what it has made (its parse's garbage collections skip it):
+        # this process reads many workflows, each collected once read.
+        gc.unfreeze()
 
 
-def job_states(root: str | Path, configfile: str | Path | None = None, package: str | Path | None = None) -> dict:
+def job_states(root: str | Path, configfile: str | Path | None = None, package: str | Path | None = None) -> Side:
     """:func:`dag_states` of ``root``, run with the package of the folder ``package`` (its
     ``src``) in a process of its own, or in this process where it is not given."""
     if package is None:
@@ -137,11 +192,12 @@ def job_states(root: str | Path, configfile: str | Path | None = None, package: 
     command = [sys.executable, __file__, "--states", str(root)]
     if configfile:
         command += ["--configfile", str(configfile)]
-    env = {**os.environ, "PYTHONPATH": str(Path(package) / "src")}
+    env = {**os.environ, "PYTHONPATH": str(Path(package).resolve() / "src")}
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"the workflow of {root} could not be read:\n{(result.stdout + result.stderr)[-3000:]}")
-    return {key: JobState(**value) for key, value in json.loads(result.stdout).items()}
+    found = json.loads(result.stdout)
+    return Side({key: JobState(**value) for key, value in found["states"].items()}, found["config"])
 
 
 @dataclass
@@ -198,11 +254,185 @@ def rules_triggered(found: Iterable[Rerun]) -> set[str]:
     return {job.state.rule for job in found if job.reasons != [UPSTREAM]}
 
 
+def run_configfile(root: Path) -> str | None:
+    """The base config of the run in ``root`` (its record, ``results/run_config.yaml``), as
+    ``--configfile`` takes it; None for the embedded default or a folder with no run."""
+    record = root / "results" / "run_config.yaml"
+    if not record.is_file():
+        return None
+    import yaml
+
+    recorded = (yaml.safe_load(record.read_text()) or {}).get("config")
+    return None if recorded in (None, "config/config.yaml") else recorded
+
+
+def with_assignments(config: Mapping, assignments: Sequence[str]) -> dict:
+    """``config`` with each ``KEY=VALUE`` set: ``KEY`` dotted (a list's items by position,
+    ``length_targets.5.pm``), ``VALUE`` read as YAML. An assignment to a key the config does
+    not have is refused, naming it."""
+    import copy
+
+    import yaml
+
+    result = copy.deepcopy(dict(config))
+    for assignment in assignments:
+        key, sep, value = assignment.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--config {assignment!r}: expected KEY=VALUE (KEY dotted, e.g. seed=7)")
+        parts = key.split(".")
+        target = result
+        for depth, part in enumerate(parts):
+            index = int(part) if isinstance(target, list) and part.lstrip("-").isdigit() else part
+            known = 0 <= index < len(target) if isinstance(index, int) else isinstance(target, dict) and index in target
+            if not known and not (depth == len(parts) - 1 and isinstance(target, dict)):
+                raise ValueError(f"--config {assignment!r}: the config has no {'.'.join(parts[: depth + 1])}")
+            if depth == len(parts) - 1:
+                target[index] = yaml.safe_load(value)
+            else:
+                target = target[index]
+    return result
+
+
+def estimated(found: Sequence[Rerun], config: Mapping, root: Path, device: str) -> list:
+    """The rerun jobs as ``reprolm plan`` estimates them (:func:`reprolm.plan.estimate`),
+    calibrated on the records of the artifacts they would replace."""
+    from reprolm.plan import PlannedJob, estimate
+
+    jobs = [
+        PlannedJob(
+            job.state.rule,
+            job.state.wildcards,
+            job.state.inputs,
+            job.state.outputs,
+            gpus=job.state.gpus,
+            runtime_min=job.state.runtime_min,
+        )
+        for job in found
+    ]
+    made_by = {output: index for index, job in enumerate(jobs) for output in job.outputs}
+    for job in jobs:
+        job.stage = stage_of(job.rule)
+        job.after = sorted({made_by[path] for path in job.inputs if path in made_by})
+    made = {
+        path
+        for job in found
+        for path in job.state.outputs
+        if (root / path).exists() and provenance_path(root / path).is_file()
+    }
+    estimate(jobs, config, root, device, made)
+    return jobs
+
+
+@dataclass
+class Impact:
+    found: list[Rerun]
+    jobs: list  # reprolm.plan.PlannedJob, one per rerun job
+    width: int
+    device: str
+
+    def _count(self, rules: Sequence[str]) -> int:
+        return sum(1 for job in self.found if job.state.rule in rules)
+
+    def gpu_hours(self, jobs=None) -> float:
+        return sum(job.gpu_seconds for job in (self.jobs if jobs is None else jobs)) / 3600
+
+    def summary(self) -> str:
+        from reprolm.plan import makespan
+
+        return (
+            f"retrains {self._count(RETRAINS)} models, regenerates {self._count(REGENERATES)} prompt sets, "
+            f"rescores {self._count(RESCORES)} score jobs: {self.gpu_hours():.1f} GPU-h "
+            f"({len(self.found)} jobs, about {makespan(self.jobs, self.width) / 3600:.2g} h of wall time "
+            f"on {self.width} {self.device} GPUs)"
+        )
+
+    def rules(self) -> list[str]:
+        """Per rule: its jobs, why they rerun (each reason with its job count) and their cost."""
+        from reprolm.plan import makespan
+
+        by_rule: dict[str, list[int]] = {}
+        for index, job in enumerate(self.found):
+            by_rule.setdefault(job.state.rule, []).append(index)
+        # In the pipeline's order (the stages table's), a rule it does not know last.
+        order = list(RULE_STAGES)
+        lines = []
+        for rule, indices in sorted(
+            by_rule.items(), key=lambda item: (order.index(item[0]) if item[0] in order else len(order), item[0])
+        ):
+            reasons = Counter(reason for index in indices for reason in self.found[index].reasons)
+            jobs = [self.jobs[index] for index in indices]
+            for job in jobs:
+                job.after = []  # each rule's wall time on its own
+            why = ", ".join(f"{reason} {count}" for reason, count in reasons.most_common())
+            lines.append(
+                f"  {rule:<24} {len(indices):>4} jobs {self.gpu_hours(jobs):>8.2f} GPU-h {makespan(jobs, self.width) / 3600:>8.2f} h  {why}"
+            )
+        return lines
+
+    def report(self) -> str:
+        if not self.found:
+            return self.summary() + "\nnothing reruns"
+        header = f"  {'rule':<24} {'jobs':>9} {'GPU-h':>14} {'wall time':>10}  why (Snakemake's rerun triggers)"
+        return "\n".join([self.summary(), header, *self.rules()])
+
+
+def tree_at(root: Path, rev: str, into: Path) -> Path:
+    """The workflow, config and package of the git revision ``rev`` of ``root``, written under
+    ``into``; the lm-eval task answers of ``root`` copied beside them (asked anew they take
+    seconds). Raises ValueError naming ``rev`` where git does not know it."""
+    import shutil
+    import tarfile
+
+    archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", rev], capture_output=True)
+    if archive.returncode != 0:
+        raise ValueError(f"--rev {rev}: {archive.stderr.decode().strip() or 'git archive failed'}")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    answers = root / "resources" / "lm_eval_tasks.json"
+    if answers.is_file():
+        (into / "resources").mkdir(exist_ok=True)
+        shutil.copy(answers, into / "resources" / answers.name)
+    return into
+
+
+def impact(
+    root: str | Path = ".",
+    configfile: str | None = None,
+    assignments: Sequence[str] = (),
+    rev: str | None = None,
+    width: int = 8,
+    device: str = "h100",
+) -> Impact:
+    """What the change reruns in the run folder ``root`` and what it costs: the config
+    ``configfile`` or the run's config with ``assignments`` (``KEY=VALUE``), against the
+    run's config; or, with ``rev``, the working tree's code and config against the revision's."""
+    root = Path(root).resolve()
+    if not (root / SNAKEFILE).is_file():
+        raise FileNotFoundError(f"{root} is not the workflow's folder (no {SNAKEFILE} there): give --root")
+    current_file = run_configfile(root)
+    package = root if (root / "src" / "reprolm").is_dir() else None
+    if rev is not None:
+        with tempfile.TemporaryDirectory(prefix="reprolm-impact-") as scratch:
+            before = job_states(tree_at(root, rev, Path(scratch)), current_file, package=scratch)
+        after = job_states(root, current_file, package=package)
+    else:
+        before = dag_states(root, current_file)
+        if configfile is not None:
+            if not (root / configfile).is_file() and not Path(configfile).is_file():
+                raise FileNotFoundError(f"no config file {configfile}")
+            after = dag_states(root, Path(configfile).resolve() if Path(configfile).is_file() else root / configfile)
+        else:
+            written = load(root / (current_file or "config/config.yaml"), root)
+            after = dag_states(root, current_file, config=with_assignments(written, assignments))
+    found = reruns(before.states, after.states)
+    return Impact(found, estimated(found, after.config, root, device), width, device)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--states", required=True)
     parser.add_argument("--configfile")
     args = parser.parse_args()
     with contextlib.redirect_stdout(io.StringIO()):
-        found = dag_states(args.states, args.configfile)
-    print(json.dumps({key: asdict(state) for key, state in found.items()}))
+        side = dag_states(args.states, args.configfile)
+    print(json.dumps({"states": {key: asdict(state) for key, state in side.states.items()}, "config": side.config}))

@@ -35,7 +35,7 @@ from reprolm.config.hub_ids import _on_the_hub
 from reprolm.config.lookups import nltk_data
 from reprolm.errors import ConfigError
 from reprolm.io import atomic_path
-from reprolm.pinned import SHA, TIMEOUT_S, LockError, fetch_url, hub_commit
+from reprolm.pins import SHA, TIMEOUT_S, LockError, fetch_url, hub_commit, url_etag
 
 LOCK_SUFFIX = ".lock.yaml"
 # A commit in a hub or GitHub file address: .../resolve/{sha}/... or raw.githubusercontent.com/{owner}/{repo}/{sha}/...
@@ -105,7 +105,6 @@ def remote_inputs(config: Mapping) -> dict[str, RemoteInput]:
     files they name by URL, sentence encoders, lm-eval tasks' datasets, NLTK packages). The
     datasets of an lm-eval task are known only from lm-eval's task files
     (:func:`task_datasets`), so here the task stands for them."""
-
     found: dict[str, RemoteInput] = {}
     for name, spec in config.get("base_models", {}).items():
         hub = spec.get("hub")
@@ -193,7 +192,6 @@ def refuse_unlocked(
     listing them and the command that locks them); for a dry run (or while the workflow is
     parsed, before Snakemake says whether it is one), or a config with
     ``allow_unpinned: true``, warn the same instead."""
-
     if path is None:
         missing = list(remote_inputs(config))
         where = "the embedded config"
@@ -269,50 +267,18 @@ def lm_eval_revisions(entries: Mapping[str, dict], task: str) -> dict[str, str]:
 # Resolving inputs: the hub's API, a file's bytes.
 
 
-def url_etag(url: str, timeout: float = TIMEOUT_S) -> str | None:
-    """The ETag a HEAD request of ``url`` answers (no content read)."""
-    request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "reprolm"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return response.headers.get("ETag")
-
-
-def leaf_tasks(task: str) -> list[str]:
-    """The tasks lm-eval runs for ``task``: itself, or a group's (or tag's) tasks, nested
-    groups expanded, from lm-eval's own task files (nothing downloaded). A group's task given
-    inline (a config, not a name) is returned as that config."""
-    from reprolm.score.lm_eval_bridge import task_manager
-
-    index = task_manager().task_index
-    leaves: list = []
-    pending, seen = [task], set()
-    while pending:
-        name = pending.pop(0)
-        if isinstance(name, dict):
-            leaves.append(name)
-            continue
-        if name in seen:
-            continue
-        seen.add(name)
-        entry = index.get(name)
-        if entry is None:
-            raise LockError(f"lm-eval has no task or group {name!r} (named by {task!r})")
-        subtasks = (entry.cfg or {}).get("task")
-        if entry.kind.name == "TAG":
-            pending.extend(sorted(other for other, item in index.items() if name in (item.tags or ())))
-        elif isinstance(subtasks, list):
-            pending.extend(sub if isinstance(sub, str) or not sub.get("task") else sub for sub in subtasks)
-        else:
-            leaves.append(name)
-    return leaves
-
-
 def task_datasets(task: str) -> list[tuple[str, str | None]]:
     """The hub datasets (path, config name) lm-eval ``task`` reads, a group's subtasks'
-    included, from lm-eval's own task files (nothing downloaded)."""
-    from reprolm.score.lm_eval_bridge import builtin_task_config
+    included, from lm-eval's own task files (nothing downloaded); an unknown task is a
+    LockError."""
+    from reprolm.score.lm_eval_bridge import builtin_task_config, leaf_tasks
 
     found: dict[tuple[str, str | None], None] = {}
-    for leaf in leaf_tasks(task):
+    try:
+        leaves = leaf_tasks(task)
+    except ValueError as error:
+        raise LockError(str(error)) from None
+    for leaf in leaves:
         config = leaf if isinstance(leaf, dict) else builtin_task_config(leaf, resolve_functions=False)
         if config.get("dataset_path"):
             found[(config["dataset_path"], config.get("dataset_name"))] = None

@@ -400,10 +400,20 @@ def plan(
     config = overlays.load(config_path, root)
     jobs = parse_dry_run(dry_run_text if dry_run_text is not None else dry_run(root, configfile))
     made = made_here(jobs, root, configfile)
+    sizes, measured, calibration = estimate(jobs, config, root, device, made, calibrated)
+    return Plan(jobs, sizes, calibration, width, device, measured)
+
+
+def estimate(
+    jobs: list[PlannedJob], config: Mapping, root: Path, device: str, made: set[str], calibrated: bool = True
+) -> tuple[dict, int, dict]:
+    """Fill each job's estimate (:func:`_estimate`, then the rehearsal's measurements and the
+    calibration on the records of ``made``, the config's outputs made here); the model sizes,
+    how many jobs were measured, and the calibration."""
     built = built_rows(root, made)
     sizes = {base: model_parameters(config, base, root) for base in config.get("base_models", {})}
     for job in jobs:
         base = job.wildcards.get("base")
         _estimate(job, config, DEVICES[device], sizes.get(base, (None, ""))[0] if base else None, built)
     measured = apply_measurements(jobs, root)
-    return Plan(jobs, sizes, calibrate(jobs, root, made) if calibrated else {}, width, device, measured)
+    return sizes, measured, calibrate(jobs, root, made) if calibrated else {}

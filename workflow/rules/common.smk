@@ -8,6 +8,7 @@ from reprolm.aggregate.judge_notes import judge_caption, table_judge_notes
 from reprolm.aggregate.paper_comparison import claim_settings, study_headlines
 from reprolm.config import lookups
 from reprolm.checks import check_config, preflight
+from reprolm.errors import REAL_RUN_REFUSED
 from reprolm.config.hub_ids import check_hub_ids
 from reprolm.config.overlays import naming_the_file
 from reprolm.config.schema import validate_config
@@ -20,6 +21,7 @@ from reprolm.config.resources import (
     cluster_submission,
     command_line_resource,
     judge_base,
+    job_routing,
     judge_settings,
     model_settings,
     node_count,
@@ -36,7 +38,8 @@ from reprolm.length import targets_read
 from reprolm.hub_token import hub_environment
 from reprolm.lock import lock_path, read_lock, refuse_unlocked
 from reprolm.provenance import mark_replaced_folders
-from reprolm.data.sources import source_inputs
+from reprolm.data.released_ratings import released_files
+from reprolm.data.sources import source_file_paths
 from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
 from reprolm.score.judges import judge_name_regex, successors
@@ -84,7 +87,7 @@ STUDIES = enabled_studies(config)
 # replace its results (reprolm.config.run_folder). A dry run says so here; a real run is
 # refused before its first job (onstart).
 if (other := other_run(workflow.config_settings.configfiles)) is not None:
-    logger.warning(f"{other}; a real run is refused before its first job")
+    logger.warning(f"{other}; {REAL_RUN_REFUSED}")
 # Results are keyed by content: a checkpoint replaced in place reruns what used it.
 for replaced in mark_replaced_folders():
     logger.warning(
@@ -161,6 +164,14 @@ def metric_code(wildcards):
     )
 
 
+def generation_code(wildcards):
+    """A generation's library code with its prompt kind's builder (the multi-turn kind's
+    code is the script's own)."""
+    kind = lookups.promptset_spec(config, wildcards.promptset)["prompt"]
+    builders = [entry_of(PROMPT_BUILDERS[kind])] if kind in PROMPT_BUILDERS else []
+    return job_code(os.path.join(SCRIPTS, "generate.py"), *builders)
+
+
 def builder_code(wildcards):
     spec = config["datasets"][wildcards.dataset]
     return reading_code(
@@ -232,14 +243,31 @@ raw_dir = paths.raw_dir
 
 def raw_source_files(wildcards):
     """A files or released source's own files: editing one reruns the source and what reads
-    it. Released files not downloaded yet refuse a real run before any job (a dry run warns).
-    """
-    return source_inputs(
-        wildcards.source,
-        config["sources"][wildcards.source],
-        workflow.dryrun,
-        logger.warning,
-    )
+    it. Released files not there yet are downloaded (rule released_file)."""
+    return source_file_paths(config["sources"][wildcards.source])
+
+
+def released_downloads():
+    """The released sources' files not at their paths yet, by path
+    (reprolm.data.released_ratings.ReleasedFile). One already there (downloaded, copied by
+    hand, or in the repository) has no rule: Snakemake would see no record of its making and
+    download it again."""
+    return {
+        file.path: file
+        for name, spec in config["sources"].items()
+        if "released" in spec
+        for file in released_files(name, spec)
+        if not os.path.isfile(file.path)
+    }
+
+
+RELEASED_FILES = released_downloads()
+
+
+def released_file_paths():
+    """A wildcard regex matching exactly the released files to download."""
+    names = [re.escape(path) for path in RELEASED_FILES]
+    return "|".join(names) if names else "(?!)"
 
 
 def tokenizer_inputs(wildcards):
@@ -415,13 +443,22 @@ def refuse_unrouted_gpu_jobs():
             job.rule.expand_resources(job.wildcards_dict, job.input, job.attempt)
 
 
-def routing_lookups(stage, settings_of):
+def routing_lookups(stage, placement_of):
     """One resource function per routing key the config sets for the stage, and the task
-    count per GPU (TASKS_PER_GPU) of the rules that can ask for GPUs."""
+    count per GPU (TASKS_PER_GPU) of the rules that can ask for GPUs. A key a job leaves
+    unset is the profile's default-resources value: declared on the rule, it would otherwise
+    drop that value (a CPU job sent to SLURM's default partition)."""
+
+    def lookup(wildcards, key):
+        value = placement_of(wildcards)[key]
+        if value is None:
+            return command_line_resource(workflow.resource_settings.default_resources, key)
+        return value
+
     return {
         "tasks_per_gpu": TASKS_PER_GPU,
         **{
-            key: (lambda wildcards, key=key: routing(settings_of(wildcards))[key])
+            key: (lambda wildcards, key=key: lookup(wildcards, key))
             for key in routed_keys(config, stage)
         },
     }
@@ -430,7 +467,7 @@ def routing_lookups(stage, settings_of):
 def stage_routing(stage):
     """Partition, account, QoS, constraint and GPU model of a stage's jobs, per base model."""
     return routing_lookups(
-        stage, lambda wildcards: model_settings(config, wildcards.base, stage)
+        stage, lambda wildcards: job_routing(config, wildcards.base, stage)
     )
 
 
@@ -458,9 +495,13 @@ def score_resource(key):
 
 
 def score_routing():
+    """A score job's placement: the score stage's for a metric that runs an encoder (on a
+    GPU where the stage has GPUs); the CPU metrics' keep the CPU jobs' partition."""
     return routing_lookups(
         "score",
-        lambda wildcards: score_settings(config, wildcards.base, wildcards.metric),
+        lambda wildcards: job_routing(
+            config, wildcards.base, score_stage(config, wildcards.metric)
+        ),
     )
 
 
@@ -551,9 +592,14 @@ def judge_resource(key):
 
 def judge_routing():
     """Where a judge's jobs go: its own model's evaluate placement."""
-    return routing_lookups(
-        "evaluate", lambda wildcards: judge_settings(config, wildcards.judge)
-    )
+    return routing_lookups("evaluate", judge_placement)
+
+
+def judge_placement(wildcards):
+    base = judge_base(config, wildcards.judge)
+    if base is None:
+        return routing(judge_settings(config, wildcards.judge))
+    return job_routing(config, base, "evaluate")
 
 
 def judge_threads(wildcards):
@@ -635,6 +681,11 @@ def retired_judge_pattern():
 
 def released_verdict_files(wildcards):
     return config["judges"][wildcards.retired]["released_verdicts"]
+
+
+def released_sample(wildcards):
+    """The balanced sample of the released verdicts the successor judges (None: all)."""
+    return config["judges"][wildcards.retired].get("released_sample")
 
 
 def study_succession(study_name):

@@ -5,6 +5,7 @@ from reprolm.models.local import adapter_base, adapter_hashes, local_checkpoint_
 # Downloads run on the submitting host: compute nodes often have no internet access.
 localrules:
     raw_source,
+    released_file,
     download_base_model,
     local_base_model,
     lm_eval_task_data,
@@ -28,6 +29,27 @@ rule raw_source:
         ),
     script:
         "../scripts/raw_source.py"
+
+
+# A benchmark's released files (FLR's FLASK reviews and MT-Bench grades) from their public
+# URLs, checked against their published checksums; a file already at its path (copied by hand
+# where the submitting host has no internet) is used as it is.
+rule released_file:
+    output:
+        "{released}",
+    log:
+        "logs/released_file/{released}.log",
+    wildcard_constraints:
+        released=released_file_paths(),
+    conda:
+        "../envs/core.yaml"
+    params:
+        code=library_code("released_file.py"),
+        key=lambda wildcards: RELEASED_FILES[wildcards.released].key,
+        url=lambda wildcards: RELEASED_FILES[wildcards.released].url,
+        checksum=lambda wildcards: RELEASED_FILES[wildcards.released].checksum,
+    script:
+        "../scripts/released_file.py"
 
 
 rule tokenizer:

@@ -29,7 +29,7 @@ for api in (False, True):
             **generation_job(api)["resources"],
         params:
             **generation_job(api)["params"],
-            code=library_code("generate.py"),
+            code=generation_code,
             promptset=lambda wildcards: canonical(
                 lookups.generation_spec(config, wildcards.promptset)
             ),

@@ -138,6 +138,7 @@ for api in (False, True):
         params:
             code=library_code("judge_released.py"),
             judge=judge_spec,
+            sample=released_sample,
             seed=config["seed"],
         script:
             "../scripts/judge_released.py"

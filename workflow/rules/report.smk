@@ -50,6 +50,11 @@ rule table_pages:
         code=library_code("table_pages.py"),
         captions=lambda wildcards: table_captions(wildcards.study),
         judges=lambda wildcards: table_judges(wildcards.study),
+        # API models' generations, whose records say which model the API served.
+        endpoint_generations={
+            base: f"results/generations/{base}"
+            for base in sorted(lookups.endpoint_models(config))
+        },
     script:
         "../scripts/table_pages.py"
 

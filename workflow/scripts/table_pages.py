@@ -1,4 +1,4 @@
-from reprolm.aggregate.report_pages import write_table_pages
+from reprolm.aggregate.report_pages import served_model_notes, write_table_pages
 from reprolm.provenance import tracked_step
 
 with tracked_step(snakemake):
@@ -8,4 +8,5 @@ with tracked_step(snakemake):
         snakemake.wildcards.study,
         snakemake.params.judges,
         snakemake.input.get("agreement"),
+        served_model_notes(snakemake.params.endpoint_generations),
     )

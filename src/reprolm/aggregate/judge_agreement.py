@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 
 from reprolm.aggregate.judge_notes import ALL_MODELS
-from reprolm.aggregate.uncertainty import LEVEL, difference, ratio_of_sums
+from reprolm.aggregate.uncertainty import LEVEL, Estimate, bootstrap, difference, ratio_of_sums
 from reprolm.score.judges import judge_model
 
 RELEASED_FIELDS = ("instruction", "output_1", "output_2", "generator_2", "preference")
@@ -91,6 +93,123 @@ def agreement(original: Sequence[float], successor: Sequence[float]) -> dict:
     }
 
 
+def balanced_sample(items: Sequence[Mapping], per_outcome: int, seed: int) -> list[dict]:
+    """Released items stratified by generator and by the retired judge's verdict: from each
+    generator the same number of items it preferred the answer on and the reference on (at
+    most ``per_outcome`` each, and no more than the rarer verdict has), drawn at random with
+    ``seed``; ties and items without a verdict are left out. A one-sided generator (59 of 60
+    verdicts one way) so adds two items, not 60 that agree by default."""
+    rng = random.Random(seed)
+    strata: dict[tuple[str, str], list[int]] = {}
+    for index, item in enumerate(items):
+        if not math.isnan(item["original"]) and verdict(item["original"]) != TIE:
+            strata.setdefault((item["model"], verdict(item["original"])), []).append(index)
+    chosen = []
+    for model in sorted({model for model, _ in strata}):
+        sides = [strata.get((model, side), []) for side in (ANSWER, REFERENCE)]
+        count = min(per_outcome, *map(len, sides))
+        chosen += [index for side in sides for index in rng.sample(side, count)]
+    return [dict(items[index]) for index in sorted(chosen)]
+
+
+def _kappa(first: np.ndarray, second: np.ndarray) -> float:
+    """Cohen's kappa of two verdict codes over the same items; NaN where chance agreement
+    is certain (one verdict throughout)."""
+    observed = float(np.mean(first == second))
+    categories = np.union1d(first, second)
+    expected = float(sum(np.mean(first == c) * np.mean(second == c) for c in categories))
+    return math.nan if expected >= 1.0 else (observed - expected) / (1.0 - expected)
+
+
+def verdict_agreement(items: Sequence[Mapping], successor: Sequence[float]) -> dict[str, Estimate]:
+    """Raw agreement (x100) and Cohen's kappa of the two judges' verdicts, each with its
+    bootstrap interval over instructions (an instruction's items, one per generator, are
+    drawn together); items either judge gave no verdict on are left out."""
+    kept = [
+        (item["instruction"], verdict(item["original"]), verdict(preference))
+        for item, preference in zip(items, successor, strict=True)
+        if not (math.isnan(item["original"]) or math.isnan(preference))
+    ]
+    codes = {ANSWER: 0, REFERENCE: 1, TIE: 2}
+    units = list(dict.fromkeys(instruction for instruction, _, _ in kept))
+    members = [[] for _ in units]
+    position = {instruction: index for index, instruction in enumerate(units)}
+    for index, (instruction, _, _) in enumerate(kept):
+        members[position[instruction]].append(index)
+    first = np.array([codes[a] for _, a, _ in kept])
+    second = np.array([codes[b] for _, _, b in kept])
+
+    def per_draw(figure):
+        def statistic(draws):
+            return np.array([figure(np.concatenate([members[unit] for unit in row]).astype(int)) for row in draws])
+
+        return statistic
+
+    return {
+        "raw_agreement": bootstrap(units, per_draw(lambda rows: 100.0 * float(np.mean(first[rows] == second[rows])))),
+        "kappa": bootstrap(units, per_draw(lambda rows: _kappa(first[rows], second[rows]))),
+    }
+
+
+def grade_agreement(original: Sequence[float], successor: Sequence[float], units: Sequence) -> dict[str, Estimate]:
+    """Two judges' grades of the same answers (MT-Bench's 1-10): Pearson correlation, mean
+    difference successor - original, and the share (x100) within one point, each with its
+    bootstrap interval over ``units`` (an item's unit, e.g. its question: all of a question's
+    turns and models drawn together); items either judge left ungraded (NaN) are left out."""
+    kept = [
+        (unit, a, b)
+        for unit, a, b in zip(units, original, successor, strict=True)
+        if not (math.isnan(a) or math.isnan(b))
+    ]
+    ids = list(dict.fromkeys(unit for unit, _, _ in kept))
+    position = {unit: index for index, unit in enumerate(ids)}
+    members = [[] for _ in ids]
+    for index, (unit, _, _) in enumerate(kept):
+        members[position[unit]].append(index)
+    first = np.array([a for _, a, _ in kept], dtype=float)
+    second = np.array([b for _, _, b in kept], dtype=float)
+
+    def pearson(rows):
+        a, b = first[rows], second[rows]
+        return math.nan if a.std() == 0 or b.std() == 0 else float(np.corrcoef(a, b)[0, 1])
+
+    figures = {
+        "pearson": pearson,
+        "mean_difference": lambda rows: float(np.mean(second[rows] - first[rows])),
+        "within_1": lambda rows: 100.0 * float(np.mean(np.abs(second[rows] - first[rows]) <= 1.0)),
+    }
+    return {
+        name: bootstrap(
+            ids,
+            lambda draws, figure=figure: np.array(
+                [figure(np.concatenate([members[unit] for unit in row]).astype(int)) for row in draws]
+            ),
+        )
+        for name, figure in figures.items()
+    }
+
+
+def grade_agreement_rows(records: Sequence[Mapping], successor: Sequence[float], identity: Mapping) -> list[dict]:
+    """One row per model and one over all: the successor's grades of the released answers
+    (``records``: FastChat's single-answer grades as ``mt_bench_single`` reads them, each with
+    ``model``, ``question_id``, ``turn`` and the retired judge's ``score``) against the retired
+    judge's, by :func:`grade_agreement` over questions."""
+    frame = pd.DataFrame(list(records)).assign(successor=list(successor))
+    groups = [(model, part) for model, part in frame.groupby("model", sort=True)]
+    if len(groups) > 1:
+        groups.append((ALL_MODELS, frame))
+    rows = []
+    for model, part in groups:
+        figures = grade_agreement(
+            part["score"].astype(float).tolist(), part["successor"].astype(float).tolist(), part["question_id"].tolist()
+        )
+        row = {**identity, "model": model, "items": int(part[["score", "successor"]].notna().all(axis=1).sum())}
+        for name, estimate in figures.items():
+            row.update({name: estimate.value, f"{name} lo": estimate.low, f"{name} hi": estimate.high})
+        rows.append({**row, "confidence": LEVEL})
+    return rows
+
+
 def agreement_rows(items: Sequence[Mapping], successor: Sequence[float], identity: Mapping) -> list[dict]:
     """One row per model and one over all models: the judges' agreement, and the win rate
     (mean preference for the answer, x100) under each with its interval and the paired
@@ -109,11 +228,16 @@ def agreement_rows(items: Sequence[Mapping], successor: Sequence[float], identit
         original = _unit_mean(per_unit["original"], units)
         succeeding = _unit_mean(per_unit["successor"], units)
         change = difference(succeeding, original)
+        intervals = verdict_agreement(part.to_dict("records"), part["successor"].tolist())
         rows.append(
             {
                 **identity,
                 "model": model,
                 **agreement(part["original"].tolist(), part["successor"].tolist()),
+                "raw_agreement lo": intervals["raw_agreement"].low / 100,
+                "raw_agreement hi": intervals["raw_agreement"].high / 100,
+                "kappa lo": intervals["kappa"].low,
+                "kappa hi": intervals["kappa"].high,
                 "original win rate": original,
                 "successor win rate": succeeding,
                 "difference": change.value,

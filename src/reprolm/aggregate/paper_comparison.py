@@ -36,7 +36,8 @@ class HeadlineError(ValueError):
 class Cell(NamedTuple):
     """A table cell the comparison reads: its figure, its interval bounds where the table
     gives them, and the bootstrap replicates behind them (None for a figure without), with
-    the number of units they draw (0 where the table does not say) and of seeds they pool."""
+    the number of units they draw (0 where the table does not say) and of seeds they pool,
+    and the judge that made it where its row names one (a judged table's ``judge`` column)."""
 
     value: float | None
     low: float | None = None
@@ -44,6 +45,7 @@ class Cell(NamedTuple):
     replicates: np.ndarray | None = None
     units: int = 0
     seeds: int = 1
+    judge: str | None = None
 
     def estimate(self) -> Estimate | float:
         return Estimate(self.value, self.replicates) if self.replicates is not None else self.value
@@ -78,7 +80,8 @@ def _cell(tables: Path, study: str, table: str, where: Mapping, column: str, ent
     bounds = [
         _number(row[f"{column} {side}"]) if f"{column} {side}" in frame.columns else None for side in ("lo", "hi")
     ]
-    return Cell(value, *bounds, *_replicates(path, int(rows.index[0]), column))
+    judge = str(row["judge"]) if "judge" in frame.columns and not pd.isna(row["judge"]) else None
+    return Cell(value, *bounds, *_replicates(path, int(rows.index[0]), column), judge=judge)
 
 
 def _replicates(table: Path, row: int, column: str) -> tuple[np.ndarray | None, int, int]:
@@ -106,7 +109,9 @@ HEADLINE_COLUMNS = [
     "figure",
     "model",
     "paper",
+    "paper judge",
     "this run model",
+    "this run judge",
     "this run",
     "this run lo",
     "this run hi",
@@ -128,7 +133,10 @@ def headline_table(
             if item["study"] not in studies:
                 continue
             entry = f"{source}: headlines[{index}]"
-            paper = {key: item[key] for key in ("study", "figure", "model", "paper")}
+            paper = {
+                **{key: item[key] for key in ("study", "figure", "model", "paper")},
+                "paper judge": item.get("judge"),
+            }
             cell = _cell(tables, item["study"], item["table"], item["where"], item["column"], entry)
             if cell.value is not None or "stand_in" not in item:
                 difference = None if cell.value is None else cell.value - item["paper"]
@@ -152,6 +160,7 @@ def _headline_row(paper: Mapping, model: str | None, cell: Cell, difference: flo
     return {
         **paper,
         "this run model": model if cell.value is not None else None,
+        "this run judge": cell.judge if cell.value is not None else None,
         "this run": cell.value,
         "this run lo": cell.low,
         "this run hi": cell.high,
@@ -341,7 +350,7 @@ def direction_table(
 HEADLINE_KEYS = {"study", "figure", "model", "paper", "table", "where", "column"}
 DIRECTION_KEYS = {"study", "claim", "table", "column", "higher", "lower"}
 # Keys an entry may leave out.
-OPTIONAL_KEYS = {"headlines": {"stand_in"}, "directions": {"for_each"}}
+OPTIONAL_KEYS = {"headlines": {"stand_in", "judge"}, "directions": {"for_each"}}
 STAND_IN_KEYS = {"model", "where"}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pandas as pd
 
 from reprolm.aggregate.judge_notes import judge_caption, notes_for
 from reprolm.io import atomic_path
+from reprolm.provenance import provenance_path
 
 STYLE = """
 body { font-family: sans-serif; font-size: 14px; margin: 1em; }
@@ -108,17 +110,49 @@ def table_page(csv_path: str | Path, title: str, caption: str = "") -> str:
     )
 
 
+def served_model_notes(generation_folders: Mapping[str, str | Path]) -> dict[str, str]:
+    """For each API model (its generations' folder), a caption note where the API served
+    another model than the configured snapshot, from its generations' provenance records
+    (:meth:`reprolm.generate.endpoint_backend.ChatEndpointBackend.served`); none where it
+    served the configured one."""
+    notes = {}
+    for base, folder in sorted(generation_folders.items()):
+        configured, served = set(), {}
+        for generations in sorted(Path(folder).rglob("*.parquet")):
+            record_path = provenance_path(generations)
+            if not record_path.is_file():
+                continue
+            endpoint = json.loads(record_path.read_text()).get("endpoint") or {}
+            configured.add(endpoint.get("configured_model"))
+            for item in endpoint.get("served", []):
+                served.setdefault(item["model"], set()).add(item.get("system_fingerprint"))
+        other = {model: prints for model, prints in served.items() if model not in configured}
+        if other:
+            shown = "; ".join(
+                f"{model} (system fingerprint {', '.join(sorted(str(p) for p in prints))})"
+                for model, prints in sorted(other.items(), key=lambda item: str(item[0]))
+            )
+            notes[base] = (
+                f"{base}: configured as {', '.join(sorted(map(str, configured)))}, but the API served {shown}: "
+                "not the configured snapshot."
+            )
+    return notes
+
+
 def write_table_pages(
     tables: str | Path,
     pages: str | Path,
     study: str,
     judges: Mapping[str, Sequence[Mapping]] | None = None,
     agreement: str | Path | None = None,
+    served: Mapping[str, str] | None = None,
 ) -> list[Path]:
     """``{name}.html`` in ``pages`` for every ``{name}.csv`` in ``tables``; the folder is
     written whole or not at all. A judged table's page names its judges (``judges``:
     :func:`reprolm.aggregate.judge_notes.table_judge_notes`) and their measured agreement
-    with the retired judges they act for (``agreement``: the study's judge agreement table)."""
+    with the retired judges they act for (``agreement``: the study's judge agreement table);
+    a table naming an API model that served another model than configured says so
+    (``served``: :func:`served_model_notes`)."""
     measured = pd.read_csv(agreement) if agreement else None
     written = []
     with atomic_path(pages) as tmp:
@@ -126,6 +160,9 @@ def write_table_pages(
         for csv_path in sorted(Path(tables).glob("*.csv")):
             notes = notes_for(judges or {}, csv_path.stem)
             caption = judge_caption(notes, study, measured) if notes else ""
+            text = csv_path.read_text()
+            flags = [note for base, note in (served or {}).items() if base in text]
+            caption = " ".join(part for part in [caption, *flags] if part)
             page = tmp / f"{csv_path.stem}.html"
             page.write_text(table_page(csv_path, f"{study}: {csv_path.stem}", caption))
             written.append(Path(pages) / page.name)

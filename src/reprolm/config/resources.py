@@ -69,6 +69,28 @@ def routing(settings: Mapping) -> dict:
     return placement
 
 
+# Where on the cluster a job runs (which nodes), as opposed to who pays for it (account, QoS).
+PLACEMENT_KEYS = ("slurm_partition", "constraint")
+
+
+def job_routing(config: Mapping, base: str, stage: str) -> dict:
+    """The cluster placement of ``base``'s ``stage`` jobs, None where unset (the profile's
+    ``default-resources`` then apply). A job that asks for no GPU takes its partition and
+    constraint only from its own stage's blocks (``resources.{stage}``,
+    ``base_models.{base}.resources.{stage}``), never from a ``default`` block, which routes
+    the GPU jobs: a CPU score job keeps the CPU jobs' partition however the GPU stages are
+    routed."""
+    settings = model_settings(config, base, stage)
+    placement = routing(settings)
+    if not settings["gpus"]:
+        own: dict = {}
+        if stage != "default":
+            for layer in _layers(config, base, stage)[1::2]:
+                own.update(layer)
+        placement.update({key: own.get(key) for key in PLACEMENT_KEYS})
+    return placement
+
+
 def stop_signal(settings: Mapping) -> str | None:
     """The sbatch option that has SLURM send SIGTERM ``stop_warning_s`` seconds before the
     job's time limit, so a job that saves its progress on it (reprolm.stopping) has that

@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reprolm.io import atomic_path
-from reprolm.lock import leaf_tasks
-from reprolm.pinned import LockError, pinned_commit
+from reprolm.pins import LockError, pinned_commit
 from reprolm.provenance.hashing import content_hash
 from reprolm.provenance.records import note_read
 
@@ -66,7 +65,7 @@ def cache_lm_eval_task(task: str | Mapping, output: str | Path, revisions: Mappi
 def pinned_task_configs(task: str, revisions: Mapping[str, str]) -> list:
     """The configs of the tasks lm-eval runs for ``task`` (a group's, expanded), each hub
     dataset's ``dataset_kwargs`` given its locked revision."""
-    from reprolm.score.lm_eval_bridge import builtin_task_config
+    from reprolm.score.lm_eval_bridge import builtin_task_config, leaf_tasks
 
     configs = []
     for leaf in leaf_tasks(task):

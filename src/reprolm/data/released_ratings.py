@@ -7,21 +7,28 @@ FLR's own copies of FLASK and MT-Bench single-score sit on its authors' Google D
 documented format; the files they come from are public: FLASK's GPT-4 reviews of 15 models'
 answers (kaistAI/FLASK ``gpt_review/outputs``) and MT-Bench's GPT-4 single-answer grades
 with the questions and the graded models' answers (FastChat's ``llm_judge`` data). A source
-names them as ``released: {format, files: {role: path | [paths]}}``; the researcher
-downloads each file to its path, and a missing one is refused with the URL to fetch it from.
+names them as ``released: {format, files: {role: path | [paths]}}``; the download rule
+``released_file`` fetches each missing one from its format's pinned public URL on the
+submitting host, checked against its published checksum where one is known
+(:data:`KNOWN_CHECKSUMS`); a site without internet on that host copies the files to their
+paths by hand.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from reprolm.data.schemas import DataError
+from reprolm.io import atomic_path
 from reprolm.registry import Registry
 
 LOG = logging.getLogger(__name__)
@@ -29,6 +36,9 @@ LOG = logging.getLogger(__name__)
 FLASK_REVIEWS_URL = (
     "https://raw.githubusercontent.com/kaistAI/FLASK/3b4e22bc34aa9dc15ea0c51be3cbf5f3c8b1b5e5/gpt_review/outputs/"
 )
+# FastChat's pregenerated answers and grades (download_mt_bench_pregenerated.py) live in a
+# hub Space read at its main branch, as FastChat's own script reads it: no revision of the
+# Space is published with them, so their checksums are not known beforehand.
 MT_BENCH_URL = "https://huggingface.co/spaces/lmsys/mt-bench/resolve/main/data/mt_bench/"
 # FastChat's llm_judge data at the commit whose copies config/reference/fastchat/ holds.
 FASTCHAT_COMMIT = "0e6d3e4beaab66f4d3f93db72541a4abab8af28d"
@@ -52,6 +62,38 @@ class FileRole:
     description: str
     url_folder: str
     many: bool = False
+
+
+# Published checksums of the released files, by URL: ``git-blob:`` is git's SHA-1 of the file
+# at the pinned commit (the repository's tree lists it; GitHub serves those bytes),
+# ``sha256:`` the file's SHA-256. kaistAI/FLASK's reviews from its tree at the pinned commit;
+# FastChat's MT-Bench files from the copies in config/reference/fastchat/, whose git blobs are
+# the commit's. The Space's files have none (MT_BENCH_URL): their first download records its
+# SHA-256 in the file's provenance record.
+FLASK_REVIEW_BLOBS = {
+    "alpaca_13b.jsonl": "9081b8e8c68db78e847efdb6ef0a1b4c9a2bb14c",
+    "bard_review.jsonl": "db76da38a36a5b9d1a36132ca15b9ece5a3abfe5",
+    "chatgpt_review.jsonl": "0e41154e5b27164475cfd79a6400900c8ad295fd",
+    "claude_v1_review.jsonl": "35c8d5d9a5c3d338e1053532923b6b977b5d3c2b",
+    "davinci_003_review.jsonl": "d0dc4c8cdad7fdfb32f22430964eca6f04c2bc97",
+    "gpt4_review.jsonl": "41412f1b7131710a193ab899d5bc4e25c8fd40da",
+    "llama2_chat_13b.jsonl": "51aacc2b844d71b7a351827eade784dc29422c6e",
+    "llama2_chat_70b.jsonl": "49de4d464bb4b0c3c7dd8db9773a99437b7a719c",
+    "tulu_13b_review.jsonl": "ba5db3fda103605d6ecae9d0a31c111deaf05981",
+    "tulu_30b_review.jsonl": "21a013f4c79f36c77e657b37b133ee2d7669d2f2",
+    "tulu_65b_review.jsonl": "df2ff330e9ae66d82993e022cc37a1f29236cce9",
+    "tulu_7b_review.jsonl": "3a5624da72c4124ce1b0013edb26fb8d8ff48db0",
+    "vicuna_13b.jsonl": "8b50e4c1262bda7680a03fbb0ab2d5f3057fe89b",
+    "vicuna_33b.jsonl": "737fca5bd1b615a59d0cdf3b6de802bad7fc9788",
+    "wizardlm_13b.jsonl": "1b2ec522bbea3468e1a4cd80ec1a043da107c85e",
+}
+KNOWN_CHECKSUMS = {
+    **{FLASK_REVIEWS_URL + name: f"git-blob:{blob}" for name, blob in FLASK_REVIEW_BLOBS.items()},
+    FASTCHAT_MT_BENCH_URL + "question.jsonl": "sha256:119565adbab82227089cefdb44c8d7e2cf04dc0a0ec233634c82e7d4e2a944f7",
+    FASTCHAT_MT_BENCH_URL
+    + "reference_answer/gpt-4.jsonl": "sha256:f957a5bc977badb66885ec970e6cd08527845780313f0995764260e5777b9b3f",
+}
+DOWNLOAD_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True)
@@ -91,6 +133,11 @@ def check_released(source: str, spec: dict) -> ReleasedFormat:
     for role, paths in files.items():
         if len(paths) > 1 and not released_format.roles[role].many:
             raise ValueError(f"{where}.files.{role}: one file ({released_format.roles[role].description}); got {paths}")
+    unknown = sorted(set(released.get("urls", {})) - set(released_format.roles))
+    if unknown:
+        raise ValueError(
+            f"{where}.urls: format {released_format.name!r} reads files {sorted(released_format.roles)}; unknown {unknown}"
+        )
     return released_format
 
 
@@ -98,17 +145,102 @@ def released_paths(released: dict) -> list[str]:
     return [path for paths in role_paths(released["files"]).values() for path in paths]
 
 
+@dataclass(frozen=True)
+class ReleasedFile:
+    """One file of a released source: its config key, where it goes, the URL it is fetched
+    from and its published checksum (None where none is known)."""
+
+    key: str
+    path: str
+    url: str
+    checksum: str | None
+    description: str
+
+
+def released_files(source: str, spec: dict) -> list[ReleasedFile]:
+    """Every file a released source reads, with its URL: the role's folder (the format's
+    pinned public one, or the source's ``urls`` for that role, a mirror) and the file's name.
+    A file's checksum is its public URL's, so a mirror must serve the same bytes."""
+    released_format, released = check_released(source, spec), spec["released"]
+    mirrors = released.get("urls", {})
+    files = []
+    for role, paths in role_paths(released["files"]).items():
+        public = released_format.roles[role].url_folder
+        folder = mirrors.get(role, public)
+        folder = folder if folder.endswith("/") else folder + "/"
+        for path in paths:
+            name = Path(path).name
+            files.append(
+                ReleasedFile(
+                    f"sources.{source}.released.files.{role}",
+                    path,
+                    folder + name,
+                    KNOWN_CHECKSUMS.get(public + name),
+                    released_format.roles[role].description,
+                )
+            )
+    return files
+
+
 def missing_released_files(source: str, spec: dict) -> list[str]:
     """One line per file not at its path: the key, the path, and the URL to download it from."""
-    released_format, released = check_released(source, spec), spec["released"]
     return [
-        f"sources.{source}.released.files.{role}: {path}: no such file; download "
-        f"{released_format.roles[role].url_folder}{Path(path).name} ({released_format.roles[role].description}) "
+        f"{file.key}: {file.path}: no such file; download {file.url} ({file.description}) "
         "to that path (relative to the working directory)"
-        for role, paths in role_paths(released["files"]).items()
-        for path in paths
-        if not Path(path).is_file()
+        for file in released_files(source, spec)
+        if not Path(file.path).is_file()
     ]
+
+
+def file_checksum(path: str | Path, kind: str) -> str:
+    """``kind:hex`` of a file: ``sha256``, or ``git-blob`` (git's SHA-1 of the file as a blob)."""
+    data = Path(path).read_bytes()
+    if kind == "git-blob":
+        digest = hashlib.sha1(b"blob %d\0" % len(data) + data)
+    else:
+        digest = hashlib.sha256(data)
+    return f"{kind}:{digest.hexdigest()}"
+
+
+def unreachable(url: str, timeout: float = 30) -> str | None:
+    """Why ``url`` cannot be fetched from this host (a HEAD request), or None if it can."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return None
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+        return str(getattr(error, "reason", error))
+
+
+def download_released_file(file: ReleasedFile, log: logging.Logger = LOG) -> None:
+    """``file`` fetched from its URL to its path, checked against its published checksum
+    before it is put there (a mismatch leaves nothing and names both); without one, its
+    SHA-256 is logged (and recorded with the file's provenance). A host that cannot reach the
+    URL is told to copy the file there by hand."""
+    with atomic_path(file.path) as tmp:
+        try:
+            with urllib.request.urlopen(file.url, timeout=DOWNLOAD_TIMEOUT_S) as response:
+                tmp.write_bytes(response.read())
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+            reason = getattr(error, "reason", error)
+            raise OSError(
+                f"{file.key}: {file.url} could not be downloaded ({reason}); on a host without internet, "
+                f"download it elsewhere and copy it to {file.path} (relative to the working directory)"
+            ) from None
+        if file.checksum is not None:
+            actual = file_checksum(tmp, file.checksum.split(":", 1)[0])
+            if actual != file.checksum:
+                raise ValueError(
+                    f"{file.key}: {file.url}: the download's checksum is {actual}, the published one "
+                    f"{file.checksum}: not the released file ({file.path} left as it was)"
+                )
+            log.info("%s: %s matches its published checksum %s", file.path, file.url, file.checksum)
+        else:
+            log.info(
+                "%s: %s has no published checksum; this download's is %s",
+                file.path,
+                file.url,
+                file_checksum(tmp, "sha256"),
+            )
 
 
 def not_downloaded(source: str, spec: dict) -> str | None:
@@ -336,7 +468,7 @@ RELEASED_FORMATS.register(
         "mt_bench_single",
         "rated_utterances",
         {
-            "questions": FileRole("MT-Bench's 80 two-turn questions", MT_BENCH_URL),
+            "questions": FileRole("MT-Bench's 80 two-turn questions", FASTCHAT_MT_BENCH_URL),
             "answers": FileRole("one model's MT-Bench answers", MT_BENCH_URL + "model_answer/", many=True),
             "judgments": FileRole("GPT-4's single-answer grades", MT_BENCH_URL + "model_judgment/"),
         },

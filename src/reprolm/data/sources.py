@@ -9,23 +9,18 @@ from __future__ import annotations
 import codecs
 import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reprolm.config.hub_ids import _on_the_hub
-from reprolm.data.released_ratings import (
-    convert_released,
-    not_downloaded,
-    refuse_missing_released_files,
-    released_paths,
-)
+from reprolm.data.released_ratings import convert_released, released_paths
 from reprolm.data.schemas import DataError
 from reprolm.data.upstream import load_records, make_fixture, validate_records
 from reprolm.io import atomic_path
-from reprolm.pinned import fetch_locked_file, pinned_commit
+from reprolm.pins import fetch_locked_file, pinned_commit
 from reprolm.provenance.records import note_read
 
 SPLIT_ORDER = "splits.json"
@@ -42,20 +37,6 @@ def source_file_paths(spec: dict) -> list[str]:
     if "released" in spec:
         return released_paths(spec["released"])
     return [path for paths in _split_paths(spec.get("files", {})).values() for path in paths]
-
-
-def source_inputs(source: str, spec: dict, dry_run: bool, warn: Callable[[str], None]) -> list[str]:
-    """The files a source's job reads. Released files not downloaded yet refuse the run
-    while its DAG is built, before any job, naming each path and the URL to fetch it from; a
-    dry run warns the same and leaves them out, so that it still shows the DAG."""
-    if "released" in spec:
-        if not dry_run:
-            refuse_missing_released_files(source, spec)
-        report = not_downloaded(source, spec)
-        if report:
-            warn(f"{report}\n(a dry run leaves them out; a real run is refused until they are there)")
-        return [path for path in source_file_paths(spec) if Path(path).is_file()]
-    return source_file_paths(spec)
 
 
 def _split_paths(files: dict) -> dict[str, list[str]]:
@@ -142,7 +123,6 @@ def _pinned_reads(source: str, hub: Mapping, downloads: Path) -> tuple[dict | No
     the lock's commit (an unpinned run: the hub's commit now), and each file it names by URL
     fetched into ``downloads`` with its sha256 checked against the lock's (``locked_files``).
     Returns the data files as ``datasets`` reads them and the dataset's revision."""
-
     revision = hub.get("revision")
     if _on_the_hub(hub["path"]):
         revision = pinned_commit("dataset", hub["path"], revision)

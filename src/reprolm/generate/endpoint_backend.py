@@ -15,6 +15,10 @@ backoff or after the server's Retry-After, ``max_retries`` times.
 
 The API key is read from the environment variable the config names and is never written
 anywhere: the config, logs, errors and provenance hold only the variable's name.
+
+An API model cannot be pinned the way a hub checkpoint is: each reply's ``model`` (the
+snapshot the API served) and ``system_fingerprint`` (its serving configuration) are counted
+(:meth:`ChatEndpointBackend.served`), for the generation's provenance record.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import dataclasses
 import json
 import logging
 import os
+import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -70,6 +76,22 @@ class ChatEndpointBackend:
         self.client = OpenAI(base_url=base_url, api_key=key, max_retries=max_retries, timeout=timeout_s)
         self.max_concurrency, self.max_retries = max_concurrency, max_retries
         self.sampling_overrides = dict(sampling or {})
+        # (served model, system fingerprint) -> replies, counted across the request threads.
+        self._served: Counter = Counter()
+        self._served_lock = threading.Lock()
+
+    def served(self) -> dict:
+        """The model ids and system fingerprints the API's replies named, with how many
+        replies named each, beside the configured model."""
+        with self._served_lock:
+            counted = sorted(self._served.items(), key=lambda item: (str(item[0][0]), str(item[0][1])))
+        return {
+            "configured_model": self.model,
+            "served": [
+                {"model": model, "system_fingerprint": fingerprint, "replies": replies}
+                for (model, fingerprint), replies in counted
+            ],
+        }
 
     def describe(self) -> dict:
         """What the records may say of the endpoint: never the key."""
@@ -160,6 +182,8 @@ class ChatEndpointBackend:
                 f"{self.where}: the reply to {request} has {len(choices)} choices for n={sampling.n} "
                 "(an endpoint that samples one choice per request needs a prompt set with n: 1)"
             )
+        with self._served_lock:
+            self._served[(getattr(reply, "model", None), getattr(reply, "system_fingerprint", None))] += 1
         ordered = sorted(choices, key=lambda choice: choice.index)
         texts = [(choice.message.content or "") if choice.message else "" for choice in ordered]
         return texts, [choice.finish_reason == "length" for choice in ordered]

@@ -36,6 +36,16 @@ class PromptBatch:
         ]
 
 
+# What a generation reads of its prompt set, and of its model's recipe (the rest of a recipe
+# is the finetune's): a generation's params hold these and nothing else of them.
+PROMPTSET_KEYS = ("prompt", "template", "sampling", "category_sampling")
+RECIPE_KEYS = ("length_prompt",)
+
+# Registered where each is defined, so that a generation's code is its own prompt kind's
+# (reprolm.provenance.fingerprint): editing one regenerates only the prompt sets it builds.
+PROMPT_BUILDERS: Registry[Callable[..., PromptBatch]] = Registry("prompt kind", per_job=True)
+
+
 def user_turn(user: str) -> list[dict]:
     return [{"role": "user", "content": user}]
 
@@ -46,6 +56,7 @@ def word_count_instruction(instruction: str, target_name: str, targets: TargetSe
     return f"{instruction}\nThe response should have a word count of {phrase} words."
 
 
+@PROMPT_BUILDERS.register("target_length")
 @reads_length_targets()
 def target_length_prompts(rows, length_prompt: str, targets: TargetSet) -> PromptBatch:
     """Ruler models: the assistant header followed by the target's MLT, stopping at any
@@ -59,25 +70,18 @@ def target_length_prompts(rows, length_prompt: str, targets: TargetSet) -> Promp
     return PromptBatch([user_turn(word_count_instruction(r["Instruction"], r["TargetLength"], targets)) for r in rows])
 
 
+@PROMPT_BUILDERS.register("self_length")
 def self_length_prompts(rows, length_prompt: str, targets: TargetSet) -> PromptBatch:
     """No target given: the model writes its own MLT first, so special tokens are kept."""
     return PromptBatch([user_turn(r["Instruction"]) for r in rows], skip_special_tokens=False)
 
 
+@PROMPT_BUILDERS.register("chat")
 def instruction_prompts(rows, length_prompt: str, targets: TargetSet) -> PromptBatch:
     """The row's ``instruction`` as the user's turn, nothing added."""
     return PromptBatch([user_turn(r["instruction"]) for r in rows])
 
 
-# What a generation reads of its prompt set, and of its model's recipe (the rest of a recipe
-# is the finetune's): a generation's params hold these and nothing else of them.
-PROMPTSET_KEYS = ("prompt", "template", "sampling", "category_sampling")
-RECIPE_KEYS = ("length_prompt",)
-
-PROMPT_BUILDERS: Registry[Callable[..., PromptBatch]] = Registry("prompt kind")
-PROMPT_BUILDERS.register("target_length", target_length_prompts)
-PROMPT_BUILDERS.register("self_length", self_length_prompts)
-PROMPT_BUILDERS.register("chat", instruction_prompts)
 # Prompt kinds asked turn by turn, each turn after the model's own earlier answers.
 MULTI_TURN = "multi_turn"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from reprolm.models.chat import prompt_token_ids, stop_token_ids
+from reprolm.models.chat import PROMPT_BOS, stop_token_ids
 
 
 @dataclass(frozen=True)
@@ -62,13 +62,18 @@ def make_request(
     generation_eos=None,
     stop_tokens: list[str] = (),
     skip_special_tokens: bool = True,
+    prompt_bos: str = "one",
 ) -> GenerationRequest:
     """A request for ``prompts`` (text through the chat template), tokenised once here.
     ``generation_eos``: the model's generation-config EOS id(s); ``stop_tokens``: further
-    special tokens that end a sample."""
+    special tokens that end a sample; ``prompt_bos``: how the text becomes ids
+    (:data:`reprolm.models.chat.PROMPT_BOS`)."""
+    if prompt_bos not in PROMPT_BOS:
+        raise ValueError(f"prompt_bos: {prompt_bos!r} is not one of {sorted(PROMPT_BOS)}")
+    encode = PROMPT_BOS[prompt_bos]
     return GenerationRequest(
         prompts=list(prompts),
-        prompt_token_ids=[prompt_token_ids(tokenizer, text) for text in prompts],
+        prompt_token_ids=[encode(tokenizer, text) for text in prompts],
         sampling=sampling,
         stop_token_ids=stop_token_ids(tokenizer, generation_eos, list(stop_tokens)),
         skip_special_tokens=skip_special_tokens,

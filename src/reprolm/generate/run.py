@@ -109,6 +109,10 @@ def generate_promptset(
             "stop": generation_stops(engine, rows, promptset, length_prompt, targets),
         },
     )
+    if isinstance(engine, ChatEndpointBackend):
+        # What the API says it served: the model and system fingerprint of this attempt's
+        # replies (shards kept from an earlier attempt are not counted again).
+        note("endpoint", engine.served())
     with atomic_path(output) as tmp:
         pq.write_table(pa.Table.from_pylist(records), tmp)
     if progress:
@@ -225,7 +229,7 @@ def sampling_groups(
 def _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampling, labels) -> list[list[dict]]:
     """Each row's samples as records, row by row."""
     batch = build_prompts(promptset["prompt"], _templated(rows, promptset.get("template")), length_prompt, targets)
-    prompts, samples, limits = _answers(engine, batch, sampling, labels)
+    prompts, samples, limits = _answers(engine, batch, sampling, labels, promptset.get("prompt_bos", "one"))
     return [
         [
             {**row, "prompt": prompt, "sample": index, "text": text, "hit_max_new_tokens": ran_on}
@@ -235,11 +239,11 @@ def _generate_single_turn(engine, rows, promptset, length_prompt, targets, sampl
     ]
 
 
-def _answers(engine, batch: PromptBatch, sampling: SamplingParams, labels: list[str]):
+def _answers(engine, batch: PromptBatch, sampling: SamplingParams, labels: list[str], prompt_bos: str = "one"):
     """Each prompt as its records show it, its ``n`` texts and whether each ran to
     ``max_new_tokens``. A model with weights gets the prompts through its chat template,
-    tokenised once (``make_request``); an endpoint gets their messages (the records show
-    them as JSON) and renders its own template."""
+    tokenised once (``make_request``, BOS by ``prompt_bos``); an endpoint gets their
+    messages (the records show them as JSON) and renders its own template."""
     if engine.tokenizer is None:
         if any(batch.assistant_prefixes):
             raise ValueError(
@@ -257,6 +261,7 @@ def _answers(engine, batch: PromptBatch, sampling: SamplingParams, labels: list[
         generation_eos=engine.generation_eos,
         stop_tokens=batch.stop_tokens,
         skip_special_tokens=batch.skip_special_tokens,
+        prompt_bos=prompt_bos,
     )
     log.info("generating %s", request.describe())
     return prompts, *complete_with_limits(engine, request)

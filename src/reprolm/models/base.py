@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from reprolm.io import atomic_path
 from reprolm.paths import REMOTE_CODE_MARKER
-from reprolm.pinned import pinned_commit
+from reprolm.pins import pinned_commit
 from reprolm.provenance.records import note_read
 
 log = logging.getLogger(__name__)

@@ -34,6 +34,20 @@ def prompt_token_ids(tokenizer, text: str) -> list[int]:
     return ids
 
 
+def tokenizer_prompt_token_ids(tokenizer, text: str) -> list[int]:
+    """``text`` (already through the chat template) as the tokenizer's own encoding gives
+    it, special tokens added: what a backend handed the rendered string does (vLLM given
+    a string, as Ruler's run_exp.py generated), so a template that writes BOS gets a second
+    one from a tokenizer that prepends it (Llama-3, Mistral, Gemma, DeepSeek)."""
+    return tokenizer(text).input_ids
+
+
+# How a prompt set's rendered prompts become ids (``promptsets.*.prompt_bos``): ``one`` BOS
+# (the default), or the tokenizer's own encoding of the text, BOS doubled where the template
+# wrote one too (the original Ruler's generation).
+PROMPT_BOS = {"one": prompt_token_ids, "tokenizer": tokenizer_prompt_token_ids}
+
+
 def chat_prompt(tokenizer, messages: list[dict]) -> tuple[str, list[int]]:
     """The conversation so far, ready for the assistant's answer: its text and its ids."""
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

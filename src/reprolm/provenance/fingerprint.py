@@ -8,10 +8,11 @@ reading the source: a function that calls ``length.level_scores`` depends on tha
 not on the whole ``length`` module. Docstrings, comments and formatting are left out, so
 editing them reruns nothing.
 
-Registries that dispatch by name (metrics, dataset builders, study table writers, upstream
-schemas: those built as ``Registry(..., per_job=True)``) are not followed as a whole: the rule names the entries its job uses (the job's
-metric, builder, study, the schemas of the sources it reads), so editing one metric reruns
-that metric's scores only. Anything the analysis
+Registries that dispatch by name (metrics, dataset builders, prompt kinds, study table
+writers, upstream schemas: those built as ``Registry(..., per_job=True)``) are not followed as
+a whole: the rule names the entries its job uses (the job's metric, builder, prompt kind,
+study, the schemas of the sources it reads), so editing one metric reruns that metric's scores
+only. Anything the analysis
 cannot see (a name built at run time) errs towards rerunning more: a module used as a
 value, not through its attributes, counts as wholly used.
 """

@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from reprolm.gpu_check import check_gpus
 from reprolm.io import atomic_path
 from reprolm.oserrors import os_fault
 from reprolm.progress import configure as configure_progress
@@ -153,6 +154,10 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
         step_log.info("rule %s wildcards %s", smk.rule, dict(_named(smk.wildcards)))
         outputs = [str(p) for p in smk.output]
         try:
+            # A GPU job first checks that its GPUs can run it (driver, devices, bfloat16).
+            asked = int(getattr(smk.resources, "gpu", 0) or 0)
+            if asked:
+                check_gpus(asked, params.get("precision"))
             yield step_log
         except JobStopped as stop:
             preempted = being_preempted()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +32,33 @@ SNAKEMAKE_LINES_SHOWN = 40
 
 
 class DagError(RuntimeError):
-    """The workflow refused the config or the profile before any job (Snakemake said why)."""
+    """The rehearsal cannot build the DAG: no cluster profile, or no SLURM here."""
+
+
+class PreflightRefusal(DagError):
+    """Snakemake refused the config or the profile before any job, as the real run would
+    (Snakemake's words); ``warnings``: what it warned of before."""
+
+    def __init__(self, message: str, warnings: Sequence[str] = ()):
+        super().__init__(message)
+        self.warnings = list(warnings)
+
+
+class _Warnings(logging.Filter):
+    """Snakemake's warnings while it reads the workflow and builds the DAG: a filter on its
+    logger, which sees every record (Snakemake replaces the logger's handlers as it starts)."""
+
+    def __init__(self):
+        super().__init__()
+        self.messages: list[str] = []
+        self.errors: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            self.errors.append(record.getMessage())
+        elif record.levelno >= logging.WARNING:
+            self.messages.append(record.getMessage())
+        return True
 
 
 @dataclass
@@ -49,6 +76,10 @@ class ClusterDag:
     checkpoint_rules: list[str]
     # Each job's jobs it needs (Snakemake's own map).
     dependencies: Mapping = field(default_factory=dict)
+    # What Snakemake warned of while reading the workflow (the preflight's warnings).
+    warnings: list[str] = field(default_factory=list)
+    # How many times a failing job runs: the first attempt and the profile's retries.
+    attempts: int = 1
 
 
 def snakemake_arguments(configfiles: Sequence[str], profile: str | None, workflow_profile: str | None) -> list[str]:
@@ -64,7 +95,8 @@ def snakemake_arguments(configfiles: Sequence[str], profile: str | None, workflo
 
 def inspect_cluster_dag(arguments: Sequence[str], inspect: Callable[[ClusterDag], Any]) -> Any:
     """``inspect(dag)`` of the config's cluster DAG, called while Snakemake's workflow is
-    live (job resources are evaluated against it). Raises DagError when Snakemake refuses."""
+    live (job resources are evaluated against it). Raises PreflightRefusal when Snakemake
+    refuses, as it would refuse the real run."""
     parser, args = cli.parse_args(list(arguments))
     if args.executor != CLUSTER_EXECUTOR:
         raise DagError(
@@ -77,6 +109,7 @@ def inspect_cluster_dag(arguments: Sequence[str], inspect: Callable[[ClusterDag]
         args.cores = sys.maxsize
     outcome: dict = {}
     execute = DAGApi.execute_workflow
+    warned = _Warnings()
 
     def execute_then_inspect(dag_api: DAGApi, *positional, **keywords):
         result = execute(dag_api, *positional, **keywords)
@@ -97,6 +130,8 @@ def inspect_cluster_dag(arguments: Sequence[str], inspect: Callable[[ClusterDag]
             workdir=Path(workflow.workdir_init),
             checkpoint_rules=sorted({job.rule.name for job in workflow.dag.jobs if job.is_checkpoint}),
             dependencies=workflow.dag.dependencies,
+            warnings=warned.messages,
+            attempts=(args.retries or 0) + 1,
         )
         # Snakemake prints and swallows what its API raises; the rehearsal's own errors are
         # raised again below, as they are.
@@ -108,15 +143,21 @@ def inspect_cluster_dag(arguments: Sequence[str], inspect: Callable[[ClusterDag]
 
     # A dry run lists every job whatever --quiet says (Snakemake 9.27); kept back unless it fails.
     output = io.StringIO()
-    with (
-        mock.patch.object(DAGApi, "execute_workflow", execute_then_inspect),
-        contextlib.redirect_stdout(output),
-        contextlib.redirect_stderr(output),
-    ):
-        succeeded = cli.args_to_api(args, parser)
+    snakemake_logger = logging.getLogger("snakemake.logging")
+    snakemake_logger.addFilter(warned)
+    try:
+        with (
+            mock.patch.object(DAGApi, "execute_workflow", execute_then_inspect),
+            contextlib.redirect_stdout(output),
+            contextlib.redirect_stderr(output),
+        ):
+            succeeded = cli.args_to_api(args, parser)
+    finally:
+        snakemake_logger.removeFilter(warned)
     if "error" in outcome:
         raise outcome["error"]
     if not succeeded or "value" not in outcome:
-        told = "\n".join(output.getvalue().strip().splitlines()[-SNAKEMAKE_LINES_SHOWN:])
-        raise DagError(f"Snakemake refused the config or the profile before any job:\n{told}")
+        # Snakemake's error, else the end of what it printed.
+        told = "\n".join(warned.errors) or "\n".join(output.getvalue().strip().splitlines()[-SNAKEMAKE_LINES_SHOWN:])
+        raise PreflightRefusal(told, warned.messages)
     return outcome["value"]

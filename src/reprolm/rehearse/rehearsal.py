@@ -13,6 +13,11 @@ With ``stand_in``, one job of each rule x model family x resource class runs thr
 profile on tiny stand-in models (``reprolm.rehearse.standin``), one generation stopped and
 resumed on the way; one that fails, runs other than asked, or does not resume, is a failure
 too.
+
+First comes the real run's preflight, which a dry run has too: a config or profile Snakemake
+refuses, and what its dry run warns a real run would refuse, fail the verdict in Snakemake's
+words; its other warnings are verdict lines; a released file not downloaded yet whose URL
+this host cannot reach fails it, naming the URL and the path to copy it to.
 """
 
 from __future__ import annotations
@@ -21,11 +26,14 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pandas as pd
 from snakemake.cli import get_profile_dir
 
-from reprolm.rehearse.dag import DagError, inspect_cluster_dag, snakemake_arguments
+from reprolm.data.released_ratings import ReleasedFile, released_files, unreachable
+from reprolm.errors import REAL_RUN_REFUSED
+from reprolm.rehearse.dag import DagError, PreflightRefusal, inspect_cluster_dag, snakemake_arguments
 from reprolm.rehearse.sizes import Measurement, data_jobs, measure_all, save, score_jobs
 from reprolm.rehearse.standin import STAND_IN_DIR, StandInRun, candidates, run_stand_ins
 from reprolm.rehearse.submissions import (
@@ -35,6 +43,7 @@ from reprolm.rehearse.submissions import (
     judge,
     plugin_requests,
     read_partitions,
+    retry_problems,
     table,
     verdict,
 )
@@ -67,6 +76,9 @@ class Rehearsal:
         return table(self.shapes)
 
     def report(self) -> str:
+        if not self.shapes:
+            # Refused before any job: nothing was judged.
+            return "\n".join(self.verdict)
         lines = [
             "Submissions: every distinct sbatch request, judged by the cluster (sbatch --test-only)",
             self.table().to_string(index=False),
@@ -158,6 +170,38 @@ def workflow_profile_file(workflow_profile: str) -> Path:
     )
 
 
+def pending_downloads(config: Mapping) -> list[ReleasedFile]:
+    """The released files the run will download on this host (not at their paths yet)."""
+    return [
+        file
+        for name, spec in config.get("sources", {}).items()
+        if "released" in spec
+        for file in released_files(name, spec)
+        if not Path(file.path).is_file()
+    ]
+
+
+def preflight(warnings: Sequence[str], downloads: Sequence[ReleasedFile]) -> tuple[list[str], list[str]]:
+    """The real run's refusals and the preflight's warnings, as verdict lines: (failures,
+    warnings). Downloads this host cannot make are failures, one line per host and cause
+    with the count, a URL and the path to copy its file to."""
+    failures = [f"- refused: {warning}" for warning in warnings if REAL_RUN_REFUSED in warning]
+    notes = [f"- warning: {warning}" for warning in warnings if REAL_RUN_REFUSED not in warning]
+    failed: dict[tuple[str, str], list[ReleasedFile]] = {}
+    for file in downloads:
+        why = unreachable(file.url)
+        if why is not None:
+            failed.setdefault((urlsplit(file.url).netloc, why), []).append(file)
+    for (host, why), files in failed.items():
+        first = files[0]
+        failures.append(
+            f"- {len(files)} released file(s) are not there and {host} cannot be reached from this host ({why}), "
+            f"e.g. {first.key}: {first.url}: download them elsewhere and copy each to its path ({first.path}; "
+            "`snakemake -n` lists the released_file jobs)"
+        )
+    return failures, notes
+
+
 def rehearse(
     configfiles: Sequence[str] = (),
     profile: str | None = DEFAULT_PROFILE,
@@ -178,14 +222,43 @@ def rehearse(
         requests = plugin_requests(dag)
         found = candidates(dag, requests) if stand_in else []
         builds = (data_jobs(dag), score_jobs(dag, requests)) if sizes is not None else ([], [])
-        return requests, dict(dag.local_jobs), dag.checkpoint_rules, dag.config, builds, dag.workdir, found
+        return (
+            requests,
+            dict(dag.local_jobs),
+            dag.checkpoint_rules,
+            dag.config,
+            builds,
+            dag.workdir,
+            found,
+            dag.warnings,
+            dag.attempts,
+        )
 
-    requests, local_jobs, checkpoint_rules, config, (builds, scores), workdir, found = inspect_cluster_dag(
-        arguments, read
-    )
+    try:
+        requests, local_jobs, checkpoint_rules, config, (builds, scores), workdir, found, warnings, attempts = (
+            inspect_cluster_dag(arguments, read)
+        )
+    except PreflightRefusal as refusal:
+        lines = ["not ready: Snakemake refuses the real run before any job (its preflight, as a dry run has it):"]
+        lines += [f"  {line}" for line in str(refusal).splitlines()]
+        lines += [f"- warning: {warning}" for warning in refusal.warnings]
+        return Rehearsal([], {}, [], False, lines)
     shapes = group_shapes(requests)
     judge(shapes, partitions, env)
     ready, lines = verdict(shapes, config, profile or workflow_profile or "the profile")
+    retried = retry_problems(shapes, partitions, config, attempts)
+    if retried:
+        if ready:
+            lines = ["not ready: retries would ask for more than their partitions grant"]
+            ready = False
+        lines += retried
+    refusals, warned = preflight(warnings, pending_downloads(config))
+    if refusals:
+        if ready:
+            lines = ["not ready: the real run's preflight refuses it or cannot fetch its inputs"]
+            ready = False
+        lines += refusals
+    lines += warned
     notes = []
     if checkpoint_rules:
         notes.append(

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 from snakemake_interface_common.exceptions import WorkflowError
 
+from reprolm.config.resources import attempt_size
 from reprolm.score.judges import judge_kind
 from reprolm.stages import rule_stage
 
@@ -351,6 +352,52 @@ def limit_problems(shape: Shape, partition: Partition) -> list[tuple[str, str]]:
     return problems
 
 
+def retry_problems(
+    shapes: Sequence[Shape], partitions: Mapping[str, Partition], config: Mapping, attempts: int
+) -> list[str]:
+    """Verdict lines for the shapes whose last attempt (the profile's ``retries`` + 1), grown
+    by the config's ``retry_growth``, asks for more time or memory than its partition grants:
+    the first attempt passes, the retry would wait in the queue for ever. Only shapes the
+    config sizes grow (the profile's ``default-resources`` ask for the same each attempt)."""
+    from snakemake_executor_plugin_slurm.utils import parse_time_to_minutes
+
+    if attempts <= 1 or not config.get("retry_growth"):
+        return []
+    default = next((p for p in partitions.values() if p.default), None)
+    lines = []
+    for shape in shapes:
+        if shape.verdict != ACCEPTED or not shape.sources:
+            continue
+        partition = partitions.get(shape.value("-p")) if shape.value("-p") else default
+        if partition is None:
+            continue
+        over = []
+        if shape.value("-t") and partition.max_minutes is not None:
+            minutes = attempt_size(config, "runtime", parse_time_to_minutes(shape.value("-t")), attempts)
+            if minutes > partition.max_minutes:
+                over.append(
+                    (
+                        "retry_growth.max_runtime",
+                        f"runtime {minutes} min, over partition {partition.name}'s MaxTime of "
+                        f"{partition.max_minutes} min",
+                    )
+                )
+        if shape.value("--mem") and partition.nodes:
+            largest = max(node.memory_mb for node in partition.nodes)
+            if partition.max_mem_per_node_mb:
+                largest = min(largest, partition.max_mem_per_node_mb)
+            memory = attempt_size(config, "mem_mb", int(shape.value("--mem")), attempts)
+            if memory > largest:
+                over.append(("retry_growth.max_mem_mb", f"{memory} MB of memory, over the {largest} MB of its nodes"))
+        if over:
+            lines.append(
+                f"- {shape.rule} ({_examples(shape)}): its attempt {attempts} (retry_growth) asks for "
+                + " and ".join(why for _, why in over)
+            )
+            lines.append(f"  change: {'; '.join(key for key, _ in over)} (or the profile's retries)")
+    return lines
+
+
 def sbatch_test_only(call: str, env: Mapping | None = None, timeout: float = 60) -> tuple[bool, str]:
     """SLURM's answer to the request (``sbatch --test-only``: nothing is queued)."""
     words = shlex.split(call)
@@ -480,6 +527,10 @@ def table(shapes: Sequence[Shape]) -> pd.DataFrame:
     ]
 
 
+def _examples(shape: Shape) -> str:
+    return f"{len(shape.jobs)} jobs: " + ", ".join(shape.jobs[:3]) + (", ..." if len(shape.jobs) > 3 else "")
+
+
 def verdict(shapes: Sequence[Shape], config: Mapping, profile: str) -> tuple[bool, list[str]]:
     """(ready, lines): every shape accepted, or what will fail and the key to change."""
     failing = [shape for shape in shapes if shape.verdict not in (ACCEPTED, SIZED_AT_RUN_TIME)]
@@ -500,7 +551,6 @@ def verdict(shapes: Sequence[Shape], config: Mapping, profile: str) -> tuple[boo
         )
     lines = [head]
     for shape in failing:
-        examples = ", ".join(shape.jobs[:3]) + (", ..." if len(shape.jobs) > 3 else "")
-        lines.append(f"- {shape.rule} ({len(shape.jobs)} jobs: {examples}): {shape.verdict}: {shape.answer}")
+        lines.append(f"- {shape.rule} ({_examples(shape)}): {shape.verdict}: {shape.answer}")
         lines.append(f"  change: {'; '.join(keys_to_change(shape, config, profile))}")
     return not failing, lines

@@ -82,6 +82,34 @@ def builtin_task_config(task: str, resolve_functions: bool = True) -> dict[str, 
     return _task_yaml(Path(entry.yaml_path), resolve_functions)
 
 
+def leaf_tasks(task: str) -> list[str]:
+    """The tasks lm-eval runs for ``task``: itself, or a group's (or tag's) tasks, nested
+    groups expanded, from lm-eval's own task files (nothing downloaded). A group's task given
+    inline (a config, not a name) is returned as that config."""
+    index = task_manager().task_index
+    leaves: list = []
+    pending, seen = [task], set()
+    while pending:
+        name = pending.pop(0)
+        if isinstance(name, dict):
+            leaves.append(name)
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        entry = index.get(name)
+        if entry is None:
+            raise ValueError(f"lm-eval {version('lm_eval')} has no task or group {name!r} (named by {task!r})")
+        subtasks = (entry.cfg or {}).get("task")
+        if entry.kind.name == "TAG":
+            pending.extend(sorted(other for other, item in index.items() if name in (item.tags or ())))
+        elif isinstance(subtasks, list):
+            pending.extend(sub if isinstance(sub, str) or not sub.get("task") else sub for sub in subtasks)
+        else:
+            leaves.append(name)
+    return leaves
+
+
 def _function_reference(loader, node) -> str:
     return loader.construct_scalar(node)
 
@@ -506,6 +534,7 @@ def evaluate_tasks(
     seed: int = LM_EVAL_DEFAULT_SEED,
     bootstrap_iters: int = 100_000,
     apply_chat_template: bool = False,
+    fewshot_as_multiturn: bool = False,
     samples_output: str | None = None,
     response_cache: str | Path | None = None,
     logger=None,
@@ -525,7 +554,8 @@ def evaluate_tasks(
     :func:`sample_records`), so that every score can be audited document by document.
 
     ``apply_chat_template`` renders each prompt through the tokenizer's chat template, for
-    models trained on chat-formatted task text.
+    models trained on chat-formatted task text; ``fewshot_as_multiturn`` (with it) makes
+    each few-shot example a user and an assistant turn rather than text of one user turn.
 
     ``model``, ``tokenizer``, ``backend``, ``dtype`` and ``tensor_parallel_size``
     are as in :func:`language_model`. The model is wrapped once and reused for all tasks.
@@ -538,6 +568,8 @@ def evaluate_tasks(
     """
     import lm_eval
 
+    if fewshot_as_multiturn and not apply_chat_template:
+        raise ValueError("fewshot_as_multiturn: few-shot examples become chat turns only with apply_chat_template")
     names = [spec.name for spec in tasks]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
@@ -572,6 +604,7 @@ def evaluate_tasks(
                 torch_random_seed=seed,
                 fewshot_random_seed=seed,
                 apply_chat_template=apply_chat_template,
+                fewshot_as_multiturn=fewshot_as_multiturn,
             )
             summaries[spec.name] = _summarise(spec, configs[spec.name], output)
             if logger is not None:
@@ -591,5 +624,6 @@ def evaluate_tasks(
         "backend": backend,
         "seed": seed,
         "apply_chat_template": apply_chat_template,
+        "fewshot_as_multiturn": fewshot_as_multiturn,
         "tasks": summaries,
     }

@@ -74,6 +74,7 @@ def run_suite(
         tensor_parallel_size=tensor_parallel_size,
         seed=seed,
         apply_chat_template=suite.get("apply_chat_template", False),
+        fewshot_as_multiturn=suite.get("fewshot_as_multiturn", False),
         samples_output=samples_output,
         response_cache=cache,
         logger=logger,

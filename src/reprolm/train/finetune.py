@@ -342,7 +342,7 @@ def run(spec: FinetuneSpec) -> None:
     from reprolm.models.loading import load_tokenizer
     from reprolm.train.losses import trainer_loss
     from reprolm.train.progress import TrainingProgress
-    from reprolm.train.stop_on_signal import StopOnSignal
+    from reprolm.train.stop_on_signal import SAVE_MINUTES, SaveEveryMinutes, StopOnSignal
 
     torch.manual_seed(spec.seed)
     if spec.deepspeed:
@@ -395,6 +395,7 @@ def run(spec: FinetuneSpec) -> None:
         )
     stop = StopOnSignal()
     trainer.add_callback(stop)
+    trainer.add_callback(SaveEveryMinutes(spec.recipe.get("save_minutes", SAVE_MINUTES)))
     trainer.add_callback(TrainingProgress())
     resume = latest_checkpoint(spec.checkpoint_dir)
     if resume:

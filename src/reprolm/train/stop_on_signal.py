@@ -1,11 +1,20 @@
-"""A Trainer callback that turns a stop signal (reprolm.stopping) into a checkpoint and an
-orderly end of training, at the end of the step that is running when it arrives."""
+"""Trainer callbacks that bound what an end of training loses: a stop signal
+(reprolm.stopping) becomes a checkpoint and an orderly end at the end of the step that is
+running when it arrives; and a hard kill, which sends no signal (a node failure, an OOM kill
+without grace time), loses at most ``save_minutes`` of training (SaveEveryMinutes)."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from transformers import TrainerCallback
 
 from reprolm.stopping import JobStopped, stop_request
+
+# A checkpoint at least this often, whatever the recipe's save_steps or epochs: a hard kill
+# then loses at most this much training (recipes.*.save_minutes).
+SAVE_MINUTES = 30
 
 
 def _any_rank_asked(asked: bool, device) -> bool:
@@ -41,3 +50,25 @@ class StopOnSignal(TrainerCallback):
             raise JobStopped(
                 stop_request.signal_name or "a stop signal on another worker", f"checkpoint at step {self.stopped_at}"
             )
+
+
+class SaveEveryMinutes(TrainerCallback):
+    """A checkpoint at the first step end ``minutes`` or more after the last save (or the
+    start), besides the recipe's own (every ``save_steps``, or epoch): all ranks save that
+    step (a DeepSpeed checkpoint is a collective), as any rank's clock says."""
+
+    def __init__(self, minutes: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = minutes * 60
+        self.clock = clock
+        self.last = clock()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.last = self.clock()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if _any_rank_asked(self.clock() - self.last >= self.seconds, args.device):
+            control.should_save = True
+        return control
+
+    def on_save(self, args, state, control, **kwargs):
+        self.last = self.clock()

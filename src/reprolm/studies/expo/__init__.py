@@ -90,7 +90,9 @@ class Expo(Study):
             ``LC Win Rate``: with an ``alpaca_eval`` judge, AlpacaEval 2.0's
             ``length_controlled_winrate`` (its GLM ``length_controlled_v1``: length difference and
             instruction difficulty, regularised to the gamed baselines), the seed table's LC
-            column; with another judge, the project's regression on the length difference alone
+            column. Its instruction difficulties and the gamed baselines' verdicts it is
+            regularised to come from ``df_gamed.csv``, which GPT-4 Turbo made: a successor's LC
+            mixes its own verdicts with those retired-judge parts of the fit. With another judge, the project's regression on the length difference alone
             (no published figure is of that definition). Original and + ExPO, mean answer lengths
             in characters, the judge, its protocol, the LC method and ``alpha from`` (the model
             card's alpha or the search's). ``lo`` / ``hi``: 95% percentile bootstrap interval over

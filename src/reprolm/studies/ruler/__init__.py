@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from reprolm.config.lookups import chat_template_name, promptset_spec
 from reprolm.errors import ConfigError, require
+from reprolm.paths import PRETRAINED, score_path
 from reprolm.score.task_facts import refuse_metrics_not_reported
 from reprolm.studies.base import Study, register_study, section_schema
 
@@ -129,7 +130,25 @@ class Ruler(Study):
         ]
         for name in spec.get("lm_eval_metrics", {}):
             require(name, specs, "ruler.lm_eval_metrics")
+        for base in spec.get("tlg_only", []):
+            require(base, spec.get("baselines", []), "ruler.tlg_only")
         _check_single_turn(config)
+
+    def score_paths(self, config: Mapping) -> list[str]:
+        """Every model's evaluations, less all but the TLG ones (and the lm-eval suite) for
+        the ``tlg_only`` baselines."""
+        spec = config["ruler"]
+        tlg_only = set(spec.get("tlg_only", []))
+        dropped = {
+            score_path(evaluation["metric"], base, recipe, evaluation["promptset"])
+            for base, recipe in self.models(config)
+            if base in tlg_only
+            for evaluation in spec.get("evaluations", [])
+            if evaluation["metric"] != "length_levels"
+        }
+        if spec.get("lm_eval_suite"):
+            dropped |= {score_path("lm_eval", base, PRETRAINED, spec["lm_eval_suite"]) for base in tlg_only}
+        return [path for path in super().score_paths(config) if path not in dropped]
 
     def preflight(self, config: Mapping, task_cache: str) -> None:
         tasks = {
@@ -151,9 +170,11 @@ class Ruler(Study):
         # Every recipe: a Ruler model may be a replicate, an extrapolation or an ``init``'s.
         recipes = set(config.get("recipes", {}))
         datasets = config.get("datasets", {})
-        single_turn = {}
+        single_turn, prompt_bos = {}, {}
         for evaluation in spec.get("evaluations", []):
-            dataset = datasets.get(promptset_spec(config, evaluation["promptset"])["dataset"], {})
+            promptset = promptset_spec(config, evaluation["promptset"])
+            prompt_bos[evaluation["promptset"]] = promptset.get("prompt_bos", "one")
+            dataset = datasets.get(promptset["dataset"], {})
             if dataset.get("builder") == "ruler_tlg":
                 single_turn[evaluation["promptset"]] = dataset.get("params", {}).get("single_turn", "two_turns")
         return {
@@ -162,6 +183,7 @@ class Ruler(Study):
             # models were trained and asked with, and how the TLG prompts were chosen.
             "chat_templates": {recipe: chat_template_name(config, recipe) for recipe in sorted(recipes)},
             "single_turn": single_turn,
+            "prompt_bos": prompt_bos,
             "lm_eval_metrics": lm_eval_metrics(spec),
         }
 

@@ -27,12 +27,19 @@ class Definitions:
     """What a row's ``definition`` says: ``template=`` the chat template its model was
     trained and asked with (``ruler_custom``: the original's for every base; ``own``: the
     base's, as the instruct baselines are asked in the original too), and for TLG rows
-    ``single_turn=`` how the prompts were picked (``two_turns``: the original's)."""
+    ``single_turn=`` how the prompts were picked (``two_turns``: the original's). A row's
+    ``model`` is marked ``[prompt_bos=...]`` where its prompt set tokenised the prompts
+    another way than the default one BOS (``tokenizer``: the original's doubled BOS)."""
 
     def __init__(self, settings: Mapping | None = None):
         settings = settings or {}
         self.templates = settings.get("chat_templates", {})
         self.single_turn = settings.get("single_turn", {})
+        self.prompt_bos = settings.get("prompt_bos", {})
+
+    def model(self, score: Score) -> str:
+        bos = self.prompt_bos.get(split_seed(score.name)[0], "one")
+        return score.model if bos == "one" else f"{score.model} [prompt_bos={bos}]"
 
     def template(self, recipe: str) -> str:
         return self.templates.get(split_seed(split_expo(recipe)[0])[0], "own")
@@ -122,7 +129,7 @@ def tlg_levels(scores: list[Score], targets: TargetSet, definitions: Definitions
             )
             rows.append(
                 {
-                    "model": s.model,
+                    "model": definitions.model(s),
                     **row,
                     **_window_estimates(s, targets, row, members),
                     AT_LIMIT: at_limit(s, [name in members for name in s.data["target_names"]]),
@@ -136,7 +143,7 @@ def tlg_targets(scores: list[Score], targets: TargetSet, definitions: Definition
     definitions = definitions or Definitions()
     rows = [
         {
-            "model": s.model,
+            "model": definitions.model(s),
             **row,
             **_window_estimates(s, targets, row, {row["target"]}),
             DEFINITION: definitions(s, prompts=True),
@@ -173,7 +180,7 @@ def length_error_table(scores: list[Score], targets: TargetSet, definitions: Def
         rmse = Estimate(math.sqrt(squared.value), np.sqrt(squared.replicates), units=squared.units)
         rows.append(
             {
-                "model": s.model,
+                "model": definitions.model(s),
                 "exact_match": _check_figure(s, "exact_match", exact, data["errors"]["exact_match"]),
                 "rmse": _check_figure(s, "rmse", rmse, data["errors"]["rmse"]),
                 "n": data["errors"]["n"],
@@ -201,7 +208,7 @@ def multi_mlt_table(scores: list[Score], targets: TargetSet, definitions: Defini
             per_target[name] = _check_figure(s, f"FM of {name}", pooled_by_prompt(data["ids"], inside, asked), reported)
         rows.append(
             {
-                "model": s.model,
+                "model": definitions.model(s),
                 **{n: per_target.get(n) for n in targets.names},
                 "Avg FM": _check_figure(s, "Avg FM", mean_of_estimates(list(per_target.values())), data["avg_FM"]),
                 AT_LIMIT: at_limit(s),
@@ -222,7 +229,7 @@ def self_mlt_table(scores: list[Score], targets: TargetSet, definitions: Definit
         inside = self_mlt_inside(data["word_counts"], data["mlt_names"], targets)
         rows.append(
             {
-                "model": s.model,
+                "model": definitions.model(s),
                 **data["emitted"],
                 "no MLT": data["no_mlt"],
                 "FM": _check_figure(s, "FM", pooled_by_prompt(data["ids"], inside, every), data["FM"]),

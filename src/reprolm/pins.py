@@ -1,7 +1,6 @@
-"""Downloads at a pinned revision, as the lock (:mod:`reprolm.lock`) gives it: a hub
-repository at a commit sha, a file by URL checked against its locked sha256. What every
-download step uses, below the data it fetches; resolving a whole config's inputs into a lock
-is the lock's."""
+"""What a download needs of the lock (:mod:`reprolm.lock`): a hub repository's commit, a
+file fetched and its sha256 checked, an lm-eval task's tasks. Kept apart from the lock itself,
+which reads the config, so that the download code imports no config lookups."""
 
 from __future__ import annotations
 
@@ -66,3 +65,10 @@ def fetch_url(url: str, destination: Path | None = None, timeout: float = TIMEOU
             if sink is not None:
                 sink.close()
     return digest.hexdigest(), headers
+
+
+def url_etag(url: str, timeout: float = TIMEOUT_S) -> str | None:
+    """The ETag a HEAD request of ``url`` answers (no content read)."""
+    request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "reprolm"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.headers.get("ETag")

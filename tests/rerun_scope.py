@@ -1,0 +1,170 @@
+"""The rerun scope of every leaf key of the default config: each changed to another value
+the workflow accepts, and the jobs the change reruns after a finished run of the default
+(reprolm.impact: two Snakemake DAGs, in this process)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import yaml
+
+from reprolm import impact
+
+REPO = Path(__file__).resolve().parents[1]
+PAGE = Path("docs") / "rerun-scope.md"
+# The config's maps of named entries: a key's siblings are the same key of the other entries.
+NAMED = (
+    "sources",
+    "tokenizers",
+    "base_models",
+    "datasets",
+    "recipes",
+    "promptsets",
+    "judges",
+    "metrics",
+    "lm_eval_suites",
+)
+
+Key = tuple
+
+
+class Scope(NamedTuple):
+    key: Key
+    before: object
+    after: object  # the value it was changed to (where ``accepted``)
+    accepted: bool
+    triggered: tuple[str, ...]  # rules with a job rerun by its own trigger
+    rules: dict[str, int]  # every rule rerun, with its job count
+
+
+def dotted(key: Key) -> str:
+    return ".".join(str(part) for part in key)
+
+
+def leaves(value, key: Key = ()) -> Iterator[tuple[Key, object]]:
+    """Every leaf key of a config: a scalar, or a list of scalars (a window, a list of names)."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            yield from leaves(item, (*key, name))
+    elif isinstance(value, list) and value and all(isinstance(item, (dict, list)) for item in value):
+        for index, item in enumerate(value):
+            yield from leaves(item, (*key, index))
+    else:
+        yield key, value
+
+
+def _pattern(key: Key) -> tuple:
+    """A key with its entry's name (under a map of named entries) and list positions left out."""
+    return tuple(
+        "*" if isinstance(part, int) or (index == 1 and key[0] in NAMED) else part for index, part in enumerate(key)
+    )
+
+
+def _siblings(config, key: Key) -> list:
+    pattern = _pattern(key)
+    found = []
+    for other, value in leaves(config):
+        if other != key and _pattern(other) == pattern and value not in found:
+            found.append(value)
+    return found
+
+
+def _scalar_alternatives(value) -> list:
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [value + 1, value - 1]
+    if isinstance(value, float):
+        return [value / 2, value * 2] if 0 < value <= 1 else [value * 2, value / 2]
+    if isinstance(value, str):
+        return [f"{value}x"]
+    return []
+
+
+def alternatives(config, key: Key, value) -> list:
+    """Values to try for ``key`` in place of ``value``, the likeliest to be accepted first:
+    a scalar moved a step, a sibling entry's value, a list with one item moved or left out."""
+    found = []
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            if item is not None and not isinstance(item, str):
+                for moved in _scalar_alternatives(item):
+                    found.append([*value[:index], moved, *value[index + 1 :]])
+                break
+        if len(value) > 1:
+            found += [value[:-1], value[1:]]
+        found += [value[::-1]] if len(set(map(repr, value))) > 1 else []
+    else:
+        found += [s for s in _siblings(config, key) if type(s) is type(value)]
+        found += _scalar_alternatives(value)
+    found += [s for s in _siblings(config, key) if isinstance(value, list) and s != value]
+    unique = []
+    for candidate in found:
+        if candidate != value and candidate not in unique:
+            unique.append(candidate)
+    return unique
+
+
+def changed(config, key: Key, value) -> dict:
+    result = copy.deepcopy(config)
+    target = result
+    for part in key[:-1]:
+        target = target[part]
+    target[key[-1]] = value
+    return result
+
+
+def scope_of_every_key(root: Path = REPO, progress=None) -> list[Scope]:
+    """Each leaf key changed to the first alternative the workflow accepts (None: none is)."""
+    config = yaml.safe_load((root / "config" / "config.yaml").read_text())
+    default = impact.dag_states(root).states
+    scopes = []
+    for key, value in leaves(config):
+        scope = Scope(key, value, None, False, (), {})
+        for candidate in alternatives(config, key, value):
+            try:
+                states = impact.dag_states(root, config=changed(config, key, candidate)).states
+            except Exception:  # the workflow refuses the value: the next one
+                continue
+            found = impact.reruns(default, states)
+            scope = Scope(
+                key,
+                value,
+                candidate,
+                True,
+                tuple(sorted(impact.rules_triggered(found))),
+                dict(sorted(impact.rules_rerun(found).items())),
+            )
+            break
+        scopes.append(scope)
+        if progress:
+            progress(scope)
+    return scopes
+
+
+def page(scopes: list[Scope]) -> str:
+    lines = [
+        "# What each config key reruns",
+        "",
+        "Generated by `tests/test_rerun_scope.py` (do not edit): every leaf key of",
+        "`config/config.yaml` changed to another value the workflow accepts, and the jobs",
+        "Snakemake would rerun after a finished run of the default config (`reprolm impact`",
+        "answers the same question for your own change). *Triggered*: the rules whose jobs",
+        "rerun because their own params, inputs, code or software changed; *rerun*: every rule",
+        "with its job count, the jobs after them included.",
+        "",
+        "| key | changed to | triggered | rerun (jobs) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for scope in scopes:
+        after = (
+            "—"
+            if scope.after is None and not scope.rules
+            else f"`{yaml.safe_dump(scope.after, default_flow_style=True, width=1000).strip().removesuffix('...').strip()}`"
+        )
+        rerun = ", ".join(f"{rule} {count}" for rule, count in scope.rules.items()) or "nothing"
+        lines.append(f"| `{dotted(scope.key)}` | {after} | {', '.join(scope.triggered) or '—'} | {rerun} |")
+    return "\n".join(lines) + "\n"

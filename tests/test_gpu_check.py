@@ -1,0 +1,80 @@
+"""The check every GPU job runs first (reprolm.gpu_check): the node's driver, devices and
+bfloat16 support against the installed torch and the job's precision, each problem in words.
+
+No GPU here: torch's CUDA queries (``torch.version.cuda``, ``torch.cuda.is_available``,
+``device_count``, ``get_device_capability``, ``get_device_name``) are replaced by a stand-in
+node at that boundary, and the driver's version file by one written here.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from reprolm.gpu_check import GpuUnusable, check_gpus, driver_version
+
+# What /proc/driver/nvidia/version says on a node with NVIDIA's driver loaded.
+DRIVER_FILE = (
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Tue Jul  8 19:02:34 UTC 2025\n"
+    "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+)
+
+
+def stand_in_node(monkeypatch, cuda="13.0", available=True, devices=((9, 0, "NVIDIA H100 80GB HBM3"),)):
+    """A node as torch's CUDA API reports it: the build's CUDA release (None: a CPU build),
+    whether CUDA works, and each device's (major, minor, name)."""
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(devices))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: devices[device][:2])
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: devices[device][2])
+
+
+def driver(tmp_path, version: str):
+    path = tmp_path / "version"
+    path.write_text(DRIVER_FILE.format(version=version))
+    return path
+
+
+def test_a_usable_node_passes_and_the_driver_version_is_read(tmp_path, monkeypatch):
+    assert driver_version(driver(tmp_path, "580.65.06")) == "580.65.06"
+    assert driver_version(tmp_path / "absent") is None
+    stand_in_node(monkeypatch, devices=[(8, 0, "NVIDIA A100-SXM4-80GB")] * 4)
+    check_gpus(4, "bfloat16")
+
+
+def test_a_cpu_build_of_torch_runs_the_job_on_the_cpu_and_says_so(monkeypatch, caplog):
+    stand_in_node(monkeypatch, cuda=None, available=False, devices=())
+    with caplog.at_level(logging.WARNING):
+        check_gpus(2, "bfloat16")
+    assert "this job asks for 2 GPU(s) but torch" in caplog.text and "is a CPU build: it runs on the CPU" in caplog.text
+
+
+def test_a_driver_too_old_for_torchs_cuda_is_named_with_both_versions(tmp_path, monkeypatch):
+    stand_in_node(monkeypatch, cuda="13.0", available=False)
+    with pytest.raises(GpuUnusable) as refused:
+        check_gpus(1, "bfloat16", driver(tmp_path, "535.183.01"))
+    assert (
+        f"cannot use any: the NVIDIA driver 535.183.01 on this node is older than torch {torch.__version__}'s "
+        "CUDA 13.0 needs (>= 580.65.06)"
+    ) in str(refused.value)
+    with pytest.raises(GpuUnusable, match=r"no NVIDIA driver is loaded on this node \(\S+absent is not there\)"):
+        check_gpus(1, "bfloat16", tmp_path / "absent")
+    # A driver new enough, and still no device: CUDA's visible devices or a fault.
+    with pytest.raises(GpuUnusable, match="CUDA reports no usable device under driver 580.95.05"):
+        check_gpus(1, "bfloat16", driver(tmp_path, "580.95.05"))
+
+
+def test_fewer_devices_than_granted_and_bfloat16_on_an_older_gpu_are_refused(monkeypatch):
+    stand_in_node(monkeypatch, devices=[(7, 0, "Tesla V100-SXM2-32GB")])
+    with pytest.raises(GpuUnusable, match=r"asks for 2 GPU\(s\) and torch sees 1"):
+        check_gpus(2, "float16")
+    with pytest.raises(GpuUnusable) as refused:
+        check_gpus(1, "bfloat16")
+    assert str(refused.value).startswith(
+        "GPU 0 (Tesla V100-SXM2-32GB, compute capability 7.0) has no bfloat16, which this job's precision asks for"
+    )
+    check_gpus(1, "float16")
+    check_gpus(1, None)
