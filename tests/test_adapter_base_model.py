@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from finetune_helpers import tiny_finetune_inputs
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from reprolm.models.local import ADAPTER_CONFIG, AdapterBase, adapter_base, adapter_hashes, merge_adapter_base
 from reprolm.provenance.hashing import content_hash
 from workflow_helpers import dry_run_details, scratch_copy
@@ -121,7 +121,7 @@ def test_the_adapters_base_is_found_among_configured_base_models_or_as_a_folder(
 
 
 def test_an_adapter_whose_base_is_not_available_is_refused_naming_it_and_the_key(in_made, tmp_path):
-    from reprolm.config.checks import _check_base_models
+    from reprolm.checks import _check_base_models
 
     shutil.copytree("adapter", tmp_path / "adapter")
     adapter = str(tmp_path / "adapter")

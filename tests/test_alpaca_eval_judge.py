@@ -242,8 +242,8 @@ def test_the_released_verdicts_give_the_published_length_controlled_win_rates(ke
 def test_the_config_names_a_gamed_source_and_never_grades_with_alpaca_eval():
     import yaml
 
-    from reprolm.config.checks import check_config
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_config
+    from reprolm.errors import ConfigError
 
     repo = Path(__file__).resolve().parents[1]
     schema = repo / "workflow/schemas/config.schema.yaml"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reprolm.config.errors import ConfigError
 from reprolm.config.resources import check_gpu_routing
+from reprolm.errors import ConfigError
 from reprolm.hub_token import hub_environment
 from workflow_helpers import REPO, SNAKEMAKE, dry_run_details, scratch_copy, snakemake_env
 

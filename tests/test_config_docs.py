@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reprolm.cli import main
-from reprolm.config.docs import KEYS_PAGE, SCHEMA_FILE, keys_page, load_schema
+from reprolm.config_docs import KEYS_PAGE, SCHEMA_FILE, keys_page, load_schema
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from reprolm.config.checks import LM_EVAL_TASK_CACHE
+from reprolm.checks import LM_EVAL_TASK_CACHE
 from workflow_helpers import dry_run_jobs, scratch_copy, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -95,8 +95,8 @@ def test_every_studys_bases_are_checked_where_its_section_lists_them():
     it (``flr.alignment.bases`` for FLR), and a baseline: a config error naming that key."""
     import copy
 
-    from reprolm.config.checks import check_config
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_config
+    from reprolm.errors import ConfigError
     from reprolm.studies import enabled_studies
     from reprolm.studies.base import listing_key
     from workflow_helpers import REPO
@@ -148,9 +148,9 @@ def test_a_misspelt_schema_key_gets_a_did_you_mean_as_registry_names_do(tmp_path
 def test_unknown_keys_are_named_before_missing_ones_in_every_section_and_study_section():
     import copy
 
-    from reprolm.config.checks import check_config
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_config
     from reprolm.config.schema import validate_config
+    from reprolm.errors import ConfigError
     from workflow_helpers import REPO
 
     schema = REPO / "workflow/schemas/config.schema.yaml"
@@ -221,8 +221,8 @@ def _paper_config() -> dict:
 
 
 def test_a_misspelt_hub_id_is_a_config_error_naming_its_key(monkeypatch, tmp_path):
-    from reprolm.config.errors import ConfigError
     from reprolm.config.hub_ids import check_hub_ids, config_hub_ids
+    from reprolm.errors import ConfigError
 
     config = _paper_config()
     ids = config_hub_ids(config)
@@ -314,8 +314,8 @@ def test_a_dry_run_offline_names_the_configs_hub_ids_unchecked_once(tmp_path):
 def test_fewshot_as_multiturn_without_the_chat_template_and_a_tlg_only_model_not_a_baseline_are_refused():
     import copy
 
-    from reprolm.config.checks import check_config
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_config
+    from reprolm.errors import ConfigError
     from workflow_helpers import REPO
 
     schema = REPO / "workflow/schemas/config.schema.yaml"

@@ -10,7 +10,7 @@ import yaml
 
 from default_config import DEFAULT
 from reprolm.config import overlays
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from workflow_helpers import dry_run_details, scratch_copy, snakemake
 
 

@@ -234,9 +234,9 @@ def test_an_endpoint_model_is_a_baseline_of_generated_evaluations_only():
 
     import yaml
 
-    from reprolm.config.checks import check_config
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_config
     from reprolm.config.schema import validate_config
+    from reprolm.errors import ConfigError
     from reprolm.studies import STUDIES
     from workflow_helpers import REPO
 

@@ -547,7 +547,7 @@ def test_a_v2_suite_without_a_leaderboard_task_is_named(tmp_path):
 
 
 def test_a_configured_v2_suite_must_run_every_leaderboard_task():
-    from reprolm.config.errors import ConfigError
+    from reprolm.errors import ConfigError
     from reprolm.studies.expo import check_leaderboard_v2_suite
 
     config = {"lm_eval_suites": {"v2": {"tasks": [{"task": task} for task, *_ in v2_specs().values()]}}}

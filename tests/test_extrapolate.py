@@ -128,9 +128,9 @@ def test_a_different_vocabulary_of_the_same_size_is_refused(pair, tmp_path):
 def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
     import yaml
 
-    from reprolm.config.checks import check_config
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_config
     from reprolm.config.lookups import expo_reference_dir
+    from reprolm.errors import ConfigError
     from reprolm.paths import split_expo
 
     repo = Path(__file__).resolve().parents[1]
@@ -148,8 +148,10 @@ def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
         and length_prompt(default, "pretrained+expo0.3") == "instruction"
     )
     default["ruler"]["recipes"] = ["ruler", "ruler+expo0.5"]
-    with pytest.raises(ConfigError, match="expo.references has no entry for recipe 'ruler'"):
+    with pytest.raises(ConfigError, match="extrapolation.references has no entry for recipe 'ruler'"):
         check_config(default, schema_file)
-    paper["expo"]["models"].append("zephyr_7b_sft_full/pretrained+expo0.3")
-    with pytest.raises(ConfigError, match="expo.base_references has no entry for base model 'zephyr_7b_sft_full'"):
+    paper["extrapolation"]["models"].append("zephyr_7b_sft_full/pretrained+expo0.3")
+    with pytest.raises(
+        ConfigError, match="extrapolation.base_references has no entry for base model 'zephyr_7b_sft_full'"
+    ):
         check_config(paper, schema_file)

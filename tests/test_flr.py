@@ -18,7 +18,8 @@ from finetune_helpers import tiny_finetune_inputs
 from reprolm.data.builders import BUILDERS, BuildContext
 from reprolm.registry import UnknownName
 from reprolm.score.flr import FEEDBACK_OPENING, SCORINGS, FollowUpScorer, load_followups
-from reprolm.score.reward_benchmarks import correlations, load_elo, model_ranking, rating_agreement
+from reprolm.score.reward_benchmarks import correlations, rating_agreement
+from reprolm.studies.flr.ranking import load_elo, model_ranking
 from workflow_helpers import REPO
 
 FOLLOWUPS = REPO / "config" / "flr_followups.yaml"

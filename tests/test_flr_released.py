@@ -23,8 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reprolm.config.checks import check_config
-from reprolm.config.errors import ConfigError
+from reprolm.checks import check_config
 from reprolm.data.released_ratings import (
     FASTCHAT_MT_BENCH_URL,
     FLASK_REVIEW_BLOBS,
@@ -34,6 +33,7 @@ from reprolm.data.released_ratings import (
 )
 from reprolm.data.schemas import DataError
 from reprolm.data.sources import read_source, write_source
+from reprolm.errors import ConfigError
 from workflow_helpers import REPO, scratch_copy, snakemake
 
 SCHEMA_FILE = REPO / "workflow/schemas/config.schema.yaml"

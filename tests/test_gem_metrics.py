@@ -395,8 +395,8 @@ def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings(
 
     import yaml
 
-    from reprolm.config.checks import check_config
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_config
+    from reprolm.errors import ConfigError
     from reprolm.studies import STUDIES
 
     repo = Path(__file__).resolve().parents[1]

@@ -21,8 +21,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from reprolm.checks import check_config
 from reprolm.config import overlays
-from reprolm.config.checks import check_config
 from reprolm.config.resources import model_settings
 from reprolm.config.schema import validate_config
 from workflow_helpers import REPO

@@ -1,5 +1,7 @@
-"""The package's import graph, read from its source (no module is imported): no cycle among
-reprolm's modules, imports inside functions counted; a reprolm module imported inside a
+"""The package's import graph, read from its source (no module is imported): its floors
+(:data:`FLOORS`) import only downward, in import statements and in strings that name a
+module (lazy ``"module:object"`` entries); no cycle among reprolm's modules, imports inside
+functions counted; a reprolm module imported inside a
 function only where importing it loads a heavy library (torch, pandas, ...), so that what
 imports the function's module stays light; and the config lookups the workflow reads while
 it parses load none of them."""
@@ -7,9 +9,55 @@ it parses load none of them."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+# The package's floors, lowest first, each a set of reprolm's top-level modules and packages
+# (docs/development.md: "Floors"): a module imports from its own floor and those below, never
+# from above, so that each floor can be read, tested and replaced without the ones above it.
+FLOORS = [
+    # ground: what every floor uses and that knows no stage
+    {
+        "errors",
+        "registry",
+        "paths",
+        "io",
+        "stats",
+        "length",
+        "stopping",
+        "progress",
+        "oserrors",
+        "stages",
+        "forkserver",
+        "pins",
+        "gpu_check",
+        "hub_token",
+    },
+    {"provenance"},
+    {"data"},
+    {"models"},
+    # the stages
+    {"train", "generate", "merge", "score"},
+    {"aggregate"},
+    {"config"},
+    {"studies"},
+    # the tools: what checks, plans, rehearses and runs a config
+    {"checks", "config_docs", "plan", "rehearse", "run_summary", "impact", "lock", "cli"},
+]
+# Upward references still in the source, each with why; one that no longer occurs fails the
+# test, so that the list only shrinks.
+DOWNLOADS = (
+    "issue 49's downloads: an lm-eval task's datasets are fetched (data.hub_assets) through the "
+    "lm-eval bridge, and a hub source's check of a hub id is config.hub_ids'; their place is "
+    "beside the lm-eval bridge and on the ground floor (reprolm.pins)"
+)
+KNOWN_UPWARD = {
+    ("reprolm.data.hub_assets", "reprolm.score"): DOWNLOADS,
+    ("reprolm.data.sources", "reprolm.config"): DOWNLOADS,
+}
+# A reprolm module named in a string: ``"reprolm.score.metrics"``, ``"reprolm.studies.x:f"``.
+MODULE_IN_STRING = re.compile(r"\breprolm\.([a-z_]+)")
 # Libraries a module may import lazily, and the modules that load them with it: each takes
 # from a tenth of a second (numpy) to many seconds (torch), or runs only on a GPU (vllm).
 HEAVY_LIBRARIES = {
@@ -160,8 +208,87 @@ def test_the_finder_names_a_cycle_and_the_graph_sees_imports_inside_functions():
     # package a submodule's import runs.
     assert "reprolm.config.lookups" in top["reprolm.config.references"]
     assert ("reprolm.models.loading", 1) in {(target, 1) for target, _ in lazy["reprolm.train.finetune"]}
-    assert "reprolm.studies" in top["reprolm.config.checks"]
+    assert "reprolm.studies" in top["reprolm.checks"]
     assert "torch" in libraries["reprolm.train.losses"]
+
+
+def floor_of(module: str) -> int:
+    """The floor of a reprolm module (by its top-level module or package)."""
+    if module == "reprolm":
+        return 0
+    unit = module.split(".")[1]
+    found = [index for index, floor in enumerate(FLOORS) if unit in floor]
+    assert found, f"{module}: {unit!r} is on no floor of FLOORS (place it there, and in docs/development.md)"
+    return found[0]
+
+
+def _code_strings(tree: ast.Module) -> list[ast.Constant]:
+    """The string constants of a module that are not docstrings."""
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def string_references() -> dict[str, set[str]]:
+    """The reprolm packages and modules (``reprolm.<top>``) each module names in a string
+    that is code (a docstring is not; nor a name that is no module, a logger's)."""
+    paths = list((SRC / "reprolm").rglob("*.py"))
+    units = {_module_name(path).split(".")[1] for path in paths if "." in _module_name(path)}
+    named: dict[str, set[str]] = {}
+    for path in paths:
+        tree = ast.parse(path.read_text(), str(path))
+        for node in _code_strings(tree):
+            for unit in set(MODULE_IN_STRING.findall(node.value)) & units:
+                named.setdefault(_module_name(path), set()).add(f"reprolm.{unit}")
+    return named
+
+
+def upward(edges: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(module, package above it) of every edge that runs up the floors; a package's own
+    ``reprolm`` root is no edge."""
+    return {
+        (name, "reprolm." + target.split(".")[1])
+        for name, targets in edges.items()
+        for target in targets
+        if target != "reprolm" and floor_of(target) > floor_of(name)
+    }
+
+
+def test_every_module_is_on_one_floor_and_the_floor_test_sees_an_upward_import():
+    _, every, _, _ = import_graph()
+    for name in every:
+        floor_of(name)
+    assert [sum(unit in floor for floor in FLOORS) for unit in set().union(*FLOORS)] == [1] * len(set().union(*FLOORS))
+    # A module of the data floor importing a stage, and a ground module naming a study in a
+    # lazy entry, are caught; a study importing a stage is not.
+    edges = {"reprolm.data.x": {"reprolm.score.flr"}, "reprolm.studies.y": {"reprolm.score.flr", "reprolm"}}
+    assert upward(edges) == {("reprolm.data.x", "reprolm.score")}
+    tree = ast.parse(
+        '"""Names reprolm.studies in a docstring."""\nENTRY = "reprolm.studies.ruler.builders:build_tlg"\n'
+    )
+    assert [node.value for node in _code_strings(tree)] == ["reprolm.studies.ruler.builders:build_tlg"]
+
+
+def test_no_module_imports_from_a_floor_above_its_own():
+    _, every, _, _ = import_graph()
+    found = upward(every) - set(KNOWN_UPWARD)
+    assert not found, "upward imports:\n" + "\n".join(f"{a} imports {b}" for a, b in sorted(found))
+    stale = set(KNOWN_UPWARD) - upward(every) - upward(string_references())
+    assert not stale, f"no longer upward, drop from KNOWN_UPWARD: {sorted(stale)}"
+
+
+def test_no_module_names_a_module_of_a_floor_above_its_own_in_a_string():
+    named = upward(string_references())
+    found = named - set(KNOWN_UPWARD)
+    assert not found, "upward references in strings:\n" + "\n".join(f"{a} names {b}" for a, b in sorted(found))
 
 
 def test_no_import_cycle_among_the_packages_modules():

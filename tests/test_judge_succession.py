@@ -16,7 +16,7 @@ from reprolm.aggregate.judge_agreement import agreement, agreement_rows, release
 from reprolm.aggregate.judge_notes import judge_caption, table_judge_notes
 from reprolm.aggregate.uncertainty import percentile_interval, unit_draws
 from reprolm.config import overlays
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from reprolm.score.judges import make_judge, succeeded_judges, successors, with_successors
 from reprolm.score.judging import judge_released_items
 from reprolm.studies.expo import Expo, evaluation_scores

@@ -306,8 +306,8 @@ def test_a_judges_prompts_must_be_a_fastchat_judge_prompts_source():
 
     import yaml
 
-    from reprolm.config.checks import check_config
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_config
+    from reprolm.errors import ConfigError
 
     repo = Path(__file__).resolve().parents[1]
     config = yaml.safe_load((repo / "config/config.yaml").read_text())

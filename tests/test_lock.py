@@ -125,7 +125,7 @@ def test_lock_resolves_every_remote_input_and_check_finds_what_moved_upstream(tm
 
 
 def test_an_unlocked_config_is_refused_listing_its_inputs_and_a_dry_run_warns(tmp_path):
-    from reprolm.config.errors import ConfigError
+    from reprolm.errors import ConfigError
 
     path = tmp_path / "study.lock.yaml"
     entries = {

@@ -368,8 +368,8 @@ def test_local_checkpoint_hash_reads_only_changed_files(monkeypatch):
     ],
 )
 def test_config_refuses_a_checkpoint_folder_it_cannot_load(make, problem):
-    from reprolm.config.checks import _check_base_models
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import _check_base_models
+    from reprolm.errors import ConfigError
 
     make(_checkpoint(Path("ckpt")))
     config = {"base_models": {"mine": {"path": "ckpt"}}}

@@ -112,7 +112,7 @@ def test_paper_config_builds_the_full_harmony_grid_and_the_expo_models_offline(p
     evaluated = {(w["base"], w["recipe"]) for rule, w in jobs if rule == "lm_eval" and "+expo" in w["recipe"]}
     assert evaluated == {(base, f"{recipe}+expo{alpha}") for base, recipe, alpha in published}
     downloads = {w["base"] for rule, w in jobs if rule == "download_base_model"}
-    assert set(expo["base_references"].values()) | {"rm_mistral_7b"} <= downloads
+    assert set(paper["extrapolation"]["base_references"].values()) | {"rm_mistral_7b"} <= downloads
     # The alpha search: every grid point and each original graded by the original code's
     # reward model.
     assert {(w["base"], w["recipe"]) for rule, w in jobs if rule == "alpha_search"} == {

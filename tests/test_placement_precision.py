@@ -44,7 +44,7 @@ def test_train_before_test_refuses_gpus_its_model_would_leave_to_dataparallel(in
     """With several GPUs visible and the model on one, the Trainer would copy it to each
     (nn.DataParallel). On this CPU machine accelerate's map puts the whole tiny model on
     the CPU, which is the one-device case."""
-    from reprolm.train.train_before_test import place_for_training
+    from reprolm.studies.harmony.train_before_test import place_for_training
 
     with pytest.raises(ValueError, match=r"granted 2 GPUs but the model fits on one; grant it 1"):
         place_for_training(str(inputs / "base"), 2)

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from finetune_helpers import MLT_TOKENS, tiny_finetune_inputs
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from reprolm.progress import SECONDS_VARIABLE, STEPS_VARIABLE
 
 # One interval for every test here: a line every 2 units, never one for time alone.

@@ -16,9 +16,9 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
 from finetune_helpers import tiny_preference_inputs
-from reprolm.config.checks import check_config
-from reprolm.config.errors import ConfigError
+from reprolm.checks import check_config
 from reprolm.config.schema import validate_config
+from reprolm.errors import ConfigError
 from reprolm.models.loading import ADAPTER_CONFIG, load_causal_lm, load_tokenizer
 from reprolm.train.finetune import TRAINING_ARGS, FinetuneSpec, run
 
@@ -195,7 +195,7 @@ def test_a_tiny_models_learning_rate_on_a_7b_model_is_warned_about(config, caplo
     config["base_models"]["llama2_7b"] = {"hub": {"path": "meta-llama/Llama-2-7b-hf"}}
     config["expo"]["bases"].append("llama2_7b")
     config["recipes"]["vanilla"]["learning_rate"] = 3e-3
-    with caplog.at_level(logging.WARNING, logger="reprolm.config.checks"):
+    with caplog.at_level(logging.WARNING, logger="reprolm.checks"):
         check_config(config, SCHEMA)
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert (

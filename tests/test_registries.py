@@ -8,10 +8,11 @@ import copy
 import pytest
 import yaml
 
+from reprolm.checks import check_config
 from reprolm.config import overlays
-from reprolm.config.checks import check_config
-from reprolm.config.docs import load_schema
-from reprolm.config.errors import ConfigError
+from reprolm.config.schema import validate_config
+from reprolm.config_docs import load_schema
+from reprolm.errors import ConfigError
 from reprolm.registry import DuplicateName, Registry, UnknownName
 from workflow_helpers import REPO
 
@@ -46,6 +47,26 @@ def test_registry_suggests_the_closest_names_and_refuses_a_second_entry_under_on
         colours.register("red", 3)
 
 
+def test_a_lazy_entry_is_named_without_importing_its_module_and_imported_when_looked_up():
+    import sys
+
+    sys.modules.pop("colorsys", None)
+    colours = Registry("colour conversion")
+    colours.register_lazy("to_hsv", "colorsys:rgb_to_hsv")
+    colours.register("identity", lambda rgb: rgb)
+    assert colours.names() == ["to_hsv", "identity"] and "to_hsv" in colours
+    assert "colorsys" not in sys.modules
+    assert colours["to_hsv"](1.0, 0.0, 0.0) == (0.0, 1.0, 1.0) and "colorsys" in sys.modules
+    colours.register_lazy("to_hsv", "colorsys:rgb_to_hsv")  # a study registered again
+    with pytest.raises(DuplicateName, match="colour conversion 'to_hsv' is registered twice"):
+        colours.register_lazy("to_hsv", "colorsys:hsv_to_rgb")
+    with pytest.raises(ValueError, match="'colorsys.rgb_to_hls' is not a 'module:object' reference"):
+        colours.register_lazy("to_hls", "colorsys.rgb_to_hls")
+    colours.register_lazy("to_nothing", "colorsys:rgb_to_nothing")
+    with pytest.raises(AttributeError):
+        colours["to_nothing"]
+
+
 def _enum(*path) -> list:
     node = SCHEMA
     for key in path:
@@ -53,8 +74,27 @@ def _enum(*path) -> list:
     return node["enum"]
 
 
+def test_the_schema_takes_the_builders_and_the_rules_stages_from_their_registries():
+    """The schema file lists neither; the schema the workflow validates with has each
+    registered entry, a study's own (registered from its folder) among them."""
+    from reprolm.data.builder_registry import BUILDERS
+    from reprolm.stages import RULE_STAGES
+
+    raw = yaml.safe_load(SCHEMA_FILE.read_text())
+    builder = ("properties", "datasets", "additionalProperties", "properties", "builder")
+    assert "enum" not in raw["properties"]["datasets"]["additionalProperties"]["properties"]["builder"]
+    assert _enum(*builder) == BUILDERS.names() and {"ruler_tlg", "feedback_conversations", "chat_sft"} <= set(BUILDERS)
+    assert "train_before_test" not in raw["definitions"]["stage_resources"]["properties"]
+    stages = SCHEMA["definitions"]["stage_resources"]["properties"]
+    assert {RULE_STAGES[rule].resources for rule in RULE_STAGES} - {None} <= set(stages)
+    assert RULE_STAGES["train_before_test"].resources == "train_before_test" in stages
+    config = copy.deepcopy(DEFAULT)
+    config["resources"] = {"train_before_tset": {"gpus": 1}}
+    with pytest.raises(ConfigError, match="did you mean 'train_before_test'"):
+        validate_config(config, SCHEMA_FILE)
+
+
 def test_the_schemas_enums_are_the_registries_names():
-    from reprolm.data.builders import BUILDERS
     from reprolm.generate import BACKENDS
     from reprolm.generate.prompts import MULTI_TURN, PROMPT_BUILDERS
     from reprolm.models.tiny import ARCHITECTURES
@@ -62,7 +102,6 @@ def test_the_schemas_enums_are_the_registries_names():
     from reprolm.score.metrics import METRICS
     from reprolm.train.examples import FORMATS
 
-    assert sorted(_enum("properties", "datasets", "additionalProperties", "properties", "builder")) == sorted(BUILDERS)
     assert _enum("properties", "generation", "properties", "backend") == BACKENDS.names()
     assert sorted(_enum("properties", "recipes", "additionalProperties", "properties", "format")) == sorted(FORMATS)
     assert sorted(_enum("properties", "promptsets", "additionalProperties", "properties", "prompt")) == sorted(
@@ -260,7 +299,7 @@ def test_a_config_without_length_targets_is_refused_only_where_something_reads_t
 
 
 def test_an_lm_eval_metric_the_task_does_not_report_is_refused_before_any_job(tmp_path):
-    from reprolm.config.checks import preflight
+    from reprolm.checks import preflight
 
     config = copy.deepcopy(DEFAULT)
     config["lm_eval_suites"]["general"]["tasks"][1]["metric"] = "acc_norm,flexible-extract"

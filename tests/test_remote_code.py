@@ -13,9 +13,10 @@ import pytest
 from reprolm.data import fixture_world
 from reprolm.generate import SamplingParams, complete, make_backend, make_request
 from reprolm.merge.extrapolate import extrapolate
-from reprolm.models.loading import REMOTE_CODE_MARKER, load_causal_lm, trusts_remote_code
+from reprolm.models.loading import load_causal_lm, trusts_remote_code
 from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
+from reprolm.paths import REMOTE_CODE_MARKER
 
 CONFIGURATION = """from transformers import LlamaConfig
 

@@ -166,8 +166,8 @@ def test_replicates_expo_cannot_pool_on_both_sides_are_refused_before_any_job():
     import copy
 
     from default_config import DEFAULT
-    from reprolm.config.checks import check_config
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_config
+    from reprolm.errors import ConfigError
     from workflow_helpers import REPO
 
     schema = REPO / "workflow" / "schemas" / "config.schema.yaml"

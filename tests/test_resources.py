@@ -175,8 +175,8 @@ def test_a_job_of_several_gpus_asks_the_installed_plugin_for_one_node():
 
 
 def test_paper_gpu_memory_fits_its_80gb_gpus_and_a_40gb_gpu_is_refused_naming_the_key():
-    from reprolm.config.checks import check_gpu_memory
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_gpu_memory
+    from reprolm.errors import ConfigError
 
     paper = paper_config()
     assert model_settings(paper, "llama3_8b", "finetune")["gpu_mem_gb"] == 80

@@ -9,13 +9,14 @@ import pytest
 import yaml
 
 from reprolm.data import fixture_world
-from reprolm.data.builders import BuildContext, build_split, single_turn
+from reprolm.data.builders import BuildContext, build_split
 from reprolm.data.schemas import DataError
 from reprolm.data.sources import SPLIT_ORDER, read_all_splits, write_source
 from reprolm.data.upstream import load_records
 from reprolm.generate.prompts import build_prompts, word_count_instruction
 from reprolm.length import PAPER_TARGETS, TargetSet, configured_targets
 from reprolm.models.tokenizer import train_bpe_tokenizer
+from reprolm.studies.ruler.builders import single_turn
 from reprolm.train.examples import IGNORE_INDEX, build_examples
 
 TARGETS = TargetSet(PAPER_TARGETS)
@@ -379,8 +380,8 @@ def test_recipe_templates_and_single_turn_rules_are_checked_before_any_job():
     import copy
 
     from default_config import DEFAULT
-    from reprolm.config.checks import check_config
-    from reprolm.config.errors import ConfigError
+    from reprolm.checks import check_config
+    from reprolm.errors import ConfigError
     from workflow_helpers import REPO
 
     schema = REPO / "workflow/schemas/config.schema.yaml"

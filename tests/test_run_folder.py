@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reprolm.config.errors import ConfigError
 from reprolm.config.run_folder import RECORD, base_config, other_run, record_run, refuse_other_run, run_files
+from reprolm.errors import ConfigError
 from workflow_helpers import REPO, SNAKEMAKE, scratch_copy, snakemake, snakemake_env, tree_state
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from default_config import DEFAULT
+from reprolm.checks import check_config
 from reprolm.config import overlays
-from reprolm.config.checks import check_config
 from reprolm.config.schema import validate_config
 from workflow_helpers import REPO, scratch_copy, snakemake
 
@@ -23,7 +23,7 @@ CONFIGS = sorted((REPO / "tests" / "configs").glob("config-*.yaml"))
 # Sections whose entries are kept or left out, each kept entry unchanged.
 NAMED = ("sources", "tokenizers", "base_models", "datasets", "recipes", "promptsets", "judges", "lm_eval_suites")
 # Settings kept whole or not at all.
-WHOLE = ("seed", "length_targets", "generation", "metrics")
+WHOLE = ("seed", "length_targets", "generation", "metrics", "extrapolation", "claims")
 # The keys of each study's section a small config may trim (a list to a sublist, a mapping
 # to fewer entries or sublists, or the key left out); every other key is the default's.
 TRIMMED = {

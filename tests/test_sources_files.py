@@ -12,13 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from reprolm.config.checks import check_config
-from reprolm.config.errors import ConfigError
+from reprolm.checks import check_config
 from reprolm.config.schema import validate_config
 from reprolm.data.fixtures import ultrafeedback_binarized
 from reprolm.data.schemas import DataError
 from reprolm.data.sources import read_all_splits, read_source, write_source
 from reprolm.data.upstream import make_fixture
+from reprolm.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_FILE = REPO / "workflow/schemas/config.schema.yaml"

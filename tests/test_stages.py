@@ -8,7 +8,8 @@ from pathlib import Path
 
 from reprolm.provenance.cost import job_cost
 from reprolm.rehearse.submissions import resource_sources
-from reprolm.stages import RULE_STAGES, rule_stage
+from reprolm.stages import RULE_STAGES, RuleStage, inference_stages, rule_stage
+from reprolm.studies import STUDIES  # registering the studies registers their rules' stages
 
 REPO = Path(__file__).resolve().parents[1]
 # `rule NAME:` / `checkpoint NAME:`, and a rule named in its body (`name:` on the next line)
@@ -20,9 +21,8 @@ STEP_PAIR = re.compile(r"judge_rule\(\"(\w+)\", api\)")
 TARGET = "all"
 
 
-def workflow_rules() -> set[str]:
-    files = [REPO / "workflow" / "Snakefile", *(REPO / "workflow" / "rules").glob("*.smk")]
-    files += (REPO / "src" / "reprolm" / "studies").rglob("*.smk")
+def rules_in(files) -> set[str]:
+    """The rule names the rule files declare."""
     rules: set[str] = set()
     for path in files:
         text = path.read_text()
@@ -35,12 +35,27 @@ def workflow_rules() -> set[str]:
     return rules - {TARGET}
 
 
+def workflow_rules() -> set[str]:
+    files = [REPO / "workflow" / "Snakefile", *(REPO / "workflow" / "rules").glob("*.smk")]
+    return rules_in(files + list((REPO / "src" / "reprolm" / "studies").rglob("*.smk")))
+
+
 def test_every_rule_has_a_stage_and_every_stage_entry_a_rule():
     rules = workflow_rules()
     # Rules of each kind the reader must see: plain, checkpoint, a loop's pair and a judge pair.
     assert {"finetune", "alpha_search", "generate", "generate_api", "grade", "grade_api"} <= rules
     assert not rules - set(RULE_STAGES), f"rules without a stage in reprolm.stages: {sorted(rules - set(RULE_STAGES))}"
     assert not set(RULE_STAGES) - rules, f"stages of rules the workflow lacks: {sorted(set(RULE_STAGES) - rules)}"
+
+
+def test_a_study_stages_the_rules_of_its_own_folder():
+    """Each package study's rules file declares exactly the rules its entry stages."""
+    for name in STUDIES.names():
+        rules_file = STUDIES[name].rules_file()
+        declared = rules_in([Path(rules_file)]) if rules_file else set()
+        assert set(STUDIES[name].rule_stages) == declared, name
+    assert rule_stage("model_ranking_api") == RuleStage("judge", api=True)
+    assert rule_stage("train_before_test").inference and "train_before_test" in inference_stages()
 
 
 def test_cost_and_rehearsal_read_the_table():

@@ -18,7 +18,7 @@ from reprolm.models.tiny import build_tiny_model
 from reprolm.models.tokenizer import train_bpe_tokenizer
 from reprolm.score.lm_eval_bridge import TaskSpec
 from reprolm.score.task_facts import refuse_metrics_not_reported, refuse_tasks_without_training_split, task_facts
-from reprolm.train import train_before_test as tbt
+from reprolm.studies.harmony import train_before_test as tbt
 
 # Runs in the SLURM tests' process (scripts/run-tests.sh), which waits on the cluster.
 pytestmark = pytest.mark.beside_slurm
@@ -90,7 +90,7 @@ def test_best_epoch_is_highest_validation_then_earliest():
 def test_a_resume_from_a_stop_inside_an_epoch_keeps_only_the_finished_epochs(tmp_path):
     """A stop signal checkpoints the step it arrives in (epoch 2.6 here): epochs 1 and 2 were
     evaluated, epoch 3 was not (its evaluation, saved before a kill, is dropped)."""
-    from reprolm.train.train_before_test import EpochProgress
+    from reprolm.studies.harmony.train_before_test import EpochProgress
 
     progress = EpochProgress(tmp_path)
     progress.direct = {"valid": 0.1, "test": 0.1}
@@ -199,7 +199,7 @@ def tiny_harmony_run(root: Path, docs: Path, name: str) -> dict:
 KILLED_RUN = """
 import json, sys
 from reprolm.score.lm_eval_bridge import TaskSpec
-from reprolm.train.train_before_test import train_before_test
+from reprolm.studies.harmony.train_before_test import train_before_test
 run = json.loads(sys.argv[1])
 train_before_test(**{**run, "spec": TaskSpec(**run["spec"])})
 """

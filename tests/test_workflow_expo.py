@@ -221,7 +221,7 @@ def test_endpoint_judge_scores_through_the_workflow_and_its_key_is_never_written
 def test_incompatible_extrapolation_is_refused_without_output(run_copy, tmp_path):
     default_run = run_copy  # tries a job: a private copy of the run
     # The ruler recipe adds MLT tokens, so its model no longer matches the base model's shapes.
-    config = {"extends": "config/config.yaml", "expo": {"references": {"ruler": "pretrained"}}}
+    config = {"extends": "config/config.yaml", "extrapolation": {"references": {"ruler": "pretrained"}}}
     configfile = tmp_path / "expo.yaml"
     configfile.write_text(yaml.safe_dump(config))
     target = "results/models/tiny_llama/ruler+expo0.5"
@@ -232,4 +232,4 @@ def test_incompatible_extrapolation_is_refused_without_output(run_copy, tmp_path
     assert not list((default_run / "results/models/tiny_llama").glob(".ruler+expo*"))
     result = snakemake(default_run, "-n", "results/models/tiny_qwen2/ruler+expo0.5", check=False)
     assert result.returncode != 0
-    assert "expo.references has no entry for recipe 'ruler'" in result.stdout + result.stderr
+    assert "extrapolation.references has no entry for recipe 'ruler'" in result.stdout + result.stderr

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from reprolm.checks import LM_EVAL_TASK_CACHE, preflight
 from reprolm.config import overlays
-from reprolm.config.checks import LM_EVAL_TASK_CACHE, preflight
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))

@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 
 from reprolm import lock
-from reprolm.config.docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
 from reprolm.config.overlays import load
+from reprolm.config_docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
 from reprolm.impact import impact
 from reprolm.plan import DEVICES, plan
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary

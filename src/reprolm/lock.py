@@ -31,9 +31,9 @@ from pathlib import Path
 
 import yaml
 
-from reprolm.config.errors import ConfigError
 from reprolm.config.hub_ids import _on_the_hub
 from reprolm.config.lookups import nltk_data
+from reprolm.errors import ConfigError
 from reprolm.io import atomic_path
 from reprolm.pins import SHA, TIMEOUT_S, LockError, fetch_url, hub_commit, url_etag
 

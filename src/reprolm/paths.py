@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 PRETRAINED = "pretrained"  # the recipe name of a base model used as it is
+# Written into a downloaded checkpoint whose config says ``hub.trust_remote_code: true``
+# (and carried into what is made from it): only then may its own modelling code run.
+REMOTE_CODE_MARKER = "reprolm_trusts_remote_code"
 EXPO_SUFFIX = re.compile(r"^(?P<recipe>[A-Za-z0-9_.-]+)\+expo(?P<alpha>[0-9]+(?:\.[0-9]+)?)$")
 
 

@@ -1,8 +1,10 @@
-"""The workflow's rules by stage: the one table the cost report (``reprolm cost``), the plan
-(``reprolm plan``) and the rehearsal of a cluster's requests read.
+"""The workflow's rules by stage: the one registry the cost report (``reprolm cost``), the
+plan (``reprolm plan``), the rehearsal of a cluster's requests and the config checks read.
 
-Every rule of the workflow has an entry, and every entry a rule: ``tests/test_stages.py``
-reads the rule names from the rule files and fails on either. A rule's stage is the step of
+The shared rules are registered here; a study registers its own rules' entries from its
+folder (``Study.rule_stages``), so that what reads the registry has imported
+:mod:`reprolm.studies`. Every rule of the workflow has an entry, and every entry a rule:
+``tests/test_stages.py`` reads the rule names from the rule files and fails on either. A rule's stage is the step of
 the pipeline its jobs' cost is counted under; its ``resources`` is the stage of the config's
 ``resources`` block (and ``base_models.*.resources``) that sizes its jobs for the base model
 its ``base`` wildcard names, None where the profile sizes them or another model's settings
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reprolm.registry import Registry
+
 
 @dataclass(frozen=True)
 class RuleStage:
@@ -23,15 +27,19 @@ class RuleStage:
     trains: bool = False
     # The job only sends requests to an API, on the submitting host: it runs no model.
     api: bool = False
+    # The job runs a model forward on its GPUs (generation, evaluation): its ``resources``
+    # stage is checked for the model's inference memory before any job.
+    inference: bool = False
 
 
-def _local_and_api(rule: str, stage: str) -> dict[str, RuleStage]:
+def local_and_api(rule: str, stage: str) -> dict[str, RuleStage]:
     """A step of two rules (common.smk: judge_rule): ``{rule}`` for a model run by the
     workflow, ``{rule}_api`` for one behind an API."""
     return {rule: RuleStage(stage), f"{rule}_api": RuleStage(stage, api=True)}
 
 
-RULE_STAGES: dict[str, RuleStage] = {
+RULE_STAGES: Registry[RuleStage] = Registry("rule")
+SHARED_RULE_STAGES = {
     "raw_source": RuleStage("download"),
     "released_file": RuleStage("download"),
     "download_base_model": RuleStage("download"),
@@ -39,26 +47,24 @@ RULE_STAGES: dict[str, RuleStage] = {
     "download_hub_model": RuleStage("download"),
     "lm_eval_task_data": RuleStage("download"),
     "nltk_data": RuleStage("download"),
+    "released_file": RuleStage("download"),
     # Merging a researcher's adapter into its base: weight arithmetic, sized as extrapolate's.
     "adapter_base_model": RuleStage("merge", resources="extrapolate"),
     "dataset": RuleStage("data"),
     "tokenizer": RuleStage("data"),
     "build_base_model": RuleStage("pretrain", trains=True),
     "finetune": RuleStage("finetune", resources="finetune", trains=True),
-    "train_before_test": RuleStage("train_before_test", resources="train_before_test", trains=True),
     "extrapolate": RuleStage("extrapolate", resources="extrapolate"),
-    "alpha_search": RuleStage("extrapolate"),
-    "generate": RuleStage("generate", resources="generate"),
+    "generate": RuleStage("generate", resources="generate", inference=True),
     "generate_api": RuleStage("generate", api=True),
-    "lm_eval": RuleStage("evaluate", resources="evaluate"),
+    "lm_eval": RuleStage("evaluate", resources="evaluate", inference=True),
     "score": RuleStage("evaluate"),
-    **_local_and_api("grade", "judge"),
-    **_local_and_api("win_rate", "judge"),
-    **_local_and_api("pair_accuracy", "judge"),
-    **_local_and_api("rating_agreement", "judge"),
-    **_local_and_api("model_ranking", "judge"),
-    **_local_and_api("judge_released", "judge"),
-    **_local_and_api("judge_released_grades", "judge"),
+    **local_and_api("grade", "judge"),
+    **local_and_api("win_rate", "judge"),
+    **local_and_api("pair_accuracy", "judge"),
+    **local_and_api("rating_agreement", "judge"),
+    **local_and_api("judge_released", "judge"),
+    **local_and_api("judge_released_grades", "judge"),
     "judge_agreement": RuleStage("report"),
     "study_tables": RuleStage("report"),
     "table_pages": RuleStage("report"),
@@ -73,13 +79,21 @@ RULE_STAGES: dict[str, RuleStage] = {
     "study_cost": RuleStage("report"),
     "cost_page": RuleStage("report"),
 }
+for rule, entry in SHARED_RULE_STAGES.items():
+    RULE_STAGES.register(rule, entry)
 
 
 def rule_stage(rule: str) -> RuleStage:
     """The rule's entry; a rule the table does not know (one a record names that has since
     been renamed) is a stage of its own, sized by the profile."""
-    return RULE_STAGES.get(rule, RuleStage(rule))
+    return RULE_STAGES[rule] if rule in RULE_STAGES else RuleStage(rule)
 
 
 def stage_of(rule: str) -> str:
     return rule_stage(rule).stage
+
+
+def inference_stages() -> list[str]:
+    """The ``resources`` stages of the rules that run a model forward on GPUs, in
+    registration order."""
+    return list(dict.fromkeys(RULE_STAGES[rule].resources for rule in RULE_STAGES if RULE_STAGES[rule].inference))

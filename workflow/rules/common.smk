@@ -7,8 +7,8 @@ from reprolm import paths
 from reprolm.aggregate.judge_notes import judge_caption, table_judge_notes
 from reprolm.aggregate.paper_comparison import claim_settings, study_headlines
 from reprolm.config import lookups
-from reprolm.config.checks import check_config, preflight
-from reprolm.config.errors import REAL_RUN_REFUSED
+from reprolm.checks import check_config, preflight
+from reprolm.errors import REAL_RUN_REFUSED
 from reprolm.config.hub_ids import check_hub_ids
 from reprolm.config.overlays import naming_the_file
 from reprolm.config.schema import validate_config
@@ -32,7 +32,7 @@ from reprolm.config.resources import (
     stop_signal,
     TASKS_PER_GPU,
 )
-from reprolm.data.builders import BUILDERS
+from reprolm.data.builder_registry import BUILDERS
 from reprolm.generate.prompts import PROMPT_BUILDERS
 from reprolm.length import targets_read
 from reprolm.hub_token import hub_environment
@@ -48,7 +48,6 @@ from reprolm.studies import (
     enabled_studies,
     leaderboard_grades,
     leaderboard_models,
-    standing_targets,
     study,
     study_rules,
 )
@@ -234,7 +233,7 @@ def all_targets():
         + [f"results/report/tables/{s.name}" for s in STUDIES]
         + [f"results/report/cost/{s.name}.csv" for s in STUDIES]
         + report_pages()
-        + standing_targets(config)
+        + lookups.extrapolated_models(config)
         + [target for s in STUDIES for target in s.targets(config)]
     )
 

@@ -1,5 +1,5 @@
-from reprolm.models.base import build_base_model
 from reprolm.provenance import tracked_step
+from reprolm.train.pretrain import build_base_model
 
 with tracked_step(snakemake) as log:
     corpus_names = snakemake.params.build["pretrain"]["corpus"]

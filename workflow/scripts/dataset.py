@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import reprolm.studies  # noqa: F401  (the studies register their own dataset builders)
 from reprolm.data.builders import BuildContext, build_split
 from reprolm.length import configured_targets
 from reprolm.provenance import tracked_step

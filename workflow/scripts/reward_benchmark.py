@@ -3,16 +3,13 @@ import pyarrow.parquet as pq
 from reprolm.io import write_json
 from reprolm.provenance import tracked_step
 from reprolm.score.judges import job_judge, request_counts
-from reprolm.score.reward_benchmarks import load_elo, model_ranking, rating_agreement
+from reprolm.score.reward_benchmarks import rating_agreement
 
 with tracked_step(snakemake) as log:
     judge = job_judge(snakemake)
     rows = pq.read_table(snakemake.input.rows).to_pylist()
     metric = snakemake.params.metric
-    if metric == "model_ranking":
-        result = model_ranking(judge, rows, load_elo(snakemake.input.elo))
-    else:
-        result = rating_agreement(judge, rows)
+    result = rating_agreement(judge, rows)
     log.info(
         "%s: pearson %.3f, spearman %.3f, kendall %.3f",
         metric,

@@ -1,3 +1,4 @@
+import reprolm.studies  # noqa: F401  (the studies register their own rules' stages)
 from reprolm.io import atomic_path
 from reprolm.provenance import tracked_step
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from reprolm.score.judges import judge_kind, successors
+from reprolm.score.judges import DEFAULT_ANNOTATOR, judge_kind, successors
 
 # The row of a judge agreement table that pools every model's items.
 ALL_MODELS = "all"
@@ -25,9 +25,6 @@ def judge_description(name: str, spec: Mapping, base_models: Mapping) -> str:
     for (``as_of``); a local judge on a model this project builds is a stand-in."""
     kind = judge_kind(spec)
     if spec["kind"] == "alpaca_eval":
-        # The annotator config names its model; reading it needs the alpaca_eval package.
-        from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR
-
         model = spec.get("annotator", DEFAULT_ANNOTATOR)
     else:
         model = spec["model"]

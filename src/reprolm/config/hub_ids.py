@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from reprolm.io import atomic_path
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from reprolm.generate.prompts import PROMPTSET_KEYS as GENERATION_PROMPTSET_KEYS
 from reprolm.generate.prompts import RECIPE_KEYS as GENERATION_RECIPE_KEYS
 from reprolm.length import TargetSet
@@ -31,6 +31,7 @@ from reprolm.paths import (
 )
 from reprolm.score.definitions import chosen_definitions
 from reprolm.score.judges import judge_kind
+from reprolm.score.nltk_needs import NLTK_DATA_NEEDED
 
 
 def _without_seeds(spec: Mapping) -> dict:
@@ -181,12 +182,24 @@ def length_prompt(config: Mapping, recipe: str) -> str:
     return recipe_spec(config, plain).get("length_prompt", "instruction")
 
 
+def extrapolation(config: Mapping) -> Mapping:
+    """The extrapolate stage's settings (the ``extrapolation`` section: what each model is
+    extrapolated away from, which extrapolated models to build); empty where there are none."""
+    return config.get("extrapolation") or {}
+
+
+def extrapolated_models(config: Mapping) -> list[str]:
+    """Folders of the extrapolated checkpoints ``extrapolation.models`` asks for, whichever
+    studies are enabled."""
+    return [model_dir(*name.split("/", 1)) for name in extrapolation(config).get("models", [])]
+
+
 def expo_reference(config: Mapping, recipe: str) -> str:
     """The recipe (or ``pretrained``) that ``recipe``'s model is extrapolated away from."""
-    references = config.get("expo", {}).get("references", {})
+    references = extrapolation(config).get("references", {})
     if recipe not in references:
         raise ConfigError(
-            f"expo.references has no entry for recipe {recipe!r}, so '{recipe}+expo<alpha>' "
+            f"extrapolation.references has no entry for recipe {recipe!r}, so '{recipe}+expo<alpha>' "
             f"cannot be built; declared: {sorted(references)}"
         )
     return references[recipe]
@@ -195,12 +208,12 @@ def expo_reference(config: Mapping, recipe: str) -> str:
 def expo_reference_dir(config: Mapping, base: str, recipe: str) -> str:
     """The checkpoint ``{base}/{recipe}+expo{alpha}`` is extrapolated away from: for a recipe,
     its reference recipe on the same base; for an aligned model used as it is
-    (``pretrained``), the SFT base model named in ``expo.base_references``."""
+    (``pretrained``), the SFT base model named in ``extrapolation.base_references``."""
     if recipe == PRETRAINED:
-        references = config.get("expo", {}).get("base_references", {})
+        references = extrapolation(config).get("base_references", {})
         if base not in references:
             raise ConfigError(
-                f"expo.base_references has no entry for base model {base!r}, so "
+                f"extrapolation.base_references has no entry for base model {base!r}, so "
                 f"'{base}/{PRETRAINED}+expo<alpha>' cannot be built; declared: {sorted(references)}"
             )
         return base_model_dir(references[base])
@@ -245,8 +258,6 @@ def task_data(task: Mapping) -> str:
 def nltk_data(suite: Mapping) -> list[str]:
     """The NLTK data folders a suite's checks read: its ``nltk_data`` packages, by default
     those its tasks need (IFEval's sentence counts: punkt_tab)."""
-    from reprolm.score.lm_eval_bridge import NLTK_DATA_NEEDED
-
     packages = suite.get("nltk_data")
     if packages is None:
         packages = {

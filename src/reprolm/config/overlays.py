@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from reprolm.io import read_yaml
 
 EXTENDS = "extends"

@@ -1,12 +1,12 @@
 """Checks that a name one config section uses is declared in another, as a study's own
-checks and :mod:`reprolm.config.checks` ask them: a model, a recipe, a judge that grades."""
+checks and :mod:`reprolm.checks` ask them: a model, a recipe, a judge that grades."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reprolm.config.errors import ConfigError, require
-from reprolm.config.lookups import expo_reference
+from reprolm.config.lookups import expo_reference, expo_reference_dir, extrapolation
+from reprolm.errors import ConfigError, require
 from reprolm.paths import PRETRAINED, split_expo
 from reprolm.score.judges import judge_kind
 
@@ -18,6 +18,26 @@ def require_recipe(config: Mapping, recipe: str, allowed: list, where: str) -> N
     require(plain, allowed, where)
     if alpha is not None and plain != PRETRAINED:
         expo_reference(config, plain)
+
+
+def check_extrapolation(config: Mapping) -> None:
+    """The ``extrapolation`` section names declared recipes and base models. The extrapolate
+    stage is shared: any study's model may be extrapolated, so this holds whichever studies
+    are enabled."""
+    section, recipes = extrapolation(config), config.get("recipes", {})
+    for aligned, reference in section.get("references", {}).items():
+        require(aligned, recipes, "extrapolation.references")
+        require(reference, list(recipes) + [PRETRAINED], f"extrapolation.references.{aligned}")
+    for index, name in enumerate(section.get("models", [])):
+        base, recipe = name.split("/", 1)
+        require(base, config["base_models"], f"extrapolation.models[{index}]")
+        if split_expo(recipe)[0] == PRETRAINED:
+            expo_reference_dir(config, base, PRETRAINED)
+        else:
+            require_recipe(config, recipe, list(recipes), f"extrapolation.models[{index}]")
+    for aligned, reference in section.get("base_references", {}).items():
+        require(aligned, config["base_models"], "extrapolation.base_references")
+        require(reference, config["base_models"], f"extrapolation.base_references.{aligned}")
 
 
 def require_model(config: Mapping, name: str, where: str) -> None:

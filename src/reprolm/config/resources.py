@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from reprolm.score.judges import judge_kind
 from reprolm.train.objectives import objective_of
 
@@ -214,7 +214,6 @@ WORKING_GIB = 4.0
 # parallelism), plus the KV cache of a batch of long sequences and vLLM's CUDA graphs.
 PRECISION_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
 KV_CACHE_GIB = 4.0
-INFERENCE_STAGES = ("generate", "evaluate", "train_before_test")
 
 
 def setting_key(config: Mapping, base: str, stage: str, key: str) -> str:

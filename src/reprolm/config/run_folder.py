@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from reprolm.config.errors import ConfigError
 from reprolm.config.overlays import extends_chain, overlay_origin
+from reprolm.errors import ConfigError
 from reprolm.io import atomic_path, read_yaml
 
 RECORD = Path("results") / "run_config.yaml"

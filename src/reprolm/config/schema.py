@@ -14,14 +14,30 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError
+from reprolm.data.builder_registry import BUILDERS
+from reprolm.errors import ConfigError
 from reprolm.io import read_yaml
+from reprolm.stages import RULE_STAGES
 
 
 def validate_config(config: dict, schema_file: str | Path) -> None:
-    """``config`` against the schema in ``schema_file`` (defaults filled in); the first error
-    names its key."""
-    validate_with_defaults(config, read_yaml(schema_file), "")
+    """``config`` against the schema in ``schema_file`` as the registries complete it
+    (:func:`completed`; defaults filled in); the first error names its key."""
+    validate_with_defaults(config, completed(read_yaml(schema_file)), "")
+
+
+def completed(schema: Mapping) -> dict:
+    """The workflow's schema with what the registries hold instead of a list kept beside them:
+    the names of the dataset builders (``datasets.*.builder``) and a resources block for the
+    stage of every registered rule (``stage_resources``), a study's own among them once the
+    study is registered (the workflow registers the studies before it validates)."""
+    schema = copy.deepcopy(dict(schema))
+    schema["properties"]["datasets"]["additionalProperties"]["properties"]["builder"]["enum"] = BUILDERS.names()
+    stages = schema["definitions"]["stage_resources"]["properties"]
+    for rule in RULE_STAGES:
+        if RULE_STAGES[rule].resources:
+            stages.setdefault(RULE_STAGES[rule].resources, {"$ref": "#/definitions/resources"})
+    return schema
 
 
 def validate_with_defaults(spec: Mapping, schema: Mapping, name: str) -> None:

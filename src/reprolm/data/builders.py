@@ -7,20 +7,18 @@ every split it makes; the workflow writes the split a rule asks for.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from reprolm.data.builder_registry import BUILDERS
 from reprolm.data.sources import read_all_splits, read_source, source_splits
 from reprolm.data.upstream import UPSTREAM_SCHEMAS, UpstreamSchema, history
 from reprolm.io import atomic_path
-from reprolm.length import TargetSet, count_words, reads_length_targets
-from reprolm.registry import Registry
-from reprolm.score.flr import FEEDBACK_OPENING
+from reprolm.length import TargetSet
 
 
 @dataclass(frozen=True)
@@ -41,130 +39,8 @@ class BuildContext:
         return read_source(folder, self.schemas[source], split)
 
 
-Builder = Callable[[BuildContext], dict[str, list[dict]]]
-BUILDERS: Registry[Builder] = Registry("dataset builder")
-
-
 def _schema(ctx: BuildContext, source: str) -> UpstreamSchema:
     return UPSTREAM_SCHEMAS.get(ctx.schemas[source], f"sources.{source}.schema")
-
-
-# How Ruler's builders pick OpenHermes' single-turn dialogues (param ``single_turn``): the
-# original's raw_openhermes_process.py keeps every conversation of exactly two turns,
-# whoever speaks them; ``human_then_gpt`` also asks that a human asks and gpt answers.
-SINGLE_TURN_RULES = {
-    "two_turns": lambda turns: len(turns) == 2,
-    "human_then_gpt": lambda turns: len(turns) == 2 and turns[0]["from"] == "human" and turns[1]["from"] == "gpt",
-}
-
-
-def single_turn(conversations: list[dict], rule: str = "two_turns") -> list[dict]:
-    """OpenHermes records that are one exchange, by ``rule`` (:data:`SINGLE_TURN_RULES`);
-    the first turn is the instruction, the second the answer."""
-    if rule not in SINGLE_TURN_RULES:
-        raise ValueError(f"params.single_turn: unknown rule {rule!r}; known: {sorted(SINGLE_TURN_RULES)}")
-    keep = SINGLE_TURN_RULES[rule]
-    return [record for record in conversations if keep(record["conversations"])]
-
-
-def _shuffled_single_turn(ctx: BuildContext, rng: random.Random) -> list[dict]:
-    data = single_turn(
-        ctx.records(ctx.params.get("conversations_source", "openhermes")), ctx.params.get("single_turn", "two_turns")
-    )
-    rng.shuffle(data)
-    return data
-
-
-@BUILDERS.register("ruler_tlg")
-@reads_length_targets()
-def build_tlg(ctx: BuildContext) -> dict[str, list[dict]]:
-    """The Target Length Generation test set: first ``num`` shuffled single-turn prompts."""
-    rng = random.Random(ctx.params["seed"])
-    num = ctx.params["num"]
-    data = _shuffled_single_turn(ctx, rng)[:num]
-    if len(data) < num:
-        raise ValueError(f"tlg needs {num} single-turn conversations, the source has {len(data)}")
-    # Drawn for all ``num`` rows after the shuffle, as the original does.
-    lengths = [rng.choice(ctx.targets.names) for _ in range(num)]
-    return {
-        "test": [
-            {"id": index, "Instruction": record["conversations"][0]["value"], "TargetLength": length}
-            for index, (record, length) in enumerate(zip(data, lengths))
-        ]
-    }
-
-
-def _bucket(pairs, targets: TargetSet) -> dict[str, list[dict]]:
-    buckets = {t.mlt: [] for t in targets}
-    for instruction, output in pairs:
-        words = count_words(output)
-        target = targets.bin_for(words)
-        if target is not None:
-            buckets[target.mlt].append(
-                {"Instruction": instruction, "output": output, "word_count": words, "mlt": target.mlt}
-            )
-    return buckets
-
-
-def _longest_answer(answers: list[str]) -> str:
-    longest = ""
-    for answer in answers:
-        if len(answer.split()) > len(longest.split()):
-            longest = answer
-    return longest
-
-
-@BUILDERS.register("ruler_train")
-@reads_length_targets("bin")
-def build_ruler_train(ctx: BuildContext) -> dict[str, list[dict]]:
-    """MLT-binned SFT data: OpenHermes (after the TLG rows), then LongForm, then ELI5.
-
-    One random generator runs through the whole build in the original order: the TLG
-    shuffle, each bucket's shuffle per source, and the final shuffle.
-    """
-    targets = ctx.targets
-    rng = random.Random(ctx.params["seed"])
-    caps = ctx.params["cap_per_mlt"]
-    cap = {t.mlt: caps if isinstance(caps, int) else caps[t.name] for t in targets}
-    openhermes = _shuffled_single_turn(ctx, rng)[ctx.params["tlg_num"] :]
-    sources = [
-        _bucket(((r["conversations"][0]["value"], r["conversations"][1]["value"]) for r in openhermes), targets),
-    ]
-    if "longform" in ctx.sources:
-        sources.append(_bucket(((r["input"], r["output"]) for r in ctx.records("longform")), targets))
-    if "eli5" in ctx.sources:
-        sources.append(
-            _bucket(((r["title"], _longest_answer(r["answers"]["text"])) for r in ctx.records("eli5")), targets)
-        )
-    sampled = {t.mlt: [] for t in targets}
-    for buckets in sources:
-        for mlt, bucket in buckets.items():
-            rng.shuffle(bucket)
-            sampled[mlt] += bucket[: max(0, cap[mlt] - len(sampled[mlt]))]
-    data = [record for mlt in sampled for record in sampled[mlt]]
-    rng.shuffle(data)
-    return {"train": [{"id": index, **record} for index, record in enumerate(data)]}
-
-
-def _arena_instructions(ctx: BuildContext) -> list[dict]:
-    questions = ctx.records(ctx.params.get("questions_source", "arena_hard"))
-    return [{"id": index, "Instruction": q["turns"][0]["content"]} for index, q in enumerate(questions)]
-
-
-@BUILDERS.register("ruler_multi_mlt")
-@reads_length_targets()
-def build_multi_mlt(ctx: BuildContext) -> dict[str, list[dict]]:
-    """``num`` shuffled arena questions, each asked at every target length."""
-    data = _arena_instructions(ctx)
-    random.Random(ctx.params["seed"]).shuffle(data)
-    data = data[: ctx.params["num"]]
-    return {"test": [{**record, "TargetLength": name} for record in data for name in ctx.targets.names]}
-
-
-@BUILDERS.register("ruler_self_mlt")
-def build_self_mlt(ctx: BuildContext) -> dict[str, list[dict]]:
-    """All arena questions with no target: the model picks its own MLT."""
-    return {"test": _arena_instructions(ctx)}
 
 
 def build_split(name: str, ctx: BuildContext, split: str, output: str | Path) -> int:
@@ -179,7 +55,6 @@ def build_split(name: str, ctx: BuildContext, split: str, output: str | Path) ->
     return len(rows)
 
 
-@BUILDERS.register("preference_pairs")
 def build_preference_pairs(ctx: BuildContext) -> dict[str, list[dict]]:
     """Preference pairs in TRL's conversational form from an UltraFeedback-binarized or a
     TRL-preference source: ``prompt`` (the turns before the answer), ``chosen`` and
@@ -199,7 +74,6 @@ def build_preference_pairs(ctx: BuildContext) -> dict[str, list[dict]]:
     }
 
 
-@BUILDERS.register("instructions")
 def build_instructions(ctx: BuildContext) -> dict[str, list[dict]]:
     """Prompts for open-ended generation (win rates, single-answer grading, alpha search)
     from one source's ``split`` (default: all its splits), the first ``num`` of them, as split ``test``."""
@@ -212,7 +86,6 @@ def build_instructions(ctx: BuildContext) -> dict[str, list[dict]]:
     return {"test": [{"id": index, **row} for index, row in enumerate(rows)]}
 
 
-@BUILDERS.register("rated_responses")
 def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
     """Responses with a ground-truth rating, as ``conversation`` and ``score``: HelpSteer
     (``score_field``, default helpfulness), Feedback-Bench (``orig_score``) or FLR's own
@@ -229,7 +102,6 @@ def build_rated_responses(ctx: BuildContext) -> dict[str, list[dict]]:
     return {"test": [{"id": index, **row} for index, row in enumerate(rows)]}
 
 
-@BUILDERS.register("model_outputs")
 def build_model_outputs(ctx: BuildContext) -> dict[str, list[dict]]:
     """Many models' answers to the same sessions (WildBench v2 outputs, one source per model
     or several models in one), as ``model`` and ``conversation``; split ``test``."""
@@ -247,35 +119,9 @@ def build_model_outputs(ctx: BuildContext) -> dict[str, list[dict]]:
     }
 
 
-@BUILDERS.register("feedback_conversations")
-def build_feedback_conversations(ctx: BuildContext) -> dict[str, list[dict]]:
-    """Training data for FLR's fine-tuned variant: natural-language feedback in the
-    role-swapped format. The user opens with FLR's request, the assistant asks the question,
-    the user answers and the assistant gives the feedback (``messages``; split ``train``)."""
-    if len(ctx.sources) != 1:
-        raise ValueError(f"feedback_conversations builds from exactly one source; configured: {sorted(ctx.sources)}")
-    (source,) = ctx.sources
-    records = ctx.records(source, ctx.params.get("split"))[: ctx.params.get("num")]
-    return {
-        "train": [
-            {
-                "id": index,
-                "messages": [
-                    {"role": "user", "content": FEEDBACK_OPENING},
-                    {"role": "assistant", "content": r["orig_instruction"]},
-                    {"role": "user", "content": r["orig_response"]},
-                    {"role": "assistant", "content": r["orig_feedback"].split("[RESULT]")[0].strip()},
-                ],
-            }
-            for index, r in enumerate(records)
-        ]
-    }
-
-
 PAIRINGS = ("best_worst", "best_vs_rest")
 
 
-@BUILDERS.register("online_preferences")
 def build_online_preferences(ctx: BuildContext) -> dict[str, list[dict]]:
     """Preference pairs from a policy's own samples, graded by a judge (FLR's online loop).
 
@@ -317,7 +163,6 @@ def build_online_preferences(ctx: BuildContext) -> dict[str, list[dict]]:
     return {"train": pairs}
 
 
-@BUILDERS.register("chat_sft")
 def build_chat_sft(ctx: BuildContext) -> dict[str, list[dict]]:
     """Chats for SFT (``messages``) from UltraFeedback-binarized sources (``splits`` maps our
     split names to theirs, default ``{train: train_sft, test: test_sft}``), NuminaMath-CoT

@@ -77,7 +77,7 @@ class UpstreamSchema:
 
 # Looked up by name; a job's code fingerprint names the schemas it reads (their module-level
 # names below), so editing one schema's adapter reruns only what reads that schema.
-UPSTREAM_SCHEMAS: Registry[UpstreamSchema] = Registry("upstream schema")
+UPSTREAM_SCHEMAS: Registry[UpstreamSchema] = Registry("upstream schema", per_job=True)
 
 
 def define(schema: UpstreamSchema) -> UpstreamSchema:

@@ -43,7 +43,7 @@ RECIPE_KEYS = ("length_prompt",)
 
 # Registered where each is defined, so that a generation's code is its own prompt kind's
 # (reprolm.provenance.fingerprint): editing one regenerates only the prompt sets it builds.
-PROMPT_BUILDERS: Registry[Callable[..., PromptBatch]] = Registry("prompt kind")
+PROMPT_BUILDERS: Registry[Callable[..., PromptBatch]] = Registry("prompt kind", per_job=True)
 
 
 def user_turn(user: str) -> list[dict]:

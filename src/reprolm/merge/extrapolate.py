@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reprolm.io import atomic_path
+from reprolm.paths import REMOTE_CODE_MARKER
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +195,6 @@ def extrapolate(
     """Write the extrapolated checkpoint to ``output`` (Hugging Face format); returns a summary."""
     from safetensors import safe_open
     from safetensors.torch import save_file
-
-    from reprolm.models.loading import REMOTE_CODE_MARKER
 
     sft, aligned = Path(sft), Path(aligned)
     sft_index, index = check_compatible(sft, aligned)

@@ -1,4 +1,5 @@
-"""Base models: built and briefly pretrained locally, or downloaded from the hub."""
+"""Base models downloaded from the hub (those built and pretrained locally:
+:mod:`reprolm.train.pretrain`)."""
 
 from __future__ import annotations
 
@@ -6,31 +7,11 @@ import logging
 from collections.abc import Mapping
 
 from reprolm.io import atomic_path
-from reprolm.models.loading import REMOTE_CODE_MARKER
+from reprolm.paths import REMOTE_CODE_MARKER
 from reprolm.pins import pinned_commit
 from reprolm.provenance.records import note_read
-from reprolm.train.pretrain import pretrain
 
 log = logging.getLogger(__name__)
-
-
-def build_base_model(
-    build: Mapping, tokenizer_dir: str, corpus: Mapping[str, str], schemas: Mapping[str, str], seed: int, output: str
-) -> dict:
-    from reprolm.data.corpus import chat_documents
-    from reprolm.models.loading import load_tokenizer
-    from reprolm.models.tiny import build_tiny_model
-
-    tokenizer = load_tokenizer(tokenizer_dir)
-    model = build_tiny_model(dict(build), tokenizer, seed)
-    documents = chat_documents(corpus, schemas, tokenizer)
-    log.info(
-        "built %s with %d parameters; pretraining on %d documents",
-        build["architecture"],
-        sum(p.numel() for p in model.parameters()),
-        len(documents),
-    )
-    return pretrain(model, tokenizer, documents, dict(build["pretrain"]), seed, output)
 
 
 def download_base_model(hub: Mapping, output: str) -> None:

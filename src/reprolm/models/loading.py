@@ -8,10 +8,8 @@ from pathlib import Path
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from reprolm.models.tokenizer import CHAT_TEMPLATE
+from reprolm.paths import REMOTE_CODE_MARKER
 
-# Written into a downloaded checkpoint whose config says ``hub.trust_remote_code: true``
-# (and carried into what is made from it): only then may its own modelling code run.
-REMOTE_CODE_MARKER = "reprolm_trusts_remote_code"
 # What peft saves a LoRA adapter folder with (a recipe's ``peft.save: adapter``).
 ADAPTER_CONFIG = "adapter_config.json"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reprolm.io import atomic_path, link_or_copy
-from reprolm.paths import base_model_dir
+from reprolm.paths import REMOTE_CODE_MARKER, base_model_dir
 from reprolm.provenance.hashing import content_files, content_hash, file_sha256, manifest_hash, provenance_path
 
 # What transformers needs to load a checkpoint: its config, and a tokenizer in one of the
@@ -208,7 +208,7 @@ def merge_adapter_base(adapter: str | os.PathLike, base: str | os.PathLike, outp
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from reprolm.models.loading import REMOTE_CODE_MARKER, from_pretrained, trusts_remote_code
+    from reprolm.models.loading import from_pretrained, trusts_remote_code
 
     problem = _adapter_problem(adapter)
     if problem:

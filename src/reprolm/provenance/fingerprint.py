@@ -9,9 +9,10 @@ not on the whole ``length`` module. Docstrings, comments and formatting are left
 editing them reruns nothing.
 
 Registries that dispatch by name (metrics, dataset builders, prompt kinds, study table
-writers, upstream schemas) are not followed as a whole: the rule names the entries its job
-uses (the job's metric, builder, prompt kind, study, the schemas of the sources it reads), so
-editing one metric reruns that metric's scores only. Anything the analysis
+writers, upstream schemas: those built as ``Registry(..., per_job=True)``) are not followed as
+a whole: the rule names the entries its job uses (the job's metric, builder, prompt kind,
+study, the schemas of the sources it reads), so editing one metric reruns that metric's scores
+only. Anything the analysis
 cannot see (a name built at run time) errs towards rerunning more: a module used as a
 value, not through its attributes, counts as wholly used.
 """
@@ -30,16 +31,6 @@ import reprolm
 
 PACKAGE = "reprolm"
 PACKAGE_DIR = Path(reprolm.__file__).resolve().parent
-# Name-dispatched registries: the job adds the entry it uses instead.
-DISPATCH_TABLES = frozenset(
-    {
-        ("reprolm.score.metrics", "METRICS"),
-        ("reprolm.data.builders", "BUILDERS"),
-        ("reprolm.generate.prompts", "PROMPT_BUILDERS"),
-        ("reprolm.studies.base", "STUDIES"),
-        ("reprolm.data.upstream", "UPSTREAM_SCHEMAS"),
-    }
-)
 PREAMBLE = "<module>"  # a module's top-level statements that define no name
 
 Ref = tuple[str, str]  # (module, top-level name)
@@ -171,6 +162,20 @@ def _resolve(ref: Ref) -> Ref | None:
     return None
 
 
+def _is_per_job_registry(statement: ast.stmt) -> bool:
+    """``NAME = Registry(..., per_job=True)``: a registry whose jobs add the entry they use."""
+    value = getattr(statement, "value", None)
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id == "Registry"
+        and any(
+            keyword.arg == "per_job" and isinstance(keyword.value, ast.Constant) and keyword.value.value is True
+            for keyword in value.keywords
+        )
+    )
+
+
 @cache
 def _definition(ref: Ref) -> tuple[str, tuple[Ref, ...]]:
     """A definition's source hash (as parsed) and the definitions it reaches directly.
@@ -178,10 +183,10 @@ def _definition(ref: Ref) -> tuple[str, tuple[Ref, ...]]:
     Computed once per definition: a dry run asks for the closures of hundreds of jobs,
     which share most of their definitions."""
     module, name = ref
-    if ref in DISPATCH_TABLES:
-        return hashlib.sha256(b"").hexdigest(), ()
     index = module_index(module)
     nodes = index.preamble if name == PREAMBLE else index.definitions[name]
+    if name != PREAMBLE and all(_is_per_job_registry(node) for node in nodes):
+        return hashlib.sha256(b"").hexdigest(), ()
     source_hash = hashlib.sha256("\n".join(ast.dump(node) for node in nodes).encode()).hexdigest()
     # Any use of a module runs its top-level statements.
     used = {(module, PREAMBLE)} | {

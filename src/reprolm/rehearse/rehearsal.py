@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 import pandas as pd
 from snakemake.cli import get_profile_dir
 
-from reprolm.config.errors import REAL_RUN_REFUSED
 from reprolm.data.released_ratings import ReleasedFile, released_files, unreachable
+from reprolm.errors import REAL_RUN_REFUSED
 from reprolm.rehearse.dag import DagError, PreflightRefusal, inspect_cluster_dag, snakemake_arguments
 from reprolm.rehearse.sizes import Measurement, data_jobs, measure_all, save, score_jobs
 from reprolm.rehearse.standin import STAND_IN_DIR, StandInRun, candidates, run_stand_ins

@@ -36,8 +36,7 @@ from reprolm.stats.estimate import RESAMPLES, Estimate
 
 log = logging.getLogger(__name__)
 
-# AlpacaEval 2.0's annotator and length-control GLM.
-DEFAULT_ANNOTATOR = "weighted_alpaca_eval_gpt4_turbo"
+# AlpacaEval 2.0's length-control GLM (its annotator: reprolm.score.judges.DEFAULT_ANNOTATOR).
 GLM = "length_controlled_v1"
 HUB_DATASET = "tatsu-lab/alpaca_eval"
 GAMED_FILE = "df_gamed.csv"

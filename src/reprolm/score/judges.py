@@ -45,7 +45,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 from reprolm.paths import model_dir, raw_dir
 from reprolm.registry import Registry
 from reprolm.score.api_requests import DEFAULT_MAX_RETRIES, request_failure
@@ -55,6 +55,8 @@ from reprolm.stats.estimate import RESAMPLES
 
 log = logging.getLogger(__name__)
 
+# AlpacaEval 2.0's annotator: an ``alpaca_eval`` judge's where its ``annotator`` names none.
+DEFAULT_ANNOTATOR = "weighted_alpaca_eval_gpt4_turbo"
 Conversation = list[dict]  # [{"role", "content"}, ...], ending with the assistant's answer
 
 
@@ -509,8 +511,6 @@ def _alpaca_eval_annotator_model(spec: Mapping) -> str:
     import alpaca_eval
     import yaml
 
-    from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR
-
     annotator = spec.get("annotator", DEFAULT_ANNOTATOR)
     configs = Path(alpaca_eval.__file__).parent / "evaluators_configs" / annotator / "configs.yaml"
     return yaml.safe_load(configs.read_text())[annotator]["completions_kwargs"]["model_name"]
@@ -533,7 +533,7 @@ def _alpaca_eval_annotator_model(spec: Mapping) -> str:
     title="AlpacaEval annotator",
 )
 def _alpaca_eval_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
-    from reprolm.score.alpaca_eval_judge import DEFAULT_ANNOTATOR, AlpacaEvalJudge
+    from reprolm.score.alpaca_eval_judge import AlpacaEvalJudge
 
     return AlpacaEvalJudge(
         spec.get("annotator", DEFAULT_ANNOTATOR),

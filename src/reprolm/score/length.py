@@ -145,11 +145,12 @@ LENGTH_TTESTS.register("paper", LengthTTest("paper", equal_var=False))
 LENGTH_TTESTS.register("original", LengthTTest("original", equal_var=True))
 
 
-def length_ttest(ruler_lengths: Sequence[int], vanilla_lengths: Sequence[int], compat: str = "paper") -> dict:
-    """t-test of output lengths, Ruler vs vanilla on the same prompts, by the registered
+def length_ttest(lengths: Sequence[int], baseline_lengths: Sequence[int], compat: str = "paper") -> dict:
+    """t-test of output lengths, a model's against a baseline's on the same prompts (Ruler's
+    against vanilla), by the registered
     test ``compat`` names (:data:`LENGTH_TTESTS`)."""
     from scipy import stats
 
     test = LENGTH_TTESTS.get(compat, "length t-test compat")
-    result = stats.ttest_ind(ruler_lengths, vanilla_lengths, equal_var=test.equal_var)
+    result = stats.ttest_ind(lengths, baseline_lengths, equal_var=test.equal_var)
     return {"t": float(result.statistic), "p": float(result.pvalue), "compat": compat}

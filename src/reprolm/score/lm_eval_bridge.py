@@ -28,6 +28,7 @@ from reprolm.data.schemas import DataError
 from reprolm.data.upstream import schema_for_task
 from reprolm.io import atomic_path
 from reprolm.progress import Interval, ProgressCounter, interval
+from reprolm.score.nltk_needs import NLTK_DATA_NEEDED
 
 if TYPE_CHECKING:
     from lm_eval.api.model import LM
@@ -247,11 +248,6 @@ def task_config(spec: TaskSpec) -> dict[str, Any]:
     if unscorable:
         config["process_docs"] = partial(_without_instructions, frozenset(unscorable))
     return config
-
-
-# Checks of lm-eval tasks that need NLTK data, which lm-eval downloads on first use: offline
-# they cannot run. IFEval counts sentences with punkt_tab.
-NLTK_DATA_NEEDED = {"ifeval": {"length_constraints:number_sentences": "tokenizers/punkt_tab"}}
 
 
 def use_nltk_data(folders) -> None:

@@ -28,7 +28,7 @@ from reprolm.score.sampling import (
 )
 
 MetricFunction = Callable[[list[Mapping], Mapping], dict]
-METRICS: Registry[MetricFunction] = Registry("metric")
+METRICS: Registry[MetricFunction] = Registry("metric", per_job=True)
 
 
 def _targets(context) -> TargetSet:

@@ -1,15 +1,11 @@
-"""Evaluating a judge as a reward model: agreement with human ratings, and ranking models
-the way an arena's ELO table does. (Pairwise accuracy is :func:`judging.pair_accuracy`.)"""
+"""Evaluating a judge as a reward model: agreement with human ratings. (Pairwise accuracy is
+:func:`judging.pair_accuracy`; ranking models as an arena's ELO table does is FLR's:
+:mod:`reprolm.studies.flr.ranking`.)"""
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-import numpy as np
-import yaml
 from scipy import stats
 
 CORRELATIONS = {"pearson": stats.pearsonr, "spearman": stats.spearmanr, "kendall": stats.kendalltau}
@@ -37,35 +33,4 @@ def rating_agreement(judge, rows: Sequence[Mapping]) -> dict:
         "scores": scores,
         "ratings": truth,
         "ids": [row["id"] for row in rows],
-    }
-
-
-def load_elo(path: str | Path) -> dict[str, float]:
-    table = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    ratings = table.get("elo") if isinstance(table, Mapping) else None
-    if not isinstance(ratings, Mapping) or not all(isinstance(v, (int, float)) for v in ratings.values()):
-        raise ValueError(f"{path}: expected 'elo' mapping model name -> rating")
-    return {str(model): float(rating) for model, rating in ratings.items()}
-
-
-def model_ranking(judge, rows: Sequence[Mapping], elo: Mapping[str, float]) -> dict:
-    """Mean judge score per model over its answers, correlated with the ELO ratings of the
-    models that have one (models without a rating are reported but not correlated). Each
-    answer's id, model and score are kept for the tables' intervals of the means."""
-    scores = judge.score([list(row["conversation"]) for row in rows])
-    by_model: dict[str, list[float]] = defaultdict(list)
-    for row, score in zip(rows, scores, strict=True):
-        if not math.isnan(score):
-            by_model[row["model"]].append(score)
-    means = {model: float(np.mean(values)) for model, values in sorted(by_model.items())}
-    rated = [model for model in means if model in elo]
-    return {
-        **correlations([means[m] for m in rated], [elo[m] for m in rated]),
-        "models": len(rated),
-        "unrated_models": sorted(set(means) - set(rated)),
-        "mean_score": means,
-        "elo": {m: elo[m] for m in rated},
-        "ids": [row["id"] for row in rows],
-        "answer_models": [row["model"] for row in rows],
-        "scores": scores,
     }

@@ -20,13 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from reprolm.aggregate.tables import load_scores
-from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import endpoint_models
 from reprolm.config.references import require_recipe
 from reprolm.config.schema import validate_with_defaults
+from reprolm.data.builder_registry import BUILDERS
+from reprolm.errors import ConfigError, require
 from reprolm.io import atomic_path, collected_tables, read_yaml
 from reprolm.paths import PRETRAINED, grade_path, score_path, split_expo
 from reprolm.registry import Registry
+from reprolm.stages import RULE_STAGES, RuleStage
 
 # (rule, wildcards) -> that checkpoint's output path; inside Snakemake it raises until the
 # checkpoint has run, which is how a study's table inputs can depend on a checkpoint.
@@ -57,6 +59,13 @@ class Study:
     # tables: listing and fingerprinting studies stays cheap. A study from a file of its own
     # overrides :meth:`table_writer` instead.
     tables: str = ""
+    # The study's own dataset builders, name -> "package.module:function", registered lazily
+    # in :data:`reprolm.data.builder_registry.BUILDERS` (``datasets.*.builder`` names them): the
+    # builders stay in the study's folder and listing them imports none.
+    builders: Mapping[str, str] = {}
+    # The stage of each rule of the study's own steps (rules.smk), registered in
+    # :data:`reprolm.stages.RULE_STAGES`: what cost, plan and resources count it under.
+    rule_stages: Mapping[str, RuleStage] = {}
     # What the report says under the study's tables and plots (reStructuredText): what
     # each table holds and how each metric is computed.
     caption: str = ""
@@ -125,11 +134,6 @@ class Study:
         if self.schema is not None and config.get(self.name) is not None:
             validate_with_defaults(config[self.name], self.schema, self.name)
 
-    def check_standing(self, config: Mapping) -> None:
-        """Checks of the study's section that hold whether or not the study is enabled (what
-        other studies may use of it: ExPO's extrapolation references), run for every
-        registered study whose section the config has."""
-
     def check_section(self, config: Mapping) -> None:
         """Checks particular to the study."""
 
@@ -175,11 +179,6 @@ class Study:
         schedules them at once)."""
         return []
 
-    def standing_targets(self, config: Mapping) -> list[str]:
-        """Outputs the study's section asks for whether or not the study is enabled (ExPO's
-        ``expo.models``: extrapolated checkpoints other studies may use)."""
-        return []
-
     def job_flops(self, config: Mapping, rule: str, wildcards: Mapping, parameters: int) -> float | None:
         """The FLOPs of a job of one of the study's own rules, for a model of ``parameters``
         (``reprolm plan``'s time estimate); None for a rule it does not estimate."""
@@ -202,6 +201,11 @@ class Study:
         file); None where it has none. The workflow includes every registered study's."""
         path = Path(self.loaded_from or inspect.getfile(type(self))).resolve().with_name("rules.smk")
         return str(path) if path.is_file() else None
+
+    def script(self, name: str) -> str:
+        """The path of the job script ``scripts/<name>`` beside the file that defines the
+        study: the scripts of its own rules live in its folder."""
+        return str(Path(self.loaded_from or inspect.getfile(type(self))).resolve().parent / "scripts" / name)
 
     # ---- tables ----
     def captions(self) -> dict:
@@ -256,7 +260,7 @@ class Study:
         return module, function
 
 
-STUDIES: Registry[Study] = Registry("study")
+STUDIES: Registry[Study] = Registry("study", per_job=True)
 
 
 def register_study(study: Study) -> Study:
@@ -264,6 +268,10 @@ def register_study(study: Study) -> Study:
         raise ValueError(f"{type(study).__name__} must set 'name'")
     if not study.tables and type(study).table_writer is Study.table_writer:
         raise ValueError(f"study {study.name!r} must set 'tables' or override table_writer()")
+    for name, reference in study.builders.items():
+        BUILDERS.register_lazy(name, reference)
+    for rule, entry in study.rule_stages.items():
+        RULE_STAGES.register(rule, entry)
     return STUDIES.register(study.name, study)
 
 
@@ -307,12 +315,6 @@ def study(config: Mapping, name: str) -> Study:
 def study_rules() -> list[str]:
     """The rules files of the registered studies' own steps (:meth:`Study.rules_file`)."""
     return [STUDIES[name].rules_file() for name in STUDIES.names() if STUDIES[name].rules_file()]
-
-
-def standing_targets(config: Mapping) -> list[str]:
-    """What every registered study's section asks for, enabled or not
-    (:meth:`Study.standing_targets`)."""
-    return [target for name in STUDIES.names() for target in STUDIES[name].standing_targets(config)]
 
 
 def job_flops(config: Mapping, rule: str, wildcards: Mapping, parameters: int) -> float | None:

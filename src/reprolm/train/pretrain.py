@@ -1,9 +1,10 @@
-"""Brief causal-LM pretraining of a tiny base model on a local corpus."""
+"""Base models built locally: a tiny model, briefly pretrained (causal LM) on a local corpus."""
 
 from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Mapping
 
 from reprolm.io import atomic_path
 
@@ -56,3 +57,22 @@ def pretrain(model, tokenizer, texts: list[str], settings: dict, seed: int, outp
         shutil.rmtree(tmp / "_trainer", ignore_errors=True)
     log.info("pretrained on %d blocks: final loss %.3f", len(blocks), result.training_loss)
     return {"blocks": len(blocks), "train_loss": result.training_loss}
+
+
+def build_base_model(
+    build: Mapping, tokenizer_dir: str, corpus: Mapping[str, str], schemas: Mapping[str, str], seed: int, output: str
+) -> dict:
+    from reprolm.data.corpus import chat_documents
+    from reprolm.models.loading import load_tokenizer
+    from reprolm.models.tiny import build_tiny_model
+
+    tokenizer = load_tokenizer(tokenizer_dir)
+    model = build_tiny_model(dict(build), tokenizer, seed)
+    documents = chat_documents(corpus, schemas, tokenizer)
+    log.info(
+        "built %s with %d parameters; pretraining on %d documents",
+        build["architecture"],
+        sum(p.numel() for p in model.parameters()),
+        len(documents),
+    )
+    return pretrain(model, tokenizer, documents, dict(build["pretrain"]), seed, output)

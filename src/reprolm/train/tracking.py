@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError
+from reprolm.errors import ConfigError
 
 # Each logger, and the package transformers' integration of it needs.
 REPORTER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}

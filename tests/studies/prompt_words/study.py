@@ -45,7 +45,7 @@ class PromptWords(Study):
     }
 
     def check_section(self, config) -> None:
-        from reprolm.config.errors import require
+        from reprolm.errors import require
 
         for promptset in config[self.name]["promptsets"]:
             require(promptset, config.get("promptsets", {}), f"{self.name}.promptsets")

@@ -15,25 +15,47 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import expo_reference, expo_reference_dir
-from reprolm.config.references import require_grader, require_recipe
+from reprolm.config.references import require_grader
+from reprolm.errors import ConfigError, require
 from reprolm.paths import (
     PRETRAINED,
     expo_name,
     grade_path,
     judge_score_path,
-    model_dir,
     score_path,
-    split_expo,
     win_rate_path,
 )
+from reprolm.stages import RuleStage
 from reprolm.studies.base import CheckpointOutput, Study, register_study, section_schema
+
+# The Open LLM Leaderboard v2 through lm-eval's own ``leaderboard`` tasks: each column's task
+# and metric, and the random baseline its score is normalised against (None: not
+# normalised; "choices": each member task's own, one over its number of choices, which the
+# per-document log shows as the number of scored continuations; a mapping: each member
+# task's, the leaderboard's own figures for MuSR).
+LEADERBOARD_V2 = {
+    "IFEval": ("leaderboard_ifeval", ("inst_level_strict_acc,none", "prompt_level_strict_acc,none"), None),
+    "BBH": ("leaderboard_bbh", ("acc_norm,none",), "choices"),
+    "MATH Lvl 5": ("leaderboard_math_hard", ("exact_match,none",), None),
+    "GPQA": ("leaderboard_gpqa", ("acc_norm,none",), 1 / 4),
+    "MuSR": (
+        "leaderboard_musr",
+        ("acc_norm,none",),
+        {
+            "leaderboard_musr_murder_mysteries": 1 / 2,
+            "leaderboard_musr_object_placements": 1 / 5,
+            "leaderboard_musr_team_allocation": 1 / 3,
+        },
+    ),
+    "MMLU-PRO": ("leaderboard_mmlu_pro", ("acc,none",), 1 / 10),
+}
 
 
 class Expo(Study):
     name = "expo"
     tables = "reprolm.studies.expo.tables:write_expo_tables"
+    rule_stages = {"alpha_search": RuleStage("extrapolate")}
     schema = section_schema(__file__)
     caption = """\
         ``alpha_search``: the judge's mean grade of each extrapolation alpha on held-out prompts (the
@@ -114,28 +136,6 @@ class Expo(Study):
         """,
     }
     pretrained_recipes = True
-
-    def standing_targets(self, config: Mapping) -> list[str]:
-        """Folders of the extrapolated checkpoints listed in ``expo.models``."""
-        return [model_dir(*name.split("/", 1)) for name in config.get("expo", {}).get("models", [])]
-
-    def check_standing(self, config: Mapping) -> None:
-        """The extrapolation is a stage: any study's model may be extrapolated, whether or not
-        this study is enabled."""
-        expo, recipes = config["expo"], config.get("recipes", {})
-        for aligned, reference in expo.get("references", {}).items():
-            require(aligned, recipes, "expo.references")
-            require(reference, list(recipes) + [PRETRAINED], f"expo.references.{aligned}")
-        for index, name in enumerate(expo.get("models", [])):
-            base, recipe = name.split("/", 1)
-            require(base, config["base_models"], f"expo.models[{index}]")
-            if split_expo(recipe)[0] == PRETRAINED:
-                expo_reference_dir(config, base, PRETRAINED)
-            else:
-                require_recipe(config, recipe, list(recipes), f"expo.models[{index}]")
-        for aligned, reference in expo.get("base_references", {}).items():
-            require(aligned, config["base_models"], "expo.base_references")
-            require(reference, config["base_models"], f"expo.base_references.{aligned}")
 
     def check_section(self, config: Mapping) -> None:
         spec, judges, promptsets = config["expo"], config.get("judges", {}), config.get("promptsets", {})
@@ -297,8 +297,6 @@ def evaluation_scores(config: Mapping, base: str, recipe: str, alpha: float) -> 
 def check_leaderboard_v2_suite(config: Mapping, suite: str) -> None:
     """``expo.leaderboard_v2_suite`` names a suite that runs each of lm-eval's Open LLM
     Leaderboard v2 tasks."""
-    from reprolm.studies.expo.tables import LEADERBOARD_V2
-
     suites = config.get("lm_eval_suites", {})
     require(suite, suites, "expo.leaderboard_v2_suite")
     runs = {task["task"] for task in suites[suite]["tasks"]}

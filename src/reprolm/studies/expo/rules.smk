@@ -18,9 +18,9 @@ checkpoint alpha_search:
     conda:
         os.path.join(ENVS, "core.yaml")
     params:
-        code=library_code("alpha_search.py"),
+        code=library_code(study(config, "expo").script("alpha_search.py")),
         alphas=lambda wildcards: list(
             alpha_search_grades(config, wildcards.base, wildcards.recipe)
         ),
     script:
-        os.path.join(SCRIPTS, "alpha_search.py")
+        study(config, "expo").script("alpha_search.py")

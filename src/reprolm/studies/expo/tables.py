@@ -16,6 +16,7 @@ from reprolm.aggregate.tables import Score
 from reprolm.aggregate.uncertainty import Estimate, mean_of_estimates
 from reprolm.io import write_table
 from reprolm.paths import split_expo
+from reprolm.studies.expo import LEADERBOARD_V2
 
 
 def _by_prefix(scores: list[Score], prefix: str) -> list[Score]:
@@ -262,29 +263,6 @@ def leaderboard_v1_figures(score: Score) -> dict[str, Estimate] | None:
         {column: estimates[chosen[column]][LEADERBOARD_V1[column][1]] for column in LEADERBOARD_V1 if column != "MMLU"},
         [estimate for estimate, _ in subjects.values()],
     )
-
-
-# The Open LLM Leaderboard v2 through lm-eval's own ``leaderboard`` tasks: each column's task
-# and metric, and the random baseline its score is normalised against (None: not
-# normalised; "choices": each member task's own, one over its number of choices, which the
-# per-document log shows as the number of scored continuations; a mapping: each member
-# task's, the leaderboard's own figures for MuSR).
-LEADERBOARD_V2 = {
-    "IFEval": ("leaderboard_ifeval", ("inst_level_strict_acc,none", "prompt_level_strict_acc,none"), None),
-    "BBH": ("leaderboard_bbh", ("acc_norm,none",), "choices"),
-    "MATH Lvl 5": ("leaderboard_math_hard", ("exact_match,none",), None),
-    "GPQA": ("leaderboard_gpqa", ("acc_norm,none",), 1 / 4),
-    "MuSR": (
-        "leaderboard_musr",
-        ("acc_norm,none",),
-        {
-            "leaderboard_musr_murder_mysteries": 1 / 2,
-            "leaderboard_musr_object_placements": 1 / 5,
-            "leaderboard_musr_team_allocation": 1 / 3,
-        },
-    ),
-    "MMLU-PRO": ("leaderboard_mmlu_pro", ("acc,none",), 1 / 10),
-}
 
 
 def normalised(estimate: Estimate, baseline: float) -> Estimate:

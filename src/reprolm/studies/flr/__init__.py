@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reprolm.config.errors import require
 from reprolm.config.references import require_grader
+from reprolm.errors import require
 from reprolm.paths import PRETRAINED, grade_path, judge_score_path, win_rate_path
+from reprolm.stages import local_and_api
 from reprolm.studies.base import Study, register_study, section_schema
 
 
 class Flr(Study):
     name = "flr"
     tables = "reprolm.studies.flr.tables:write_flr_tables"
+    builders = {"feedback_conversations": "reprolm.studies.flr.builders:build_feedback_conversations"}
+    rule_stages = local_and_api("model_ranking", "judge")
     schema = section_schema(__file__)
     caption = """\
         ``reward_models``: each judge's pair accuracy (the chosen answer scored strictly higher), and

@@ -25,9 +25,9 @@ for api in (False, True):
         resources:
             **judge_job_resources(api),
         params:
-            code=library_code("reward_benchmark.py"),
+            code=library_code(study(config, "flr").script("model_ranking.py")),
             judge=judge_spec,
             metric="model_ranking",
             seed=config["seed"],
         script:
-            os.path.join(SCRIPTS, "reward_benchmark.py")
+            study(config, "flr").script("model_ranking.py")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reprolm.config.errors import ConfigError, require
 from reprolm.config.references import check_sampled_evaluations, require_grader
+from reprolm.errors import ConfigError, require
 from reprolm.paths import grade_path, judge_score_path
 from reprolm.studies.base import Study, register_study, section_schema
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import task_data
+from reprolm.errors import ConfigError, require
 from reprolm.paths import score_path
 from reprolm.score.task_facts import refuse_metrics_not_reported, refuse_tasks_without_training_split
+from reprolm.stages import RuleStage
 from reprolm.studies.base import Study, register_study, section_schema
 
 # The report's caption of both score tables, direct and train-before-test.
@@ -29,6 +30,9 @@ SCORES_CAPTION = """\
 class Harmony(Study):
     name = "harmony"
     tables = "reprolm.studies.harmony.tables:write_harmony_tables"
+    rule_stages = {
+        "train_before_test": RuleStage("train_before_test", resources="train_before_test", trains=True, inference=True)
+    }
     schema = section_schema(__file__)
     caption = """\
         Scores x100 of every model on every task, evaluated directly and after fine-tuning on the

@@ -26,11 +26,12 @@ rule train_before_test:
         slurm_extra=stage_stop_signal("train_before_test"),
     params:
         code=lambda wildcards: task_reading_code(
-            "train_before_test.py", [task_spec(config, wildcards.task)["task"]]
+            study(config, "harmony").script("train_before_test.py"),
+            [task_spec(config, wildcards.task)["task"]],
         ),
         task=lambda wildcards: canonical(task_spec(config, wildcards.task)),
         train=canonical(config.get("harmony", {}).get("train", {})),
         checkpoint_root="results/checkpoints/train_before_test/{base}/{recipe}/{task}",
         seed=config["seed"],
     script:
-        os.path.join(SCRIPTS, "train_before_test.py")
+        study(config, "harmony").script("train_before_test.py")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reprolm.config.errors import ConfigError, require
 from reprolm.config.lookups import chat_template_name, promptset_spec
+from reprolm.errors import ConfigError, require
 from reprolm.paths import PRETRAINED, score_path
 from reprolm.score.task_facts import refuse_metrics_not_reported
 from reprolm.studies.base import Study, register_study, section_schema
@@ -13,11 +13,24 @@ from reprolm.studies.base import Study, register_study, section_schema
 # The builders that read OpenHermes' single-turn dialogues (one rule must serve both: the
 # training set leaves out the TLG set's rows of the same shuffle).
 SINGLE_TURN_BUILDERS = ("ruler_tlg", "ruler_train")
+# How Ruler's builders pick OpenHermes' single-turn dialogues (param ``single_turn``): the
+# original's raw_openhermes_process.py keeps every conversation of exactly two turns,
+# whoever speaks them; ``human_then_gpt`` also asks that a human asks and gpt answers.
+SINGLE_TURN_RULES = {
+    "two_turns": lambda turns: len(turns) == 2,
+    "human_then_gpt": lambda turns: len(turns) == 2 and turns[0]["from"] == "human" and turns[1]["from"] == "gpt",
+}
 
 
 class Ruler(Study):
     name = "ruler"
     tables = "reprolm.studies.ruler.tables:write_ruler_tables"
+    builders = {
+        "ruler_tlg": "reprolm.studies.ruler.builders:build_tlg",
+        "ruler_train": "reprolm.studies.ruler.builders:build_ruler_train",
+        "ruler_multi_mlt": "reprolm.studies.ruler.builders:build_multi_mlt",
+        "ruler_self_mlt": "reprolm.studies.ruler.builders:build_self_mlt",
+    }
     schema = section_schema(__file__)
     caption = """\
         **PM** (precise match) and **FM** (flexible match) are the percentages of outputs whose word
@@ -187,8 +200,6 @@ def lm_eval_metrics(spec: Mapping) -> dict[str, list[str]]:
 def _check_single_turn(config: Mapping) -> None:
     """Each single-turn rule is known, and the TLG set and the training set that leaves its
     rows out read the same source by the same rule."""
-    from reprolm.data.builders import SINGLE_TURN_RULES
-
     rules = {}
     for name, dataset in config.get("datasets", {}).items():
         if dataset.get("builder") not in SINGLE_TURN_BUILDERS:

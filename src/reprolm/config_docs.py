@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from reprolm.config.schema import completed
 from reprolm.io import read_yaml
 from reprolm.studies import with_study_sections
 
@@ -23,8 +24,9 @@ NAME = "{name}"
 
 
 def load_schema(path: str | Path = SCHEMA_FILE) -> dict:
-    """The workflow's schema with each registered study's section (its folder's schema.yaml)."""
-    return with_study_sections(read_yaml(path))
+    """The workflow's schema as the registries complete it, with each registered study's
+    section (its folder's schema.yaml)."""
+    return with_study_sections(completed(read_yaml(path)))
 
 
 def keys_page(schema: Mapping, schema_path: str | Path = SCHEMA_FILE) -> str:

@@ -1,8 +1,8 @@
 from reprolm.provenance import tracked_step
 from reprolm.score.lm_eval_bridge import TaskSpec
 from reprolm.stopping import watch_for_stop
+from reprolm.studies.harmony.train_before_test import run_key, train_before_test
 from reprolm.train.tracking import report_to, run_name
-from reprolm.train.train_before_test import run_key, train_before_test
 
 # A stop signal from SLURM saves progress at the next safe point (reprolm.stopping).
 watch_for_stop()

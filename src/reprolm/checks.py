@@ -13,10 +13,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from reprolm.config.errors import ConfigError, require
-from reprolm.config.references import require_grader, require_model, require_recipe
-from reprolm.config.resources import INFERENCE_STAGES, model_settings, setting_key, stage_gpu_needs
+from reprolm.config.references import check_extrapolation, require_grader, require_model, require_recipe
+from reprolm.config.resources import model_settings, setting_key, stage_gpu_needs
+from reprolm.data.builder_registry import BUILDERS
 from reprolm.data.released_ratings import check_released
+from reprolm.errors import ConfigError, require
 from reprolm.generate.prompts import PROMPT_BUILDERS
 from reprolm.io import read_yaml
 from reprolm.length import TargetSet, needs_length_targets
@@ -26,6 +27,7 @@ from reprolm.models.templates import template_names
 from reprolm.paths import PRETRAINED, split_expo, split_seed
 from reprolm.score.judges import judge_kind
 from reprolm.score.task_facts import refuse_metrics_not_reported
+from reprolm.stages import inference_stages
 from reprolm.studies import STUDIES, enabled_studies
 from reprolm.train.finetune import PEFT_OWN_KEYS, PROJECT_ARGUMENTS, PROJECT_PEFT_KEYS, RECIPE_ARGUMENTS
 from reprolm.train.objectives import objective_of
@@ -60,9 +62,7 @@ def check_config(config: Mapping, schema_file: str | os.PathLike) -> None:
         study.check_bases(config)
     _check_sources(config)
     _check_references(config)
-    for name in STUDIES.names():
-        if config.get(name) is not None:
-            STUDIES[name].check_standing(config)
+    check_extrapolation(config)
     _check_base_models(config)
     _check_recipe_options(config, studies)
     reporters(config.get("tracking", {}))
@@ -82,7 +82,7 @@ def check_gpu_memory(config: Mapping, root: Path) -> None:
     for base in config["base_models"]:
         stages = [
             stage
-            for stage in ("finetune", *INFERENCE_STAGES)
+            for stage in ("finetune", *inference_stages())
             if model_settings(config, base, stage)["gpus"] and model_settings(config, base, stage).get("gpu_mem_gb")
         ]
         parameters, source = model_parameters(config, base, root) if stages else (None, "")
@@ -331,7 +331,6 @@ def _check_length_targets(config: Mapping, studies: list) -> None:
 
 def _length_target_readers(config: Mapping, studies: list):
     """(config key, value) of each entry that reads the length targets."""
-    from reprolm.data.builders import BUILDERS
     from reprolm.score.metrics import METRICS
 
     for name, spec in config.get("datasets", {}).items():
