@@ -47,7 +47,6 @@ SHARED_RULE_STAGES = {
     "download_hub_model": RuleStage("download"),
     "lm_eval_task_data": RuleStage("download"),
     "nltk_data": RuleStage("download"),
-    "released_file": RuleStage("download"),
     # Merging a researcher's adapter into its base: weight arithmetic, sized as extrapolate's.
     "adapter_base_model": RuleStage("merge", resources="extrapolate"),
     "dataset": RuleStage("data"),
