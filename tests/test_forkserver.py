@@ -2,8 +2,8 @@
 the workflow's onstart: a served script's process, as it starts, hands the script to the
 server (workflow/launcher/sitecustomize.py); it runs in a forked child with the script
 process's streams, directory, environment, arguments and import path, its exit status and
-signals pass through, and without a server, or for a script it does not serve (a benchmarked
-rule's), the script runs in place."""
+signals pass through, and without a server, or for a script it does not serve (one not of
+the run's rules), the script runs in place."""
 
 from __future__ import annotations
 
@@ -175,10 +175,10 @@ def test_without_a_server_the_script_runs_in_place(tmp_path):
 
 
 def test_a_script_the_server_does_not_serve_runs_in_place(server, tmp_path):
-    """A benchmarked rule's script (Snakemake measures the process it started and its
-    children), or any Python program that is not a Snakemake job script."""
+    """A script of none of the run's rules, or any Python program that is not a Snakemake job
+    script."""
     address, process = server
-    unserved = json.loads(run_script(tmp_path, REPORT, address, name="benchmarked.py").stdout)
+    unserved = json.loads(run_script(tmp_path, REPORT, address, name="unserved.py").stdout)
     assert unserved["ppid"] != process.pid and not unserved["torch_preloaded"]
     (tmp_path / "job.py").write_text(textwrap.dedent(REPORT))
     plain = subprocess.run(
@@ -322,15 +322,13 @@ def script_jobs(scripts: int, others: int = 0, benchmarked: int = 0) -> list[Sim
     )
 
 
-def test_the_server_serves_the_scripts_of_rules_without_a_benchmark_file():
-    assert forkserver.served_scripts(script_jobs(2, others=1, benchmarked=1)) == {"job.py"}
-    # A file name that a benchmarked rule's script has too is not served.
-    shared = SimpleNamespace(rule=SimpleNamespace(script="../other/measured.py", benchmark=None))
-    assert forkserver.served_scripts([shared, *script_jobs(1, benchmarked=1)]) == {"job.py"}
+def test_the_server_serves_the_script_of_every_rule_with_one():
+    assert forkserver.served_scripts(script_jobs(2, others=1, benchmarked=1)) == {"job.py", "measured.py"}
+    assert forkserver.served_scripts(script_jobs(0, others=3)) == set()
 
 
 def test_a_run_of_few_served_job_scripts_or_switched_off_starts_no_server(tmp_path, monkeypatch):
-    few = script_jobs(forkserver.MIN_SCRIPT_JOBS - 1, others=10, benchmarked=10)
+    few = script_jobs(forkserver.MIN_SCRIPT_JOBS - 1, others=10)
     assert forkserver.start(tmp_path, tmp_path / "log", few, launcher=LAUNCHER) is None
     monkeypatch.setenv(forkserver.ADDRESS_VARIABLE, forkserver.OFF)
     assert (
@@ -356,16 +354,14 @@ def test_the_server_ends_with_the_process_that_started_it(tmp_path):
 
 
 @pytest.mark.workflow
-def test_served_jobs_make_the_same_bytes_in_place_and_benchmarks_measure_the_job(default_run, tmp_path):
-    """The default run's unbenchmarked jobs came from the fork server (its log lists them); a
-    dataset and a score run again in their own processes make the same bytes: a run of fewer
-    served job scripts than ``MIN_SCRIPT_JOBS`` starts no server. Benchmarked jobs ran in their
-    own processes, so their benchmark files measure the job (a finetune holds torch and a model
-    in memory; the waiting script process of a forked job would hold a few MB)."""
-    assert (default_run / "logs" / "forkserver.log").read_text().count("forked job process") > 50
-    finetune = (default_run / "benchmarks" / "finetune" / "tiny_llama" / "dpo.tsv").read_text().splitlines()
-    header, values = finetune[0].split("\t"), finetune[1].split("\t")
-    assert float(dict(zip(header, values))["max_rss"]) > 100
+def test_served_jobs_make_the_same_bytes_in_place_and_record_their_own_usage(default_run, tmp_path):
+    """The default run's jobs came from the fork server (its log lists them); a dataset and a
+    score run again in their own processes make the same bytes: a run of fewer served job
+    scripts than ``MIN_SCRIPT_JOBS`` starts no server. A served finetune's record has the
+    job's own peak memory (it holds torch and a model; its waiting script process a few MB)."""
+    assert (default_run / "logs" / "forkserver.log").read_text().count("forked job process") > 150
+    record = json.loads((default_run / "results/models/tiny_llama/dpo/provenance.json").read_text())
+    assert record["execution"]["usage"]["max_rss_mb"] > 100
     outputs = ["results/datasets/tlg/test.parquet", "results/scores/answer_voting/tiny_llama/ce/gsm8k_samples.json"]
     assert len(outputs) < forkserver.MIN_SCRIPT_JOBS
     work = copy_run(default_run, tmp_path / "run", writable=outputs)

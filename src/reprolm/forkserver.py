@@ -14,9 +14,14 @@ status and forwards signals to it. Job scripts know nothing of it, and jobs stay
 were: one job, one script run, with the same outputs. The child imports ``reprolm`` afresh
 from the job's own path, so code edited during a run is the code a job runs.
 
-Served are the scripts of rules without a ``benchmark:`` file: Snakemake measures a benchmarked
-job's process tree, which a forked child is not part of, so those jobs run in their own
-processes and their ``benchmarks/`` files measure the job. The socket takes its name only once
+Every job script of the run is served, benchmarked rules' too: those are most of a local run's
+jobs (generations, gradings, finetunes), and their imports are most of what the server saves.
+Snakemake measures a job's process tree, which a forked child is not part of, so a served
+job's ``benchmarks/`` file has the job's wall time but the waiting script process's memory and
+CPU; the job's own CPU time and peak memory are in its provenance record
+(``execution.usage``, measured inside the child), which ``reprolm cost`` and ``reprolm plan``
+read. ``REPROLM_FORKSERVER=off`` gives benchmark files that measure every job, as cluster runs
+always have. The socket takes its name only once
 the server is ready: a job that starts while the server is still importing runs in its own
 process (for a run of a few jobs, waiting would cost more).
 
@@ -362,11 +367,9 @@ def launch(address: str, log_file: str | os.PathLike) -> subprocess.Popen:
 
 
 def served_scripts(jobs: Iterable) -> set[str]:
-    """The file names of the job scripts a server would serve for these Snakemake jobs: those
-    of rules without a benchmark file (a name that a benchmarked rule's script has too is left
-    out: Snakemake's copy of a script keeps only the file name)."""
-    scripts = [(Path(job.rule.script).name, job.rule.benchmark is not None) for job in jobs if job.rule.script]
-    return {name for name, _ in scripts} - {name for name, benchmarked in scripts if benchmarked}
+    """The file names of the job scripts a server would serve for these Snakemake jobs (every
+    rule's script; Snakemake's copy of a script keeps only the file name)."""
+    return {Path(job.rule.script).name for job in jobs if job.rule.script}
 
 
 def start(
