@@ -360,6 +360,7 @@ def test_a_table_naming_an_api_model_flags_a_served_model_other_than_the_configu
             wildcards=Namedlist(fromdict={}),
             log=[str(tmp_path / "generate.log")],
             threads=1,
+            resources=Namedlist(fromdict={}),
             config={"seed": 7},
         )
         with tracked_step(job):

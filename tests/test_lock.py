@@ -332,6 +332,7 @@ def _job(rule: str, output: str, inputs: dict | None = None, params: dict | None
         wildcards=Namedlist(fromdict={}),
         log=[f"logs/{rule}.log"],
         threads=1,
+        resources=Namedlist(fromdict={}),
         config={"seed": 0},
     )
 

@@ -194,12 +194,13 @@ def test_a_misspelt_or_project_owned_option_is_refused_naming_it(config, section
 def test_a_tiny_models_learning_rate_on_a_7b_model_is_warned_about(config, caplog):
     config["base_models"]["llama2_7b"] = {"hub": {"path": "meta-llama/Llama-2-7b-hf"}}
     config["expo"]["bases"].append("llama2_7b")
-    config["recipes"]["vanilla"]["learning_rate"] = 3e-3
+    # ExPO's recipes on it: dpo (LoRA below) and its SFT start, at the tiny models' rate.
+    assert config["recipes"]["sft"]["learning_rate"] == 3e-3
     with caplog.at_level(logging.WARNING, logger="reprolm.checks"):
         check_config(config, SCHEMA)
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert (
-        "recipes.vanilla.learning_rate: 0.003 for a full sft finetune of llama2_7b (7.0B parameters, from its "
+        "recipes.sft.learning_rate: 0.003 for a full sft finetune of llama2_7b (7.0B parameters, from its "
         "name) is a tiny model's rate" in "\n".join(warnings)
     )
     # LoRA (the dpo recipe here) and the tiny models themselves are not warned about.
