@@ -286,12 +286,13 @@ class CodeReach:
 WORKFLOW_FOLDER = re.compile(r'^os\.path\.join\((ENVS|SCRIPTS), "([^"]+)"\)$')
 
 
-def rule_file(value: str) -> Path:
-    """The file a ``conda:`` or ``script:`` directive names."""
+def rule_file(value: str, rules_file: Path) -> Path:
+    """The file a ``conda:`` or ``script:`` directive names: a relative path is the rules
+    file's folder's (a study's own scripts beside its rules.smk)."""
     joined = WORKFLOW_FOLDER.match(value.strip())
     if joined:
         return ROOT / "workflow" / joined[1].lower() / joined[2]
-    return (RULES / value.strip('"')).resolve()
+    return (rules_file.parent / value.strip('"')).resolve()
 
 
 def rules() -> dict[str, dict[str, Path]]:
@@ -319,7 +320,7 @@ def rules() -> dict[str, dict[str, Path]]:
             # A study's rules by its folder's name (studies/flr/rules.smk: flr).
             where = smk.parent.name if smk.name == "rules.smk" else smk.stem
             found[f"{where}.{name}"] = {
-                directive: rule_file(value) for directive, value in directives.items() if directive != "name"
+                directive: rule_file(value, smk) for directive, value in directives.items() if directive != "name"
             }
     return found
 

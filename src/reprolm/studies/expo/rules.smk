@@ -23,4 +23,4 @@ checkpoint alpha_search:
             alpha_search_grades(config, wildcards.base, wildcards.recipe)
         ),
     script:
-        study(config, "expo").script("alpha_search.py")
+        "scripts/alpha_search.py"

@@ -30,4 +30,4 @@ for api in (False, True):
             metric="model_ranking",
             seed=config["seed"],
         script:
-            study(config, "flr").script("model_ranking.py")
+            "scripts/model_ranking.py"

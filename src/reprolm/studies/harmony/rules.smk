@@ -34,4 +34,4 @@ rule train_before_test:
         checkpoint_root="results/checkpoints/train_before_test/{base}/{recipe}/{task}",
         seed=config["seed"],
     script:
-        study(config, "harmony").script("train_before_test.py")
+        "scripts/train_before_test.py"
