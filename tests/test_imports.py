@@ -54,7 +54,6 @@ DOWNLOADS = (
 )
 KNOWN_UPWARD = {
     ("reprolm.data.hub_assets", "reprolm.score"): DOWNLOADS,
-    ("reprolm.data.sources", "reprolm.config"): DOWNLOADS,
 }
 # A reprolm module named in a string: ``"reprolm.score.metrics"``, ``"reprolm.studies.x:f"``.
 MODULE_IN_STRING = re.compile(r"\breprolm\.([a-z_]+)")

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import yaml
 
-from reprolm.config.hub_ids import _on_the_hub
 from reprolm.config.lookups import nltk_data
 from reprolm.errors import ConfigError
 from reprolm.io import atomic_path
+from reprolm.paths import on_the_hub
 from reprolm.pins import SHA, TIMEOUT_S, LockError, fetch_url, hub_commit, url_etag
 
 LOCK_SUFFIX = ".lock.yaml"
@@ -112,13 +112,13 @@ def remote_inputs(config: Mapping) -> dict[str, RemoteInput]:
             continue
         _add(found, RemoteInput("model", hub["path"], hub.get("revision")), f"base_models.{name}.hub.path")
         template = hub.get("chat_template_from")
-        if template and _on_the_hub(template):
+        if template and on_the_hub(template):
             _add(found, RemoteInput("model", template), f"base_models.{name}.hub.chat_template_from")
     for name, spec in config.get("sources", {}).items():
         hub = spec.get("hub")
         if not hub:
             continue
-        if _on_the_hub(hub["path"]):
+        if on_the_hub(hub["path"]):
             splits = ",".join(hub.get("splits") or [hub.get("split", "train")])
             subset = f" {hub['name']}" if hub.get("name") else ""
             reader = f"sources.{name}.hub ({hub['path']}{subset}: {splits})"
@@ -129,7 +129,7 @@ def remote_inputs(config: Mapping) -> dict[str, RemoteInput]:
                     _add(found, RemoteInput("url", url), f"sources.{name}.hub.data_files.{split}")
     for name, settings in config.get("metrics", {}).items():
         encoder = settings.get("encoder", "packaged")
-        if encoder != "packaged" and _on_the_hub(encoder):
+        if encoder != "packaged" and on_the_hub(encoder):
             _add(found, RemoteInput("model", encoder), f"metrics.{name}.encoder")
     for task, readers in lm_eval_tasks(config).items():
         for reader in readers:
@@ -228,12 +228,12 @@ def locked_hub(hub: Mapping, entries: Mapping[str, dict], kind: str) -> dict:
     """A hub spec (base model or source) with the lock's revision, and for a source each of
     its ``data_files`` URLs' locked sha256 under ``locked_files``."""
     pinned = dict(hub)
-    if _on_the_hub(hub["path"]):
+    if on_the_hub(hub["path"]):
         revision = locked_revision(entries, kind, hub["path"], hub.get("revision"))
         if revision:
             pinned["revision"] = revision
     template = hub.get("chat_template_from")
-    if template and _on_the_hub(template):
+    if template and on_the_hub(template):
         revision = locked_revision(entries, "model", template)
         if revision:
             pinned["chat_template_revision"] = revision

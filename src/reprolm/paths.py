@@ -133,3 +133,9 @@ def parse_score_path(path: str | Path) -> ScorePath:
     path = Path(path)
     metric, base, recipe = path.parts[-4:-1]
     return ScorePath(metric, base, recipe, path.stem)
+
+
+def on_the_hub(name: str) -> bool:
+    """A hub id (``owner/name``), not a packaged loader (``parquet``), a local folder or file,
+    or a URL."""
+    return name.count("/") == 1 and "://" not in name and not Path(name).exists()

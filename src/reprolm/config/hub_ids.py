@@ -19,6 +19,7 @@ from pathlib import Path
 
 from reprolm.errors import ConfigError
 from reprolm.io import atomic_path
+from reprolm.paths import on_the_hub
 
 log = logging.getLogger(__name__)
 # Ids the hub confirmed, beside lm-eval's task answers.
@@ -47,12 +48,6 @@ class HubId:
         return f"{self.kind}:{self.repo}@{self.revision or ''}"
 
 
-def _on_the_hub(name: str) -> bool:
-    """A hub id (``owner/name``), not a packaged loader (``parquet``), a local folder or file,
-    or a URL."""
-    return name.count("/") == 1 and "://" not in name and not Path(name).exists()
-
-
 def config_hub_ids(config: Mapping) -> list[HubId]:
     """Every hub id ``config`` names, by key: base models' checkpoints and the tokenizers
     their chat templates come from, hub sources' datasets, metrics' sentence encoders."""
@@ -63,15 +58,15 @@ def config_hub_ids(config: Mapping) -> list[HubId]:
             continue
         ids.append(HubId(f"base_models.{name}.hub.path", hub["path"], "model", hub.get("revision")))
         template = hub.get("chat_template_from")
-        if template and _on_the_hub(template):
+        if template and on_the_hub(template):
             ids.append(HubId(f"base_models.{name}.hub.chat_template_from", template, "model"))
     for name, spec in config.get("sources", {}).items():
         hub = spec.get("hub")
-        if hub and _on_the_hub(hub["path"]):
+        if hub and on_the_hub(hub["path"]):
             ids.append(HubId(f"sources.{name}.hub.path", hub["path"], "dataset", hub.get("revision")))
     for name, settings in config.get("metrics", {}).items():
         encoder = settings.get("encoder", "packaged")
-        if encoder != "packaged" and _on_the_hub(encoder):
+        if encoder != "packaged" and on_the_hub(encoder):
             ids.append(HubId(f"metrics.{name}.encoder", encoder, "model"))
     return ids
 

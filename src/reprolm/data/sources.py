@@ -15,11 +15,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reprolm.config.hub_ids import _on_the_hub
 from reprolm.data.released_ratings import convert_released, released_paths
 from reprolm.data.schemas import DataError
 from reprolm.data.upstream import load_records, make_fixture, validate_records
 from reprolm.io import atomic_path
+from reprolm.paths import on_the_hub
 from reprolm.pins import fetch_locked_file, pinned_commit
 from reprolm.provenance.records import note_read
 
@@ -124,7 +124,7 @@ def _pinned_reads(source: str, hub: Mapping, downloads: Path) -> tuple[dict | No
     fetched into ``downloads`` with its sha256 checked against the lock's (``locked_files``).
     Returns the data files as ``datasets`` reads them and the dataset's revision."""
     revision = hub.get("revision")
-    if _on_the_hub(hub["path"]):
+    if on_the_hub(hub["path"]):
         revision = pinned_commit("dataset", hub["path"], revision)
         note_read({"kind": "dataset", "repo": hub["path"], "name": hub.get("name"), "revision": revision})
     files = hub.get("data_files")
