@@ -20,7 +20,7 @@ export TOKENIZERS_PARALLELISM := false
 # by side, the test suite's processes) torch's spinning threads took three times the CPU.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup setup-gpu system-deps run report test test-fast lint format clean bench gpu-smoke-wheels slurm-profile docs
+.PHONY: setup setup-gpu system-deps run report test test-fast test-rerun-scope lint format clean bench gpu-smoke-wheels slurm-profile docs
 
 # Packages are installed with their bytecode compiled: where the environment sets
 # PYTHONDONTWRITEBYTECODE (as container images often do), Python never caches what it compiles,
@@ -88,6 +88,11 @@ slurm-profile:
 
 test: setup system-deps
 	PYTHON=$(PY) scripts/run-tests.sh
+
+# The rerun scope of every leaf key of the default config, and docs/rerun-scope.md checked
+# against it: about 7 minutes alone, so not (yet) in make test.
+test-rerun-scope: setup
+	$(PY) -m pytest -q -m key_scan
 
 # The fast layer: no Snakemake pipeline, no torchrun/DeepSpeed, no SLURM, no clean-venv install,
 # nothing marked slow.

@@ -16,7 +16,7 @@ reports=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$reports"' EXIT
 lanes=(
-  "not slurm and not beside_slurm and not default_run"
+  "not slurm and not beside_slurm and not default_run and not key_scan"
   "default_run and not slurm and not beside_slurm"
   "slurm or beside_slurm"
 )

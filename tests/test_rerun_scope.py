@@ -18,7 +18,7 @@ from reprolm.stages import stage_of
 from rerun_scope import PAGE, dotted, leaves, page, scope_of_every_key
 from workflow_helpers import REPO, scratch_copy
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, pytest.mark.key_scan]
 
 # What a model, a dataset or a generation is: none reruns for a key only scoring or tables read.
 UPSTREAM_RULES = {"raw_source", "tokenizer", "build_base_model", "dataset", "finetune", "extrapolate", "generate"}
