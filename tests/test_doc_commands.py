@@ -17,10 +17,11 @@ import warnings
 from pathlib import Path
 
 import pytest
+import yaml
 
 from doc_commands import VENV_BIN, printed_commands, run_printed, without_comment
 from reprolm.provenance import content_hash
-from workflow_helpers import REPO
+from workflow_helpers import REPO, scratch_copy
 
 TESTS = REPO / "tests"
 
@@ -280,3 +281,48 @@ def test_make_run_as_printed_in_a_finished_run_writes_the_report(run_copy):
     assert "Nothing to be done for 'setup'" not in output  # a prerequisite up to date is silent
     assert len(re.findall(r"Nothing to be done \(all requested files", output)) == 1, output[-4000:]
     assert report.stat().st_size > 100_000
+
+
+# --- docs/cluster.md's rehearsal, on the test SLURM cluster ---
+
+REHEARSE = "reprolm rehearse --configfile my-paper.yaml --profile slurm"
+# A researcher's config as docs/cluster.md has them write it: paper.yaml with the cluster's
+# routing (step 4), here the test cluster's rehearsal partitions (tests/slurm_cluster.py).
+MY_PAPER = {
+    "extends": "config/paper.yaml",
+    "resources": {
+        "default": {"slurm_partition": "gpu_a100", "gpu_model": "a100"},
+        "extrapolate": {"slurm_partition": "cpu_long"},
+    },
+    # LM-Harmony's 14B train-before-test asks for more time than gpu_a100 gives.
+    "base_models": {
+        "qwen2_5_14b": {"resources": {"train_before_test": {"slurm_partition": "gpu_h100", "gpu_model": "h100"}}}
+    },
+}
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.doc_command(REHEARSE)
+def test_the_rehearsal_as_printed_judges_every_request_through_the_profile_named_slurm(slurm_cluster, tmp_path):
+    """The profile by name, as `make slurm-profile` registers it (in a Snakemake config folder
+    of the test's own), and the config beside the workflow."""
+    work = scratch_copy(tmp_path / "work")
+    (work / "my-paper.yaml").write_text(yaml.safe_dump(MY_PAPER))
+    xdg = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    registered = run_printed("make slurm-profile", REPO, env=xdg)
+    assert registered.returncode == 0 and registered.stdout.strip() == "slurm", registered.stderr
+    result = run_printed(REHEARSE, work, env={**xdg, **slurm_cluster.env}, timeout=580)
+    out = result.stdout
+    assert out.startswith("Submissions: every distinct sbatch request"), out[-3000:] + result.stderr[-3000:]
+    rows = [line.split() for line in out.splitlines()[2:] if re.match(r"^\s*\w+\s+\d+\s", line)]
+    judged = [row for row in rows if "sized at run time" not in " ".join(row)]
+    # Each request went through profiles/slurm, found by its name (its `slurm-requeue: true`),
+    # with the config's routing, and the cluster judged it.
+    assert judged and all("--requeue" in row for row in judged), "\n".join(map(" ".join, judged))
+    assert {row[2] for row in judged if row[0] == "finetune"} == {"gpu_a100"}, judged
+    assert sum("accepted" in row for row in judged) > len(judged) / 2, "\n".join(map(" ".join, judged))
+    # Its verdict: ready (exit 0), or what will fail (exit 1).
+    verdict = "ready" if result.returncode == 0 else "not ready:"
+    assert result.returncode in (0, 1) and re.search(rf"^{verdict}", out, re.M), out[-3000:]
