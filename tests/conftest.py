@@ -44,6 +44,11 @@ def pytest_configure(config):
     # Registered here, not in pyproject.toml: the Makefile names its venv stamp by that file's content.
     config.addinivalue_line(
         "markers",
+        "key_scan: the rerun scope of every leaf key of the default config (tests/test_rerun_scope.py): "
+        "`make test-rerun-scope`; make test leaves it out until the scan fits the suite's budget (issue 48)",
+    )
+    config.addinivalue_line(
+        "markers",
         "doc_command(command, ...): runs these commands of README.md/docs exactly as printed "
         "(tests/doc_commands.py; tests/test_doc_commands.py checks every printed command has one)",
     )

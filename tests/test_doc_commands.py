@@ -151,7 +151,7 @@ VERIFY = "reprolm verify"
 COST = "reprolm cost results/tables/gem"
 COST_JSON = "reprolm cost results/models/tiny_llama/ruler --json"
 PROGRESS = "reprolm progress --since 2h"
-EXPO_SFT = "snakemake --cores 2 results/models/tiny_llama/vanilla+expo0.5"
+EXPO_SFT = "snakemake --cores 2 results/models/tiny_llama/sft+expo0.5"
 EXPO_DPO = "snakemake --cores 2 results/models/tiny_llama/dpo+expo0.5"
 MAKE_RUN = "make run"
 

@@ -161,9 +161,17 @@ def test_editing_a_metric_rescores_its_score_jobs_and_the_tables_above_them(repo
 DOCS_COMMANDS = re.compile(r"## What a change will rerun\n.*?```bash\n(.*?)```", re.S)
 
 
+WINDOW_EDIT = "reprolm impact --config 'length_targets.5.pm=[190, null]' 'length_targets.5.fm=[190, null]'"
+BETA_EDIT = "reprolm impact --config recipes.dpo.beta=0.2"
+AGAINST_HEAD = "reprolm impact --rev HEAD"
+
+
+@pytest.mark.doc_command(WINDOW_EDIT)
+@pytest.mark.doc_command(BETA_EDIT)
+@pytest.mark.doc_command(AGAINST_HEAD)
 def test_the_docs_commands_say_what_they_rerun(repository):
     commands = DOCS_COMMANDS.search((REPO / "docs" / "cli.md").read_text()).group(1).strip().splitlines()
-    assert len(commands) == 3
+    assert commands == [WINDOW_EDIT, BETA_EDIT, AGAINST_HEAD]
     env = {**os.environ, "PYTHONPATH": str(repository / "src")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     printed = []
