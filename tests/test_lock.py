@@ -393,3 +393,26 @@ def test_lineage_of_a_table_names_the_commits_behind_it_and_verify_checks_a_fres
         f"resources/models/base: read model org/base at {'7' * 40}, the original at {'1' * 40}",
         "resources/models/base: content differs from the original's: config.json",
     ]
+
+
+def test_a_released_file_without_a_published_checksum_is_locked_and_checked_against_the_lock():
+    """FLASK's reviews and FastChat's questions have published checksums; FastChat's
+    pregenerated answers and grades (a Hugging Face Space read at main) have none, so the lock
+    pins them and their download is checked against the lock's SHA-256."""
+    from reprolm.config import overlays
+    from reprolm.data.released_ratings import released_files
+
+    repo = Path(__file__).resolve().parents[1]
+    paper = overlays.load(repo / "config/paper.yaml", repo)
+    files = [
+        file for name, spec in paper["sources"].items() if "released" in spec for file in released_files(name, spec)
+    ]
+    unpublished = {file.url for file in files if file.checksum is None}
+    assert unpublished and len(unpublished) < len(files)
+    urls = {item.name for item in lock.remote_inputs(paper).values() if item.kind == "url"}
+    assert unpublished <= urls and not {file.url for file in files if file.checksum} & urls
+    url = sorted(unpublished)[0]
+    entries = {lock.RemoteInput("url", url).key: {"sha256": "ab" * 32}}
+    assert lock.released_checksum(entries, url, None) == "sha256:" + "ab" * 32
+    assert lock.released_checksum(entries, url, "git-blob:1234") == "git-blob:1234"
+    assert lock.released_checksum({}, url, None) is None

@@ -325,7 +325,14 @@ def test_paper_requests_one_node_for_multi_gpu_jobs_a_gpu_for_encoder_scores_and
 
 
 # The rules that read the internet (download.smk's local rules but local_base_model).
-REMOTE_RULES = {"download_base_model", "raw_source", "lm_eval_task_data", "download_hub_model", "nltk_data"}
+REMOTE_RULES = {
+    "download_base_model",
+    "raw_source",
+    "lm_eval_task_data",
+    "download_hub_model",
+    "nltk_data",
+    "released_file",
+}
 
 
 # The `reprolm lock` commands README.md and docs/cluster.md print.
@@ -345,6 +352,7 @@ def test_the_lock_covers_every_remote_input_of_the_paper_dag(paper_details, tmp_
     from reprolm import lock
     from reprolm.cli import main
     from reprolm.config import lookups, overlays
+    from reprolm.data import released_ratings
 
     paper = overlays.load(REPO / "config/paper.yaml", REPO)
     shipped = lock.read_lock(REPO / "config/paper.lock.yaml")
@@ -367,6 +375,12 @@ def test_the_lock_covers_every_remote_input_of_the_paper_dag(paper_details, tmp_
     assert "0 moved, 0 not locked" in capsys.readouterr().err
     entries = lock.read_lock(work / "config/paper.lock.yaml")
 
+    released = [
+        file
+        for name, spec in paper["sources"].items()
+        if "released" in spec
+        for file in released_ratings.released_files(name, spec)
+    ]
     needed: dict[str, set[str]] = {}
     for job in paper_details:
         wildcards = job.wildcards
@@ -394,6 +408,10 @@ def test_the_lock_covers_every_remote_input_of_the_paper_dag(paper_details, tmp_
             keys = {lock.RemoteInput("model", repo).key}
         elif job.rule == "nltk_data":
             keys = {lock.RemoteInput("nltk", wildcards["package"]).key}
+        elif job.rule == "released_file":
+            # Pinned by its published checksum, or else by the lock.
+            (file,) = [file for file in released if file.path == job.outputs[0]]
+            keys = set() if file.checksum else {lock.RemoteInput("url", file.url).key}
         else:
             continue
         needed.setdefault(job.rule, set()).update(keys)

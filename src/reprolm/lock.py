@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from reprolm.config.lookups import nltk_data
+from reprolm.data.released_ratings import released_files
 from reprolm.errors import ConfigError
 from reprolm.io import atomic_path
 from reprolm.paths import on_the_hub
@@ -102,9 +103,9 @@ def lm_eval_tasks(config: Mapping) -> dict[str, list[str]]:
 def remote_inputs(config: Mapping) -> dict[str, RemoteInput]:
     """Every remote input ``config`` reads, by lock key, each with the config keys reading it:
     what the download rules fetch (base models, chat-template tokenizers, hub sources and the
-    files they name by URL, sentence encoders, lm-eval tasks' datasets, NLTK packages). The
-    datasets of an lm-eval task are known only from lm-eval's task files
-    (:func:`task_datasets`), so here the task stands for them."""
+    files they name by URL, released sources' files without a published checksum, sentence
+    encoders, lm-eval tasks' datasets, NLTK packages). The datasets of an lm-eval task are known
+    only from lm-eval's task files (:func:`task_datasets`), so here the task stands for them."""
     found: dict[str, RemoteInput] = {}
     for name, spec in config.get("base_models", {}).items():
         hub = spec.get("hub")
@@ -115,6 +116,10 @@ def remote_inputs(config: Mapping) -> dict[str, RemoteInput]:
         if template and on_the_hub(template):
             _add(found, RemoteInput("model", template), f"base_models.{name}.hub.chat_template_from")
     for name, spec in config.get("sources", {}).items():
+        # A released file with a published checksum is pinned by it; the others by the lock.
+        for released in released_files(name, spec) if "released" in spec else []:
+            if released.checksum is None:
+                _add(found, RemoteInput("url", released.url), released.key)
         hub = spec.get("hub")
         if not hub:
             continue
@@ -246,6 +251,15 @@ def locked_hub(hub: Mapping, entries: Mapping[str, dict], kind: str) -> dict:
     if files:
         pinned["locked_files"] = files
     return pinned
+
+
+def released_checksum(entries: Mapping[str, dict], url: str, published: str | None) -> str | None:
+    """What a released file's download is checked against: its published checksum, else the
+    SHA-256 the lock recorded for its URL (None where neither is known)."""
+    if published:
+        return published
+    digest = (entries.get(RemoteInput("url", url).key) or {}).get("sha256")
+    return f"sha256:{digest}" if digest else None
 
 
 def locked_source(spec: Mapping, entries: Mapping[str, dict]) -> dict:

@@ -36,7 +36,7 @@ from reprolm.data.builder_registry import BUILDERS
 from reprolm.generate.prompts import PROMPT_BUILDERS
 from reprolm.length import targets_read
 from reprolm.hub_token import hub_environment
-from reprolm.lock import lock_path, read_lock, refuse_unlocked
+from reprolm.lock import lock_path, read_lock, refuse_unlocked, released_checksum
 from reprolm.provenance import mark_replaced_folders
 from reprolm.data.released_ratings import released_files
 from reprolm.data.sources import source_file_paths

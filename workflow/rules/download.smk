@@ -47,7 +47,11 @@ rule released_file:
         code=library_code("released_file.py"),
         key=lambda wildcards: RELEASED_FILES[wildcards.released].key,
         url=lambda wildcards: RELEASED_FILES[wildcards.released].url,
-        checksum=lambda wildcards: RELEASED_FILES[wildcards.released].checksum,
+        checksum=lambda wildcards: released_checksum(
+            LOCK,
+            RELEASED_FILES[wildcards.released].url,
+            RELEASED_FILES[wildcards.released].checksum,
+        ),
     script:
         "../scripts/released_file.py"
 
