@@ -92,7 +92,12 @@ def run_printed(command: str, cwd: Path, env: dict | None = None, timeout: int =
     """``command`` (from :func:`doc_command`) run as typed, by bash in ``cwd``, with the test
     environment's ``reprolm`` and ``snakemake`` first on PATH and the hubs offline as in every
     workflow test; ``env`` adds variables."""
-    run_env = {**snakemake_env(cwd), **(env or {})}
+    # As a researcher's shell has it: no make of the suite's own around the command.
+    run_env = {
+        name: value
+        for name, value in {**snakemake_env(cwd), **(env or {})}.items()
+        if name not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+    }
     run_env["PATH"] = f"{VENV_BIN}{os.pathsep}{run_env['PATH']}"
     return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", doc_command(command)],

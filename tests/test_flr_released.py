@@ -363,6 +363,8 @@ def test_paper_config_downloads_its_declared_files_and_converts_them(tmp_path, f
     write_jsonl(served / "model_judgment/gpt-4_single.jsonl", [mt_bench_grade(81, model, 2, 6) for model in models])
     mirror = {
         "extends": "config/paper.yaml",
+        # The released files' stand-in server serves no lock's content: read unpinned.
+        "allow_unpinned": True,
         "sources": {
             "flask": {"released": {"urls": {"reviews": url + "flask/"}}},
             "mt_bench_single": {

@@ -172,7 +172,7 @@ def test_plan_in_a_run_folder_prices_the_config_from_its_own_inputs(tmp_path):
     """Where the embedded default built its chat_sft (a real Snakemake job, with its metadata
     and provenance record: the default's tiny fixture rows) and a numina_sft was put by hand,
     the plan of config/paper.yaml is the fresh clone's: GEM's CE finetune of Llama-3-8B from
-    paper.yaml's 66,000 rows, and no calibration on the default's CPU record."""
+    paper.yaml's 61,135 rows, and no calibration on the default's CPU record."""
     import pandas as pd
 
     fresh = scratch_copy(tmp_path / "fresh")
@@ -189,8 +189,8 @@ def test_plan_in_a_run_folder_prices_the_config_from_its_own_inputs(tmp_path):
         wildcards = {"base": base, "recipe": recipe}
         return next(job for job in estimate.jobs if job.rule == "finetune" and job.wildcards == wildcards)
 
-    # 6 x 8B parameters x 66,000 rows x 3 epochs x 2,048 tokens, on 4 H100s at 35%.
-    ce = 6 * 8e9 * 66_000 * 3 * 2048 / (989e12 * 0.35 * 4)
+    # 6 x 8B parameters x 61,135 rows x 3 epochs x 2,048 tokens, on 4 H100s at 35%.
+    ce = 6 * 8e9 * 61_135 * 3 * 2048 / (989e12 * 0.35 * 4)
     gem = {name: finetune(estimate, "llama3_8b_gem", "ce").seconds for name, estimate in plans.items()}
     assert gem["run"] == gem["fresh"] == pytest.approx(ce)
     # Qwen2.5-Math-7B's on NuminaMath's 20,000 rows.

@@ -557,7 +557,8 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     # resources.default name GPU partitions.
     cpu_scores = [row for row in judged if row[0] == "score" and row not in on_test_node]
     assert cpu_scores and {row[2] for row in cpu_scores} == {"cpu_long"}
-    assert sum(int(row[1]) for row in cpu_scores) == 56
+    # 56, and 26 length scores of Ruler's ten TLG-only baselines and its doubled-BOS TLG set.
+    assert sum(int(row[1]) for row in cpu_scores) == 82
     verdict = out[out.index("not ready:") :].splitlines()
     later_jobs = sum(int(row[1]) for row in later)
     assert verdict[0] == (
@@ -708,6 +709,7 @@ STAND_IN_CONFIG = {
         "bases": ["llama3_8b"],
         "recipes": ["ruler"],
         "baselines": ["llama3_8b_instruct", "gemma_7b_it"],
+        "tlg_only": [],
         "evaluations": [{"promptset": "tlg", "metric": "length_levels"}],
     },
     # No vLLM on the test node.

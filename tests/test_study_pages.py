@@ -148,7 +148,8 @@ def test_gem_page_says_paper_yaml_scores_and_trains_by_the_original_definitions(
 
 def test_gem_page_gives_the_chat_sft_size_paper_yaml_builds():
     chats = PAPER["datasets"]["chat_sft"]
-    assert chats["sources"] == ["ultrafeedback_sft"] and "num" not in chats.get("params", {})
+    # The whole split: its size, written so that the plan can price the finetunes on it.
+    assert chats["sources"] == ["ultrafeedback_sft"] and chats["params"]["num"] == 61_135
     assert "all 61,135 chats of UltraFeedback's `train_sft` split" in flat(page("gem"))
     assert "66K UltraFeedback" not in flat(page("gem"))
 

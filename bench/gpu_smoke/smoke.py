@@ -56,7 +56,7 @@ CONFIG = {"cuda": "bench/gpu_smoke/config.yaml", "cpu": "bench/gpu_smoke/config-
 TARGETS = ["all", f"results/scores/train_before_test/{BASE}/pretrained/arc_easy.json"]
 # What each GPU path leaves behind, by what it exercises.
 OUTPUTS = {
-    "finetune (SFT)": f"results/models/{BASE}/vanilla",
+    "finetune (SFT)": f"results/models/{BASE}/sft",
     "finetune (DPO)": f"results/models/{BASE}/dpo",
     "finetune (reward model)": f"results/models/{BASE}/reward",
     "generation": f"results/generations/{BASE}/dpo/alpaca_eval.parquet",

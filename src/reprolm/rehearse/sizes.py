@@ -74,6 +74,7 @@ for split, records in by_split.items():
 BUILD = """
 import sys, json
 from pathlib import Path
+import reprolm.studies  # the studies register their own dataset builders
 from reprolm.data.builders import BuildContext, build_split
 from reprolm.length import configured_targets
 job = json.loads(sys.argv[1])
