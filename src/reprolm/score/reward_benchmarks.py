@@ -8,6 +8,9 @@ from collections.abc import Mapping, Sequence
 
 from scipy import stats
 
+from reprolm.io import write_json
+from reprolm.score.judges import request_counts
+
 CORRELATIONS = {"pearson": stats.pearsonr, "spearman": stats.spearmanr, "kendall": stats.kendalltau}
 
 
@@ -34,3 +37,23 @@ def rating_agreement(judge, rows: Sequence[Mapping]) -> dict:
         "ratings": truth,
         "ids": [row["id"] for row in rows],
     }
+
+
+def write_correlations(smk, judge, result: Mapping, log) -> None:
+    """A correlation benchmark's result (a rating benchmark's, a model ranking's), logged and
+    written with the job's metric, judge, dataset and split and the judge's request counts."""
+    metric = smk.params.metric
+    log.info(
+        "%s: pearson %.3f, spearman %.3f, kendall %.3f",
+        metric,
+        result["pearson"],
+        result["spearman"],
+        result["kendall"],
+    )
+    record = {
+        "metric": metric,
+        "judge": smk.wildcards.judge,
+        "dataset": smk.wildcards.dataset,
+        "split": smk.wildcards.split,
+    }
+    write_json({**record, **result, **request_counts(judge)}, smk.output[0])

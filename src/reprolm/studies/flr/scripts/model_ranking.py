@@ -1,30 +1,11 @@
 import pyarrow.parquet as pq
 
-from reprolm.io import write_json
 from reprolm.provenance import tracked_step
-from reprolm.score.judges import job_judge, request_counts
+from reprolm.score.judges import job_judge
+from reprolm.score.reward_benchmarks import write_correlations
 from reprolm.studies.flr.ranking import load_elo, model_ranking
 
 with tracked_step(snakemake) as log:
     judge = job_judge(snakemake)
     rows = pq.read_table(snakemake.input.rows).to_pylist()
-    metric = snakemake.params.metric
-    result = model_ranking(judge, rows, load_elo(snakemake.input.elo))
-    log.info(
-        "%s: pearson %.3f, spearman %.3f, kendall %.3f",
-        metric,
-        result["pearson"],
-        result["spearman"],
-        result["kendall"],
-    )
-    write_json(
-        {
-            "metric": metric,
-            "judge": snakemake.wildcards.judge,
-            "dataset": snakemake.wildcards.dataset,
-            "split": snakemake.wildcards.split,
-            **result,
-            **request_counts(judge),
-        },
-        snakemake.output[0],
-    )
+    write_correlations(snakemake, judge, model_ranking(judge, rows, load_elo(snakemake.input.elo)), log)
