@@ -195,7 +195,7 @@ def test_plan_in_a_run_folder_prices_the_config_from_its_own_inputs(tmp_path):
     assert gem["run"] == gem["fresh"] == pytest.approx(ce)
     # Qwen2.5-Math-7B's on NuminaMath's 20,000 rows.
     numina = {name: finetune(estimate, "qwen25_math_7b", "ce_numina").seconds for name, estimate in plans.items()}
-    assert numina["run"] == numina["fresh"] == pytest.approx(ce * 7 / 8 * 20_000 / 66_000)
+    assert numina["run"] == numina["fresh"] == pytest.approx(ce * 7 / 8 * 20_000 / 61_135)
     assert plans["run"].table().equals(plans["fresh"].table())
     assert plans["run"].summary() == plans["fresh"].summary() and "calibrated" not in plans["run"].summary()
 
