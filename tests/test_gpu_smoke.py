@@ -257,7 +257,7 @@ def test_the_readme_command_runs_every_step_on_the_cpu(tmp_path):
         assert measured["memory"]["peak_allocated_gib"] is None and measured["memory"]["finetune_gib_model"] > 0
     with tarfile.open(out / "logs.tar.gz") as archive:
         names = archive.getnames()
-    assert "logs/finetune/tiny_llama/vanilla.log" in names and "finetune_1b/finetune_1b_paper.log" in names
+    assert "logs/finetune/tiny_llama/sft.log" in names and "finetune_1b/finetune_1b_paper.log" in names
     assert (
         "Finished jobid" in (out / "workflow.log").read_text()
         or "steps (100%) done" in (out / "workflow.log").read_text()
