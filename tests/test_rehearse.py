@@ -615,7 +615,7 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     assert reasons[generate] == "  change: base_models.gemma_7b.resources.generate.slurm_partition"
     harmony = next(line for line in reasons if line.startswith("- train_before_test (24 jobs: qwen2_5_14b_"))
     assert harmony.endswith("over limit: runtime 2880 min is over partition gpu_h100's MaxTime of 1440 min")
-    assert reasons[harmony] == "  change: base_models.qwen2_5_14b.resources.default.runtime"
+    assert reasons[harmony] == "  change: base_models.qwen2_5_14b.resources.train_before_test.runtime"
 
 
 @pytest.mark.slurm
