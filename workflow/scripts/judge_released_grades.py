@@ -1,7 +1,3 @@
-from reprolm.forkserver import run_in_forkserver
-
-run_in_forkserver()
-
 import pyarrow.parquet as pq
 
 from reprolm.io import write_json
