@@ -189,17 +189,19 @@ def grade_agreement(original: Sequence[float], successor: Sequence[float], units
     }
 
 
+def model_groups(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The rows of each model, by name, and all of them together where there are several."""
+    groups = [(model, part) for model, part in frame.groupby("model", sort=True)]
+    return groups + [(ALL_MODELS, frame)] if len(groups) > 1 else groups
+
+
 def grade_agreement_rows(records: Sequence[Mapping], successor: Sequence[float], identity: Mapping) -> list[dict]:
     """One row per model and one over all: the successor's grades of the released answers
     (``records``: FastChat's single-answer grades as ``mt_bench_single`` reads them, each with
     ``model``, ``question_id``, ``turn`` and the retired judge's ``score``) against the retired
     judge's, by :func:`grade_agreement` over questions."""
-    frame = pd.DataFrame(list(records)).assign(successor=list(successor))
-    groups = [(model, part) for model, part in frame.groupby("model", sort=True)]
-    if len(groups) > 1:
-        groups.append((ALL_MODELS, frame))
     rows = []
-    for model, part in groups:
+    for model, part in model_groups(pd.DataFrame(list(records)).assign(successor=list(successor))):
         figures = grade_agreement(
             part["score"].astype(float).tolist(), part["successor"].astype(float).tolist(), part["question_id"].tolist()
         )
@@ -214,12 +216,8 @@ def agreement_rows(items: Sequence[Mapping], successor: Sequence[float], identit
     """One row per model and one over all models: the judges' agreement, and the win rate
     (mean preference for the answer, x100) under each with its interval and the paired
     difference, all from the same bootstrap draws of the instructions."""
-    frame = pd.DataFrame(list(items)).assign(successor=list(successor))
-    groups = [(model, part) for model, part in frame.groupby("model", sort=True)]
-    if len(groups) > 1:
-        groups.append((ALL_MODELS, frame))
     rows = []
-    for model, part in groups:
+    for model, part in model_groups(pd.DataFrame(list(items)).assign(successor=list(successor))):
         judged = part.dropna(subset=["original", "successor"])
         # The units are the instructions; pooled over models, an instruction's items are drawn together.
         units = list(dict.fromkeys(judged["instruction"]))

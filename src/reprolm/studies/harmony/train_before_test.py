@@ -158,22 +158,12 @@ class EpochEvaluator:
         chat_template: bool,
         logger=None,
     ):
-        self.valid = TaskSpec(
-            spec.name,
-            spec.task,
-            0,
-            spec.metric,
-            _write_eval_docs(splits.valid, spec.task, workdir / "valid"),
-            spec.gen_kwargs,
-        )
-        self.test = TaskSpec(
-            spec.name,
-            spec.task,
-            0,
-            spec.metric,
-            _write_eval_docs(splits.test, spec.task, workdir / "test"),
-            spec.gen_kwargs,
-        )
+        def zero_shot_on(docs, name: str) -> TaskSpec:
+            """The task, zero-shot, on ``docs`` written to their own folder."""
+            written = _write_eval_docs(docs, spec.task, workdir / name)
+            return TaskSpec(spec.name, spec.task, 0, spec.metric, written, spec.gen_kwargs)
+
+        self.valid, self.test = zero_shot_on(splits.valid, "valid"), zero_shot_on(splits.test, "test")
         self.batch_size, self.seed, self.chat_template = batch_size, seed, chat_template
         # lm-eval's W&B logger: each evaluation labelled with its set (boolq-valid, boolq-test).
         self.logger = logger
