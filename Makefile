@@ -90,7 +90,7 @@ test: setup system-deps
 	PYTHON=$(PY) scripts/run-tests.sh
 
 # The rerun scope of every leaf key of the default config, and docs/rerun-scope.md checked
-# against it: about 7 minutes alone, so not (yet) in make test.
+# against it, alone (make test runs it too).
 test-rerun-scope: setup
 	$(PY) -m pytest -q -m key_scan
 

@@ -16,7 +16,7 @@ reports=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$reports"' EXIT
 lanes=(
-  "not slurm and not beside_slurm and not default_run and not key_scan"
+  "not slurm and not beside_slurm and not default_run"
   "default_run and not slurm and not beside_slurm"
   "slurm or beside_slurm"
 )

@@ -44,8 +44,8 @@ def pytest_configure(config):
     # Registered here, not in pyproject.toml: the Makefile names its venv stamp by that file's content.
     config.addinivalue_line(
         "markers",
-        "key_scan: the rerun scope of every leaf key of the default config (tests/test_rerun_scope.py): "
-        "`make test-rerun-scope`; make test leaves it out until the scan fits the suite's budget (issue 48)",
+        "key_scan: the rerun scope of every leaf key of the default config (tests/test_rerun_scope.py), "
+        "part of make test; `make test-rerun-scope` runs it alone",
     )
     config.addinivalue_line(
         "markers",
