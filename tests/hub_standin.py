@@ -3,7 +3,9 @@
 ``HubAPIStandIn``: huggingface_hub's ``HfApi.model_info`` and ``dataset_info`` answer each
 known repository's current commit (changed by the test to move it upstream), and raise what
 huggingface_hub raises for the hub's 404 answers otherwise (with ``any_repo``, every repository
-is known, at a commit of its name). ``FileServerStandIn``: urllib's opener, as
+is known, at a commit of its name); its access check (``HfApi.auth_check``) answers the hub's
+403 for the repositories in ``gated`` (a licence not accepted), the same 404 for unknown ones
+and nothing for the rest. ``FileServerStandIn``: urllib's opener, as
 ``urllib.request.urlopen`` uses it, serves each known URL's bytes with an ETag of their
 content (with ``any_url``, every URL serves its own address as its bytes), and counts GETs
 and HEADs."""
@@ -20,15 +22,39 @@ from types import SimpleNamespace
 
 
 class HubAPIStandIn:
-    def __init__(self, monkeypatch, commits: dict[tuple[str, str], str], any_repo: bool = False):
+    def __init__(
+        self, monkeypatch, commits: dict[tuple[str, str], str], any_repo: bool = False, gated: frozenset = frozenset()
+    ):
         from huggingface_hub import HfApi
 
-        self.commits, self.asked, self.any_repo = commits, [], any_repo
+        self.commits, self.asked, self.any_repo, self.gated = commits, [], any_repo, gated
         monkeypatch.setattr(HfApi, "model_info", lambda api, repo, **options: self.answer("model", repo, **options))
         monkeypatch.setattr(HfApi, "dataset_info", lambda api, repo, **options: self.answer("dataset", repo, **options))
+        monkeypatch.setattr(
+            HfApi, "auth_check", lambda api, repo, repo_type=None, **options: self.access(repo_type, repo)
+        )
+
+    def access(self, kind: str | None, repo: str) -> None:
+        from huggingface_hub.utils import hf_raise_for_status
+
+        kind = kind or "model"
+        self.asked.append((kind, repo, "auth-check"))
+        if (kind, repo) in self.gated:
+            hf_raise_for_status(
+                self._response(403, "GatedRepo", f"https://huggingface.co/api/{kind}s/{repo}/auth-check")
+            )
+        elif (kind, repo) not in self.commits and not self.any_repo:
+            hf_raise_for_status(
+                self._response(404, "RepoNotFound", f"https://huggingface.co/api/{kind}s/{repo}/auth-check")
+            )
+
+    @staticmethod
+    def _response(status: int, code: str, url: str):
+        import httpx2
+
+        return httpx2.Response(status, headers={"X-Error-Code": code}, request=httpx2.Request("GET", url))
 
     def answer(self, kind: str, repo: str, revision=None, timeout=None, **options):
-        import httpx2
         from huggingface_hub.utils import hf_raise_for_status
 
         self.asked.append((kind, repo, revision))
@@ -36,9 +62,7 @@ class HubAPIStandIn:
             return SimpleNamespace(id=repo, sha=self.commits[(kind, repo)])
         if self.any_repo:
             return SimpleNamespace(id=repo, sha=hashlib.sha1(f"{kind} {repo}".encode()).hexdigest())
-        url = f"https://huggingface.co/api/{kind}s/{repo}"
-        response = httpx2.Response(404, headers={"X-Error-Code": "RepoNotFound"}, request=httpx2.Request("GET", url))
-        hf_raise_for_status(response)
+        hf_raise_for_status(self._response(404, "RepoNotFound", f"https://huggingface.co/api/{kind}s/{repo}"))
 
 
 class FileServerStandIn(urllib.request.BaseHandler):

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from reprolm.generate.request import GenerationRequest
 
+# The share of each GPU's memory vLLM takes for the weights, activations and KV cache.
+GPU_MEMORY_UTILIZATION = 0.85
+
 
 class VLLMBackend:
     def __init__(
@@ -18,7 +21,7 @@ class VLLMBackend:
         tensor_parallel_size: int = 1,
         dtype: str = "auto",
         chat_template: str | None = None,
-        gpu_memory_utilization: float = 0.85,
+        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     ):
         from vllm import LLM  # GPU only
 

@@ -82,6 +82,8 @@ class ClusterDag:
     attempts: int = 1
     # What the jobs on the submitting host make (downloads among them).
     local_outputs: set[str] = field(default_factory=set)
+    # Every job, submitted or local: (rule, wildcards, outputs).
+    every_job: list[tuple[str, dict, tuple[str, ...]]] = field(default_factory=list)
 
 
 def snakemake_arguments(configfiles: Sequence[str], profile: str | None, workflow_profile: str | None) -> list[str]:
@@ -136,6 +138,11 @@ def inspect_cluster_dag(arguments: Sequence[str], inspect: Callable[[ClusterDag]
             warnings=warned.messages,
             attempts=(args.retries or 0) + 1,
             local_outputs=local_outputs,
+            every_job=[
+                (job.rule.name, dict(job.wildcards_dict), tuple(str(path) for path in job.output))
+                for job in workflow.dag.jobs
+                if not job.rule.norun
+            ],
         )
         # Snakemake prints and swallows what its API raises; the rehearsal's own errors are
         # raised again below, as they are.

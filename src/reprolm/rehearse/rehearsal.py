@@ -17,11 +17,17 @@ too.
 First comes the real run's preflight, which a dry run has too: a config or profile Snakemake
 refuses, and what its dry run warns a real run would refuse, fail the verdict in Snakemake's
 words; its other warnings are verdict lines; a released file not downloaded yet whose URL
-this host cannot reach fails it, naming the URL and the path to copy it to.
+this host cannot reach fails it, naming the URL and the path to copy it to. So do what the
+run needs from this host (``reprolm.rehearse.login_node``: access to each gated hub
+repository it downloads, the API keys its jobs read, disk for its models and checkpoints)
+and GPU jobs whose request can be given GPUs smaller than their modelled memory
+(``reprolm.rehearse.gpu_memory``). Retries are judged at the last attempt the profile's
+``retries`` and the config's ``retry_growth`` make.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +40,15 @@ from snakemake.cli import get_profile_dir
 from reprolm.data.released_ratings import ReleasedFile, released_files, unreachable
 from reprolm.errors import REAL_RUN_REFUSED
 from reprolm.rehearse.dag import DagError, PreflightRefusal, inspect_cluster_dag, snakemake_arguments
+from reprolm.rehearse.gpu_memory import gpu_memory_problems
+from reprolm.rehearse.login_node import (
+    DagJob,
+    api_key_users,
+    disk_problems,
+    hub_access_problems,
+    missing_api_keys,
+    pending_hub_ids,
+)
 from reprolm.rehearse.sizes import Measurement, data_jobs, measure_all, save, score_jobs
 from reprolm.rehearse.standin import STAND_IN_DIR, StandInRun, candidates, run_stand_ins
 from reprolm.rehearse.submissions import (
@@ -202,6 +217,26 @@ def preflight(warnings: Sequence[str], downloads: Sequence[ReleasedFile]) -> tup
     return failures, notes
 
 
+def fail_verdict(ready: bool, lines: list[str], why: str, failures: list[str]) -> tuple[bool, list[str]]:
+    """The verdict with ``failures`` added: its first line says ``not ready`` and ``why``
+    where it was the first failure."""
+    if not failures:
+        return ready, lines
+    return False, ([f"not ready: {why}"] if ready else lines) + failures
+
+
+def login_node_problems(
+    config: Mapping, jobs: list[DagJob], workdir: Path, environ: Mapping[str, str]
+) -> tuple[list[str], list[str], list[str]]:
+    """(failures, warnings, notes) of what the run needs from this host
+    (reprolm.rehearse.login_node): hub access to what it downloads, the API keys its jobs
+    read, disk for its models and checkpoints."""
+    hub_failures, hub_warnings = hub_access_problems(pending_hub_ids(config, jobs, workdir), environ)
+    disk_failures, disk_notes = disk_problems(jobs, config, workdir)
+    failures = hub_failures + missing_api_keys(api_key_users(config, jobs), environ) + disk_failures
+    return failures, hub_warnings, disk_notes
+
+
 def rehearse(
     configfiles: Sequence[str] = (),
     profile: str | None = DEFAULT_PROFILE,
@@ -233,6 +268,7 @@ def rehearse(
             dag.warnings,
             dag.attempts,
             dag.local_outputs,
+            [DagJob(rule, wildcards, outputs) for rule, wildcards, outputs in dag.every_job],
         )
 
     try:
@@ -247,6 +283,7 @@ def rehearse(
             warnings,
             attempts,
             local_outputs,
+            every_job,
         ) = inspect_cluster_dag(arguments, read)
     except PreflightRefusal as refusal:
         lines = ["not ready: Snakemake refuses the real run before any job (its preflight, as a dry run has it):"]
@@ -263,13 +300,16 @@ def rehearse(
             ready = False
         lines += retried
     refusals, warned = preflight(warnings, pending_downloads(config, local_outputs))
-    if refusals:
-        if ready:
-            lines = ["not ready: the real run's preflight refuses it or cannot fetch its inputs"]
-            ready = False
-        lines += refusals
+    ready, lines = fail_verdict(
+        ready, lines, "the real run's preflight refuses it or cannot fetch its inputs", refusals
+    )
     lines += warned
-    notes = []
+    failures, warned, notes = login_node_problems(config, every_job, workdir, os.environ if env is None else env)
+    ready, lines = fail_verdict(ready, lines, "the run would stop on what this host lacks", failures)
+    lines += warned
+    failures, warned = gpu_memory_problems(shapes, partitions, config, workdir)
+    ready, lines = fail_verdict(ready, lines, "GPU jobs can be given GPUs too small for them", failures)
+    lines += warned
     if checkpoint_rules:
         notes.append(
             f"Jobs that {', '.join(checkpoint_rules)} adds once it has run are not in the DAG yet; "

@@ -223,6 +223,8 @@ class Node:
     cpus: int
     memory_mb: int
     gpus: dict[str, int]
+    # Its features (constraints select nodes by them; some name its GPUs' memory).
+    features: frozenset[str] = frozenset()
 
     @property
     def gpu_count(self) -> int:
@@ -284,6 +286,9 @@ def read_partitions(partition_text: str, node_text: str) -> dict[str, Partition]
             cpus=int(record.get("CPUTot", 0)),
             memory_mb=int(record.get("RealMemory", 0)),
             gpus=parse_gres(record.get("Gres", "")),
+            features=frozenset(
+                feature for feature in record.get("AvailableFeatures", "").split(",") if feature not in ("", "(null)")
+            ),
         )
         for name in record.get("Partitions", "").split(","):
             if name in partitions:
@@ -291,7 +296,7 @@ def read_partitions(partition_text: str, node_text: str) -> dict[str, Partition]
     return partitions
 
 
-def _gpu_request(shape: Shape) -> tuple[int, str]:
+def gpu_request(shape: Shape) -> tuple[int, str]:
     """(GPUs, type or "") the request asks for."""
     for option in ("--gpus", "--gres"):
         value = shape.value(option)
@@ -329,7 +334,7 @@ def limit_problems(shape: Shape, partition: Partition) -> list[tuple[str, str]]:
         largest = min(largest, partition.max_mem_per_node_mb)
     if memory > largest:
         problems.append(("--mem", f"{memory} MB of memory a node is over the {largest} MB of partition {name}'s nodes"))
-    gpus, kind = _gpu_request(shape)
+    gpus, kind = gpu_request(shape)
     if gpus:
         have = [node.gpus.get(kind, 0) if kind else node.gpu_count for node in partition.nodes]
         of_kind = f" of type {kind}" if kind else ""

@@ -1,0 +1,260 @@
+"""What the rehearsal's verdict says of what the real run would stop on, beyond the
+cluster's answers to its requests: a gated hub repository this host's token cannot download
+(the hub's access check, answered by the local hub stand-in of tests/hub_standin.py), an API
+key not set, a disk too small for the run's models and checkpoints, and GPU jobs whose request
+can be given GPUs too small for them. Each at the function that makes its verdict lines, and
+the verdict they go into; the SLURM rehearsals of tests/test_rehearse.py run them all.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+from hub_standin import HubAPIStandIn
+from reprolm.rehearse.gpu_memory import gpu_memory_problems, named_memory_gb, satisfies
+from reprolm.rehearse.login_node import (
+    DagJob,
+    api_key_users,
+    disk_problems,
+    hub_access_problems,
+    missing_api_keys,
+    pending_hub_ids,
+)
+from reprolm.rehearse.rehearsal import fail_verdict, login_node_problems
+from reprolm.rehearse.submissions import ACCEPTED, Request, group_shapes, read_partitions
+
+READY = (True, ["ready: the cluster accepts all 3 job shapes (5 jobs)"])
+ONLINE: dict[str, str] = {}
+
+
+def _downloads(*bases: str) -> list[DagJob]:
+    return [DagJob("download_base_model", {"base": base}, (f"resources/models/{base}",)) for base in bases]
+
+
+HUB_CONFIG = {
+    "base_models": {
+        "llama": {"hub": {"path": "meta-llama/Meta-Llama-3-8B-Instruct"}},
+        "gpt2": {"hub": {"path": "openai-community/gpt2"}},
+        "unused": {"hub": {"path": "meta-llama/Llama-3.1-8B"}},
+    },
+    "sources": {},
+}
+
+
+def test_a_gated_repository_this_hosts_token_cannot_download_fails_the_verdict(tmp_path, monkeypatch):
+    hub = HubAPIStandIn(
+        monkeypatch,
+        {("model", "openai-community/gpt2"): "a" * 40, ("model", "meta-llama/Meta-Llama-3-8B-Instruct"): "b" * 40},
+        gated=frozenset({("model", "meta-llama/Meta-Llama-3-8B-Instruct")}),
+    )
+    jobs = _downloads("llama", "gpt2")
+    # Only what the run downloads: not the model no job uses.
+    assert [hub_id.repo for hub_id in pending_hub_ids(HUB_CONFIG, jobs, tmp_path)] == [
+        "meta-llama/Meta-Llama-3-8B-Instruct",
+        "openai-community/gpt2",
+    ]
+    failures, warnings, _ = login_node_problems(HUB_CONFIG, jobs, tmp_path, ONLINE)
+    assert failures == [
+        "- hub access (base_models.llama.hub.path): meta-llama/Meta-Llama-3-8B-Instruct is gated and this host's "
+        "hub token has not been granted access: accept its licence at "
+        "https://huggingface.co/meta-llama/Meta-Llama-3-8B-Instruct with the account of the token (`hf auth login`; "
+        "docs/cluster.md), then rehearse again"
+    ]
+    assert warnings == []
+    assert sorted(repo for kind, repo, how in hub.asked if how == "auth-check") == [
+        "meta-llama/Meta-Llama-3-8B-Instruct",
+        "openai-community/gpt2",
+    ]
+    ready, lines = fail_verdict(*READY, "the run would stop on what this host lacks", failures)
+    assert not ready and lines == ["not ready: the run would stop on what this host lacks", *failures]
+    # Once the licence is accepted (or the model is downloaded already), nothing fails.
+    hub.gated = frozenset()
+    assert login_node_problems(HUB_CONFIG, jobs, tmp_path, ONLINE)[0] == []
+    hub.gated = frozenset({("model", "meta-llama/Meta-Llama-3-8B-Instruct")})
+    (tmp_path / "resources" / "models" / "llama").mkdir(parents=True)
+    assert login_node_problems(HUB_CONFIG, jobs, tmp_path, ONLINE)[0] == []
+
+
+def test_the_hub_not_answering_fails_and_offline_downloads_go_unchecked(tmp_path):
+    hub_ids = pending_hub_ids(HUB_CONFIG, _downloads("llama", "gpt2"), tmp_path)
+    asked = []
+
+    def no_network(hub_id):
+        asked.append(hub_id.repo)
+        raise ConnectionError("[Errno -3] Temporary failure in name resolution")
+
+    failures, warnings = hub_access_problems(hub_ids, ONLINE, ask=no_network)
+    # One question, not one per repository, where the first gets no answer.
+    assert asked == ["meta-llama/Meta-Llama-3-8B-Instruct"] and warnings == []
+    assert failures == [
+        "- hub access: the hub did not answer for 2 of 2 repositories to download, e.g. "
+        "meta-llama/Meta-Llama-3-8B-Instruct (ConnectionError: [Errno -3] Temporary failure in name resolution); "
+        "their downloads on this host would fail the same way",
+        "  change: run where the hub is reachable, or download them and set HF_HUB_OFFLINE=1",
+    ]
+    failures, warnings = hub_access_problems(hub_ids, {"HF_HUB_OFFLINE": "1"}, ask=no_network)
+    assert failures == [] and len(asked) == 1
+    assert warnings == [
+        "- warning: hub access of 2 repositories to download unchecked: HF_HUB_OFFLINE is set "
+        "(their downloads read the local cache)"
+    ]
+
+
+API_CONFIG = {
+    "base_models": {
+        "gpt_4o": {"endpoint": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"}},
+        "claude": {"endpoint": {"base_url": "https://api.anthropic.com/v1/", "api_key_env": "ANTHROPIC_API_KEY"}},
+        "llama": {"hub": {"path": "meta-llama/Meta-Llama-3-8B-Instruct"}},
+    },
+    "judges": {
+        "gpt41": {"kind": "chat_endpoint", "api_key_env": "OPENAI_API_KEY"},
+        "unused_judge": {"kind": "chat_endpoint", "api_key_env": "MISTRAL_API_KEY"},
+        "rm": {"kind": "reward_model", "model": "llama/pretrained"},
+    },
+}
+API_JOBS = [
+    DagJob("generate_api", {"base": "gpt_4o", "recipe": "pretrained", "promptset": "tlg"}, ()),
+    DagJob("generate_api", {"base": "claude", "recipe": "pretrained", "promptset": "tlg"}, ()),
+    DagJob("grade_api", {"judge": "gpt41", "base": "llama", "recipe": "sft", "promptset": "chat"}, ()),
+    DagJob("grade", {"judge": "rm", "base": "llama", "recipe": "sft", "promptset": "chat"}, ()),
+]
+
+
+def test_an_api_key_the_jobs_read_and_this_host_lacks_is_named_never_its_value(tmp_path):
+    assert api_key_users(API_CONFIG, API_JOBS) == {
+        "OPENAI_API_KEY": ["base_models.gpt_4o", "judges.gpt41"],
+        "ANTHROPIC_API_KEY": ["base_models.claude"],
+    }
+    secret = "sk-not-to-be-printed"
+    environ = {"OPENAI_API_KEY": secret, "ANTHROPIC_API_KEY": ""}
+    lines = missing_api_keys(api_key_users(API_CONFIG, API_JOBS), environ)
+    assert lines == [
+        "- API key: environment variable ANTHROPIC_API_KEY is not set on this host, and base_models.claude read it",
+        "  change: export ANTHROPIC_API_KEY before the run (or leave out what asks that API)",
+    ]
+    failures, _, _ = login_node_problems(API_CONFIG, API_JOBS, tmp_path, environ)
+    assert failures == lines and secret not in "\n".join(failures)
+    assert not fail_verdict(*READY, "the run would stop on what this host lacks", failures)[0]
+    # Both set: nothing; the unused judge's key is not asked for.
+    assert missing_api_keys(api_key_users(API_CONFIG, API_JOBS), {**environ, "ANTHROPIC_API_KEY": "x"}) == []
+
+
+def test_a_disk_too_small_for_the_runs_models_and_checkpoints_fails_the_verdict(tmp_path):
+    """A finetune's checkpoints (28 bytes a parameter, as reprolm plan counts them), a
+    download's and a merge's weights (2), on the one file system of results/ and resources/
+    (here both are folders of tmp_path, one not made yet), against its real free space."""
+    free = shutil.disk_usage(tmp_path).free
+    parameters = int(free / 30) + 1
+    config = {"base_models": {"big": {"hub": {"path": "org/big"}, "parameters": parameters}}}
+    jobs = [
+        *_downloads("big"),
+        DagJob("finetune", {"base": "big", "recipe": "sft"}, ("results/models/big/sft",)),
+        DagJob("extrapolate", {"base": "big", "recipe": "dpo", "alpha": "0.5"}, ("results/models/big/dpo+expo0.5",)),
+        DagJob("generate", {"base": "big", "recipe": "sft", "promptset": "tlg"}, ("results/generations/x.parquet",)),
+    ]
+    (tmp_path / "resources").mkdir()
+    failures, notes = disk_problems(jobs, config, tmp_path)
+    need = parameters * (2 + 28 + 2)
+    assert len(failures) == 2 and notes == []
+    assert re.fullmatch(
+        re.escape(
+            f"- disk: results/ (~{parameters * 30 / 1e9:,.0f} GB) and resources/ (~{parameters * 2 / 1e9:,.0f} GB) "
+            f"need ~{need / 1e9:,.0f} GB for the run's models and checkpoints, and their file system ({tmp_path}) has "
+        )
+        + r"[\d,]+ GB free",
+        failures[0],
+    ), failures[0]
+    assert failures[1] == "  change: free space there, or put results/ and resources/ on a larger file system (a link)"
+    assert not fail_verdict(*READY, "the run would stop on what this host lacks", failures)[0]
+    # The model downloaded already takes no more; a small model fits, and is a note.
+    (tmp_path / "resources" / "models" / "big").mkdir(parents=True)
+    config["base_models"]["big"]["parameters"] = 1_000_000
+    failures, notes = disk_problems(jobs, config, tmp_path)
+    assert failures == [] and len(notes) == 1
+    assert re.fullmatch(r"Disk: results/ \(~0 GB\) and resources/ \(~0 GB\) need ~0 GB of [\d,]+ GB free", notes[0])
+
+
+GPU_CALL = (
+    "sbatch --parsable --job-name reprolm-rehearsal --output {log} --export=ALL --comment rule_generate_wildcards_{w} "
+    "-p gpu_a100 -t 240 --mem 64000 --cpus-per-task=8 -D /work --gpus=a100:1"
+)
+MIXED_A100 = read_partitions(
+    "PartitionName=gpu_a100 Default=NO MaxNodes=UNLIMITED MaxTime=2-00:00:00 MaxMemPerNode=UNLIMITED Nodes=a[1-2]\n"
+    "PartitionName=gpu_h100 Default=NO MaxNodes=UNLIMITED MaxTime=1-00:00:00 MaxMemPerNode=UNLIMITED Nodes=h1\n"
+    "PartitionName=gpu_any Default=NO MaxNodes=UNLIMITED MaxTime=1-00:00:00 MaxMemPerNode=UNLIMITED Nodes=x1\n",
+    "NodeName=a1 CPUTot=64 RealMemory=512000 Gres=gpu:a100:4(S:0-1) AvailableFeatures=a100_40gb,ib "
+    "Partitions=gpu_a100\n"
+    "NodeName=a2 CPUTot=64 RealMemory=512000 Gres=gpu:a100:4(S:0-1) AvailableFeatures=a100_80gb,ib "
+    "Partitions=gpu_a100\n"
+    "NodeName=h1 CPUTot=96 RealMemory=1024000 Gres=gpu:h100:8 AvailableFeatures=(null) Partitions=gpu_h100\n"
+    "NodeName=x1 CPUTot=96 RealMemory=1024000 Gres=gpu:a100:8 AvailableFeatures=(null) Partitions=gpu_any\n",
+)
+# 30B parameters in bf16 on one GPU: 56 GiB of weights and 4 of KV cache, of which vLLM
+# takes 85% of the GPU: ~70 GiB, over a 40 GB A100 and within an 80 GB one.
+GPU_CONFIG = {
+    "studies": [],
+    "generation": {"backend": "vllm"},
+    "base_models": {
+        "big": {"parameters": 30_000_000_000, "resources": {"generate": {"gpus": 1, "precision": "bfloat16"}}}
+    },
+}
+
+
+def _gpu_shape(call: str):
+    wildcards = "base=big,recipe=sft,promptset=tlg"
+    call = call.format(log=f"logs/{wildcards}/%j.log", w=wildcards)
+    [shape] = group_shapes([Request("generate", wildcards, call=call, sources=frozenset({("generate", "big")}))])
+    shape.verdict = ACCEPTED
+    return shape
+
+
+def test_a_gpu_job_that_can_be_given_gpus_too_small_for_it_fails_the_verdict(tmp_path):
+    assert [sorted(node.features) for node in MIXED_A100["gpu_a100"].nodes] == [
+        ["a100_40gb", "ib"],
+        ["a100_80gb", "ib"],
+    ]
+    assert MIXED_A100["gpu_h100"].nodes[0].features == frozenset()
+    failures, warnings = gpu_memory_problems([_gpu_shape(GPU_CALL)], MIXED_A100, GPU_CONFIG, tmp_path)
+    assert (
+        failures
+        == [
+            "- generate (1 jobs: base=big,recipe=sft,promptset=tlg): generate needs ~60 GiB per GPU at bfloat16, of "
+            "which vLLM takes 85% of the GPU (big, 30.0B parameters from its config), ~70 GiB per GPU; its request "
+            "can be given a1's GPUs of 40 GB (feature a100_40gb) in partition gpu_a100",
+            "  change: ask for GPUs with the memory: resources.generate.constraint or .gpu_model (nodes of this "
+            "partition with them: a100_80gb); or raise gpus",
+        ]
+        and warnings == []
+    )
+    assert not fail_verdict(*READY, "GPU jobs can be given GPUs too small for them", failures)[0]
+    # Asked for the 80 GB nodes by their feature, or on H100s (80 GB by their type): it fits.
+    constrained = _gpu_shape(GPU_CALL.replace("-D /work", "-C a100_80gb -D /work"))
+    assert gpu_memory_problems([constrained], MIXED_A100, GPU_CONFIG, tmp_path) == ([], [])
+    on_h100 = _gpu_shape(GPU_CALL.replace("gpu_a100", "gpu_h100").replace("a100:1", "h100:1"))
+    assert gpu_memory_problems([on_h100], MIXED_A100, GPU_CONFIG, tmp_path) == ([], [])
+    # A100s whose memory nothing on the node tells: not judged, said once.
+    unknown = _gpu_shape(GPU_CALL.replace("gpu_a100", "gpu_any"))
+    assert gpu_memory_problems([unknown], MIXED_A100, GPU_CONFIG, tmp_path) == (
+        [],
+        [
+            "- warning: the GPU memory of x1 in partition gpu_any is not told by a feature or GRES type "
+            "(e.g. a100_80gb): 1 GPU job shapes (generate) not judged against it"
+        ],
+    )
+
+
+def test_gpu_memory_names_and_constraints_as_sbatch_reads_them():
+    assert [named_memory_gb(name) for name in ("a100_80gb", "a100-40g", "gpu80gb", "gpumem_48GB", "V100-32GB")] == [
+        80,
+        40,
+        80,
+        48,
+        32,
+    ]
+    # Network and other features that end in a size are not GPU memory.
+    assert [named_memory_gb(name) for name in ("a100", "ib100g", "eth-25g", "hdr200g")] == [None] * 4
+    features = frozenset({"a100_80gb", "ib"})
+    assert satisfies(features, None) and satisfies(features, "a100_80gb") and satisfies(features, "a100_40gb|a100_80gb")
+    assert satisfies(features, "[a100_80gb&ib]") and not satisfies(features, "a100_80gb&nvlink")
+    assert not satisfies(features, "a100_40gb")
