@@ -22,7 +22,7 @@ from reprolm.rehearse.login_node import (
     pending_hub_ids,
 )
 from reprolm.rehearse.rehearsal import fail_verdict, login_node_problems
-from reprolm.rehearse.submissions import ACCEPTED, Request, group_shapes, read_partitions
+from reprolm.rehearse.submissions import ACCEPTED, Request, group_shapes, read_partitions, retry_problems
 
 READY = (True, ["ready: the cluster accepts all 3 job shapes (5 jobs)"])
 ONLINE: dict[str, str] = {}
@@ -258,3 +258,20 @@ def test_gpu_memory_names_and_constraints_as_sbatch_reads_them():
     assert satisfies(features, None) and satisfies(features, "a100_80gb") and satisfies(features, "a100_40gb|a100_80gb")
     assert satisfies(features, "[a100_80gb&ib]") and not satisfies(features, "a100_80gb&nvlink")
     assert not satisfies(features, "a100_40gb")
+
+
+def test_a_retry_past_its_partitions_maxtime_fails_the_verdict():
+    """Retries are judged at the last attempt (tests/test_rehearse.py has the limits): a shape
+    whose fourth attempt grows past MaxTime makes the verdict not ready; capped, it is ready."""
+    shape = _gpu_shape(GPU_CALL)
+    # 240 min x 3^3 at the 4th attempt is 6480 min, over gpu_a100's 2880.
+    retried = retry_problems([shape], MIXED_A100, {"retry_growth": {"factor": 3, "max_mem_mb": 64000}}, attempts=4)
+    assert retried == [
+        "- generate (1 jobs: base=big,recipe=sft,promptset=tlg): its attempt 4 (retry_growth) asks for runtime "
+        "6480 min, over partition gpu_a100's MaxTime of 2880 min",
+        "  change: retry_growth.max_runtime (or the profile's retries)",
+    ]
+    ready, lines = fail_verdict(*READY, "retries would ask for more than their partitions grant", retried)
+    assert not ready and lines[0] == "not ready: retries would ask for more than their partitions grant"
+    capped = {"retry_growth": {"factor": 3, "max_mem_mb": 64000, "max_runtime": 2880}}
+    assert retry_problems([shape], MIXED_A100, capped, attempts=4) == []

@@ -33,6 +33,7 @@ from reprolm.config.hub_ids import WORKERS, HubId, config_hub_ids, hub_offline
 from reprolm.models.parameters import model_parameters
 from reprolm.paths import base_model_dir, hub_model_dir, raw_dir
 from reprolm.plan import CHECKPOINT_BYTES
+from reprolm.stages import rule_stage
 
 # A model's weights as the hub and a merge store them: bf16 or fp16, 2 bytes a parameter.
 STORED_BYTES = 2
@@ -180,7 +181,8 @@ def output_bytes(job: DagJob, config: Mapping, workdir: Path) -> dict[str, int]:
         if output == base_model_dir(base):
             per_parameter = STORED_BYTES
         elif output.startswith(f"results/models/{base}/"):
-            per_parameter = STORED_BYTES if "+expo" in output else CHECKPOINT_BYTES
+            # A training job keeps its checkpoints; a merge writes weights.
+            per_parameter = CHECKPOINT_BYTES if rule_stage(job.rule).trains else STORED_BYTES
         else:
             continue
         parameters, _ = model_parameters(config, base, workdir)

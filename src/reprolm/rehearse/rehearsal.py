@@ -294,11 +294,7 @@ def rehearse(
     judge(shapes, partitions, env)
     ready, lines = verdict(shapes, config, profile or workflow_profile or "the profile")
     retried = retry_problems(shapes, partitions, config, attempts)
-    if retried:
-        if ready:
-            lines = ["not ready: retries would ask for more than their partitions grant"]
-            ready = False
-        lines += retried
+    ready, lines = fail_verdict(ready, lines, "retries would ask for more than their partitions grant", retried)
     refusals, warned = preflight(warnings, pending_downloads(config, local_outputs))
     ready, lines = fail_verdict(
         ready, lines, "the real run's preflight refuses it or cannot fetch its inputs", refusals
