@@ -91,10 +91,10 @@ def shape_need(shape: Shape, config: Mapping, root: Path, trained: set) -> tuple
             continue
         for what, need in stage_gpu_needs(config, base, stage, parameters, trained, root).items():
             vllm = stage == "generate" and config.get("generation", {}).get("backend") == "vllm"
+            described = f"{what} ({base}, {parameters / 1e9:.1f}B parameters from its {source})"
             if vllm:
                 need /= GPU_MEMORY_UTILIZATION
-                what += f", of which vLLM takes {GPU_MEMORY_UTILIZATION:.0%} of the GPU"
-            described = f"{what} ({base}, {parameters / 1e9:.1f}B parameters from its {source})"
+                described += f"; vLLM takes {GPU_MEMORY_UTILIZATION:.0%} of a GPU, so it needs one of ~{need:.0f} GiB"
             if largest is None or need > largest[0]:
                 largest = (need, described, base, stage)
     return largest
@@ -134,11 +134,10 @@ def gpu_memory_problems(
                 }
             )
             failures.append(
-                f"- {shape.rule} ({len(shape.jobs)} jobs: {', '.join(shape.jobs[:3])}): {what}, ~{need:.0f} GiB per "
-                f"GPU; its request can be given {node.name}'s GPUs of {size} GB ({whence}) in partition "
-                f"{partition.name}"
+                f"- {shape.rule} ({len(shape.jobs)} jobs: {', '.join(shape.jobs[:3])}): {what}; its request can be "
+                f"given {node.name}'s GPUs of {size} GB ({whence}) in partition {partition.name}"
             )
-            keys = f"{config_key(config, base, stage, 'constraint')} or .gpu_model"
+            keys = f"{config_key(config, base, stage, 'constraint')} or {config_key(config, base, stage, 'gpu_model')}"
             fitting = f" (nodes of this partition with them: {', '.join(large)})" if large else ""
             failures.append(f"  change: ask for GPUs with the memory: {keys}{fitting}; or raise gpus")
         elif unknown:
