@@ -54,7 +54,7 @@ def test_a_gated_repository_this_hosts_token_cannot_download_fails_the_verdict(t
         "meta-llama/Meta-Llama-3-8B-Instruct",
         "openai-community/gpt2",
     ]
-    failures, warnings, _ = login_node_problems(HUB_CONFIG, jobs, tmp_path, ONLINE)
+    failures, warnings = hub_access_problems(pending_hub_ids(HUB_CONFIG, jobs, tmp_path), ONLINE)
     assert failures == [
         "- hub access (base_models.llama.hub.path): meta-llama/Meta-Llama-3-8B-Instruct is gated and this host's "
         "hub token has not been granted access: accept its licence at "
@@ -70,10 +70,10 @@ def test_a_gated_repository_this_hosts_token_cannot_download_fails_the_verdict(t
     assert not ready and lines == ["not ready: the run would stop on what this host lacks", *failures]
     # Once the licence is accepted (or the model is downloaded already), nothing fails.
     hub.gated = frozenset()
-    assert login_node_problems(HUB_CONFIG, jobs, tmp_path, ONLINE)[0] == []
+    assert hub_access_problems(pending_hub_ids(HUB_CONFIG, jobs, tmp_path), ONLINE) == ([], [])
     hub.gated = frozenset({("model", "meta-llama/Meta-Llama-3-8B-Instruct")})
     (tmp_path / "resources" / "models" / "llama").mkdir(parents=True)
-    assert login_node_problems(HUB_CONFIG, jobs, tmp_path, ONLINE)[0] == []
+    assert hub_access_problems(pending_hub_ids(HUB_CONFIG, jobs, tmp_path), ONLINE) == ([], [])
 
 
 def test_the_hub_not_answering_fails_and_offline_downloads_go_unchecked(tmp_path):
