@@ -3,58 +3,37 @@
 ``HubAPIStandIn``: huggingface_hub's ``HfApi.model_info`` and ``dataset_info`` answer each
 known repository's current commit (changed by the test to move it upstream), and raise what
 huggingface_hub raises for the hub's 404 answers otherwise (with ``any_repo``, every repository
-is known, at a commit of its name); its access check (``HfApi.auth_check``) answers the hub's
-403 for the repositories in ``gated`` (a licence not accepted), the same 404 for unknown ones
-and nothing for the rest. ``FileServerStandIn``: urllib's opener, as
+is known, at a commit of its name). ``FileServerStandIn``: urllib's opener, as
 ``urllib.request.urlopen`` uses it, serves each known URL's bytes with an ETag of their
 content (with ``any_url``, every URL serves its own address as its bytes), and counts GETs
-and HEADs."""
+and HEADs. ``HubServerStandIn``: a local HTTP server in the hub's place (huggingface_hub's
+``ENDPOINT`` pointed at it) answering the hub's access check as the hub does: 200 for a
+repository the token may download, 403 with ``X-Error-Code: GatedRepo`` for a gated one whose
+licence it has not accepted, 404 ``RepoNotFound`` for the rest; it records the paths asked."""
 
 from __future__ import annotations
 
 import email.message
 import hashlib
 import io
+import threading
 import urllib.error
 import urllib.request
 import urllib.response
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
 
 class HubAPIStandIn:
-    def __init__(
-        self, monkeypatch, commits: dict[tuple[str, str], str], any_repo: bool = False, gated: frozenset = frozenset()
-    ):
+    def __init__(self, monkeypatch, commits: dict[tuple[str, str], str], any_repo: bool = False):
         from huggingface_hub import HfApi
 
-        self.commits, self.asked, self.any_repo, self.gated = commits, [], any_repo, gated
+        self.commits, self.asked, self.any_repo = commits, [], any_repo
         monkeypatch.setattr(HfApi, "model_info", lambda api, repo, **options: self.answer("model", repo, **options))
         monkeypatch.setattr(HfApi, "dataset_info", lambda api, repo, **options: self.answer("dataset", repo, **options))
-        monkeypatch.setattr(
-            HfApi, "auth_check", lambda api, repo, repo_type=None, **options: self.access(repo_type, repo)
-        )
-
-    def access(self, kind: str | None, repo: str) -> None:
-        from huggingface_hub.utils import hf_raise_for_status
-
-        kind = kind or "model"
-        self.asked.append((kind, repo, "auth-check"))
-        if (kind, repo) in self.gated:
-            hf_raise_for_status(
-                self._response(403, "GatedRepo", f"https://huggingface.co/api/{kind}s/{repo}/auth-check")
-            )
-        elif (kind, repo) not in self.commits and not self.any_repo:
-            hf_raise_for_status(
-                self._response(404, "RepoNotFound", f"https://huggingface.co/api/{kind}s/{repo}/auth-check")
-            )
-
-    @staticmethod
-    def _response(status: int, code: str, url: str):
-        import httpx2
-
-        return httpx2.Response(status, headers={"X-Error-Code": code}, request=httpx2.Request("GET", url))
 
     def answer(self, kind: str, repo: str, revision=None, timeout=None, **options):
+        import httpx2
         from huggingface_hub.utils import hf_raise_for_status
 
         self.asked.append((kind, repo, revision))
@@ -62,7 +41,9 @@ class HubAPIStandIn:
             return SimpleNamespace(id=repo, sha=self.commits[(kind, repo)])
         if self.any_repo:
             return SimpleNamespace(id=repo, sha=hashlib.sha1(f"{kind} {repo}".encode()).hexdigest())
-        hf_raise_for_status(self._response(404, "RepoNotFound", f"https://huggingface.co/api/{kind}s/{repo}"))
+        url = f"https://huggingface.co/api/{kind}s/{repo}"
+        response = httpx2.Response(404, headers={"X-Error-Code": "RepoNotFound"}, request=httpx2.Request("GET", url))
+        hf_raise_for_status(response)
 
 
 class FileServerStandIn(urllib.request.BaseHandler):
@@ -92,6 +73,41 @@ class FileServerStandIn(urllib.request.BaseHandler):
         return response
 
     http_open = https_open
+
+
+class HubServerStandIn:
+    def __init__(self, monkeypatch, open_repos: set[tuple[str, str]], gated: set[tuple[str, str]]):
+        from huggingface_hub import constants
+
+        self.open_repos, self.gated, self.asked = open_repos, gated, []
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                stand_in.asked.append(self.path)
+                kinds, _, rest = self.path.removeprefix("/api/").partition("/")
+                repo = rest.removesuffix("/auth-check")
+                key = (kinds.removesuffix("s"), repo)
+                status, code = (200, "") if key in stand_in.open_repos else (404, "RepoNotFound")
+                if key in stand_in.gated:
+                    status, code = 403, "GatedRepo"
+                self.send_response(status)
+                if code:
+                    self.send_header("X-Error-Code", code)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *arguments):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{self.server.server_address[1]}")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 NLTK_INDEX = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/index.xml"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 
-from hub_standin import HubAPIStandIn
+from hub_standin import HubServerStandIn
 from reprolm.rehearse.gpu_memory import gpu_memory_problems, named_memory_gb, satisfies
 from reprolm.rehearse.login_node import (
     DagJob,
@@ -43,37 +43,47 @@ HUB_CONFIG = {
 
 
 def test_a_gated_repository_this_hosts_token_cannot_download_fails_the_verdict(tmp_path, monkeypatch):
-    hub = HubAPIStandIn(
+    hub = HubServerStandIn(
         monkeypatch,
-        {("model", "openai-community/gpt2"): "a" * 40, ("model", "meta-llama/Meta-Llama-3-8B-Instruct"): "b" * 40},
-        gated=frozenset({("model", "meta-llama/Meta-Llama-3-8B-Instruct")}),
+        open_repos={("model", "openai-community/gpt2")},
+        gated={("model", "meta-llama/Meta-Llama-3-8B-Instruct")},
     )
-    jobs = _downloads("llama", "gpt2")
-    # Only what the run downloads: not the model no job uses.
-    assert [hub_id.repo for hub_id in pending_hub_ids(HUB_CONFIG, jobs, tmp_path)] == [
-        "meta-llama/Meta-Llama-3-8B-Instruct",
-        "openai-community/gpt2",
-    ]
-    failures, warnings = hub_access_problems(pending_hub_ids(HUB_CONFIG, jobs, tmp_path), ONLINE)
-    assert failures == [
-        "- hub access (base_models.llama.hub.path): meta-llama/Meta-Llama-3-8B-Instruct is gated and this host's "
-        "hub token has not been granted access: accept its licence at "
-        "https://huggingface.co/meta-llama/Meta-Llama-3-8B-Instruct with the account of the token (`hf auth login`; "
-        "docs/cluster.md), then rehearse again"
-    ]
-    assert warnings == []
-    assert sorted(repo for kind, repo, how in hub.asked if how == "auth-check") == [
-        "meta-llama/Meta-Llama-3-8B-Instruct",
-        "openai-community/gpt2",
-    ]
-    ready, lines = fail_verdict(*READY, "the run would stop on what this host lacks", failures)
-    assert not ready and lines == ["not ready: the run would stop on what this host lacks", *failures]
-    # Once the licence is accepted (or the model is downloaded already), nothing fails.
-    hub.gated = frozenset()
-    assert hub_access_problems(pending_hub_ids(HUB_CONFIG, jobs, tmp_path), ONLINE) == ([], [])
-    hub.gated = frozenset({("model", "meta-llama/Meta-Llama-3-8B-Instruct")})
-    (tmp_path / "resources" / "models" / "llama").mkdir(parents=True)
-    assert hub_access_problems(pending_hub_ids(HUB_CONFIG, jobs, tmp_path), ONLINE) == ([], [])
+    try:
+        jobs = _downloads("llama", "gpt2")
+        # Only what the run downloads: not the model no job uses.
+        assert [hub_id.repo for hub_id in pending_hub_ids(HUB_CONFIG, jobs, tmp_path)] == [
+            "meta-llama/Meta-Llama-3-8B-Instruct",
+            "openai-community/gpt2",
+        ]
+        failures, warnings = hub_access_problems(pending_hub_ids(HUB_CONFIG, jobs, tmp_path), ONLINE)
+        assert failures == [
+            "- hub access (base_models.llama.hub.path): meta-llama/Meta-Llama-3-8B-Instruct is gated and this "
+            "host's hub token has not been granted access: accept its licence at "
+            "https://huggingface.co/meta-llama/Meta-Llama-3-8B-Instruct with the account of the token (`hf auth "
+            "login`; docs/cluster.md), then rehearse again"
+        ]
+        assert warnings == []
+        # (huggingface_hub also asks the hub for its list of agent harnesses, once.)
+        assert sorted(path for path in hub.asked if path.endswith("/auth-check")) == [
+            "/api/models/meta-llama/Meta-Llama-3-8B-Instruct/auth-check",
+            "/api/models/openai-community/gpt2/auth-check",
+        ]
+        ready, lines = fail_verdict(*READY, "the run would stop on what this host lacks", failures)
+        assert not ready and lines == ["not ready: the run would stop on what this host lacks", *failures]
+        # Once the licence is accepted (or the model is downloaded already), nothing fails.
+        hub.gated, hub.open_repos = set(), hub.open_repos | hub.gated
+        assert hub_access_problems(pending_hub_ids(HUB_CONFIG, jobs, tmp_path), ONLINE) == ([], [])
+        hub.gated = {("model", "meta-llama/Meta-Llama-3-8B-Instruct")}
+        (tmp_path / "resources" / "models" / "llama").mkdir(parents=True)
+        assert hub_access_problems(pending_hub_ids(HUB_CONFIG, jobs, tmp_path), ONLINE) == ([], [])
+        # A repository the hub does not have (or this token cannot see) fails too.
+        hub.open_repos = set()
+        assert hub_access_problems(pending_hub_ids(HUB_CONFIG, jobs, tmp_path), ONLINE)[0] == [
+            "- hub access (base_models.gpt2.hub.path): openai-community/gpt2 is not on the hub or is private to "
+            "another account than this host's token's"
+        ]
+    finally:
+        hub.close()
 
 
 def test_the_hub_not_answering_fails_and_offline_downloads_go_unchecked(tmp_path):

@@ -4,8 +4,8 @@ room on disk for the models and checkpoints it writes. Each check returns verdic
 failure, then what to change); none downloads anything or prints a secret.
 
 - Hub access: each hub repository the run will download (its download job is in the DAG and
-  its folder is not there yet) is asked the hub's own access check (``HfApi.auth_check``,
-  with this host's token): a gated repository whose licence this token has not accepted
+  its folder is not there yet) is asked the hub's own access check (``HfApi.auth_check``'s
+  request, with this host's token): a gated repository whose licence this token has not accepted
   fails, as its download job would, hours in. With ``HF_HUB_OFFLINE`` set the downloads read
   the local cache: unchecked, said once.
 - API keys: every endpoint base model and API judge a job of the DAG asks (its ``base`` or
@@ -35,6 +35,8 @@ from reprolm.paths import base_model_dir, hub_model_dir, raw_dir
 from reprolm.plan import CHECKPOINT_BYTES
 from reprolm.stages import rule_stage
 
+# Seconds the hub has to answer each access check.
+ACCESS_TIMEOUT_S = 10.0
 # A model's weights as the hub and a merge store them: bf16 or fp16, 2 bytes a parameter.
 STORED_BYTES = 2
 OUTPUT_TREES = ("results", "resources")
@@ -72,14 +74,17 @@ def pending_hub_ids(config: Mapping, jobs: Iterable[DagJob], workdir: Path) -> l
     ]
 
 
-def access_problem(hub_id: HubId) -> str | None:
-    """Why this host's token cannot download ``hub_id`` (the hub's access check), or None.
-    Any other failure (no network, a server error) is raised."""
-    from huggingface_hub import HfApi
+def access_problem(hub_id: HubId, timeout: float = ACCESS_TIMEOUT_S) -> str | None:
+    """Why this host's token cannot download ``hub_id`` (the hub's access check, the request
+    ``HfApi.auth_check`` makes, here with a time limit), or None. Any other failure (no
+    network, a timeout, a server error) is raised."""
+    from huggingface_hub import constants
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
+    url = f"{constants.ENDPOINT}/api/{hub_id.kind}s/{hub_id.repo}/auth-check"
     try:
-        HfApi().auth_check(hub_id.repo, repo_type=hub_id.kind)
+        hf_raise_for_status(get_session().get(url, headers=build_hf_headers(), timeout=timeout))
     except GatedRepoError:
         return (
             f"{hub_id.repo} is gated and this host's hub token has not been granted access: accept its licence "
