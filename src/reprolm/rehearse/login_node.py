@@ -96,9 +96,7 @@ def access_problem(hub_id: HubId, timeout: float = ACCESS_TIMEOUT_S) -> str | No
     return None
 
 
-def hub_access_problems(
-    hub_ids: list[HubId], environ: Mapping[str, str], ask: Callable[[HubId], str | None] = access_problem
-) -> tuple[list[str], list[str]]:
+def hub_access_problems(hub_ids: list[HubId], environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """(failures, warnings) as verdict lines: one failure per repository the run cannot
     download, naming the config key; the hub not answering fails too (the downloads would),
     and offline they go unchecked with a warning."""
@@ -115,7 +113,7 @@ def hub_access_problems(
 
     def answer(hub_id: HubId) -> tuple[str | None, str | None]:
         try:
-            return ask(hub_id), None
+            return access_problem(hub_id), None
         except Exception as error:  # no network, a timeout, a server error
             return None, f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
 
