@@ -231,7 +231,8 @@ def test_a_gpu_job_that_can_be_given_gpus_too_small_for_it_fails_the_verdict(tmp
         "30.0B parameters from its config); vLLM takes 85% of a GPU, so it needs one of ~70 GiB; its request can "
         "be given a1's GPUs of 40 GB (feature a100_40gb) in partition gpu_a100",
         "  change: ask for GPUs with the memory: resources.generate.constraint or resources.generate.gpu_model "
-        "(nodes of this partition with them: a100_80gb); or raise gpus",
+        "(nodes of this partition with them: a100_80gb); or spread it over more GPUs (gpus, with tensor_parallel "
+        "for generation and evaluation)",
     ]
     assert warnings == []
     assert not fail_verdict(*READY, "GPU jobs can be given GPUs too small for them", failures)[0]

@@ -139,7 +139,9 @@ def gpu_memory_problems(
             )
             keys = f"{config_key(config, base, stage, 'constraint')} or {config_key(config, base, stage, 'gpu_model')}"
             fitting = f" (nodes of this partition with them: {', '.join(large)})" if large else ""
-            failures.append(f"  change: ask for GPUs with the memory: {keys}{fitting}; or raise gpus")
+            failures.append(
+                f"  change: ask for GPUs with the memory: {keys}{fitting}; or spread it over more GPUs (gpus, with tensor_parallel for generation and evaluation)"
+            )
         elif unknown:
             unjudged.setdefault((partition.name, tuple(unknown[:3])), []).append(shape)
     for (name, nodes), alike in unjudged.items():
