@@ -526,11 +526,13 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     (work / "cluster-profile" / "config.yaml").write_text(yaml.safe_dump(profile))
     # The folder holds the default config's run, which a real run of paper.yaml refuses to replace.
     record_run([], work)
+    # OpenAI's key set (a value that must not be printed), Anthropic's not.
+    env = {k: v for k, v in snakemake_env(work).items() if k != "ANTHROPIC_API_KEY"} | {"OPENAI_API_KEY": "sk-test"}
     result = subprocess.run(
         [sys.executable, "-m", "reprolm.cli", "rehearse", "--configfile", "config/paper.yaml", "routing.yaml"]
         + ["--profile", "cluster-profile", "--sizes", "--rows", "arena_hard=50", "poem_prompts=3"],
         cwd=work,
-        env={**snakemake_env(work), **slurm_cluster.env},
+        env={**env, **slurm_cluster.env},
         capture_output=True,
         text=True,
         timeout=280,
@@ -603,6 +605,16 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     assert "- refused: results/run_config.yaml: this folder holds the results of config/config.yaml" in out
     for count, host in ((16, "raw.githubusercontent.com"), (32, "huggingface.co")):
         assert f"- {count} released file(s) are not there and {host} cannot be reached from this host" in out
+    # What the run needs from this host: the API key of Ruler's Claude baselines (named, not the
+    # other's value); the hub's access checks, offline here, unchecked; the A100s' memory, which
+    # neither a feature nor the GRES type tells, unjudged.
+    assert (
+        "- API key: environment variable ANTHROPIC_API_KEY is not set on this host, and "
+        "base_models.claude_3_haiku, base_models.claude_35_sonnet read it" in out
+    )
+    assert "OPENAI_API_KEY is not set" not in out and "sk-test" not in out + result.stderr
+    assert re.search(r"- warning: hub access of \d+ repositories to download unchecked: HF_HUB_OFFLINE is set", out)
+    assert re.search(r"- warning: the GPU memory of gpua1, gpua2 in partition gpu_a100 is not told", out), out[-3000:]
     reasons = dict(zip(verdict[1::2], verdict[2::2]))
     finetune = next(line for line in reasons if line.startswith("- finetune (2 jobs: llama3_8b_ruler"))
     assert "over limit: 16 GPUs of type a100" in finetune
