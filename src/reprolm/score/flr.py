@@ -20,13 +20,16 @@ Scoring is batched: a conversation's prefix runs through the model once and its 
 cache serves every follow-up, ``batch_size`` follow-ups packed into one forward pass (an
 attention mask keeps each to the prefix and itself; no copies of the cache are made). (``compat:
 original`` keeps the original's tokenization of each whole sequence; the one position it reads
-depends only on the tokens before it, so each distinct prefix runs once.)
+depends only on the tokens before it, so each distinct prefix runs once, the output head only
+at that position, in batches of a token budget sized to the GPU; a few dozen conversations'
+prefixes are held at a time, so its memory does not grow with the number of conversations.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -37,6 +40,11 @@ FEEDBACK_OPENING = "Please ask me a question and provide feedback to my answer."
 FORMATS = ("chat", "feedback")
 # Stands in for the follow-up while the chat template is rendered, to find where it starts.
 PLACEHOLDER = "\u2063FOLLOW-UP\u2063"
+# ``compat: original``: conversations whose distinct prefixes are held at a time.
+ORIGINAL_WINDOW = 64
+# Its batches' padded tokens on a CPU; on GPUs, a share of the memory the weights leave.
+CPU_BATCH_TOKENS = 16384
+DEVICE_SHARE = 0.5
 
 
 def load_followups(path: str | Path, categories: Sequence[str] | None = None) -> dict[str, dict[str, list[str]]]:
@@ -77,6 +85,7 @@ class FollowUpScorer:
         batch_size: int = 16,
         max_length: int = 2048,
         precision: str = "float32",
+        batch_tokens: int | None = None,
     ):
         self.scoring = SCORINGS.get(compat, "FLR compat")
         if format not in FORMATS:
@@ -93,6 +102,13 @@ class FollowUpScorer:
         self.device = input_device(self.model)
         self.followups, self.format = followups, format
         self.batch_size, self.max_length = batch_size, max_length
+        sized, self.row_tokens = device_batch_tokens(self.model, max_length)
+        self.batch_tokens = batch_tokens or sized
+
+    @property
+    def batching(self) -> dict:
+        """What decides its batches (a resumed job reuses saved scores only under the same)."""
+        return {"batch_size": self.batch_size, "batch_tokens": self.batch_tokens, "row_tokens": self.row_tokens}
 
     def _messages(self, conversation: Sequence[Mapping], followup: str) -> list[dict]:
         if self.format == "feedback":
@@ -169,37 +185,58 @@ class FollowUpScorer:
         logprobs = logits[len(prefix) - 1 : -1].log_softmax(-1)
         return logprobs.gather(1, torch.tensor(target, device=self.device)[:, None]).mean().item()
 
-    def _original_scores(self, pairs: list[tuple[Sequence[Mapping], str]]) -> list[float]:
+    def _original_scores(self, conversations: Sequence[Sequence[Mapping]], followups: list[str]) -> list[list[float]]:
         """The original code's value, on the chat template's own tokenization of each whole
         conversation plus follow-up. The logits it reads, at ``len(sequence) - len(follow-up
         ids)``, depend only on the tokens up to that position (the model is causal), which a
         conversation's follow-ups share: each distinct such prefix runs through the model
-        once (distinct prefixes of similar length batched), not each whole sequence."""
+        once, distinct prefixes of similar length batched up to ``batch_tokens`` padded
+        tokens, and the output head runs at that one position only (:func:`_head_at`). Only
+        the conversations given are held, as their distinct prefixes: a caller streams many
+        conversations through in chunks."""
         import torch
 
-        target_ids = {followup: self.tokenizer(followup).input_ids for _, followup in pairs}
-        rows = []
-        for conversation, followup in pairs:
-            ids = self.tokenizer.apply_chat_template(
-                self._messages(conversation, followup), tokenize=True, return_dict=True
-            )["input_ids"]
-            targets = target_ids[followup]
-            rows.append((tuple(ids[: len(ids) - len(targets) + 1]), targets))
-        prefixes = sorted({prefix for prefix, _ in rows}, key=len)
+        target_ids = [self.tokenizer(followup).input_ids for followup in followups]
+        prefixes: dict[tuple[int, ...], int] = {}
+        reads = []  # per conversation, per follow-up: its prefix's index
+        for conversation in conversations:
+            read = []
+            for followup, targets in zip(followups, target_ids, strict=True):
+                ids = self.tokenizer.apply_chat_template(
+                    self._messages(conversation, followup), tokenize=True, return_dict=True
+                )["input_ids"]
+                read.append(prefixes.setdefault(tuple(ids[: len(ids) - len(targets) + 1]), len(prefixes)))
+            reads.append(read)
+        longest = max(map(len, target_ids))
+        targets = torch.tensor([t + [t[0]] * (longest - len(t)) for t in target_ids], device=self.device)
+        counts = torch.tensor([len(t) for t in target_ids], device=self.device)
+        kept = torch.arange(longest, device=self.device)[None] < counts[:, None]
+        means = torch.empty(len(prefixes), len(followups), device=self.device)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        last_logits = {}
-        for start in range(0, len(prefixes), self.batch_size):
-            batch = prefixes[start : start + self.batch_size]
+        for batch in self._token_batches(sorted(prefixes, key=len)):
             width = len(batch[-1])
             ids = torch.tensor([list(p) + [pad] * (width - len(p)) for p in batch], device=self.device)
             mask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in batch], device=self.device)
-            with torch.no_grad():
-                logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
-            for row, prefix in enumerate(batch):
-                last_logits[prefix] = logits[row, len(prefix) - 1]
-        return [
-            last_logits[prefix][torch.tensor(targets, device=self.device)].mean().item() for prefix, targets in rows
-        ]
+            last = torch.tensor([len(p) - 1 for p in batch], device=self.device)
+            with torch.no_grad(), _head_at(self.model, last):
+                logits = self.model(input_ids=ids, attention_mask=mask).logits[:, 0].float()
+            # Each follow-up's ids read in every row: (rows, follow-ups, longest), padding masked out.
+            values = torch.where(kept, logits[:, targets], 0.0).sum(-1) / counts
+            means[torch.tensor([prefixes[p] for p in batch], device=self.device)] = values
+        by_prefix = means.tolist()
+        return [[by_prefix[p][k] for k, p in enumerate(read)] for read in reads]
+
+    def _token_batches(self, prefixes: list[tuple[int, ...]]) -> Iterator[list[tuple[int, ...]]]:
+        """Length-sorted prefixes in batches of at most ``batch_tokens`` padded tokens, a
+        row's read logits counted as the tokens their memory would hold."""
+        batch: list[tuple[int, ...]] = []
+        for prefix in prefixes:
+            if batch and (len(batch) + 1) * (len(prefix) + self.row_tokens) > self.batch_tokens:
+                yield batch
+                batch = []
+            batch.append(prefix)
+        if batch:
+            yield batch
 
     def followup_scores(self, conversations: Sequence[Sequence[Mapping]]) -> list[dict[str, dict[str, list[float]]]]:
         """Every follow-up's score, per conversation, category and side."""
@@ -246,6 +283,52 @@ class FollowUpScorer:
         return [1.0 / (1.0 + math.exp(rewards[n + k] - rewards[k])) for k in range(n)]
 
 
+def token_bytes(config, dtype_bytes: int, max_length: int) -> tuple[int, int]:
+    """A forward pass's transient memory per padded token (hidden states, the MLP's
+    activations, a row of attention scores at ``max_length`` in float32) and per row whose
+    logits are read (the head's output and its float32 copy), from the model's config."""
+    text = config.get_text_config()
+    per_token = dtype_bytes * (6 * text.hidden_size + 3 * text.intermediate_size)
+    per_token += 4 * text.num_attention_heads * max_length
+    return per_token, text.vocab_size * (dtype_bytes + 8)
+
+
+def device_batch_tokens(model, max_length: int) -> tuple[int, int]:
+    """``compat: original``'s batch size in padded tokens, and a read row's logits as tokens:
+    ``DEVICE_SHARE`` of what the weights leave of the smallest GPU the model is on (its total
+    memory, not what is free now, so that a retry on the same GPU makes the same batches),
+    or ``CPU_BATCH_TOKENS`` on a CPU."""
+    import torch
+
+    per_token, per_row = token_bytes(model.config, model.dtype.itemsize, max_length)
+    row_tokens = -(-per_row // per_token)
+    devices = {p.device for p in model.parameters() if p.device.type == "cuda"}
+    if not devices:
+        return CPU_BATCH_TOKENS, row_tokens
+    left = min(torch.cuda.get_device_properties(d).total_memory - torch.cuda.memory_allocated(d) for d in devices)
+    return max(int(DEVICE_SHARE * left) // per_token, max_length + row_tokens), row_tokens
+
+
+@contextlib.contextmanager
+def _head_at(model, positions):
+    """The model's output head applied at one position per row (``positions``) instead of
+    every position: the hidden states are sliced on their way into it, so the logits are
+    (rows, 1, vocabulary) and whatever the model does after its head (soft-capping,
+    scaling) still applies."""
+    import torch
+
+    def keep(_module, args):
+        hidden = args[0]
+        rows = torch.arange(hidden.shape[0], device=hidden.device)
+        return (hidden[rows, positions.to(hidden.device)][:, None], *args[1:])
+
+    handle = model.get_output_embeddings().register_forward_pre_hook(keep)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
 def _paper_scoring(scorer: FollowUpScorer, conversations, followups: list[str]) -> list[list[float]]:
     """Each conversation's follow-ups by their tokens' mean log-probability, over the
     prefix's cache."""
@@ -254,9 +337,13 @@ def _paper_scoring(scorer: FollowUpScorer, conversations, followups: list[str]) 
 
 
 def _original_scoring(scorer: FollowUpScorer, conversations, followups: list[str]) -> list[list[float]]:
-    """Each conversation's follow-ups as the original code scores them: whole sequences."""
-    flat = scorer._original_scores([(c, u) for c in conversations for u in followups])
-    return [flat[k * len(followups) : (k + 1) * len(followups)] for k in range(len(conversations))]
+    """Each conversation's follow-ups as the original code scores them: whole sequences, at
+    most ``ORIGINAL_WINDOW`` conversations' prefixes held at a time."""
+    return [
+        scores
+        for start in range(0, len(conversations), ORIGINAL_WINDOW)
+        for scores in scorer._original_scores(conversations[start : start + ORIGINAL_WINDOW], followups)
+    ]
 
 
 # A judge's ``compat``: how its follow-ups are scored (the module's docstring).
