@@ -21,7 +21,7 @@ cache serves every follow-up, ``batch_size`` follow-ups packed into one forward 
 attention mask keeps each to the prefix and itself; no copies of the cache are made). (``compat:
 original`` keeps the original's tokenization of each whole sequence; the one position it reads
 depends only on the tokens before it, so each distinct prefix runs once, the output head only
-at that position, in batches of a token budget sized to the GPU; a few dozen conversations'
+at that position, in batches of a token budget sized to the GPU; a few batches' worth of
 prefixes are held at a time, so its memory does not grow with the number of conversations.)
 """
 
@@ -40,8 +40,8 @@ FEEDBACK_OPENING = "Please ask me a question and provide feedback to my answer."
 FORMATS = ("chat", "feedback")
 # Stands in for the follow-up while the chat template is rendered, to find where it starts.
 PLACEHOLDER = "\u2063FOLLOW-UP\u2063"
-# ``compat: original``: conversations whose distinct prefixes are held at a time.
-ORIGINAL_WINDOW = 64
+# ``compat: original``: the distinct prefixes held at a time, in batches' worth of tokens.
+ORIGINAL_WINDOW_BATCHES = 4
 # Its batches' padded tokens on a CPU; on GPUs, a share of the memory the weights leave.
 CPU_BATCH_TOKENS = 16384
 DEVICE_SHARE = 0.5
@@ -185,53 +185,60 @@ class FollowUpScorer:
         logprobs = logits[len(prefix) - 1 : -1].log_softmax(-1)
         return logprobs.gather(1, torch.tensor(target, device=self.device)[:, None]).mean().item()
 
-    def _original_scores(self, conversations: Sequence[Sequence[Mapping]], followups: list[str]) -> list[list[float]]:
-        """The original code's value, on the chat template's own tokenization of each whole
-        conversation plus follow-up. The logits it reads, at ``len(sequence) - len(follow-up
-        ids)``, depend only on the tokens up to that position (the model is causal), which a
-        conversation's follow-ups share: each distinct such prefix runs through the model
-        once, distinct prefixes of similar length batched up to ``batch_tokens`` padded
-        tokens, and the output head runs at that one position only (:func:`_head_at`). Only
-        the conversations given are held, as their distinct prefixes: a caller streams many
-        conversations through in chunks."""
+    def _original_prefixes(self, conversation: Sequence[Mapping], followups: list[str], targets) -> list[bytes]:
+        """Per follow-up, the tokens up to the position the original code reads, ``len(sequence)
+        - len(follow-up ids)``, of the chat template's own tokenization of the whole
+        conversation plus follow-up (as int32 bytes: a dictionary key, 4 bytes a token)."""
+        import numpy as np
+
+        prefixes = []
+        for followup, target in zip(followups, targets, strict=True):
+            ids = self.tokenizer.apply_chat_template(
+                self._messages(conversation, followup), tokenize=True, return_dict=True
+            )["input_ids"]
+            prefixes.append(np.asarray(ids[: len(ids) - len(target) + 1], dtype=np.int32).tobytes())
+        return prefixes
+
+    def _original_scores(self, window: list[list[bytes]], targets: list[list[int]]) -> list[list[float]]:
+        """The original code's value for each conversation of ``window`` (its follow-ups'
+        prefixes) and follow-up: the mean of the raw logits at the prefix's last position
+        over the follow-up's ids. Those logits depend only on the prefix (the model is
+        causal), which a conversation's follow-ups largely share: each distinct prefix runs
+        through the model once, distinct prefixes of similar length batched up to
+        ``batch_tokens`` padded tokens, and the output head runs at that one position only
+        (:func:`_head_at`)."""
+        import numpy as np
         import torch
 
-        target_ids = [self.tokenizer(followup).input_ids for followup in followups]
-        prefixes: dict[tuple[int, ...], int] = {}
-        reads = []  # per conversation, per follow-up: its prefix's index
-        for conversation in conversations:
-            read = []
-            for followup, targets in zip(followups, target_ids, strict=True):
-                ids = self.tokenizer.apply_chat_template(
-                    self._messages(conversation, followup), tokenize=True, return_dict=True
-                )["input_ids"]
-                read.append(prefixes.setdefault(tuple(ids[: len(ids) - len(targets) + 1]), len(prefixes)))
-            reads.append(read)
-        longest = max(map(len, target_ids))
-        targets = torch.tensor([t + [t[0]] * (longest - len(t)) for t in target_ids], device=self.device)
-        counts = torch.tensor([len(t) for t in target_ids], device=self.device)
+        distinct = {prefix: None for prefixes in window for prefix in prefixes}
+        index = {prefix: k for k, prefix in enumerate(distinct)}
+        longest = max(map(len, targets))
+        padded = torch.tensor([t + [t[0]] * (longest - len(t)) for t in targets], device=self.device)
+        counts = torch.tensor([len(t) for t in targets], device=self.device)
         kept = torch.arange(longest, device=self.device)[None] < counts[:, None]
-        means = torch.empty(len(prefixes), len(followups), device=self.device)
+        means = torch.empty(len(index), len(targets), device=self.device)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        for batch in self._token_batches(sorted(prefixes, key=len)):
-            width = len(batch[-1])
-            ids = torch.tensor([list(p) + [pad] * (width - len(p)) for p in batch], device=self.device)
-            mask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in batch], device=self.device)
-            last = torch.tensor([len(p) - 1 for p in batch], device=self.device)
-            with torch.no_grad(), _head_at(self.model, last):
+        for batch in self._token_batches(sorted(index, key=len)):
+            lengths = [len(prefix) // 4 for prefix in batch]
+            ids = np.full((len(batch), lengths[-1]), pad, dtype=np.int64)
+            for row, prefix in enumerate(batch):
+                ids[row, : lengths[row]] = np.frombuffer(prefix, dtype=np.int32)
+            ids = torch.from_numpy(ids).to(self.device)
+            mask = (torch.arange(lengths[-1])[None] < torch.tensor(lengths)[:, None]).long().to(self.device)
+            with torch.no_grad(), _head_at(self.model, torch.tensor(lengths) - 1):
                 logits = self.model(input_ids=ids, attention_mask=mask).logits[:, 0].float()
             # Each follow-up's ids read in every row: (rows, follow-ups, longest), padding masked out.
-            values = torch.where(kept, logits[:, targets], 0.0).sum(-1) / counts
-            means[torch.tensor([prefixes[p] for p in batch], device=self.device)] = values
+            values = torch.where(kept, logits[:, padded], 0.0).sum(-1) / counts
+            means[torch.tensor([index[prefix] for prefix in batch], device=self.device)] = values
         by_prefix = means.tolist()
-        return [[by_prefix[p][k] for k, p in enumerate(read)] for read in reads]
+        return [[by_prefix[index[prefix]][k] for k, prefix in enumerate(prefixes)] for prefixes in window]
 
-    def _token_batches(self, prefixes: list[tuple[int, ...]]) -> Iterator[list[tuple[int, ...]]]:
+    def _token_batches(self, prefixes: list[bytes]) -> Iterator[list[bytes]]:
         """Length-sorted prefixes in batches of at most ``batch_tokens`` padded tokens, a
         row's read logits counted as the tokens their memory would hold."""
-        batch: list[tuple[int, ...]] = []
+        batch: list[bytes] = []
         for prefix in prefixes:
-            if batch and (len(batch) + 1) * (len(prefix) + self.row_tokens) > self.batch_tokens:
+            if batch and (len(batch) + 1) * (len(prefix) // 4 + self.row_tokens) > self.batch_tokens:
                 yield batch
                 batch = []
             batch.append(prefix)
@@ -337,13 +344,23 @@ def _paper_scoring(scorer: FollowUpScorer, conversations, followups: list[str]) 
 
 
 def _original_scoring(scorer: FollowUpScorer, conversations, followups: list[str]) -> list[list[float]]:
-    """Each conversation's follow-ups as the original code scores them: whole sequences, at
-    most ``ORIGINAL_WINDOW`` conversations' prefixes held at a time."""
-    return [
-        scores
-        for start in range(0, len(conversations), ORIGINAL_WINDOW)
-        for scores in scorer._original_scores(conversations[start : start + ORIGINAL_WINDOW], followups)
-    ]
+    """Each conversation's follow-ups as the original code scores them: whole sequences,
+    conversations taken in windows of ``ORIGINAL_WINDOW_BATCHES`` batches' distinct prefix
+    tokens (the only token ids held), each window scored before the next is read."""
+    targets = [scorer.tokenizer(followup).input_ids for followup in followups]
+    scores: list[list[float]] = []
+    window: list[list[bytes]] = []
+    tokens = 0
+    for conversation in conversations:
+        prefixes = scorer._original_prefixes(conversation, followups, targets)
+        window.append(prefixes)
+        tokens += sum(len(prefix) for prefix in set(prefixes)) // 4
+        if tokens >= ORIGINAL_WINDOW_BATCHES * scorer.batch_tokens:
+            scores += scorer._original_scores(window, targets)
+            window, tokens = [], 0
+    if window:
+        scores += scorer._original_scores(window, targets)
+    return scores
 
 
 # A judge's ``compat``: how its follow-ups are scored (the module's docstring).
