@@ -225,7 +225,8 @@ def test_the_original_rankings_memory_is_modelled_from_its_stream(tmp_path):
 def test_original_ranking_memory_is_flat_in_the_number_of_pairs(tmp_path, monkeypatch):
     """Peak RSS of the ranking job's code at 200 and 2,000 answer x follow-up pairs of
     ~900-token conversations: the original's bookkeeping held every pair's token ids (39.4
-    KiB a pair at 1,000 tokens, measured), the stream a few batches' worth."""
+    KiB a pair at 1,000 tokens, measured), the stream a few batches' worth: its growth is
+    asserted under a third of that."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one thread: no per-thread allocator arenas in the figure
     rng = random.Random(0)
     conversations = [
@@ -250,7 +251,7 @@ def test_original_ranking_memory_is_flat_in_the_number_of_pairs(tmp_path, monkey
     )
     memory = streamed_memory(job, tmp_path / "rows.parquet", (200, 2000), tmp_path, stand_in_judge(tmp_path / "judge"))
     assert memory.units == (200, 2000)
-    assert memory.kib_per_unit < 8, memory
+    assert memory.kib_per_unit < 12, memory
     assert memory.at(3_686_400) < memory.peak_mb[1] + 30_000
 
 

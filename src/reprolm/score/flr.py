@@ -188,15 +188,18 @@ class FollowUpScorer:
     def _original_prefixes(self, conversation: Sequence[Mapping], followups: list[str], targets) -> list[bytes]:
         """Per follow-up, the tokens up to the position the original code reads, ``len(sequence)
         - len(follow-up ids)``, of the chat template's own tokenization of the whole
-        conversation plus follow-up (as int32 bytes: a dictionary key, 4 bytes a token)."""
+        conversation plus follow-up (as int32 bytes: a dictionary key, 4 bytes a token; follow-ups
+        with the same prefix share one object)."""
         import numpy as np
 
+        distinct: dict[bytes, bytes] = {}
         prefixes = []
         for followup, target in zip(followups, targets, strict=True):
             ids = self.tokenizer.apply_chat_template(
                 self._messages(conversation, followup), tokenize=True, return_dict=True
             )["input_ids"]
-            prefixes.append(np.asarray(ids[: len(ids) - len(target) + 1], dtype=np.int32).tobytes())
+            prefix = np.asarray(ids[: len(ids) - len(target) + 1], dtype=np.int32).tobytes()
+            prefixes.append(distinct.setdefault(prefix, prefix))
         return prefixes
 
     def _original_scores(self, window: list[list[bytes]], targets: list[list[int]]) -> list[list[float]]:
@@ -210,8 +213,10 @@ class FollowUpScorer:
         import numpy as np
         import torch
 
-        distinct = {prefix: None for prefixes in window for prefix in prefixes}
-        index = {prefix: k for k, prefix in enumerate(distinct)}
+        index: dict[bytes, int] = {}
+        for prefixes in window:
+            for prefix in prefixes:
+                index.setdefault(prefix, len(index))
         longest = max(map(len, targets))
         padded = torch.tensor([t + [t[0]] * (longest - len(t)) for t in targets], device=self.device)
         counts = torch.tensor([len(t) for t in targets], device=self.device)
