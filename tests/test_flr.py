@@ -8,6 +8,7 @@ import json
 import math
 import random
 import signal
+from pathlib import Path
 from types import SimpleNamespace
 
 import pyarrow as pa
@@ -203,6 +204,54 @@ def test_a_stopped_ranking_resumes_where_it_stopped(scoring_lm, tmp_path, monkey
     pq.write_table(pa.Table.from_pylist([{"id": 1, "conversation": CONVERSATIONS[0]}]), tmp_path / "bad.parquet")
     with pytest.raises(KeyError, match=r"bad.parquet: the model ranking needs the fields \['model'\]"):
         next(read_rows(tmp_path / "bad.parquet"))
+
+
+def test_the_ranking_script_writes_the_ranking_and_leaves_no_progress(scoring_lm, tmp_path, monkeypatch):
+    """The model_ranking rule's script under a Snakemake job object as the rule gives it."""
+    import runpy
+
+    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params, ResourceList, Wildcards
+    from snakemake.script import Snakemake
+
+    from reprolm.stopping import STOP_SIGNALS
+
+    monkeypatch.chdir(tmp_path)
+    rows = [{"id": k, "model": "abcd"[k % 4], "conversation": CONVERSATIONS[k % 2]} for k in range(8)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "rows.parquet")
+    (tmp_path / "elo.yaml").write_text("elo: {a: 1200, b: 1100, c: 1000}\n")
+    judge = {"kind": "flr", "model": "tiny/base", "followups": str(FOLLOWUPS), "compat": "original"}
+    judge["categories"] = ["relevance"]
+    output = "results/scores/model_ranking/flr_original/wildbench/test.json"
+    job = Snakemake(
+        InputFiles(
+            fromdict={
+                "judge_model": scoring_lm,
+                "followups": str(FOLLOWUPS),
+                "rows": str(tmp_path / "rows.parquet"),
+                "elo": str(tmp_path / "elo.yaml"),
+            }
+        ),
+        OutputFiles([output]),
+        Params(fromdict={"judge": judge, "metric": "model_ranking", "seed": 0}),
+        Wildcards(fromdict={"judge": "flr_original", "dataset": "wildbench", "split": "test"}),
+        1,
+        ResourceList(fromdict={"gpu": 0}),
+        Log(["logs/model_ranking/flr_original/wildbench/test.log"]),
+        {},
+        "model_ranking",
+        None,
+    )
+    handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        runpy.run_path(str(REPO / "src/reprolm/studies/flr/scripts/model_ranking.py"), init_globals={"snakemake": job})
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    written = json.loads(Path(output).read_text())
+    scorer = FollowUpScorer(scoring_lm, load_followups(FOLLOWUPS, ["relevance"]), compat="original")
+    assert written["scores"] == scorer.score([row["conversation"] for row in rows])
+    assert (written["ids"], written["models"], written["judge"]) == (list(range(8)), 3, "flr_original")
+    assert not list(Path(output).parent.glob(".*progress"))
 
 
 def test_the_original_rankings_memory_is_modelled_from_its_stream(tmp_path):

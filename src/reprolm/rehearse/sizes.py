@@ -44,6 +44,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import random
 import shlex
 import shutil
 import subprocess
@@ -59,6 +60,7 @@ import yaml
 
 from reprolm.config.lookups import promptset_spec
 from reprolm.config.resources import build_request, score_stage
+from reprolm.data.fixture_world import passage, question
 from reprolm.data.upstream import UPSTREAM_SCHEMAS
 from reprolm.io import atomic_path
 from reprolm.rehearse.submissions import JOB_NAMING, config_key, sbatch_options
@@ -408,9 +410,6 @@ class StreamedMemory:
 
 def stand_in_judge(folder: Path) -> Path:
     """A tiny randomly initialised judge with a BPE tokenizer and a chat template."""
-    import random
-
-    from reprolm.data.fixture_world import passage, question
     from reprolm.models.tiny import build_tiny_model
     from reprolm.models.tokenizer import train_bpe_tokenizer
 
