@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import signal
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +23,7 @@ from finetune_helpers import tiny_finetune_inputs
 from reprolm.data.builders import BUILDERS, BuildContext
 from reprolm.data.fixture_world import passage, question
 from reprolm.registry import UnknownName
+from reprolm.rehearse import sizes
 from reprolm.rehearse.sizes import StreamedJob, stand_in_judge, streamed_memory
 from reprolm.score import flr
 from reprolm.score.flr import FEEDBACK_OPENING, SCORINGS, FollowUpScorer, load_followups
@@ -254,7 +256,7 @@ def test_the_ranking_script_writes_the_ranking_and_leaves_no_progress(scoring_lm
     assert not list(Path(output).parent.glob(".*progress"))
 
 
-def test_the_original_rankings_memory_is_modelled_from_its_stream(tmp_path):
+def test_the_original_rankings_memory_is_modelled_from_its_stream(tmp_path, monkeypatch):
     params = SimpleNamespace(judge={"kind": "flr", "compat": "original", "categories": ["relevance"]})
     inputs = SimpleNamespace(followups="config/flr_followups.yaml")
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -268,6 +270,29 @@ def test_the_original_rankings_memory_is_modelled_from_its_stream(tmp_path):
     )
     paper = SimpleNamespace(judge={"kind": "flr", "compat": "paper"})
     assert STUDIES["flr"].streamed_job(config, "model_ranking", wildcards, paper, inputs, REPO) is None
+    # Measured as the rehearsal does, at two small counts of pairs, against a request it is over.
+    monkeypatch.setattr(sizes, "STREAMED_UNITS", (60, 120))
+    # Grouped by model, as the built WildBench is: evenly spaced rows cover every model.
+    rows = [{"id": k, "model": "abc"[k // 10], "conversation": CONVERSATIONS[k % 2]} for k in range(30)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "rows.parquet")
+    job = StreamedJob(
+        "flr_original/wildbench/test",
+        "model_ranking",
+        streamed["dataset"],
+        streamed["run"],
+        streamed["options"],
+        streamed["units_per_row"],
+        streamed["unit"],
+        mem_mb=100,
+        runtime_min=60,
+        change="base_models.tiny_llama.resources.evaluate.mem_mb",
+    )
+    measured = sizes.measure_streamed(job, tmp_path / "rows.parquet", tmp_path / "scratch")
+    assert measured.rows == {"rows": 30, "pairs": 600} and measured.memory_only
+    assert re.search(r"at 60 and 120 pairs \(\d+ and \d+ MB, [\d.]+ KiB per pair\)$", measured.where)
+    assert measured.flags == [f"peak memory {measured.peak_mb:.0f} MB is over 80% of mem_mb 100"]
+    # Its wall time is a GPU's: not a figure for reprolm plan.
+    assert json.loads(sizes.save([measured], tmp_path).read_text()) == {}
 
 
 @pytest.mark.slow
