@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import random
+import re
+import signal
+from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,10 +21,17 @@ from scipy import stats
 
 from finetune_helpers import tiny_finetune_inputs
 from reprolm.data.builders import BUILDERS, BuildContext
+from reprolm.data.fixture_world import passage, question
 from reprolm.registry import UnknownName
+from reprolm.rehearse import sizes
+from reprolm.rehearse.sizes import StreamedJob, stand_in_judge, streamed_memory
+from reprolm.score import flr
 from reprolm.score.flr import FEEDBACK_OPENING, SCORINGS, FollowUpScorer, load_followups
 from reprolm.score.reward_benchmarks import correlations, rating_agreement
-from reprolm.studies.flr.ranking import load_elo, model_ranking
+from reprolm.stopping import JobStopped, stop_request
+from reprolm.studies.base import STUDIES
+from reprolm.studies.flr import ranking
+from reprolm.studies.flr.ranking import RankingProgress, load_elo, model_ranking, read_rows
 from workflow_helpers import REPO
 
 FOLLOWUPS = REPO / "config" / "flr_followups.yaml"
@@ -122,6 +134,199 @@ def test_original_compat_reads_raw_logits_at_one_position(scoring_lm):
             logits = scorer.model(torch.tensor([ids])).logits[0]
         assert value == pytest.approx(logits[len(ids) - len(target), target].mean().item(), abs=1e-5)
         assert value > 0 or value < 0  # raw logits, not log-probabilities (which are all negative)
+
+
+def test_streamed_original_scores_equal_each_whole_sequence_alone(scoring_lm, monkeypatch):
+    followups = load_followups(FOLLOWUPS, ["relevance", "following"])
+    # Batches of a few prefixes and windows of a few conversations, neither dividing the rest.
+    monkeypatch.setattr(flr, "ORIGINAL_WINDOW_BATCHES", 1)
+    scorer = FollowUpScorer(scoring_lm, followups, compat="original", batch_tokens=90)
+    conversations = CONVERSATIONS + [
+        [{"role": "user", "content": "Who repairs the door?"}, {"role": "assistant", "content": "The miller."}]
+    ]
+    heads = []
+    hook = scorer.model.get_output_embeddings().register_forward_hook(lambda _m, _a, out: heads.append(out.shape))
+    streamed = scorer.followup_scores(conversations)
+    hook.remove()
+    # Several batches, the output head at one position per row of each.
+    assert len(heads) > 3 and all(shape[1] == 1 for shape in heads)
+    for conversation, by_category in zip(conversations, streamed, strict=True):
+        for category, sides in followups.items():
+            for side, utterances in sides.items():
+                for utterance, value in zip(utterances, by_category[category][side], strict=True):
+                    ids = scorer.tokenizer.apply_chat_template(
+                        conversation + [{"role": "user", "content": utterance}], tokenize=True, return_dict=True
+                    )["input_ids"]
+                    target = scorer.tokenizer(utterance).input_ids
+                    with torch.no_grad():
+                        logits = scorer.model(torch.tensor([ids])).logits[0]
+                    assert value == pytest.approx(logits[len(ids) - len(target), target].mean().item(), abs=1e-5)
+
+
+class StoppedAfterFirstChunk:
+    """A judge that records the conversations it is given and is asked to stop (SIGTERM, as
+    SLURM sends it) after its first chunk."""
+
+    def __init__(self, judge):
+        self.judge, self.chunks = judge, []
+
+    def score(self, conversations):
+        self.chunks.append(len(conversations))
+        if len(self.chunks) == 1:
+            stop_request.handle(signal.SIGTERM)
+        return self.judge.score(conversations)
+
+
+def test_a_stopped_ranking_resumes_where_it_stopped(scoring_lm, tmp_path, monkeypatch):
+    monkeypatch.setattr(ranking, "CHUNK_ROWS", 2)
+    scorer = FollowUpScorer(scoring_lm, load_followups(FOLLOWUPS, ["relevance"]), compat="original")
+    rows = [
+        {"id": k, "model": model, "conversation": CONVERSATIONS[k % 2][: 2 + 2 * (k % 3 == 0)]}
+        for k, model in enumerate("aabbccd")
+    ]
+    pq.write_table(pa.Table.from_pylist([{**row, "extra": "unread"} for row in rows]), tmp_path / "rows.parquet")
+    elo = {"a": 1200.0, "b": 1100.0, "c": 1000.0}
+    uninterrupted = model_ranking(scorer, read_rows(tmp_path / "rows.parquet"), elo)
+    judge = StoppedAfterFirstChunk(scorer)
+    progress = RankingProgress(tmp_path / "ranking.json", key="inputs-1")
+    try:
+        with pytest.raises(JobStopped, match=r"stopped by SIGTERM after saving its progress \(2 answers scored\)"):
+            model_ranking(judge, read_rows(tmp_path / "rows.parquet"), elo, progress)
+    finally:
+        stop_request.clear()
+    saved = json.loads((tmp_path / ".ranking.json.progress").read_text())
+    assert (saved["key"], saved["ids"]) == ("inputs-1", [0, 1])
+    resumed = model_ranking(judge, read_rows(tmp_path / "rows.parquet"), elo, progress)
+    # The first chunk once, then the three left: what an uninterrupted run returns, exactly.
+    assert judge.chunks == [2, 2, 2, 1]
+    assert resumed == uninterrupted
+    # Saved under another key (changed inputs, settings or batching): every row again.
+    model_ranking(judge, read_rows(tmp_path / "rows.parquet"), elo, RankingProgress(tmp_path / "ranking.json", "b"))
+    assert judge.chunks == [2, 2, 2, 1, 2, 2, 2, 1]
+    pq.write_table(pa.Table.from_pylist([{"id": 1, "conversation": CONVERSATIONS[0]}]), tmp_path / "bad.parquet")
+    with pytest.raises(KeyError, match=r"bad.parquet: the model ranking needs the fields \['model'\]"):
+        next(read_rows(tmp_path / "bad.parquet"))
+
+
+def test_the_ranking_script_writes_the_ranking_and_leaves_no_progress(scoring_lm, tmp_path, monkeypatch):
+    """The model_ranking rule's script under a Snakemake job object as the rule gives it."""
+    import runpy
+
+    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params, ResourceList, Wildcards
+    from snakemake.script import Snakemake
+
+    from reprolm.stopping import STOP_SIGNALS
+
+    monkeypatch.chdir(tmp_path)
+    rows = [{"id": k, "model": "abcd"[k % 4], "conversation": CONVERSATIONS[k % 2]} for k in range(8)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "rows.parquet")
+    (tmp_path / "elo.yaml").write_text("elo: {a: 1200, b: 1100, c: 1000}\n")
+    judge = {"kind": "flr", "model": "tiny/base", "followups": str(FOLLOWUPS), "compat": "original"}
+    judge["categories"] = ["relevance"]
+    output = "results/scores/model_ranking/flr_original/wildbench/test.json"
+    job = Snakemake(
+        InputFiles(
+            fromdict={
+                "judge_model": scoring_lm,
+                "followups": str(FOLLOWUPS),
+                "rows": str(tmp_path / "rows.parquet"),
+                "elo": str(tmp_path / "elo.yaml"),
+            }
+        ),
+        OutputFiles([output]),
+        Params(fromdict={"judge": judge, "metric": "model_ranking", "seed": 0}),
+        Wildcards(fromdict={"judge": "flr_original", "dataset": "wildbench", "split": "test"}),
+        1,
+        ResourceList(fromdict={"gpu": 0}),
+        Log(["logs/model_ranking/flr_original/wildbench/test.log"]),
+        {},
+        "model_ranking",
+        None,
+    )
+    handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        runpy.run_path(str(REPO / "src/reprolm/studies/flr/scripts/model_ranking.py"), init_globals={"snakemake": job})
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    written = json.loads(Path(output).read_text())
+    scorer = FollowUpScorer(scoring_lm, load_followups(FOLLOWUPS, ["relevance"]), compat="original")
+    assert written["scores"] == scorer.score([row["conversation"] for row in rows])
+    assert (written["ids"], written["models"], written["judge"]) == (list(range(8)), 3, "flr_original")
+    assert not list(Path(output).parent.glob(".*progress"))
+
+
+def test_the_original_rankings_memory_is_modelled_from_its_stream(tmp_path, monkeypatch):
+    params = SimpleNamespace(judge={"kind": "flr", "compat": "original", "categories": ["relevance"]})
+    inputs = SimpleNamespace(followups="config/flr_followups.yaml")
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    wildcards = {"judge": "flr_original", "dataset": "wildbench", "split": "test"}
+    streamed = STUDIES["flr"].streamed_job(config, "model_ranking", wildcards, params, inputs, REPO)
+    assert (streamed["dataset"], streamed["units_per_row"], streamed["unit"]) == ("wildbench/test", 20, "pairs")
+    assert (streamed["base"], streamed["stage"], streamed["run"]) == (
+        "tiny_llama",
+        "evaluate",
+        "reprolm.studies.flr.ranking:rank_answers",
+    )
+    paper = SimpleNamespace(judge={"kind": "flr", "compat": "paper"})
+    assert STUDIES["flr"].streamed_job(config, "model_ranking", wildcards, paper, inputs, REPO) is None
+    # Measured as the rehearsal does, at two small counts of pairs, against a request it is over.
+    monkeypatch.setattr(sizes, "STREAMED_UNITS", (60, 120))
+    # Grouped by model, as the built WildBench is: evenly spaced rows cover every model.
+    rows = [{"id": k, "model": "abc"[k // 10], "conversation": CONVERSATIONS[k % 2]} for k in range(30)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "rows.parquet")
+    job = StreamedJob(
+        "flr_original/wildbench/test",
+        "model_ranking",
+        streamed["dataset"],
+        streamed["run"],
+        streamed["options"],
+        streamed["units_per_row"],
+        streamed["unit"],
+        mem_mb=100,
+        runtime_min=60,
+        change="base_models.tiny_llama.resources.evaluate.mem_mb",
+    )
+    measured = sizes.measure_streamed(job, tmp_path / "rows.parquet", tmp_path / "scratch")
+    assert measured.rows == {"rows": 30, "pairs": 600} and measured.memory_only
+    assert re.search(r"at 60 and 120 pairs \(\d+ and \d+ MB, [\d.]+ KiB per pair\)$", measured.where)
+    assert measured.flags == [f"peak memory {measured.peak_mb:.0f} MB is over 80% of mem_mb 100"]
+    # Its wall time is a GPU's: not a figure for reprolm plan.
+    assert json.loads(sizes.save([measured], tmp_path).read_text()) == {}
+
+
+@pytest.mark.slow
+def test_original_ranking_memory_is_flat_in_the_number_of_pairs(tmp_path, monkeypatch):
+    """Peak RSS of the ranking job's code at 200 and 2,000 answer x follow-up pairs of
+    ~900-token conversations: the original's bookkeeping held every pair's token ids (39.4
+    KiB a pair at 1,000 tokens, measured), the stream a few batches' worth: its growth is
+    asserted under a third of that."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one thread: no per-thread allocator arenas in the figure
+    rng = random.Random(0)
+    conversations = [
+        [{"role": "user", "content": question(rng)}, {"role": "assistant", "content": passage(rng, 700)}]
+        for _ in range(10)
+    ]
+    # 100 answers of 10 conversations: the 10 the smaller run takes are those the larger repeats.
+    rows = [{"id": k, "model": f"m{k // 10 % 5}", "conversation": conversations[k // 10]} for k in range(100)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "rows.parquet")
+    options = {"followups": str(FOLLOWUPS), "categories": ["relevance"], "compat": "original", "format": "chat"}
+    job = StreamedJob(
+        "flr_original/wildbench/test",
+        "model_ranking",
+        "wildbench/test",
+        "reprolm.studies.flr.ranking:rank_answers",
+        {**options, "batch_tokens": 4096},
+        20,
+        "pairs",
+        64000,
+        480,
+        "",
+    )
+    memory = streamed_memory(job, tmp_path / "rows.parquet", (200, 2000), tmp_path, stand_in_judge(tmp_path / "judge"))
+    assert memory.units == (200, 2000)
+    assert memory.kib_per_unit < 12, memory
+    assert memory.at(3_686_400) < memory.peak_mb[1] + 30_000
 
 
 def test_feedback_format_swaps_roles_after_the_request(scoring_lm):

@@ -598,6 +598,10 @@ def test_rehearsal_of_the_paper_config_on_the_test_cluster(slurm_cluster, tmp_pa
     )
     assert "Not measured: tlg/test: no row count for openhermes (give --rows SOURCE=N)" in out
     assert re.search(r"Not measured: flr_pairs/train: its prompt set's dataset \S+ was not built", out)
+    # The original FLR judge's ranking streams WildBench's answers: modelled once its rows are given.
+    assert re.search(
+        r"Not measured: model_ranking flr_original/wildbench/\S+: its dataset wildbench/\S+ was not built", out
+    )
     assert re.search(r"Not measured: score length_levels/\S+/tlg \(\d+ jobs\): its dataset tlg/test was not built", out)
     figures = json.loads((work / "results" / "rehearsal" / "sizes.json").read_text())
     assert sorted(figures["dataset"]) == sorted(datasets) and len(figures["score"]) == 18 + 6 + 3

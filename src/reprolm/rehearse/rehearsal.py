@@ -8,7 +8,7 @@ queued). It prints one line per request shape with its job count and the cluster
 then one verdict: ready, or each shape that will fail with the config key to change. With
 ``sizes``, the dataset builds and the score jobs are also run at the papers' sizes
 (``reprolm.rehearse.sizes``; a score job that asks for a GPU in a SLURM job with its own
-request) and those needing over 80% of their request, or failing with it, are failures too.
+request; a judge job that streams a dataset's rows modelled from a tiny stand-in judge) and those needing over 80% of their request, or failing with it, are failures too.
 With ``stand_in``, one job of each rule x model family x resource class runs through the
 profile on tiny stand-in models (``reprolm.rehearse.standin``), one generation stopped and
 resumed on the way; one that fails, runs other than asked, or does not resume, is a failure
@@ -49,7 +49,7 @@ from reprolm.rehearse.login_node import (
     missing_api_keys,
     pending_hub_ids,
 )
-from reprolm.rehearse.sizes import Measurement, data_jobs, measure_all, save, score_jobs
+from reprolm.rehearse.sizes import Measurement, data_jobs, measure_all, save, score_jobs, streamed_jobs
 from reprolm.rehearse.standin import STAND_IN_DIR, StandInRun, candidates, run_stand_ins
 from reprolm.rehearse.submissions import (
     NEVER_STARTED,
@@ -114,7 +114,7 @@ class Rehearsal:
                             "rows": ", ".join(f"{source} {rows}" for source, rows in m.rows.items()),
                             "peak MB": round(m.peak_mb),
                             "mem_mb": m.mem_mb,
-                            "seconds": round(m.seconds, 1),
+                            "seconds": "-" if m.memory_only else round(m.seconds, 1),
                             "runtime s": m.runtime_min * 60,
                             "measured": m.where,
                             "flag": "; ".join(m.flags),
@@ -256,7 +256,7 @@ def rehearse(
     def read(dag):
         requests = plugin_requests(dag)
         found = candidates(dag, requests) if stand_in else []
-        builds = (data_jobs(dag), score_jobs(dag, requests)) if sizes is not None else ([], [])
+        builds = (data_jobs(dag), score_jobs(dag, requests), streamed_jobs(dag)) if sizes is not None else ([], [], [])
         return (
             requests,
             dict(dag.local_jobs),
@@ -277,7 +277,7 @@ def rehearse(
             local_jobs,
             checkpoint_rules,
             config,
-            (builds, scores),
+            (builds, scores, streamed),
             workdir,
             found,
             warnings,
@@ -313,7 +313,7 @@ def rehearse(
         )
     measurements = []
     if sizes is not None:
-        measurements, skipped = measure_all(builds, sizes, workdir, scores, on_cluster=True, env=env)
+        measurements, skipped = measure_all(builds, sizes, workdir, scores, on_cluster=True, env=env, streamed=streamed)
         notes += [f"Not measured: {why}" for why in skipped]
         notes.append(f"Measured figures for reprolm plan: {save(measurements, workdir)}")
         flagged = [m for m in measurements if m.flags]

@@ -27,6 +27,14 @@ nodes share); one that fails there (its time limit, its memory) is flagged with 
 words. Score jobs alike in metric, prompt set and request are measured once and the figure
 stands for each of them.
 
+A job that a study says streams a dataset's rows through a judge (``Study.streamed_job``:
+a model ranking that scores every answer x follow-up pair, 3.7 million of WildBench's) is
+modelled, its host memory only: the job's own code runs here on a tiny stand-in judge over
+evenly spaced rows of the dataset's measured build, as many as make each of two counts of
+its units (``STREAMED_UNITS``), and the peak at the larger grows by the slope between them
+to the build's full count (the real judge's weights, which the stand-in's leave out, go to
+its GPU).
+
 A job whose need is over ``FLAGGED_SHARE`` of its request is flagged, with the key that
 sizes it; the figures are kept in ``MEASURED`` (per rule and job) for ``reprolm plan``.
 """
@@ -36,6 +44,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import random
 import shlex
 import shutil
 import subprocess
@@ -51,9 +60,11 @@ import yaml
 
 from reprolm.config.lookups import promptset_spec
 from reprolm.config.resources import build_request, score_stage
+from reprolm.data.fixture_world import passage, question
 from reprolm.data.upstream import UPSTREAM_SCHEMAS
 from reprolm.io import atomic_path
 from reprolm.rehearse.submissions import JOB_NAMING, config_key, sbatch_options
+from reprolm.studies.base import streamed_job
 
 FLAGGED_SHARE = 0.8
 MEASURED = Path("results") / "rehearsal" / "sizes.json"
@@ -125,6 +136,23 @@ spec, result = sys.argv[1], sys.argv[2]
 peak_mb, seconds = peak_mb_and_seconds([sys.executable, "-c", SCORE, open(spec).read()], "scoring")
 json.dump({"peak_mb": peak_mb, "seconds": seconds}, open(result, "w"))
 """
+# A streamed job's code (a study's "module:function") on a stand-in judge over some rows.
+RUN_STREAMED = """
+import importlib, json, sys
+job = json.loads(sys.argv[1])
+module, function = job["run"].split(":")
+getattr(importlib.import_module(module), function)(job["judge"], job["rows"], job["options"])
+"""
+# The two counts of a streamed job's units it is run at; the stand-in judge's sizes.
+STREAMED_UNITS = (2_000, 20_000)
+STAND_IN_JUDGE = {
+    "architecture": "llama",
+    "hidden_size": 32,
+    "num_layers": 2,
+    "num_heads": 2,
+    "intermediate_size": 64,
+    "max_positions": 8192,
+}
 # The scratch folder of the measurement jobs, inside the workflow's folder.
 CLUSTER_SCRATCH = Path(".snakemake") / "rehearsal-sizes"
 MEASUREMENT_JOB_NAME = "reprolm-rehearsal-sizes"
@@ -188,6 +216,8 @@ class Measurement:
     mem_mb: int
     runtime_min: int
     rule: str = "dataset"
+    # Only its memory is modelled (its wall time is a GPU's, not measured here).
+    memory_only: bool = False
     # The DAG's jobs the figure stands for (the job itself unless alike jobs share it).
     jobs: list[str] | None = None
     # The config keys to change for a flagged request (none: the profile sizes the job).
@@ -204,9 +234,25 @@ class Measurement:
         flags = []
         if self.peak_mb > FLAGGED_SHARE * self.mem_mb:
             flags.append(f"peak memory {self.peak_mb:.0f} MB is over {FLAGGED_SHARE:.0%} of mem_mb {self.mem_mb}")
-        if self.seconds > FLAGGED_SHARE * self.runtime_min * 60:
+        if not self.memory_only and self.seconds > FLAGGED_SHARE * self.runtime_min * 60:
             flags.append(f"{self.seconds:.0f} s is over {FLAGGED_SHARE:.0%} of runtime {self.runtime_min} min")
         return flags
+
+
+@dataclass
+class StreamedJob:
+    """A job that streams a dataset's rows through a judge, from the DAG and its study."""
+
+    job: str
+    rule: str
+    dataset: str
+    run: str
+    options: dict
+    units_per_row: int
+    unit: str
+    mem_mb: int
+    runtime_min: int
+    change: str
 
 
 def source_splits_of(spec: Mapping) -> list[str]:
@@ -320,6 +366,100 @@ def score_jobs(dag, requests: Sequence = ()) -> list[ScoreJob]:
             config_key(config, wildcards["base"], group.stage, resource) for resource in ("mem_mb", "runtime")
         }
     return list(groups.values())
+
+
+def streamed_jobs(dag) -> list[StreamedJob]:
+    """The DAG's jobs that a study says stream a dataset's rows (``Study.streamed_job``)."""
+    jobs = []
+    for job in dag.jobs:
+        wildcards = dict(job.wildcards_dict)
+        streamed = streamed_job(dag.config, job.rule.name, wildcards, job.params, job.input, dag.workdir)
+        if streamed is None:
+            continue
+        jobs.append(
+            StreamedJob(
+                job="/".join(wildcards.values()),
+                rule=job.rule.name,
+                dataset=streamed["dataset"],
+                run=streamed["run"],
+                options=streamed["options"],
+                units_per_row=streamed["units_per_row"],
+                unit=streamed["unit"],
+                mem_mb=job.resources.get("mem_mb"),
+                runtime_min=job.resources.get("runtime"),
+                change=config_key(dag.config, streamed["base"], streamed["stage"], "mem_mb"),
+            )
+        )
+    return jobs
+
+
+@dataclass
+class StreamedMemory:
+    """A streamed job's peak host memory (MB) at two counts of its units, and the growth per unit."""
+
+    units: tuple[int, int]
+    peak_mb: tuple[float, float]
+
+    @property
+    def kib_per_unit(self) -> float:
+        return max(0.0, (self.peak_mb[1] - self.peak_mb[0]) * 1024 / (self.units[1] - self.units[0]))
+
+    def at(self, units: int) -> float:
+        return self.peak_mb[1] + self.kib_per_unit / 1024 * max(0, units - self.units[1])
+
+
+def stand_in_judge(folder: Path) -> Path:
+    """A tiny randomly initialised judge with a BPE tokenizer and a chat template."""
+    from reprolm.models.tiny import build_tiny_model
+    from reprolm.models.tokenizer import train_bpe_tokenizer
+
+    rng = random.Random(SEED)
+    tokenizer = train_bpe_tokenizer([passage(rng, 40) for _ in range(200)] + [question(rng) for _ in range(200)], 400)
+    build_tiny_model(STAND_IN_JUDGE, tokenizer, seed=SEED).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def streamed_memory(job: StreamedJob, rows: Path, units: Sequence[int], folder: Path, judge: Path) -> StreamedMemory:
+    """Peak host memory of ``job``'s code with ``judge`` over evenly spaced rows of ``rows``,
+    as many as make each count of ``units``."""
+    table = pq.read_table(rows)
+    peaks, counted = [], []
+    for wanted in units:
+        count = min(table.num_rows, -(-wanted // job.units_per_row))
+        subset = folder / f"rows-{count}.parquet"
+        pq.write_table(table.take([k * table.num_rows // count for k in range(count)]), subset)
+        spec = {"run": job.run, "judge": str(judge), "rows": str(subset), "options": job.options}
+        command = [sys.executable, "-c", RUN_STREAMED, json.dumps(spec)]
+        peaks.append(peak_mb_and_seconds(command, f"{job.rule} {job.job} on {count} rows")[0])
+        counted.append(count * job.units_per_row)
+    return StreamedMemory(tuple(counted), tuple(peaks))
+
+
+def measure_streamed(job: StreamedJob, rows: Path, scratch: Path) -> Measurement:
+    """A streamed job's peak host memory at its build's full count of units, modelled from
+    the stand-in's at ``STREAMED_UNITS``."""
+    folder = scratch / "streamed" / job.job.replace("/", "_")
+    folder.mkdir(parents=True)
+    memory = streamed_memory(job, rows, STREAMED_UNITS, folder, stand_in_judge(folder / "judge"))
+    count = pq.ParquetFile(rows).metadata.num_rows
+    units = count * job.units_per_row
+    return Measurement(
+        job.job,
+        {"rows": count, job.unit: units},
+        memory.at(units),
+        0.0,
+        job.mem_mb,
+        job.runtime_min,
+        rule=job.rule,
+        memory_only=True,
+        jobs=[job.job],
+        change=job.change,
+        where=(
+            f"here, modelled: a tiny stand-in judge at {memory.units[0]:,} and {memory.units[1]:,} {job.unit} "
+            f"({memory.peak_mb[0]:.0f} and {memory.peak_mb[1]:.0f} MB, {memory.kib_per_unit:.2f} KiB per {job.unit[:-1]})"
+        ),
+    )
 
 
 def _known(value) -> int | None:
@@ -497,10 +637,12 @@ def measure_all(
     scores: list[ScoreJob] = (),
     on_cluster: bool = False,
     env: Mapping | None = None,
+    streamed: list[StreamedJob] = (),
 ) -> tuple[list[Measurement], list[str]]:
     """Measurements of the dataset jobs whose sources have a row count, then of the score
     jobs on what those built (``on_cluster``: those asking for a GPU in a SLURM job each, with
-    ``env``), and the jobs skipped or failed (why: a failure's exception)."""
+    ``env``), then the streamed jobs' modelled memory, and the jobs skipped or failed
+    (why: a failure's exception)."""
     measurements, skipped, built = [], [], {}
     with tempfile.TemporaryDirectory(prefix="reprolm-sizes-") as scratch:
         for job in jobs:
@@ -565,6 +707,14 @@ def measure_all(
                     measurements.append(measure_score(group, built[dataset], Path(scratch)))
                 except RuntimeError as error:
                     skipped.append(f"score {group.jobs[0]}: {_last_line(error)}")
+        for job in streamed:
+            if job.dataset not in built:
+                skipped.append(f"{job.rule} {job.job}: its dataset {job.dataset} was not built")
+                continue
+            try:
+                measurements.append(measure_streamed(job, built[job.dataset], Path(scratch)))
+            except RuntimeError as error:
+                skipped.append(f"{job.rule} {job.job}: {_last_line(error)}")
     return measurements, skipped
 
 
@@ -581,7 +731,7 @@ def save(measurements: list[Measurement], workdir: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figures: dict[str, dict] = {}
     for m in measurements:
-        if m.failed:
+        if m.failed or m.memory_only:
             continue
         for job in m.jobs or [m.job]:
             figures.setdefault(m.rule, {})[job] = {"seconds": m.seconds, "peak_mb": m.peak_mb}

@@ -20,13 +20,16 @@ Scoring is batched: a conversation's prefix runs through the model once and its 
 cache serves every follow-up, ``batch_size`` follow-ups packed into one forward pass (an
 attention mask keeps each to the prefix and itself; no copies of the cache are made). (``compat:
 original`` keeps the original's tokenization of each whole sequence; the one position it reads
-depends only on the tokens before it, so each distinct prefix runs once.)
+depends only on the tokens before it, so each distinct prefix runs once, the output head only
+at that position, in batches of a token budget sized to the GPU; a few batches' worth of
+prefixes are held at a time, so its memory does not grow with the number of conversations.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -37,6 +40,11 @@ FEEDBACK_OPENING = "Please ask me a question and provide feedback to my answer."
 FORMATS = ("chat", "feedback")
 # Stands in for the follow-up while the chat template is rendered, to find where it starts.
 PLACEHOLDER = "\u2063FOLLOW-UP\u2063"
+# ``compat: original``: the distinct prefixes held at a time, in batches' worth of tokens.
+ORIGINAL_WINDOW_BATCHES = 4
+# Its batches' padded tokens on a CPU; on GPUs, a share of the memory the weights leave.
+CPU_BATCH_TOKENS = 16384
+DEVICE_SHARE = 0.5
 
 
 def load_followups(path: str | Path, categories: Sequence[str] | None = None) -> dict[str, dict[str, list[str]]]:
@@ -77,6 +85,7 @@ class FollowUpScorer:
         batch_size: int = 16,
         max_length: int = 2048,
         precision: str = "float32",
+        batch_tokens: int | None = None,
     ):
         self.scoring = SCORINGS.get(compat, "FLR compat")
         if format not in FORMATS:
@@ -93,6 +102,13 @@ class FollowUpScorer:
         self.device = input_device(self.model)
         self.followups, self.format = followups, format
         self.batch_size, self.max_length = batch_size, max_length
+        sized, self.row_tokens = device_batch_tokens(self.model, max_length)
+        self.batch_tokens = batch_tokens or sized
+
+    @property
+    def batching(self) -> dict:
+        """What decides its batches (a resumed job reuses saved scores only under the same)."""
+        return {"batch_size": self.batch_size, "batch_tokens": self.batch_tokens, "row_tokens": self.row_tokens}
 
     def _messages(self, conversation: Sequence[Mapping], followup: str) -> list[dict]:
         if self.format == "feedback":
@@ -169,37 +185,70 @@ class FollowUpScorer:
         logprobs = logits[len(prefix) - 1 : -1].log_softmax(-1)
         return logprobs.gather(1, torch.tensor(target, device=self.device)[:, None]).mean().item()
 
-    def _original_scores(self, pairs: list[tuple[Sequence[Mapping], str]]) -> list[float]:
-        """The original code's value, on the chat template's own tokenization of each whole
-        conversation plus follow-up. The logits it reads, at ``len(sequence) - len(follow-up
-        ids)``, depend only on the tokens up to that position (the model is causal), which a
-        conversation's follow-ups share: each distinct such prefix runs through the model
-        once (distinct prefixes of similar length batched), not each whole sequence."""
-        import torch
+    def _original_prefixes(self, conversation: Sequence[Mapping], followups: list[str], targets) -> list[bytes]:
+        """Per follow-up, the tokens up to the position the original code reads, ``len(sequence)
+        - len(follow-up ids)``, of the chat template's own tokenization of the whole
+        conversation plus follow-up (as int32 bytes: a dictionary key, 4 bytes a token; follow-ups
+        with the same prefix share one object)."""
+        import numpy as np
 
-        target_ids = {followup: self.tokenizer(followup).input_ids for _, followup in pairs}
-        rows = []
-        for conversation, followup in pairs:
+        distinct: dict[bytes, bytes] = {}
+        prefixes = []
+        for followup, target in zip(followups, targets, strict=True):
             ids = self.tokenizer.apply_chat_template(
                 self._messages(conversation, followup), tokenize=True, return_dict=True
             )["input_ids"]
-            targets = target_ids[followup]
-            rows.append((tuple(ids[: len(ids) - len(targets) + 1]), targets))
-        prefixes = sorted({prefix for prefix, _ in rows}, key=len)
+            prefix = np.asarray(ids[: len(ids) - len(target) + 1], dtype=np.int32).tobytes()
+            prefixes.append(distinct.setdefault(prefix, prefix))
+        return prefixes
+
+    def _original_scores(self, window: list[list[bytes]], targets: list[list[int]]) -> list[list[float]]:
+        """The original code's value for each conversation of ``window`` (its follow-ups'
+        prefixes) and follow-up: the mean of the raw logits at the prefix's last position
+        over the follow-up's ids. Those logits depend only on the prefix (the model is
+        causal), which a conversation's follow-ups largely share: each distinct prefix runs
+        through the model once, distinct prefixes of similar length batched up to
+        ``batch_tokens`` padded tokens, and the output head runs at that one position only
+        (:func:`_head_at`)."""
+        import numpy as np
+        import torch
+
+        index: dict[bytes, int] = {}
+        for prefixes in window:
+            for prefix in prefixes:
+                index.setdefault(prefix, len(index))
+        longest = max(map(len, targets))
+        padded = torch.tensor([t + [t[0]] * (longest - len(t)) for t in targets], device=self.device)
+        counts = torch.tensor([len(t) for t in targets], device=self.device)
+        kept = torch.arange(longest, device=self.device)[None] < counts[:, None]
+        means = torch.empty(len(index), len(targets), device=self.device)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        last_logits = {}
-        for start in range(0, len(prefixes), self.batch_size):
-            batch = prefixes[start : start + self.batch_size]
-            width = len(batch[-1])
-            ids = torch.tensor([list(p) + [pad] * (width - len(p)) for p in batch], device=self.device)
-            mask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in batch], device=self.device)
-            with torch.no_grad():
-                logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
+        for batch in self._token_batches(sorted(index, key=len)):
+            lengths = [len(prefix) // 4 for prefix in batch]
+            ids = np.full((len(batch), lengths[-1]), pad, dtype=np.int64)
             for row, prefix in enumerate(batch):
-                last_logits[prefix] = logits[row, len(prefix) - 1]
-        return [
-            last_logits[prefix][torch.tensor(targets, device=self.device)].mean().item() for prefix, targets in rows
-        ]
+                ids[row, : lengths[row]] = np.frombuffer(prefix, dtype=np.int32)
+            ids = torch.from_numpy(ids).to(self.device)
+            mask = (torch.arange(lengths[-1])[None] < torch.tensor(lengths)[:, None]).long().to(self.device)
+            with torch.no_grad(), _head_at(self.model, torch.tensor(lengths) - 1):
+                logits = self.model(input_ids=ids, attention_mask=mask).logits[:, 0].float()
+            # Each follow-up's ids read in every row: (rows, follow-ups, longest), padding masked out.
+            values = torch.where(kept, logits[:, padded], 0.0).sum(-1) / counts
+            means[torch.tensor([index[prefix] for prefix in batch], device=self.device)] = values
+        by_prefix = means.tolist()
+        return [[by_prefix[index[prefix]][k] for k, prefix in enumerate(prefixes)] for prefixes in window]
+
+    def _token_batches(self, prefixes: list[bytes]) -> Iterator[list[bytes]]:
+        """Length-sorted prefixes in batches of at most ``batch_tokens`` padded tokens, a
+        row's read logits counted as the tokens their memory would hold."""
+        batch: list[bytes] = []
+        for prefix in prefixes:
+            if batch and (len(batch) + 1) * (len(prefix) // 4 + self.row_tokens) > self.batch_tokens:
+                yield batch
+                batch = []
+            batch.append(prefix)
+        if batch:
+            yield batch
 
     def followup_scores(self, conversations: Sequence[Sequence[Mapping]]) -> list[dict[str, dict[str, list[float]]]]:
         """Every follow-up's score, per conversation, category and side."""
@@ -246,6 +295,52 @@ class FollowUpScorer:
         return [1.0 / (1.0 + math.exp(rewards[n + k] - rewards[k])) for k in range(n)]
 
 
+def token_bytes(config, dtype_bytes: int, max_length: int) -> tuple[int, int]:
+    """A forward pass's transient memory per padded token (hidden states, the MLP's
+    activations, a row of attention scores at ``max_length`` in float32) and per row whose
+    logits are read (the head's output and its float32 copy), from the model's config."""
+    text = config.get_text_config()
+    per_token = dtype_bytes * (6 * text.hidden_size + 3 * text.intermediate_size)
+    per_token += 4 * text.num_attention_heads * max_length
+    return per_token, text.vocab_size * (dtype_bytes + 8)
+
+
+def device_batch_tokens(model, max_length: int) -> tuple[int, int]:
+    """``compat: original``'s batch size in padded tokens, and a read row's logits as tokens:
+    ``DEVICE_SHARE`` of what the weights leave of the smallest GPU the model is on (its total
+    memory, not what is free now, so that a retry on the same GPU makes the same batches),
+    or ``CPU_BATCH_TOKENS`` on a CPU."""
+    import torch
+
+    per_token, per_row = token_bytes(model.config, model.dtype.itemsize, max_length)
+    row_tokens = -(-per_row // per_token)
+    devices = {p.device for p in model.parameters() if p.device.type == "cuda"}
+    if not devices:
+        return CPU_BATCH_TOKENS, row_tokens
+    left = min(torch.cuda.get_device_properties(d).total_memory - torch.cuda.memory_allocated(d) for d in devices)
+    return max(int(DEVICE_SHARE * left) // per_token, max_length + row_tokens), row_tokens
+
+
+@contextlib.contextmanager
+def _head_at(model, positions):
+    """The model's output head applied at one position per row (``positions``) instead of
+    every position: the hidden states are sliced on their way into it, so the logits are
+    (rows, 1, vocabulary) and whatever the model does after its head (soft-capping,
+    scaling) still applies."""
+    import torch
+
+    def keep(_module, args):
+        hidden = args[0]
+        rows = torch.arange(hidden.shape[0], device=hidden.device)
+        return (hidden[rows, positions.to(hidden.device)][:, None], *args[1:])
+
+    handle = model.get_output_embeddings().register_forward_pre_hook(keep)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
 def _paper_scoring(scorer: FollowUpScorer, conversations, followups: list[str]) -> list[list[float]]:
     """Each conversation's follow-ups by their tokens' mean log-probability, over the
     prefix's cache."""
@@ -254,9 +349,23 @@ def _paper_scoring(scorer: FollowUpScorer, conversations, followups: list[str]) 
 
 
 def _original_scoring(scorer: FollowUpScorer, conversations, followups: list[str]) -> list[list[float]]:
-    """Each conversation's follow-ups as the original code scores them: whole sequences."""
-    flat = scorer._original_scores([(c, u) for c in conversations for u in followups])
-    return [flat[k * len(followups) : (k + 1) * len(followups)] for k in range(len(conversations))]
+    """Each conversation's follow-ups as the original code scores them: whole sequences,
+    conversations taken in windows of ``ORIGINAL_WINDOW_BATCHES`` batches' distinct prefix
+    tokens (the only token ids held), each window scored before the next is read."""
+    targets = [scorer.tokenizer(followup).input_ids for followup in followups]
+    scores: list[list[float]] = []
+    window: list[list[bytes]] = []
+    tokens = 0
+    for conversation in conversations:
+        prefixes = scorer._original_prefixes(conversation, followups, targets)
+        window.append(prefixes)
+        tokens += sum(len(prefix) for prefix in set(prefixes)) // 4
+        if tokens >= ORIGINAL_WINDOW_BATCHES * scorer.batch_tokens:
+            scores += scorer._original_scores(window, targets)
+            window, tokens = [], 0
+    if window:
+        scores += scorer._original_scores(window, targets)
+    return scores
 
 
 # A judge's ``compat``: how its follow-ups are scored (the module's docstring).

@@ -184,6 +184,16 @@ class Study:
         (``reprolm plan``'s time estimate); None for a rule it does not estimate."""
         return None
 
+    def streamed_job(self, config: Mapping, rule: str, wildcards: Mapping, params, inputs, root: Path) -> dict | None:
+        """A job of one of the study's own rules that streams a dataset's rows through a
+        judge, for ``reprolm rehearse --sizes`` to model its memory (reprolm.rehearse.sizes):
+        ``dataset`` ("name/split"), ``run`` ("module:function" called with a judge's folder,
+        a rows file and ``options``: the job's code on that judge), ``options``,
+        ``units_per_row`` and ``unit`` (what the job's memory could grow with), ``base`` and
+        ``stage`` (whose resources size it); None for a rule it does not stream. The job's
+        ``inputs`` are relative to the workflow's folder ``root``."""
+        return None
+
     def settings(self, config: Mapping) -> dict:
         """Settings outside the study's section that its table writer uses."""
         return {}
@@ -323,6 +333,15 @@ def job_flops(config: Mapping, rule: str, wildcards: Mapping, parameters: int) -
         flops = STUDIES[name].job_flops(config, rule, wildcards, parameters)
         if flops is not None:
             return flops
+    return None
+
+
+def streamed_job(config: Mapping, rule: str, wildcards: Mapping, params, inputs, root: Path) -> dict | None:
+    """The first registered study's model of a streaming job (:meth:`Study.streamed_job`)."""
+    for name in STUDIES.names():
+        streamed = STUDIES[name].streamed_job(config, rule, wildcards, params, inputs, root)
+        if streamed is not None:
+            return streamed
     return None
 
 

@@ -6,10 +6,13 @@ the step only it takes (rules.smk: judges ranking models against their arena ELO
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from reprolm.config.references import require_grader
+from reprolm.config.resources import judge_base
 from reprolm.errors import require
 from reprolm.paths import PRETRAINED, grade_path, judge_score_path, win_rate_path
+from reprolm.score.flr import load_followups
 from reprolm.stages import local_and_api
 from reprolm.studies.base import Study, register_study, section_schema
 
@@ -103,6 +106,29 @@ class Flr(Study):
                 for recipe in [alignment["start"]] + alignment["recipes"]:
                     paths += [grade_path(judge, base, recipe, promptset) for judge in alignment.get("graders", [])]
         return paths
+
+    def streamed_job(self, config: Mapping, rule: str, wildcards: Mapping, params, inputs, root: Path) -> dict | None:
+        """A model ranking by a judge scoring as the original code does, which runs every
+        answer x follow-up pair through its model (ranking.py streams them)."""
+        spec = getattr(params, "judge", None) or {}
+        if rule != "model_ranking" or spec.get("kind") != "flr" or spec.get("compat") != "original":
+            return None
+        followups_file = Path(root) / inputs.followups
+        followups = load_followups(followups_file, spec.get("categories"))
+        return {
+            "dataset": f"{wildcards['dataset']}/{wildcards['split']}",
+            "run": "reprolm.studies.flr.ranking:rank_answers",
+            "options": {
+                "followups": str(followups_file),
+                "categories": spec.get("categories"),
+                "compat": spec["compat"],
+                "format": spec.get("format", "chat"),
+            },
+            "units_per_row": sum(len(u) for sides in followups.values() for u in sides.values()),
+            "unit": "pairs",
+            "base": judge_base(config, wildcards["judge"]),
+            "stage": "evaluate",
+        }
 
     def settings(self, config: Mapping) -> dict:
         return {"judges": {name: config["judges"][name] for name in config["flr"]["judges"]}}
