@@ -4,6 +4,7 @@ in the upstream schemas and a tiny random Llama model built here."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 
@@ -28,6 +29,7 @@ from reprolm.score.lm_eval_bridge import (
     language_model,
     task_config,
 )
+from reprolm.score.task_facts import task_yamls
 
 DOCS_PER_SPLIT = 30
 # The schemas of lm-eval task documents.
@@ -221,6 +223,29 @@ def test_every_task_reports_its_metric_in_range_with_the_asked_counts(loaded_mod
         assert summary["n_docs"] == LIMIT and summary["n_docs_available"] == DOCS_PER_SPLIT, name
         assert summary["num_fewshot"] == shots, name
     json.dumps(loaded_model_results, allow_nan=False)
+
+
+@pytest.mark.slow
+def test_a_job_given_each_tasks_yaml_scores_the_same_without_building_lm_evals_index(
+    tiny_model, fixture_dirs, loaded_model_results, tmp_path, monkeypatch
+):
+    """The workflow passes each task's YAML (the facts cache, as the lm_eval and
+    train-before-test rules do): the job never builds lm-eval's index of every task."""
+    from reprolm.score import lm_eval_bridge
+
+    yamls = task_yamls([task for _, task, *_ in PAPER_TASKS], tmp_path / "tasks.json")
+    assert yamls["arc_challenge"] == "arc/arc_challenge.yaml"
+    lm_eval_bridge.task_manager.cache_clear()
+
+    def refuse():
+        raise AssertionError("built lm-eval's index of every task")
+
+    monkeypatch.setattr(lm_eval_bridge, "task_manager", refuse)
+    _, model, tokenizer = tiny_model
+    specs = [dataclasses.replace(spec, yaml=yamls[spec.task]) for spec in paper_specs(fixture_dirs)]
+    located = evaluate_tasks(model, tokenizer, specs, batch_size=8, bootstrap_iters=100)
+    for name in loaded_model_results["tasks"]:
+        assert located["tasks"][name]["metrics"] == loaded_model_results["tasks"][name]["metrics"], name
 
 
 @pytest.mark.slow

@@ -133,6 +133,7 @@ def test_a_tasks_facts_are_read_without_importing_its_code(tmp_path, monkeypatch
             "prompt_level_loose_acc,none",
             "inst_level_loose_acc,none",
         ],
+        "yaml": "ifeval/ifeval.yaml",
     }
 
 

@@ -7,11 +7,12 @@ from reprolm import paths
 from reprolm.aggregate.judge_notes import judge_caption, table_judge_notes
 from reprolm.aggregate.paper_comparison import claim_settings, study_headlines
 from reprolm.config import lookups
-from reprolm.checks import check_config, preflight
+from reprolm.checks import LM_EVAL_TASK_CACHE, check_config, preflight
 from reprolm.errors import REAL_RUN_REFUSED
 from reprolm.config.hub_ids import check_hub_ids
 from reprolm.config.overlays import naming_the_file
 from reprolm.config.schema import validate_config
+from reprolm.score.task_facts import task_yamls
 from reprolm.config.params import canonical
 from reprolm.config.run_folder import other_run
 from reprolm.config.resources import (
@@ -156,6 +157,13 @@ def base_model_code(wildcards):
 def lm_eval_code(wildcards):
     tasks = config["lm_eval_suites"][wildcards.suite]["tasks"]
     return task_reading_code("lm_eval.py", [t["task"] for t in tasks])
+
+
+def lm_eval_yamls(tasks):
+    """Where lm-eval's YAML of each task is (reprolm.score.task_facts): the evaluating job
+    reads it instead of building lm-eval's index of every task (about 6 s of CPU a job).
+    """
+    return task_yamls([t["task"] for t in tasks], LM_EVAL_TASK_CACHE)
 
 
 def metric_code(wildcards):

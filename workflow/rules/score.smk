@@ -46,6 +46,9 @@ rule lm_eval:
     params:
         code=lm_eval_code,
         suite=lambda wildcards: canonical(config["lm_eval_suites"][wildcards.suite]),
+        task_yamls=lambda wildcards: lm_eval_yamls(
+            config["lm_eval_suites"][wildcards.suite]["tasks"]
+        ),
         sources=lm_eval_sources,
         backend=config["generation"]["backend"],
         precision=lambda wildcards: model_settings(config, wildcards.base, "evaluate")[

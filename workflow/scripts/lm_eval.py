@@ -7,6 +7,7 @@ with tracked_step(snakemake):
         snakemake.input.model,
         snakemake.params.suite,
         snakemake.params.sources,
+        task_yamls=snakemake.params.task_yamls,
         backend=snakemake.params.backend,
         precision=snakemake.params.precision,
         seed=snakemake.params.seed,

@@ -60,26 +60,52 @@ class TaskSpec:
     data_dir: str | Path | None = None
     gen_kwargs: dict[str, Any] | None = field(default=None, hash=False)
     limit: int | None = None
+    # Where lm-eval's index puts the task's YAML, relative to lm-eval's tasks folder (the
+    # workflow passes it from reprolm.score.task_facts): the job reads that file and never
+    # builds the index itself. None: the index is built (about 6 s of CPU).
+    yaml: str | None = None
 
 
 @cache
 def task_manager() -> TaskManager:
     """lm-eval's index of built-in tasks; built once per process, since it parses every task
-    YAML lm-eval ships (about 5 s)."""
+    YAML lm-eval ships (about 6 s of CPU)."""
     from lm_eval.tasks import TaskManager
 
     return TaskManager()
 
 
-def builtin_task_config(task: str, resolve_functions: bool = True) -> dict[str, Any]:
-    """lm-eval's own configuration of ``task``: its YAML with includes merged and
-    ``!function`` references resolved to the task's Python functions (left as their
-    ``module.name`` text without ``resolve_functions``: importing a task's module can run
-    code, such as IFEval's NLTK download, that reading its facts does not need)."""
+@cache
+def config_task_manager() -> TaskManager:
+    """A TaskManager without lm-eval's index: what loading and evaluating a task given as a
+    whole config (:func:`task_config`, includes merged) needs."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_defaults=False)
+
+
+def tasks_folder() -> Path:
+    """The folder of lm-eval's built-in task YAML files."""
+    import lm_eval.tasks
+
+    return Path(lm_eval.tasks.__file__).resolve().parent
+
+
+def task_yaml(task: str) -> str:
+    """Where lm-eval's index finds the YAML of ``task``, relative to :func:`tasks_folder`."""
     entry = task_manager().task_index.get(task)
     if entry is None or entry.yaml_path is None:
         raise ValueError(f"lm-eval {version('lm_eval')} has no YAML-defined task {task!r}")
-    return _task_yaml(Path(entry.yaml_path), resolve_functions)
+    return Path(entry.yaml_path).resolve().relative_to(tasks_folder()).as_posix()
+
+
+def builtin_task_config(task: str, resolve_functions: bool = True, yaml: str | None = None) -> dict[str, Any]:
+    """lm-eval's own configuration of ``task``: its YAML with includes merged and
+    ``!function`` references resolved to the task's Python functions (left as their
+    ``module.name`` text without ``resolve_functions``: importing a task's module can run
+    code, such as IFEval's NLTK download, that reading its facts does not need). ``yaml``:
+    where the task's YAML is (:func:`task_yaml`), else lm-eval's index is asked."""
+    return _task_yaml(tasks_folder() / (yaml or task_yaml(task)), resolve_functions)
 
 
 def leaf_tasks(task: str) -> list[str | dict]:
@@ -224,7 +250,7 @@ def task_config(spec: TaskSpec) -> dict[str, Any]:
     """The config dict evaluated for ``spec``: lm-eval's built-in task config, the few-shot
     count, generation overrides and, for local data, the data source (whose documents are
     checked against the upstream schema here, before any model time is spent)."""
-    config = builtin_task_config(spec.task)
+    config = builtin_task_config(spec.task, yaml=spec.yaml)
     fixed_shots = config.get("num_fewshot")
     # lm-eval ignores a requested few-shot count when the YAML pins it to 0 (TruthfulQA's
     # prompt carries its own examples); asking for more is a configuration mistake.
@@ -296,7 +322,7 @@ def _unscored_docs(spec: TaskSpec, config: dict[str, Any], instructions: dict[st
 def build_task(spec: TaskSpec) -> ConfigurableTask:
     """The lm-eval task object for ``spec``, with its documents loaded (e.g. to read the
     documents through the task's own ``doc_to_text`` and ``doc_to_target``)."""
-    return task_manager().load([task_config(spec)])["tasks"][spec.task]
+    return config_task_manager().load([task_config(spec)])["tasks"][spec.task]
 
 
 def hf_placement(gpus: int) -> dict:
@@ -600,7 +626,7 @@ def evaluate_tasks(
             output = lm_eval.simple_evaluate(
                 model=lm,
                 tasks=[configs[spec.name]],
-                task_manager=task_manager(),
+                task_manager=config_task_manager(),
                 limit=spec.limit if spec.limit is not None else limit,
                 bootstrap_iters=bootstrap_iters,
                 log_samples=samples_output is not None,

@@ -12,7 +12,8 @@ from reprolm.provenance.hashing import recorded_hash
 from reprolm.train.tracking import evaluation_run, run_name
 
 
-def task_specs(suite: Mapping, sources: Mapping[str, str]):
+def task_specs(suite: Mapping, sources: Mapping[str, str], task_yamls: Mapping[str, str] | None = None):
+    """``task_yamls``: lm-eval task -> its YAML (reprolm.score.task_facts.task_yamls)."""
     from reprolm.score.lm_eval_bridge import TaskSpec
 
     return [
@@ -24,6 +25,7 @@ def task_specs(suite: Mapping, sources: Mapping[str, str]):
             data_dir=sources[task["source"]] if task.get("source") else None,
             gen_kwargs=task.get("gen_kwargs"),
             limit=task.get("limit"),
+            yaml=(task_yamls or {}).get(task["task"]),
         )
         for task in suite["tasks"]
     ]
@@ -34,6 +36,7 @@ def run_suite(
     suite: Mapping,
     sources: Mapping[str, str],
     *,
+    task_yamls: Mapping[str, str] | None = None,
     backend: str,
     precision: str,
     seed: int,
@@ -49,6 +52,7 @@ def run_suite(
     ``cache_root``: where answered requests are kept until the score is written, in a folder
     keyed by the model's content and the suite's settings (:func:`suite_key`), so a stopped
     evaluation resumes and a retrained model never reuses another's answers;
+    ``task_yamls``: where lm-eval's YAML of each task is (read without lm-eval's index);
     ``tracking``: the config's ``tracking``: with ``report_to`` naming wandb, the results go
     through lm-eval's own W&B logger to a run named after ``artifact`` (the score file) and
     the same key (reprolm.train.tracking.run_name)."""
@@ -56,7 +60,7 @@ def run_suite(
 
     use_nltk_data(nltk_data)
     lm_backend = "vllm" if backend == "vllm" else "hf"
-    specs = task_specs(suite, sources)
+    specs = task_specs(suite, sources, task_yamls)
     key = suite_key(model_path, suite, sources, lm_backend, precision, seed)
     cache = None
     if cache_root is not None:

@@ -12,11 +12,14 @@ from collections.abc import Iterable, Mapping
 from importlib.metadata import version
 from pathlib import Path
 
+FIELDS = {"training_split", "metrics", "yaml"}
+
 
 def _facts(task: str) -> dict:
-    from reprolm.score.lm_eval_bridge import builtin_task_config
+    from reprolm.score.lm_eval_bridge import builtin_task_config, task_yaml
 
-    config = builtin_task_config(task, resolve_functions=False)
+    yaml = task_yaml(task)
+    config = builtin_task_config(task, resolve_functions=False, yaml=yaml)
     if "group" in config:
         # A group (MMLU) reports its aggregate metrics, each under its own filters.
         metrics = [
@@ -27,16 +30,20 @@ def _facts(task: str) -> dict:
     else:
         filters = [f["name"] for f in config.get("filter_list") or []] or ["none"]
         metrics = [f"{m['metric']},{f}" for m in config.get("metric_list") or [] for f in filters]
-    return {"training_split": bool(config.get("training_split")), "metrics": metrics}
+    return {"training_split": bool(config.get("training_split")), "metrics": metrics, "yaml": yaml}
 
 
 def task_facts(tasks: Iterable[str], cache: str | Path) -> dict[str, dict]:
-    """``{task: {"training_split": bool, "metrics": ["acc,none", ...]}}``; a metric is named as
-    lm-eval reports it, ``{metric},{filter}`` (``none`` for a task without filters)."""
+    """``{task: {"training_split": bool, "metrics": ["acc,none", ...], "yaml": path}}``; a
+    metric is named as lm-eval reports it, ``{metric},{filter}`` (``none`` for a task without
+    filters); ``yaml``: the task's YAML, relative to lm-eval's tasks folder."""
     cache = Path(cache)
     key = f"lm_eval=={version('lm_eval')}"
     stored = json.loads(cache.read_text()) if cache.exists() else {}
-    known = {task: facts for task, facts in stored.get(key, {}).items() if isinstance(facts, dict)}
+    # (facts written before a field was added are asked again)
+    known = {
+        task: facts for task, facts in stored.get(key, {}).items() if isinstance(facts, dict) and FIELDS <= set(facts)
+    }
     tasks = list(dict.fromkeys(tasks))
     missing = [task for task in tasks if task not in known]
     if missing:
@@ -71,3 +78,9 @@ def refuse_metrics_not_reported(tasks: Mapping[str, Mapping], cache: str | Path)
                 f"{where}.metric: lm-eval's task {task['task']!r} does not report "
                 f"{task['metric']!r}; it reports {reported}"
             )
+
+
+def task_yamls(tasks: Iterable[str], cache: str | Path) -> dict[str, str]:
+    """Where lm-eval's YAML of each task is (relative to its tasks folder), for the jobs that
+    evaluate them: they read it without building lm-eval's index of every task."""
+    return {task: facts["yaml"] for task, facts in task_facts(tasks, cache).items()}

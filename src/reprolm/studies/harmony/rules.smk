@@ -30,6 +30,9 @@ rule train_before_test:
             [task_spec(config, wildcards.task)["task"]],
         ),
         task=lambda wildcards: canonical(task_spec(config, wildcards.task)),
+        task_yaml=lambda wildcards: lm_eval_yamls([task_spec(config, wildcards.task)])[
+            task_spec(config, wildcards.task)["task"]
+        ],
         train=canonical(config.get("harmony", {}).get("train", {})),
         checkpoint_root="results/checkpoints/train_before_test/{base}/{recipe}/{task}",
         seed=config["seed"],

@@ -23,7 +23,7 @@ import math
 import shutil
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -137,10 +137,10 @@ def training_records(task, raw, *, chat_template: bool, completion_only: bool, t
     return records
 
 
-def _write_eval_docs(raw, task_name: str, folder: Path) -> Path:
+def _write_eval_docs(raw, spec: TaskSpec, folder: Path) -> Path:
     """The documents as the split lm-eval scores, so its own task config reads them."""
     folder.mkdir(parents=True, exist_ok=True)
-    split = eval_split(builtin_task_config(task_name))
+    split = eval_split(builtin_task_config(spec.task, yaml=spec.yaml))
     pq.write_table(pa.Table.from_pylist(raw.to_list()), folder / f"{split}.parquet")
     return folder
 
@@ -160,8 +160,8 @@ class EpochEvaluator:
     ):
         def zero_shot_on(docs, name: str) -> TaskSpec:
             """The task, zero-shot, on ``docs`` written to their own folder."""
-            written = _write_eval_docs(docs, spec.task, workdir / name)
-            return TaskSpec(spec.name, spec.task, 0, spec.metric, written, spec.gen_kwargs)
+            written = _write_eval_docs(docs, spec, workdir / name)
+            return replace(spec, num_fewshot=0, data_dir=written, limit=None)
 
         self.valid, self.test = zero_shot_on(splits.valid, "valid"), zero_shot_on(splits.test, "test")
         self.batch_size, self.seed, self.chat_template = batch_size, seed, chat_template

@@ -15,6 +15,7 @@ with tracked_step(snakemake) as log:
         metric=task["metric"],
         data_dir=snakemake.input.docs[0] if snakemake.input.docs else None,
         gen_kwargs=task.get("gen_kwargs"),
+        yaml=snakemake.params.task_yaml,
     )
     result = train_before_test(
         model_path=snakemake.input.model,
