@@ -82,6 +82,8 @@ class ClusterDag:
     attempts: int = 1
     # What the jobs on the submitting host make (downloads among them).
     local_outputs: set[str] = field(default_factory=set)
+    # The submitted jobs that share a submission: each job's Snakemake group job (packing).
+    groups: Mapping = field(default_factory=dict)
 
 
 def snakemake_arguments(configfiles: Sequence[str], profile: str | None, workflow_profile: str | None) -> list[str]:
@@ -136,6 +138,7 @@ def inspect_cluster_dag(arguments: Sequence[str], inspect: Callable[[ClusterDag]
             warnings=warned.messages,
             attempts=(args.retries or 0) + 1,
             local_outputs=local_outputs,
+            groups={job: group for job in submitted if (group := workflow.dag.get_job_group(job)) is not None},
         )
         # Snakemake prints and swallows what its API raises; the rehearsal's own errors are
         # raised again below, as they are.
