@@ -3,6 +3,7 @@ its GPU stages routed as docs/cluster.md's step 4 routes them."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 
@@ -11,7 +12,15 @@ import yaml
 
 from reprolm.rehearse.dag import inspect_cluster_dag, snakemake_arguments
 from reprolm.rehearse.packing import packing
-from reprolm.rehearse.submissions import group_shapes, plugin_requests
+from reprolm.rehearse.submissions import (
+    ACCEPTED,
+    OVER_LIMIT,
+    Partition,
+    group_shapes,
+    limit_problems,
+    packed_problems,
+    plugin_requests,
+)
 from reprolm.stages import RULE_STAGES, host_rules, pack_groups
 from workflow_helpers import REPO, dry_run_jobs, scratch_copy
 
@@ -43,7 +52,7 @@ def paper_cluster(tmp_path_factory):
     arguments += ["--directory", str(work), "--snakefile", str(work / "workflow" / "Snakefile")]
 
     def read(dag):
-        return packing(dag, UNPACKED_STUDY_RULES), group_shapes(plugin_requests(dag, packed=True))
+        return packing(dag, UNPACKED_STUDY_RULES), group_shapes(plugin_requests(dag, packed=True)), dag.config
 
     return inspect_cluster_dag(arguments, read)
 
@@ -51,7 +60,7 @@ def paper_cluster(tmp_path_factory):
 def test_the_paper_dag_makes_at_most_half_the_submissions_it_made_one_a_job(paper_cluster):
     """Generations, grades, scores, lm-eval suites and merges of one model (or judge) share
     submissions; tables and pages run on the submitting host."""
-    result, _ = paper_cluster
+    result, _, _ = paper_cluster
     by_rule = result.by_rule()
     jobs = Counter()
     for submission in result.submissions:
@@ -71,7 +80,7 @@ def test_the_paper_dag_makes_at_most_half_the_submissions_it_made_one_a_job(pape
 
 
 def test_a_packed_submission_asks_for_its_largest_job_and_the_sum_of_their_runtimes(paper_cluster):
-    result, shapes = paper_cluster
+    result, shapes, _ = paper_cluster
     packs = [s for s in result.submissions if len(s.members) > 1 and s.runtime_min is not None]
     assert len(packs) > 50
     for submission in packs:
@@ -83,6 +92,30 @@ def test_a_packed_submission_asks_for_its_largest_job_and_the_sum_of_their_runti
     # The sbatch request of every packed shape: one model's GPUs, never the members' sum.
     gpus = {shape.value("--gpus") for shape in shapes if shape.rule.startswith(("generate", "lm_eval", "grade"))}
     assert gpus and gpus <= {"a100:1", "a100:2", "a100:4"}
+
+
+def test_a_packed_submission_past_its_partitions_maxtime_is_a_verdict_line(paper_cluster):
+    """The ExPO reward model's six grades of one model's alpha grid ask for 6 x 480 min
+    packed, past a one-day MaxTime that each job alone fits."""
+    _, shapes, config = paper_cluster
+    day = Partition("gpu", max_minutes=1440, max_nodes=None, max_mem_per_node_mb=None, default=False)
+    judged = []
+    for shape in shapes:
+        shape = dataclasses.replace(shape)
+        problems = limit_problems(shape, day) if shape.value("-p") == "gpu" else []
+        shape.verdict = OVER_LIMIT if problems else ACCEPTED
+        shape.answer = "; ".join(why for _, why in problems)
+        shape.problem_options = tuple(option for option, _ in problems)
+        judged.append(shape)
+    lines = packed_problems(judged, config, "profiles/slurm")
+    grades = next(index for index, line in enumerate(lines) if line.startswith("- grade, packed (14 submissions: "))
+    assert "grade_expo_rm_" in lines[grades]
+    assert lines[grades].endswith("over limit: runtime 2880 min is over partition gpu's MaxTime of 1440 min")
+    assert lines[grades + 1] == (
+        "  change: base_models.rm_mistral_7b.resources.evaluate.runtime (a packed submission asks for the sum of its jobs' runtimes), "
+        "or a smaller count for its group in profiles/slurm's group-components"
+    )
+    assert not packed_problems([dataclasses.replace(shape, verdict=ACCEPTED) for shape in judged], config, "p")
 
 
 def test_the_profile_packs_every_packed_rules_group_and_the_registry_names_the_host_rules():

@@ -41,6 +41,7 @@ from reprolm.rehearse.submissions import (
     Shape,
     group_shapes,
     judge,
+    packed_problems,
     plugin_requests,
     read_partitions,
     retry_problems,
@@ -220,10 +221,12 @@ def rehearse(
 
     def read(dag):
         requests = plugin_requests(dag)
+        packed = plugin_requests(dag, packed=True)
         found = candidates(dag, requests) if stand_in else []
         builds = (data_jobs(dag), score_jobs(dag, requests)) if sizes is not None else ([], [])
         return (
             requests,
+            packed,
             dict(dag.local_jobs),
             dag.checkpoint_rules,
             dag.config,
@@ -238,6 +241,7 @@ def rehearse(
     try:
         (
             requests,
+            packed,
             local_jobs,
             checkpoint_rules,
             config,
@@ -262,6 +266,14 @@ def rehearse(
             lines = ["not ready: retries would ask for more than their partitions grant"]
             ready = False
         lines += retried
+    packed_shapes = group_shapes(packed)
+    judge(packed_shapes, partitions, env)
+    over = packed_problems(packed_shapes, config, profile or workflow_profile or "the profile")
+    if over:
+        if ready:
+            lines = ["not ready: packed submissions would ask for more than their partitions grant"]
+            ready = False
+        lines += over
     refusals, warned = preflight(warnings, pending_downloads(config, local_outputs))
     if refusals:
         if ready:

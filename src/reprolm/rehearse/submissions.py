@@ -176,8 +176,7 @@ def resource_sources(config: Mapping, rule: str, wildcards: Mapping) -> frozense
 def plugin_requests(dag, logger: logging.Logger | None = None, packed: bool = False) -> list[Request]:
     """Each submitted job's sbatch command line as the installed SLURM plugin builds it;
     ``packed``: each packed submission's instead (a group job's: its members' largest GPUs,
-    memory and CPUs and the sum of their runtimes), its rule that of its members, with
-    "(packed)" after it."""
+    memory and CPUs and the sum of their runtimes), named by its group."""
     from snakemake.common.tbdstring import TBDString
     from snakemake_executor_plugin_slurm import Executor
     from snakemake_executor_plugin_slurm.partitions import read_partition_file
@@ -201,7 +200,7 @@ def plugin_requests(dag, logger: logging.Logger | None = None, packed: bool = Fa
     requests = []
     for job, member in units.items():
         wildcards = get_job_wildcards(job)
-        rule = member.rule.name + (" (packed)" if packed else "")
+        rule = member.rule.name
         label = wildcards or job.name
         sources = resource_sources(dag.config, member.rule.name, dict(member.wildcards_dict))
         kind = "group" if packed else "rule"
@@ -538,6 +537,24 @@ def table(shapes: Sequence[Shape]) -> pd.DataFrame:
 
 def _examples(shape: Shape) -> str:
     return f"{len(shape.jobs)} jobs: " + ", ".join(shape.jobs[:3]) + (", ..." if len(shape.jobs) > 3 else "")
+
+
+def packed_problems(packed: Sequence[Shape], config: Mapping, profile: str) -> list[str]:
+    """What the packed submissions' requests (:func:`plugin_requests` ``packed``) would meet
+    that their jobs' own requests would not: a group's runtime is its jobs' sum."""
+    lines = []
+    for shape in packed:
+        if shape.verdict in NEVER_STARTED:
+            groups = ", ".join(shape.jobs[:3]) + (", ..." if len(shape.jobs) > 3 else "")
+            lines.append(
+                f"- {shape.rule}, packed ({len(shape.jobs)} submissions: {groups}): {shape.verdict}: {shape.answer}"
+            )
+            keys = keys_to_change(shape, config, profile)
+            lines.append(
+                f"  change: {'; '.join(keys)} (a packed submission asks for the sum of its jobs' runtimes), "
+                f"or a smaller count for its group in {profile}'s group-components"
+            )
+    return lines
 
 
 def verdict(shapes: Sequence[Shape], config: Mapping, profile: str) -> tuple[bool, list[str]]:
