@@ -305,7 +305,8 @@ def test_paper_dag_runs_the_api_judge_on_the_submitting_host_submits_the_reward_
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
-    jobs = dict(re.findall(r"^(?:local)?rule (\w+):\n(?:    .*\n)*?    output: (\S+)", output, re.M))
+    # A packed job is listed indented, under its group job.
+    jobs = dict(re.findall(r"^ *(?:local)?rule (\w+):\n(?: +.*\n)*? +output: (\S+)", output, re.M))
     assert jobs["win_rate_api"] == api_target and jobs["grade"] == model_target
     job = output.split("rule win_rate_api:", 1)[1].split("\n\n", 1)[0]
     assert "api_requests=1" in job and "gpu=" not in job

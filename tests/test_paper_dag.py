@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from doc_commands import doc_command, run_printed
-from workflow_helpers import REPO, dry_run_details, job_counts, local_rules, scratch_copy, snakemake
+from workflow_helpers import JOB_HEADER, REPO, dry_run_details, job_counts, local_rules, scratch_copy, snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.beside_slurm]
 
@@ -240,13 +239,13 @@ def _threads_by_job(output: str) -> dict[tuple[str, str], int]:
     jobs: dict[tuple[str, str], int] = {}
     rule = wildcards = None
     for line in output.splitlines():
-        header = re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):$", line)
+        header = JOB_HEADER.match(line)
         if header:
             rule, wildcards = header.group(1), ""
-        elif rule and line.startswith("    wildcards: "):
+        elif rule and line.lstrip().startswith("wildcards: "):
             wildcards = line.split(": ", 1)[1]
             jobs[(rule, wildcards)] = 1
-        elif rule and line.startswith("    threads: "):
+        elif rule and line.lstrip().startswith("threads: "):
             jobs[(rule, wildcards)] = int(line.split(": ", 1)[1])
     return jobs
 

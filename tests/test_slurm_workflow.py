@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from reprolm.provenance import content_hash, provenance_path
+from reprolm.stages import pack_groups
 from slurm_cluster import GPU_PARTITION, GPU_TYPE, NODE_FEATURE, SHORT_PLUGIN_WAITS
 from workflow_helpers import REPO, SNAKEMAKE, scratch_copy, snakemake_env
 
@@ -206,7 +207,11 @@ def tres(record: dict, key: str) -> dict:
 
 
 def rule_of(record: dict) -> str:
-    return COMMENT.fullmatch(record["Comment"]).group(1)
+    """The rule of a job's SLURM record; a packed submission (a Snakemake group job of one
+    rule) is named by its group, then its rule."""
+    name = COMMENT.fullmatch(record["Comment"]).group(1)
+    packed = [rule for rule in pack_groups() if name.startswith(f"{rule}_") and name.endswith(f"_{rule}")]
+    return packed[0] if packed else name
 
 
 def test_cluster_rules_ran_as_completed_slurm_jobs_with_their_gpus(runs, slurm_cluster):

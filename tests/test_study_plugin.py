@@ -123,7 +123,7 @@ def test_editing_the_study_file_reruns_its_tables_only(plugin_run, tmp_path):
     )
     (plugin_run / "edited.yaml").write_text(yaml.safe_dump(_config(study_modules=[str(edited)])))
     result = snakemake(plugin_run, "-n", "--configfile", "edited.yaml")
-    jobs = [line.split()[1].rstrip(":") for line in result.stdout.splitlines() if line.startswith("rule ")]
+    jobs = [line.split()[1].rstrip(":") for line in result.stdout.splitlines() if line.lstrip().startswith("rule ")]
     assert sorted(jobs) == [
         "all",
         "cost_page",

@@ -107,7 +107,8 @@ def snakemake(
     return result
 
 
-JOB_HEADER = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
+# A packed job is listed indented, under its group job (every dry run shows groups).
+JOB_HEADER = re.compile(r"^\s*(?:local)?(?:rule|checkpoint) (\w+):$")
 WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
 FILES = re.compile(r"^\s+(input|output): (.*)$")
 RESOURCES = re.compile(r"^\s+resources: (.*)$")

@@ -77,7 +77,8 @@ TRAINING_BYTES, INFERENCE_BYTES = 16, 2
 # float32 weights.
 CHECKPOINT_BYTES = 2 * 12 + 4
 SNAKEFILE = "workflow/Snakefile"
-JOB_HEADER = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
+# A packed job is listed indented, under its group job (every dry run shows groups).
+JOB_HEADER = re.compile(r"^\s*(?:local)?(?:rule|checkpoint) (\w+):$")
 FIELD = re.compile(r"^\s+(input|output|wildcards|resources): (.*)$")
 
 

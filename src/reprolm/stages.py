@@ -10,6 +10,11 @@ the pipeline its jobs' cost is counted under; its ``resources`` is the stage of 
 its ``base`` wildcard names, None where the profile sizes them or another model's settings
 do (a judge's jobs: its model's ``evaluate``; a score job's: its metric's stage,
 :func:`reprolm.config.resources.score_stage`).
+
+Packing on a cluster: a rule's ``pack`` names the wildcards its jobs share a submission by
+(one model, so one resource class: :func:`pack_group` makes the Snakemake group), and a
+``host`` rule is a short CPU job run on the submitting host (a local rule) rather than
+submitted.
 """
 
 from __future__ import annotations
@@ -30,14 +35,21 @@ class RuleStage:
     # The job runs a model forward on its GPUs (generation, evaluation): its ``resources``
     # stage is checked for the model's inference memory before any job.
     inference: bool = False
+    # The wildcards whose jobs run in one cluster submission, one after another: jobs of one
+    # model (or judge) and so of one resource class. Local runs ignore groups.
+    pack: tuple[str, ...] = ()
+    # A short CPU job (tables, pages, picking an alpha): run on the submitting host.
+    host: bool = False
 
 
-def local_and_api(rule: str, stage: str) -> dict[str, RuleStage]:
+def local_and_api(rule: str, stage: str, pack: tuple[str, ...] = ("judge",)) -> dict[str, RuleStage]:
     """A step of two rules (common.smk: judge_rule): ``{rule}`` for a model run by the
-    workflow, ``{rule}_api`` for one behind an API."""
-    return {rule: RuleStage(stage), f"{rule}_api": RuleStage(stage, api=True)}
+    workflow (its jobs packed per judge model), ``{rule}_api`` for one behind an API."""
+    return {rule: RuleStage(stage, pack=pack), f"{rule}_api": RuleStage(stage, api=True)}
 
 
+# A model's jobs: its base model and recipe (the checkpoint).
+MODEL = ("base", "recipe")
 RULE_STAGES: Registry[RuleStage] = Registry("rule")
 SHARED_RULE_STAGES = {
     "raw_source": RuleStage("download"),
@@ -53,30 +65,34 @@ SHARED_RULE_STAGES = {
     "tokenizer": RuleStage("data"),
     "build_base_model": RuleStage("pretrain", trains=True),
     "finetune": RuleStage("finetune", resources="finetune", trains=True),
-    "extrapolate": RuleStage("extrapolate", resources="extrapolate"),
-    "generate": RuleStage("generate", resources="generate", inference=True),
+    "extrapolate": RuleStage("extrapolate", resources="extrapolate", pack=MODEL),
+    "generate": RuleStage("generate", resources="generate", inference=True, pack=MODEL),
     "generate_api": RuleStage("generate", api=True),
-    "lm_eval": RuleStage("evaluate", resources="evaluate", inference=True),
-    "score": RuleStage("evaluate"),
-    **local_and_api("grade", "judge"),
-    **local_and_api("win_rate", "judge"),
+    "lm_eval": RuleStage("evaluate", resources="evaluate", inference=True, pack=MODEL),
+    # A score job's resource class is its metric's (an encoder on a GPU, or a CPU).
+    "score": RuleStage("evaluate", pack=("metric", *MODEL)),
+    # Per judge, base model and prompt set (its checkpoints' grades: an alpha search's grid):
+    # a judge's grades of one prompt set can feed a finetune whose generations it grades on
+    # another (FLR's online feedback), and a group may not sit on both ends of a path.
+    **local_and_api("grade", "judge", ("judge", "base", "promptset")),
+    **local_and_api("win_rate", "judge", ("judge", "base", "promptset")),
     **local_and_api("pair_accuracy", "judge"),
     **local_and_api("rating_agreement", "judge"),
     **local_and_api("judge_released", "judge"),
     **local_and_api("judge_released_grades", "judge"),
-    "judge_agreement": RuleStage("report"),
-    "study_tables": RuleStage("report"),
-    "table_pages": RuleStage("report"),
-    "judge_agreement_page": RuleStage("report"),
-    "headline_summary": RuleStage("report"),
-    "paper_comparison": RuleStage("report"),
-    "paper_comparison_pages": RuleStage("report"),
-    "leaderboard": RuleStage("report"),
-    "leaderboard_page": RuleStage("report"),
-    "provenance_index": RuleStage("report"),
-    "provenance_page": RuleStage("report"),
-    "study_cost": RuleStage("report"),
-    "cost_page": RuleStage("report"),
+    "judge_agreement": RuleStage("report", host=True),
+    "study_tables": RuleStage("report", host=True),
+    "table_pages": RuleStage("report", host=True),
+    "judge_agreement_page": RuleStage("report", host=True),
+    "headline_summary": RuleStage("report", host=True),
+    "paper_comparison": RuleStage("report", host=True),
+    "paper_comparison_pages": RuleStage("report", host=True),
+    "leaderboard": RuleStage("report", host=True),
+    "leaderboard_page": RuleStage("report", host=True),
+    "provenance_index": RuleStage("report", host=True),
+    "provenance_page": RuleStage("report", host=True),
+    "study_cost": RuleStage("report", host=True),
+    "cost_page": RuleStage("report", host=True),
 }
 for rule, entry in SHARED_RULE_STAGES.items():
     RULE_STAGES.register(rule, entry)
@@ -96,3 +112,23 @@ def inference_stages() -> list[str]:
     """The ``resources`` stages of the rules that run a model forward on GPUs, in
     registration order."""
     return list(dict.fromkeys(RULE_STAGES[rule].resources for rule in RULE_STAGES if RULE_STAGES[rule].inference))
+
+
+def pack_group(rule: str) -> str | None:
+    """The Snakemake group of the rule's jobs: ``{rule}`` and its ``pack`` wildcards, so one
+    group per model (or judge) and rule; None for a rule not packed. The profile's
+    ``group-components`` names each of these to say how many jobs share a submission."""
+    entry = rule_stage(rule)
+    if not entry.pack:
+        return None
+    return "_".join([rule, *(f"{{{wildcard}}}" for wildcard in entry.pack)])
+
+
+def pack_groups() -> dict[str, str]:
+    """Each packed rule's group, by rule."""
+    return {rule: group for rule in RULE_STAGES if (group := pack_group(rule))}
+
+
+def host_rules() -> list[str]:
+    """The short CPU rules run on the submitting host."""
+    return [rule for rule in RULE_STAGES if RULE_STAGES[rule].host]

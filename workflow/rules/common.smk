@@ -45,6 +45,7 @@ from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
 from reprolm.score.judges import judge_name_regex, successors
 from reprolm.score.metrics import METRICS
+from reprolm.stages import host_rules, pack_group
 from reprolm.studies import (
     enabled_studies,
     leaderboard_grades,
@@ -52,6 +53,10 @@ from reprolm.studies import (
     study,
     study_rules,
 )
+
+# Short CPU jobs (tables, pages, an alpha's pick: the registry's `host` rules) run on the
+# submitting host, not as a cluster job of their own.
+workflow.localrules(*host_rules())
 
 # Hub caches live inside the project, never in the user's home; the token of the user's
 # `huggingface-cli login` stays found (HF_TOKEN_PATH) by this process and every job.
@@ -619,6 +624,14 @@ def judge_threads(wildcards):
 # Each judge stage is a pair of rules told apart by the judges they match: API judges' jobs
 # run on the submitting host (compute nodes often have no internet), model judges' are
 # submitted. Snakemake's localrules are per rule, hence the pair.
+def pack_resources(rule):
+    """A packed rule's jobs hold one ``pack_slot`` each. A cluster run gives each group
+    one (the SLURM profile's ``--resources``, scoped local), so the jobs of a packed
+    submission run one after another and never share its GPUs; local runs ignore groups.
+    """
+    return {"pack_slot": 1} if pack_group(rule) else {}
+
+
 def judge_rule(stage, api):
     """``{stage}`` for judges that run a model, ``{stage}_api`` for API judges."""
     return f"{stage}_api" if api else stage
@@ -637,6 +650,7 @@ def judge_job_resources(api):
         return {"api_requests": 1}
     return {
         **judge_routing(),
+        "pack_slot": 1,
         "gpu": judge_resource("gpus"),
         "nodes": lambda wildcards: node_count(judge_settings(config, wildcards.judge)),
         "mem_mb": judge_resource("mem_mb"),

@@ -11,10 +11,13 @@ rule extrapolate:
     wildcard_constraints:
         recipe=r"[A-Za-z0-9_.-]+",
         alpha=r"[0-9]+(\.[0-9]+)?",
+    group:
+        pack_group("extrapolate")
     conda:
         "../envs/train.yaml"
     resources:
         **stage_routing("extrapolate"),
+        **pack_resources("extrapolate"),
         mem_mb=stage_resource("extrapolate", "mem_mb"),
         runtime=stage_resource("extrapolate", "runtime"),
     params:

@@ -22,11 +22,14 @@ for api in (False, True):
             "benchmarks/generate/{base}/{recipe}/{promptset}.tsv"
         wildcard_constraints:
             base=base_names("endpoint") if api else base_names("build", "hub", "path"),
+        group:
+            pack_group("generate_api" if api else "generate")
         conda:
             "../envs/generate.yaml"
         threads: 1 if api else stage_threads("generate")
         resources:
             **generation_job(api)["resources"],
+            **pack_resources("generate_api" if api else "generate"),
         params:
             **generation_job(api)["params"],
             code=generation_code,

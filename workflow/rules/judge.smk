@@ -27,6 +27,8 @@ for api in (False, True):
             "benchmarks/grade/{judge}/{base}/{recipe}/{promptset}.tsv"
         wildcard_constraints:
             judge=judge_name_pattern(api),
+        group:
+            pack_group(judge_rule("grade", api))
         conda:
             "../envs/evaluate.yaml"
         threads: judge_threads
@@ -52,6 +54,8 @@ for api in (False, True):
             "benchmarks/win_rate/{judge}/{base}/{recipe}/{promptset}.tsv"
         wildcard_constraints:
             judge=judge_name_pattern(api),
+        group:
+            pack_group(judge_rule("win_rate", api))
         conda:
             "../envs/evaluate.yaml"
         threads: judge_threads
@@ -79,6 +83,8 @@ for api in (False, True):
             "logs/pair_accuracy/{judge}/{dataset}/{split}.log",
         wildcard_constraints:
             judge=judge_name_pattern(api),
+        group:
+            pack_group(judge_rule("pair_accuracy", api))
         conda:
             "../envs/evaluate.yaml"
         threads: judge_threads
@@ -102,6 +108,8 @@ for api in (False, True):
             "logs/rating_agreement/{judge}/{dataset}/{split}.log",
         wildcard_constraints:
             judge=judge_name_pattern(api),
+        group:
+            pack_group(judge_rule("rating_agreement", api))
         conda:
             "../envs/evaluate.yaml"
         threads: judge_threads
@@ -131,6 +139,8 @@ for api in (False, True):
         wildcard_constraints:
             judge=judge_name_pattern(api),
             retired=retired_judge_pattern(),
+        group:
+            pack_group(judge_rule("judge_released", api))
         conda:
             "../envs/evaluate.yaml"
         threads: judge_threads
@@ -159,6 +169,8 @@ for api in (False, True):
         wildcard_constraints:
             judge=judge_name_pattern(api),
             retired=retired_judge_pattern(),
+        group:
+            pack_group(judge_rule("judge_released_grades", api))
         conda:
             "../envs/evaluate.yaml"
         threads: judge_threads

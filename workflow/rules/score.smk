@@ -5,11 +5,14 @@ rule score:
         "results/scores/{metric}/{base}/{recipe}/{promptset}.json",
     log:
         "logs/score/{metric}/{base}/{recipe}/{promptset}.log",
+    group:
+        pack_group("score")
     conda:
         "../envs/core.yaml"
     threads: score_threads
     resources:
         **score_routing(),
+        **pack_resources("score"),
         gpu=score_resource("gpus"),
         mem_mb=score_resource("mem_mb"),
         runtime=score_resource("runtime"),
@@ -34,11 +37,14 @@ rule lm_eval:
         "logs/lm_eval/{base}/{recipe}/{suite}.log",
     benchmark:
         "benchmarks/lm_eval/{base}/{recipe}/{suite}.tsv"
+    group:
+        pack_group("lm_eval")
     conda:
         "../envs/evaluate.yaml"
     threads: stage_threads("evaluate")
     resources:
         **stage_routing("evaluate"),
+        **pack_resources("lm_eval"),
         gpu=stage_resource("evaluate", "gpus"),
         nodes=stage_nodes("evaluate"),
         mem_mb=stage_resource("evaluate", "mem_mb"),

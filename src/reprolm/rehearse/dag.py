@@ -84,6 +84,8 @@ class ClusterDag:
     local_outputs: set[str] = field(default_factory=set)
     # Every job, submitted or local: (rule, wildcards, outputs).
     every_job: list[tuple[str, dict, tuple[str, ...]]] = field(default_factory=list)
+    # The submitted jobs that share a submission: each job's Snakemake group job (packing).
+    groups: Mapping = field(default_factory=dict)
 
 
 def snakemake_arguments(configfiles: Sequence[str], profile: str | None, workflow_profile: str | None) -> list[str]:
@@ -143,6 +145,7 @@ def inspect_cluster_dag(arguments: Sequence[str], inspect: Callable[[ClusterDag]
                 for job in workflow.dag.jobs
                 if not job.rule.norun
             ],
+            groups={job: group for job in submitted if (group := workflow.dag.get_job_group(job)) is not None},
         )
         # Snakemake prints and swallows what its API raises; the rehearsal's own errors are
         # raised again below, as they are.

@@ -56,6 +56,7 @@ from reprolm.rehearse.submissions import (
     Shape,
     group_shapes,
     judge,
+    packed_problems,
     plugin_requests,
     read_partitions,
     retry_problems,
@@ -255,10 +256,12 @@ def rehearse(
 
     def read(dag):
         requests = plugin_requests(dag)
+        packed = plugin_requests(dag, packed=True)
         found = candidates(dag, requests) if stand_in else []
         builds = (data_jobs(dag), score_jobs(dag, requests), streamed_jobs(dag)) if sizes is not None else ([], [], [])
         return (
             requests,
+            packed,
             dict(dag.local_jobs),
             dag.checkpoint_rules,
             dag.config,
@@ -274,6 +277,7 @@ def rehearse(
     try:
         (
             requests,
+            packed,
             local_jobs,
             checkpoint_rules,
             config,
@@ -295,6 +299,10 @@ def rehearse(
     ready, lines = verdict(shapes, config, profile or workflow_profile or "the profile")
     retried = retry_problems(shapes, partitions, config, attempts)
     ready, lines = fail_verdict(ready, lines, "retries would ask for more than their partitions grant", retried)
+    packed_shapes = group_shapes(packed)
+    judge(packed_shapes, partitions, env)
+    over = packed_problems(packed_shapes, config, profile or workflow_profile or "the profile")
+    ready, lines = fail_verdict(ready, lines, "packed submissions would ask for more than their partitions grant", over)
     refusals, warned = preflight(warnings, pending_downloads(config, local_outputs))
     ready, lines = fail_verdict(
         ready, lines, "the real run's preflight refuses it or cannot fetch its inputs", refusals

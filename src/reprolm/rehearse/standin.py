@@ -49,6 +49,7 @@ import yaml
 from reprolm.provenance import provenance_path
 from reprolm.rehearse.sizes import DEFAULT_CONFIG, fixture_options
 from reprolm.rehearse.submissions import Request, resource_sources
+from reprolm.stages import pack_group
 
 STAND_IN_DIR = Path(".rehearsal") / "stand-in"
 # What the workflow reads from its folder besides results (config files, DeepSpeed configs).
@@ -389,14 +390,19 @@ def stop_when_saving(
     a time limit's warning would. Returns the job id signalled (None if it ended first), or
     raises RuntimeError with SLURM's answer when the cluster refuses the signal."""
     checkpoints = folder / _generation_parts(candidate)[0]
-    comment = f"rule_{candidate.rule}_wildcards_{candidate.job}"
+    output = Path(candidate.outputs[0])
+    # The job's own submission, or the packed one of its model's generations (a group job,
+    # named by its group and then its rule).
+    comments = {f"rule_{candidate.rule}_wildcards_{candidate.job}"}
+    if group := pack_group(candidate.rule):
+        comments.add(f"rule_{group.format(base=output.parts[-3], recipe=output.parts[-2])}_{candidate.rule}")
     run_env = None if env is None else dict(env)
     while process.poll() is None and time.monotonic() < deadline:
         if list(checkpoints.glob("*/shard-00000.jsonl")):
             queue = subprocess.run(
                 ["squeue", "--noheader", "--format=%i|%k"], capture_output=True, text=True, env=run_env, timeout=60
             )
-            job_ids = [line.split("|")[0] for line in queue.stdout.split() if line.split("|", 1)[-1] == comment]
+            job_ids = [line.split("|")[0] for line in queue.stdout.split() if line.split("|", 1)[-1] in comments]
             if job_ids:
                 signalled = subprocess.run(
                     ["scancel", "--signal=TERM", job_ids[0]], capture_output=True, text=True, env=run_env, timeout=60

@@ -173,8 +173,10 @@ def resource_sources(config: Mapping, rule: str, wildcards: Mapping) -> frozense
     return frozenset()
 
 
-def plugin_requests(dag, logger: logging.Logger | None = None) -> list[Request]:
-    """Each submitted job's sbatch command line as the installed SLURM plugin builds it."""
+def plugin_requests(dag, logger: logging.Logger | None = None, packed: bool = False) -> list[Request]:
+    """Each submitted job's sbatch command line as the installed SLURM plugin builds it;
+    ``packed``: each packed submission's instead (a group job's: its members' largest GPUs,
+    memory and CPUs and the sum of their runtimes), named by its group."""
     from snakemake.common.tbdstring import TBDString
     from snakemake_executor_plugin_slurm import Executor
     from snakemake_executor_plugin_slurm.partitions import read_partition_file
@@ -191,26 +193,32 @@ def plugin_requests(dag, logger: logging.Logger | None = None) -> list[Request]:
     executor._fallback_partition = None
     executor._fallback_account_arg = None
     logdir = Path(settings.logdir) if settings.logdir else dag.workdir / ".snakemake" / "slurm_logs"
+    if packed:
+        units = {group: next(iter(group.jobs)) for group in dag.groups.values()}
+    else:
+        units = {job: job for job in dag.jobs}
     requests = []
-    for job in dag.jobs:
+    for job, member in units.items():
         wildcards = get_job_wildcards(job)
-        label = wildcards or job.rule.name
-        sources = resource_sources(dag.config, job.rule.name, dict(job.wildcards_dict))
+        rule = member.rule.name
+        label = wildcards or job.name
+        sources = resource_sources(dag.config, member.rule.name, dict(member.wildcards_dict))
+        kind = "group" if packed else "rule"
         try:
             validate_slurm_extra(job)
             params = {
                 "run_uuid": REHEARSAL_JOB_NAME,
-                "slurm_logfile": logdir / f"rule_{job.name}" / wildcards / "%j.log",
-                "comment_str": f"rule_{job.name}" + (f"_wildcards_{wildcards}" if wildcards else ""),
+                "slurm_logfile": logdir / f"{kind}_{job.name}" / wildcards / "%j.log",
+                "comment_str": f"{kind}_{job.name}" + (f"_wildcards_{wildcards}" if wildcards else ""),
                 "account": next(executor.get_account_arg(job)),
                 "partition": executor.get_partition_arg(job),
                 "workdir": dag.workdir,
             }
             call = get_submit_command(job, params, settings=settings) + set_gres_string(job)
             pending = any(isinstance(job.resources.get(key), TBDString) for key in SIZED_FROM_INPUTS)
-            requests.append(Request(job.rule.name, label, call=call, sources=sources, pending=pending))
+            requests.append(Request(rule, label, call=call, sources=sources, pending=pending))
         except WorkflowError as error:
-            requests.append(Request(job.rule.name, label, refused=str(error).strip(), sources=sources))
+            requests.append(Request(rule, label, refused=str(error).strip(), sources=sources))
     return requests
 
 
@@ -534,6 +542,24 @@ def table(shapes: Sequence[Shape]) -> pd.DataFrame:
 
 def _examples(shape: Shape) -> str:
     return f"{len(shape.jobs)} jobs: " + ", ".join(shape.jobs[:3]) + (", ..." if len(shape.jobs) > 3 else "")
+
+
+def packed_problems(packed: Sequence[Shape], config: Mapping, profile: str) -> list[str]:
+    """What the packed submissions' requests (:func:`plugin_requests` ``packed``) would meet
+    that their jobs' own requests would not: a group's runtime is its jobs' sum."""
+    lines = []
+    for shape in packed:
+        if shape.verdict in NEVER_STARTED:
+            groups = ", ".join(shape.jobs[:3]) + (", ..." if len(shape.jobs) > 3 else "")
+            lines.append(
+                f"- {shape.rule}, packed ({len(shape.jobs)} submissions: {groups}): {shape.verdict}: {shape.answer}"
+            )
+            keys = keys_to_change(shape, config, profile)
+            lines.append(
+                f"  change: {'; '.join(keys)} (a packed submission asks for the sum of its jobs' runtimes), "
+                f"or a smaller count for its group in {profile}'s group-components"
+            )
+    return lines
 
 
 def verdict(shapes: Sequence[Shape], config: Mapping, profile: str) -> tuple[bool, list[str]]:

@@ -55,7 +55,7 @@ LEADERBOARD_V2 = {
 class Expo(Study):
     name = "expo"
     tables = "reprolm.studies.expo.tables:write_expo_tables"
-    rule_stages = {"alpha_search": RuleStage("extrapolate")}
+    rule_stages = {"alpha_search": RuleStage("extrapolate", host=True)}
     schema = section_schema(__file__)
     caption = """\
         ``alpha_search``: the judge's mean grade of each extrapolation alpha on held-out prompts (the

@@ -19,6 +19,8 @@ for api in (False, True):
             "logs/model_ranking/{judge}/{dataset}/{split}.log",
         wildcard_constraints:
             judge=judge_name_pattern(api),
+        group:
+            pack_group(judge_rule("model_ranking", api))
         conda:
             os.path.join(ENVS, "evaluate.yaml")
         threads: judge_threads

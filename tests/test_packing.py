@@ -1,0 +1,136 @@
+"""Job packing on a cluster: config/paper.yaml's submissions through the SLURM profile, with
+its GPU stages routed as docs/cluster.md's step 4 routes them."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+
+import pytest
+import yaml
+
+from reprolm.rehearse.dag import inspect_cluster_dag, snakemake_arguments
+from reprolm.rehearse.packing import packing
+from reprolm.rehearse.submissions import (
+    ACCEPTED,
+    OVER_LIMIT,
+    Partition,
+    group_shapes,
+    limit_problems,
+    packed_problems,
+    plugin_requests,
+)
+from reprolm.stages import RULE_STAGES, host_rules, pack_groups
+from workflow_helpers import REPO, dry_run_jobs, scratch_copy
+
+pytestmark = [pytest.mark.workflow, pytest.mark.beside_slurm]
+
+PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
+# Each train-before-test model's 24 tasks are not packed (issue 49 counts without them).
+UNPACKED_STUDY_RULES = {"train_before_test"}
+
+
+def docs_routing() -> dict:
+    """The `resources:` block of docs/cluster.md's step 4, as printed."""
+    text = (REPO / "docs" / "cluster.md").read_text()
+    block = re.search(r"### 4\. Where model jobs go.*?```yaml\n(.*?)```", text, re.S).group(1)
+    return {"resources": yaml.safe_load(block)["resources"]}
+
+
+@pytest.fixture(scope="module")
+def paper_cluster(tmp_path_factory):
+    """The packing and the packed sbatch requests of a cluster run of config/paper.yaml."""
+    work = scratch_copy(tmp_path_factory.mktemp("paper"))
+    routing = docs_routing()
+    # The plugin checks an account against SLURM's accounting, where there is one.
+    routing["resources"]["default"].pop("slurm_account")
+    (work / "routing.yaml").write_text(yaml.safe_dump(routing))
+    arguments = snakemake_arguments(
+        [str(work / "config" / "paper.yaml"), str(work / "routing.yaml")], None, str(work / "profiles" / "slurm")
+    )
+    arguments += ["--directory", str(work), "--snakefile", str(work / "workflow" / "Snakefile")]
+
+    def read(dag):
+        return packing(dag, UNPACKED_STUDY_RULES), group_shapes(plugin_requests(dag, packed=True)), dag.config
+
+    return inspect_cluster_dag(arguments, read)
+
+
+def test_the_paper_dag_makes_at_most_half_the_submissions_it_made_one_a_job(paper_cluster):
+    """Generations, grades, scores, lm-eval suites and merges of one model (or judge) share
+    submissions; tables and pages run on the submitting host."""
+    result, _, _ = paper_cluster
+    by_rule = result.by_rule()
+    jobs = Counter()
+    for submission in result.submissions:
+        jobs.update(submission.rules)
+    # Counted as issue 49 counted them (about 600 then): all but train-before-test.
+    assert result.unpacked == sum(jobs.values()) + result.hosted and result.unpacked > 600
+    assert result.hosted >= 20  # tables, pages and costs of the five studies at least
+    assert result.packed <= result.unpacked / 2, (result.packed, result.unpacked, by_rule)
+    # Every packed rule's jobs share submissions; no report rule is submitted.
+    for rule in ("generate", "grade", "score", "lm_eval", "extrapolate"):
+        assert by_rule[rule] < jobs[rule], (rule, by_rule[rule], jobs[rule])
+    assert not set(by_rule) & set(host_rules())
+    # The ExPO reward model's grades of its alpha search: 14 models x 6 alphas, a
+    # submission a model.
+    expo = [s for s in result.submissions if s.name.startswith("group grade_expo_rm_")]
+    assert len(expo) == 14 and all(s.rules == {"grade": 6} for s in expo)
+
+
+def test_a_packed_submission_asks_for_its_largest_job_and_the_sum_of_their_runtimes(paper_cluster):
+    result, shapes, _ = paper_cluster
+    packs = [s for s in result.submissions if len(s.members) > 1 and s.runtime_min is not None]
+    assert len(packs) > 50
+    for submission in packs:
+        # One job after another (one pack_slot each): the members' runtimes add up.
+        assert submission.runtime_min == sum(runtime for runtime, _ in submission.members)
+        # So a pack asks for no more time over its modelled need than its worst job alone.
+        worst = max(runtime * 60 / need for runtime, need in submission.members)
+        assert submission.over_need <= worst + 1e-9
+    # The sbatch request of every packed shape: one model's GPUs, never the members' sum.
+    gpus = {shape.value("--gpus") for shape in shapes if shape.rule.startswith(("generate", "lm_eval", "grade"))}
+    assert gpus and gpus <= {"a100:1", "a100:2", "a100:4"}
+
+
+def test_a_packed_submission_past_its_partitions_maxtime_is_a_verdict_line(paper_cluster):
+    """The ExPO reward model's six grades of one model's alpha grid ask for 6 x 480 min
+    packed, past a one-day MaxTime that each job alone fits."""
+    _, shapes, config = paper_cluster
+    day = Partition("gpu", max_minutes=1440, max_nodes=None, max_mem_per_node_mb=None, default=False)
+    judged = []
+    for shape in shapes:
+        shape = dataclasses.replace(shape)
+        problems = limit_problems(shape, day) if shape.value("-p") == "gpu" else []
+        shape.verdict = OVER_LIMIT if problems else ACCEPTED
+        shape.answer = "; ".join(why for _, why in problems)
+        shape.problem_options = tuple(option for option, _ in problems)
+        judged.append(shape)
+    lines = packed_problems(judged, config, "profiles/slurm")
+    grades = next(index for index, line in enumerate(lines) if line.startswith("- grade, packed (14 submissions: "))
+    assert "grade_expo_rm_" in lines[grades]
+    assert lines[grades].endswith("over limit: runtime 2880 min is over partition gpu's MaxTime of 1440 min")
+    assert lines[grades + 1] == (
+        "  change: base_models.rm_mistral_7b.resources.evaluate.runtime (a packed submission asks for the sum of its jobs' runtimes), "
+        "or a smaller count for its group in profiles/slurm's group-components"
+    )
+    assert not packed_problems([dataclasses.replace(shape, verdict=ACCEPTED) for shape in judged], config, "p")
+
+
+def test_the_profile_packs_every_packed_rules_group_and_the_registry_names_the_host_rules():
+    profile = yaml.safe_load(PROFILE.read_text())
+    assert set(profile["group-components"]) == set(pack_groups().values())
+    assert profile["resources"]["pack_slot"] == 1 and profile["set-resource-scopes"] == {"pack_slot": "local"}
+    assert all(not RULE_STAGES[rule].api for rule in pack_groups())
+
+
+def test_local_runs_compute_the_same_jobs_with_packing_in_the_rules(tmp_path):
+    """Groups are Snakemake's for cluster runs only: the default's dry run lists the same
+    jobs as with no rule packed."""
+    work = scratch_copy(tmp_path / "work")
+    packed = sorted(map(repr, dry_run_jobs(work, "--forceall")))
+    common = work / "workflow" / "rules" / "common.smk"
+    common.write_text(common.read_text() + "\n\ndef pack_group(rule):\n    return None\n")
+    unpacked = sorted(map(repr, dry_run_jobs(work, "--forceall")))
+    assert packed == unpacked and len(packed) > 200
