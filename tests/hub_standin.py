@@ -104,6 +104,9 @@ class HubServerStandIn:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{self.server.server_address[1]}")
+        # A host that reaches its hub, whatever this process was started with (make exports
+        # HF_HUB_OFFLINE=1, which huggingface_hub reads once, at import).
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -92,6 +92,8 @@ def test_the_hub_not_answering_fails_and_offline_downloads_go_unchecked(tmp_path
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    # (online, whatever this process was started with: make exports HF_HUB_OFFLINE=1)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     hub_ids = pending_hub_ids(HUB_CONFIG, _downloads("llama", "gpt2"), tmp_path)
     failures, warnings = hub_access_problems(hub_ids, ONLINE)
     assert warnings == [] and len(failures) == 2
