@@ -80,19 +80,25 @@ SHARED_RULE_STAGES = {
     **local_and_api("rating_agreement", "judge"),
     **local_and_api("judge_released", "judge"),
     **local_and_api("judge_released_grades", "judge"),
-    "judge_agreement": RuleStage("report", host=True),
-    "study_tables": RuleStage("report", host=True),
-    "table_pages": RuleStage("report", host=True),
-    "judge_agreement_page": RuleStage("report", host=True),
-    "headline_summary": RuleStage("report", host=True),
-    "paper_comparison": RuleStage("report", host=True),
-    "paper_comparison_pages": RuleStage("report", host=True),
-    "leaderboard": RuleStage("report", host=True),
-    "leaderboard_page": RuleStage("report", host=True),
-    "provenance_index": RuleStage("report", host=True),
-    "provenance_page": RuleStage("report", host=True),
-    "study_cost": RuleStage("report", host=True),
-    "cost_page": RuleStage("report", host=True),
+    # Tables, pages and costs: short CPU jobs, run on the submitting host.
+    **{
+        rule: RuleStage("report", host=True)
+        for rule in (
+            "judge_agreement",
+            "study_tables",
+            "table_pages",
+            "judge_agreement_page",
+            "headline_summary",
+            "paper_comparison",
+            "paper_comparison_pages",
+            "leaderboard",
+            "leaderboard_page",
+            "provenance_index",
+            "provenance_page",
+            "study_cost",
+            "cost_page",
+        )
+    },
 }
 for rule, entry in SHARED_RULE_STAGES.items():
     RULE_STAGES.register(rule, entry)
