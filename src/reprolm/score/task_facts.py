@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 
@@ -33,13 +34,26 @@ def _facts(task: str) -> dict:
     return {"training_split": bool(config.get("training_split")), "metrics": metrics, "yaml": yaml}
 
 
+@cache
+def _lm_eval_version() -> str:
+    return version("lm_eval")
+
+
+@cache
+def _stored(path: Path, stamp: tuple[int, int]) -> dict:
+    """The cache file's content, read once per version of it (``stamp``: its mtime and size):
+    a DAG build asks for the facts of each task setting."""
+    return json.loads(path.read_text())
+
+
 def task_facts(tasks: Iterable[str], cache: str | Path) -> dict[str, dict]:
     """``{task: {"training_split": bool, "metrics": ["acc,none", ...], "yaml": path}}``; a
     metric is named as lm-eval reports it, ``{metric},{filter}`` (``none`` for a task without
     filters); ``yaml``: the task's YAML, relative to lm-eval's tasks folder."""
     cache = Path(cache)
-    key = f"lm_eval=={version('lm_eval')}"
-    stored = json.loads(cache.read_text()) if cache.exists() else {}
+    key = f"lm_eval=={_lm_eval_version()}"
+    stat = cache.stat() if cache.exists() else None
+    stored = _stored(cache.resolve(), (stat.st_mtime_ns, stat.st_size)) if stat else {}
     # (facts written before a field was added are asked again)
     known = {
         task: facts for task, facts in stored.get(key, {}).items() if isinstance(facts, dict) and FIELDS <= set(facts)
