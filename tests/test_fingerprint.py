@@ -3,7 +3,6 @@ of the library: a job's fingerprint follows exactly the definitions its script r
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -11,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from reprolm.provenance.fingerprint import AnalysisStore
 from workflow_helpers import REPO
 
 SCRIPT = """\
@@ -118,27 +116,3 @@ def test_a_job_reading_sources_depends_on_their_schemas_only(library):
         "def check_arc(record: dict) -> Problem:\n    record = dict(record)\n",
     )
     assert _fingerprint(library, arc) != before
-
-
-def test_what_one_process_read_of_the_source_the_next_takes_from_the_store_until_an_edit(library):
-    """A process keeps what it read of the source (the package's __pycache__); the next one
-    takes the definitions' hashes from there, not from the source. An edit anywhere in the
-    package (a comment) starts the store afresh; a package whose store cannot be written is
-    read from its source each time."""
-    original = _fingerprint(library)
-    store_path = library / "src" / "reprolm" / "__pycache__" / AnalysisStore.FILE
-    store = json.loads(store_path.read_text())
-    reached = "reprolm.score.length:level_scores"
-    assert reached in store["definitions"] and store["modules"]
-    # The store is what the next process believes.
-    store["definitions"][reached][0] = "0" * 64
-    store_path.write_text(json.dumps(store))
-    assert _fingerprint(library) != original
-    _edit(library, "score/length.py", "def _percent(", "# a comment\ndef _percent(")
-    assert _fingerprint(library) == original
-    afresh = json.loads(store_path.read_text())
-    assert afresh["key"] != store["key"] and afresh["definitions"][reached][0] != "0" * 64
-    # (the folder a store would be written to is a file here)
-    shutil.rmtree(store_path.parent)
-    store_path.parent.write_text("")
-    assert _fingerprint(library) == original

@@ -154,11 +154,6 @@ def dag_states(root: str | Path, configfile: str | Path | None = None, config: M
     root = Path(root).resolve()
     here = Path.cwd()
     configfiles = [Path(configfile).resolve()] if configfile else []
-    # No garbage collection while the workflow is read: each would walk the whole heap of a
-    # process that reads many (a third of a read's time); what the read made, garbage and
-    # all, is still the youngest generation after it, and one collection of it alone frees it.
-    collecting = gc.isenabled()
-    gc.disable()
     try:
         with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
             workflow_api = api.workflow(
@@ -184,9 +179,9 @@ def dag_states(root: str | Path, configfile: str | Path | None = None, config: M
             return Side(states, json.loads(json.dumps(dict(workflow.globals["config"]), default=str)))
     finally:
         os.chdir(here)
-        gc.collect(0)
-        if collecting:
-            gc.enable()
+        # The Snakefile freezes what it has made (its parse's garbage collections skip it):
+        # this process reads many workflows, each collected once read.
+        gc.unfreeze()
 
 
 def job_states(root: str | Path, configfile: str | Path | None = None, package: str | Path | None = None) -> Side:

@@ -15,21 +15,13 @@ study, the schemas of the sources it reads), so editing one metric reruns that m
 only. Anything the analysis
 cannot see (a name built at run time) errs towards rerunning more: a module used as a
 value, not through its attributes, counts as wholly used.
-
-Reading the source takes a process a second or two, and every Snakemake process pays it (a
-cluster job's too, on its node): what one process learnt is kept, for the package's source as
-it is, in the package's ``__pycache__`` (:class:`AnalysisStore`), as Python keeps its bytecode.
 """
 
 from __future__ import annotations
 
 import ast
-import atexit
 import hashlib
 import importlib
-import json
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -159,11 +151,11 @@ def _resolve(ref: Ref) -> Ref | None:
     module, name = ref
     if name == PREAMBLE or module_file(module) is None:
         return ref if module_file(module) else None
-    names, imports = _store().names_and_imports(module)
-    if name in names:
+    index = module_index(module)
+    if name in index.definitions:
         return ref
-    if name in imports:
-        target, attribute = imports[name]
+    if name in index.imports:
+        target, attribute = index.imports[name]
         return _resolve((target, attribute)) if attribute else (target, PREAMBLE)
     if module_file(f"{module}.{name}"):
         return (f"{module}.{name}", PREAMBLE)
@@ -184,8 +176,12 @@ def _is_per_job_registry(statement: ast.stmt) -> bool:
     )
 
 
-def _analysed(ref: Ref) -> tuple[str, tuple[Ref, ...]]:
-    """A definition's source hash (as parsed) and the definitions it reaches directly."""
+@cache
+def _definition(ref: Ref) -> tuple[str, tuple[Ref, ...]]:
+    """A definition's source hash (as parsed) and the definitions it reaches directly.
+
+    Computed once per definition: a dry run asks for the closures of hundreds of jobs,
+    which share most of their definitions."""
     module, name = ref
     index = module_index(module)
     nodes = index.preamble if name == PREAMBLE else index.definitions[name]
@@ -197,90 +193,6 @@ def _analysed(ref: Ref) -> tuple[str, tuple[Ref, ...]]:
         resolved for reference in _references(nodes, module) if (resolved := _resolve(reference))
     }
     return source_hash, tuple(sorted(used))
-
-
-@cache
-def _definition(ref: Ref) -> tuple[str, tuple[Ref, ...]]:
-    """:func:`_analysed`, once per definition: a dry run asks for the closures of hundreds of
-    jobs, which share most of their definitions; and once per source, across processes."""
-    return _store().definition(ref)
-
-
-class AnalysisStore:
-    """What reading the package's source found, kept for the source as it is: each module's
-    defined and imported names, and each definition's hash and direct references. Keyed by
-    the content of every module of the package (a definition's references follow names into
-    other modules), so any edit starts it afresh. A process adds what it had to read (at its
-    exit); where the package's folder cannot be written (an installed package), each process
-    reads the source itself."""
-
-    FILE = "reprolm-code-analysis.json"
-
-    def __init__(self, package_dir: Path):
-        self.path = package_dir / "__pycache__" / self.FILE
-        digest = hashlib.sha256()
-        for path in sorted(package_dir.rglob("*.py")):
-            digest.update(f"{path.relative_to(package_dir)}\0".encode() + path.read_bytes() + b"\0")
-        self.key = digest.hexdigest()
-        found = self._read()
-        self.modules: dict[str, dict] = found.get("modules", {})
-        self.definitions: dict[str, list] = found.get("definitions", {})
-        self.added = False
-
-    def _read(self) -> dict:
-        try:
-            found = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        return found if isinstance(found, dict) and found.get("key") == self.key else {}
-
-    def _add(self) -> None:
-        if not self.added:
-            self.added = True
-            atexit.register(self.save)
-
-    def names_and_imports(self, module: str) -> tuple[set[str], dict[str, tuple[str, str | None]]]:
-        if module not in self.modules:
-            index = module_index(module)
-            self.modules[module] = {"names": sorted(index.definitions), "imports": index.imports}
-            self._add()
-        summary = self.modules[module]
-        return set(summary["names"]), {alias: tuple(bound) for alias, bound in summary["imports"].items()}
-
-    def definition(self, ref: Ref) -> tuple[str, tuple[Ref, ...]]:
-        key = f"{ref[0]}:{ref[1]}"
-        if key not in self.definitions:
-            self.definitions[key] = list(_analysed(ref))
-            self._add()
-        source_hash, used = self.definitions[key]
-        return source_hash, tuple(tuple(each) for each in used)
-
-    def save(self) -> None:
-        """Writes what this process read, beside what other processes wrote meanwhile (one
-        atomic replace: a reader never sees half a file)."""
-        stored = self._read()
-        merged = {
-            "key": self.key,
-            "modules": {**stored.get("modules", {}), **self.modules},
-            "definitions": {**stored.get("definitions", {}), **self.definitions},
-        }
-        try:
-            self.path.parent.mkdir(exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".analysis-")
-        except OSError:
-            return  # (a read-only install: the next process reads the source again)
-        try:
-            with os.fdopen(handle, "w") as out:
-                json.dump(merged, out)
-            os.chmod(temporary, 0o644)  # (as readable as the package's own bytecode)
-            os.replace(temporary, self.path)
-        except OSError:
-            Path(temporary).unlink(missing_ok=True)
-
-
-@cache
-def _store() -> AnalysisStore:
-    return AnalysisStore(PACKAGE_DIR)
 
 
 def closure(entries: Iterable[Ref]) -> dict[Ref, str]:
