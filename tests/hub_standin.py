@@ -16,6 +16,7 @@ from __future__ import annotations
 import email.message
 import hashlib
 import io
+import json
 import threading
 import urllib.error
 import urllib.request
@@ -76,27 +77,41 @@ class FileServerStandIn(urllib.request.BaseHandler):
 
 
 class HubServerStandIn:
-    def __init__(self, monkeypatch, open_repos: set[tuple[str, str]], gated: set[tuple[str, str]]):
+    """``files``: a model repository's file names as the hub lists them (its model info);
+    one not named lists ``model.safetensors``."""
+
+    def __init__(
+        self,
+        monkeypatch,
+        open_repos: set[tuple[str, str]],
+        gated: set[tuple[str, str]],
+        files: dict[str, list[str]] | None = None,
+    ):
         from huggingface_hub import constants
 
-        self.open_repos, self.gated, self.asked = open_repos, gated, []
+        self.open_repos, self.gated, self.files, self.asked = open_repos, gated, files or {}, []
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 stand_in.asked.append(self.path)
-                kinds, _, rest = self.path.removeprefix("/api/").partition("/")
-                repo = rest.removesuffix("/auth-check")
+                path = self.path.split("?", 1)[0]
+                kinds, _, rest = path.removeprefix("/api/").partition("/")
+                repo = rest.removesuffix("/auth-check").split("/revision/", 1)[0]
                 key = (kinds.removesuffix("s"), repo)
                 status, code = (200, "") if key in stand_in.open_repos else (404, "RepoNotFound")
                 if key in stand_in.gated:
                     status, code = 403, "GatedRepo"
+                body = b"{}"
+                if status == 200 and not path.endswith("/auth-check"):
+                    names = stand_in.files.get(repo, ["config.json", "model.safetensors"])
+                    body = json.dumps({"id": repo, "siblings": [{"rfilename": name} for name in names]}).encode()
                 self.send_response(status)
                 if code:
                     self.send_header("X-Error-Code", code)
-                self.send_header("Content-Length", "2")
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(b"{}")
+                self.wfile.write(body)
 
             def log_message(self, *arguments):
                 pass

@@ -208,6 +208,7 @@ def test_the_locked_revision_reaches_snapshot_download_and_load_dataset_and_the_
         asked.append((repo_id, revision))
         Path(local_dir).mkdir(parents=True, exist_ok=True)
         (Path(local_dir) / "config.json").write_text("{}")
+        (Path(local_dir) / "model.safetensors").write_bytes(b"")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download_stand_in)
     pinned = lock.locked_hub({"path": "org/base", "chat_template_from": "org/chat"}, LOCKED, "model")
@@ -349,6 +350,7 @@ def _download_and_tabulate(upstream_commit: str, monkeypatch) -> None:
     def snapshot_download_stand_in(repo_id, revision, local_dir, allow_patterns):
         Path(local_dir).mkdir(parents=True, exist_ok=True)
         (Path(local_dir) / "config.json").write_text(f'{{"commit": "{revision}"}}')
+        (Path(local_dir) / "model.safetensors").write_bytes(b"")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download_stand_in)
     LoadDatasetStandIn(monkeypatch, [{"instruction": "Say hi."}])

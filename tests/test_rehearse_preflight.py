@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 from hub_standin import HubServerStandIn
 from reprolm.rehearse.gpu_memory import gpu_memory_problems, named_memory_gb, satisfies
@@ -84,6 +85,53 @@ def test_a_gated_repository_this_hosts_token_cannot_download_fails_the_verdict(t
         ]
     finally:
         hub.close()
+
+
+def test_a_base_model_without_safetensors_weights_fails_the_verdict_naming_the_conversion(tmp_path, monkeypatch):
+    """The download takes safetensors only: a repository with only PyTorch .bin weights (or
+    none) would download a model without weights. The hub's file list says so first."""
+    hub = HubServerStandIn(
+        monkeypatch,
+        open_repos={("model", "meta-llama/Meta-Llama-3-8B-Instruct"), ("model", "openai-community/gpt2")},
+        gated=set(),
+        files={"openai-community/gpt2": ["config.json", "pytorch_model.bin", "tokenizer.json"]},
+    )
+    try:
+        hub_ids = pending_hub_ids(HUB_CONFIG, _downloads("llama", "gpt2"), tmp_path)
+        failures, _ = hub_access_problems(hub_ids, ONLINE)
+        assert len(failures) == 1 and failures[0].startswith(
+            "- hub access (base_models.gpt2.hub.path): openai-community/gpt2 ships its weights only as PyTorch "
+            ".bin files (1, e.g. pytorch_model.bin), and the download takes safetensors only: convert them"
+        )
+        assert "save_pretrained(DIR, safe_serialization=True)" in failures[0]
+        # The file list of the revision the run downloads (here unpinned: the hub's newest).
+        assert "/api/models/openai-community/gpt2" in [path.split("?")[0] for path in hub.asked]
+        hub.files["openai-community/gpt2"] = ["config.json", "tokenizer.json"]
+        assert hub_access_problems(hub_ids, ONLINE)[0] == [
+            "- hub access (base_models.gpt2.hub.path): openai-community/gpt2 lists no weight files (no "
+            ".safetensors, no pytorch_model .bin) at this revision"
+        ]
+        hub.files["openai-community/gpt2"] = ["config.json", "model-00001-of-00002.safetensors"]
+        assert hub_access_problems(hub_ids, ONLINE) == ([], [])
+    finally:
+        hub.close()
+
+
+def test_a_download_that_gives_no_safetensors_fails_and_leaves_no_model(tmp_path, monkeypatch):
+    import huggingface_hub
+    import pytest
+
+    from reprolm.models.base import download_base_model
+
+    def snapshot_download_stand_in(repo_id, revision, local_dir, allow_patterns):
+        Path(local_dir).mkdir(parents=True, exist_ok=True)
+        (Path(local_dir) / "config.json").write_text("{}")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download_stand_in)
+    commit = "1" * 40
+    with pytest.raises(ValueError, match=rf"base model org/base \(revision {commit}\): the hub gave no .safetensors"):
+        download_base_model({"path": "org/base", "revision": commit}, str(tmp_path / "base"))
+    assert not (tmp_path / "base").exists()
 
 
 def test_the_hub_not_answering_fails_and_offline_downloads_go_unchecked(tmp_path, monkeypatch):

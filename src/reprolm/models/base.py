@@ -33,6 +33,13 @@ def download_base_model(hub: Mapping, output: str) -> None:
             local_dir=str(tmp),
             allow_patterns=patterns + (["*.py"] if hub.get("trust_remote_code") else []),
         )
+        if not any(tmp.glob("*.safetensors")):
+            raise ValueError(
+                f"base model {hub['path']} (revision {revision or 'main'}): the hub gave no .safetensors weights"
+                f"{' (it ships PyTorch .bin files)' if any(tmp.glob('*.bin')) else ''}; convert them to safetensors "
+                "(`save_pretrained(DIR, safe_serialization=True)`) and point the config's hub path at the copy; "
+                "`reprolm rehearse` checks every base model's files before a run"
+            )
         note_read({"kind": "model", "repo": hub["path"], "revision": revision})
         if hub.get("trust_remote_code"):
             (tmp / REMOTE_CODE_MARKER).write_text(f"{hub['path']}: base_models.*.hub.trust_remote_code is true\n")

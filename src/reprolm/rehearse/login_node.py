@@ -8,6 +8,10 @@ failure, then what to change); none downloads anything or prints a secret.
   request, with this host's token): a gated repository whose licence this token has not accepted
   fails, as its download job would, hours in. With ``HF_HUB_OFFLINE`` set the downloads read
   the local cache: unchecked, said once.
+- Weights: each hub base model the run downloads must ship its weights as safetensors, the
+  only weight files the download takes (``reprolm.models.base``): the hub's file list of the
+  pinned revision is read (no download), and a repository with only PyTorch ``.bin`` weights
+  (or none) fails, naming the conversion.
 - API keys: every endpoint base model and API judge a job of the DAG asks (its ``base`` or
   ``judge``) needs its ``api_key_env`` set here, where the API jobs run; a missing one is
   named with the entries that read it, never a value.
@@ -76,8 +80,9 @@ def pending_hub_ids(config: Mapping, jobs: Iterable[DagJob], workdir: Path) -> l
 
 def access_problem(hub_id: HubId, timeout: float = ACCESS_TIMEOUT_S) -> str | None:
     """Why this host's token cannot download ``hub_id`` (the hub's access check, the request
-    ``HfApi.auth_check`` makes, here with a time limit), or None. Any other failure (no
-    network, a timeout, a server error) is raised."""
+    ``HfApi.auth_check`` makes, here with a time limit), or why a base model's download would
+    hold no weights (:func:`weights_problem`), or None. Any other failure (no network, a
+    timeout, a server error) is raised."""
     from huggingface_hub import constants
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
     from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
@@ -93,7 +98,31 @@ def access_problem(hub_id: HubId, timeout: float = ACCESS_TIMEOUT_S) -> str | No
         )
     except RepositoryNotFoundError:
         return f"{hub_id.repo} is not on the hub or is private to another account than this host's token's"
+    if hub_id.kind == "model" and hub_id.key.startswith("base_models."):
+        return weights_problem(hub_id, timeout)
     return None
+
+
+def weights_problem(hub_id: HubId, timeout: float = ACCESS_TIMEOUT_S) -> str | None:
+    """Why the download of base model ``hub_id`` would hold no weights (its revision's files,
+    as the hub lists them), or None."""
+    from huggingface_hub import HfApi
+
+    files = [
+        sibling.rfilename
+        for sibling in HfApi().model_info(hub_id.repo, revision=hub_id.revision, timeout=timeout).siblings or []
+    ]
+    if any(name.endswith(".safetensors") for name in files):
+        return None
+    pytorch = [name for name in files if name.endswith(".bin") and "pytorch_model" in name]
+    if pytorch:
+        return (
+            f"{hub_id.repo} ships its weights only as PyTorch .bin files ({len(pytorch)}, e.g. {pytorch[0]}), and the "
+            "download takes safetensors only: convert them (transformers: `AutoModelForCausalLM.from_pretrained(REPO)"
+            ".save_pretrained(DIR, safe_serialization=True)`, or the hub's safetensors conversion: "
+            "https://huggingface.co/spaces/safetensors/convert) and point the config at the converted copy"
+        )
+    return f"{hub_id.repo} lists no weight files (no .safetensors, no pytorch_model .bin) at this revision"
 
 
 def hub_access_problems(hub_ids: list[HubId], environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
