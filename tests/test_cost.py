@@ -124,6 +124,7 @@ def test_reprolm_cost_over_one_model_and_records_without_usage(run, capsys):
     assert main(["--root", str(run), "cost", "nowhere"]) == 2
 
 
+@pytest.mark.slow
 def test_job_usage_takes_gpus_and_cpus_from_the_slurm_allocation(monkeypatch):
     for variable in (
         "SLURM_JOB_ID",
@@ -145,6 +146,7 @@ def test_job_usage_takes_gpus_and_cpus_from_the_slurm_allocation(monkeypatch):
     assert on_slurm["cpu_seconds"] > 0
 
 
+@pytest.mark.slow
 def test_the_default_dag_costs_each_studys_tables_and_plots():
     jobs = dry_run_details(REPO, "--forceall")
     costs = {job.wildcards["study"]: job for job in jobs if job.rule == "study_cost"}

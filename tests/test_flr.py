@@ -256,6 +256,7 @@ def test_the_ranking_script_writes_the_ranking_and_leaves_no_progress(scoring_lm
     assert not list(Path(output).parent.glob(".*progress"))
 
 
+@pytest.mark.slow
 def test_the_original_rankings_memory_is_modelled_from_its_stream(tmp_path, monkeypatch):
     params = SimpleNamespace(judge={"kind": "flr", "compat": "original", "categories": ["relevance"]})
     inputs = SimpleNamespace(followups="config/flr_followups.yaml")

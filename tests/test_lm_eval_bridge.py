@@ -291,6 +291,7 @@ def test_ifeval_runs_offline_and_leaves_out_only_what_needs_missing_nltk_data(ti
     assert summary["metrics"]["prompt_level_loose_acc,none"] >= summary["metrics"]["prompt_level_strict_acc,none"]
 
 
+@pytest.mark.slow
 def test_ifeval_by_the_gem_originals_sampling_keeps_one_sample_checked_by_googles_checks(
     tiny_model, fixture_dirs, tmp_path, monkeypatch
 ):
