@@ -111,8 +111,19 @@ def test_a_base_model_without_safetensors_weights_fails_the_verdict_naming_the_c
             "- hub access (base_models.gpt2.hub.path): openai-community/gpt2 lists no weight files (no "
             ".safetensors, no pytorch_model .bin) at this revision"
         ]
+        # Weights in a subfolder are not what the download takes.
+        hub.files["openai-community/gpt2"] = ["config.json", "onnx/model.safetensors"]
+        assert len(hub_access_problems(hub_ids, ONLINE)[0]) == 1
         hub.files["openai-community/gpt2"] = ["config.json", "model-00001-of-00002.safetensors"]
         assert hub_access_problems(hub_ids, ONLINE) == ([], [])
+        # A locked run's files are those of the lock's commit, as its download reads.
+        commit = "7" * 40
+        hub.asked.clear()
+        failures, _, _ = login_node_problems(
+            HUB_CONFIG, _downloads("gpt2"), tmp_path, ONLINE, {"model openai-community/gpt2": {"revision": commit}}
+        )
+        assert failures == []
+        assert f"/api/models/openai-community/gpt2/revision/{commit}" in [path.split("?")[0] for path in hub.asked]
     finally:
         hub.close()
 

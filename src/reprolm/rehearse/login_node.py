@@ -104,14 +104,16 @@ def access_problem(hub_id: HubId, timeout: float = ACCESS_TIMEOUT_S) -> str | No
 
 
 def weights_problem(hub_id: HubId, timeout: float = ACCESS_TIMEOUT_S) -> str | None:
-    """Why the download of base model ``hub_id`` would hold no weights (its revision's files,
-    as the hub lists them), or None."""
+    """Why the download of base model ``hub_id`` would hold no weights (the files of its
+    revision, the lock's where the run is pinned, as the hub lists them), or None."""
     from huggingface_hub import HfApi
 
     files = [
         sibling.rfilename
         for sibling in HfApi().model_info(hub_id.repo, revision=hub_id.revision, timeout=timeout).siblings or []
     ]
+    # (the folder's own files: where the download looks, and transformers loads from)
+    files = [name for name in files if "/" not in name]
     if any(name.endswith(".safetensors") for name in files):
         return None
     pytorch = [name for name in files if name.endswith(".bin") and "pytorch_model" in name]

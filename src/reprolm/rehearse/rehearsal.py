@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -39,6 +39,7 @@ from snakemake.cli import get_profile_dir
 
 from reprolm.data.released_ratings import ReleasedFile, released_files, unreachable
 from reprolm.errors import REAL_RUN_REFUSED
+from reprolm.lock import lock_path, locked_revision, read_lock
 from reprolm.rehearse.dag import DagError, PreflightRefusal, inspect_cluster_dag, snakemake_arguments
 from reprolm.rehearse.gpu_memory import gpu_memory_problems
 from reprolm.rehearse.login_node import (
@@ -227,12 +228,22 @@ def fail_verdict(ready: bool, lines: list[str], why: str, failures: list[str]) -
 
 
 def login_node_problems(
-    config: Mapping, jobs: list[DagJob], workdir: Path, environ: Mapping[str, str]
+    config: Mapping,
+    jobs: list[DagJob],
+    workdir: Path,
+    environ: Mapping[str, str],
+    lock: Mapping[str, dict] | None = None,
 ) -> tuple[list[str], list[str], list[str]]:
     """(failures, warnings, notes) of what the run needs from this host
-    (reprolm.rehearse.login_node): hub access to what it downloads, the API keys its jobs
-    read, disk for its models and checkpoints."""
-    hub_failures, hub_warnings = hub_access_problems(pending_hub_ids(config, jobs, workdir), environ)
+    (reprolm.rehearse.login_node): hub access to what it downloads (at the revisions ``lock``,
+    the run's lock entries, pins), the API keys its jobs read, disk for its models and
+    checkpoints."""
+    pinned = lock or {}
+    hub_ids = [
+        replace(hub_id, revision=locked_revision(pinned, hub_id.kind, hub_id.repo, hub_id.revision) or hub_id.revision)
+        for hub_id in pending_hub_ids(config, jobs, workdir)
+    ]
+    hub_failures, hub_warnings = hub_access_problems(hub_ids, environ)
     disk_failures, disk_notes = disk_problems(jobs, config, workdir)
     failures = hub_failures + missing_api_keys(api_key_users(config, jobs), environ) + disk_failures
     return failures, hub_warnings, disk_notes
@@ -308,7 +319,8 @@ def rehearse(
         ready, lines, "the real run's preflight refuses it or cannot fetch its inputs", refusals
     )
     lines += warned
-    failures, warned, notes = login_node_problems(config, every_job, workdir, os.environ if env is None else env)
+    lock = read_lock(lock_path(configfiles))
+    failures, warned, notes = login_node_problems(config, every_job, workdir, os.environ if env is None else env, lock)
     ready, lines = fail_verdict(ready, lines, "the run would stop on what this host lacks", failures)
     lines += warned
     failures, warned = gpu_memory_problems(shapes, partitions, config, workdir)
