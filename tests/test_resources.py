@@ -231,7 +231,19 @@ def test_only_score_jobs_of_a_metric_that_runs_an_encoder_take_the_score_stages_
     paper = paper_config()
     diversity = score_settings(paper, "llama3_8b_gem", "diversity")
     assert (diversity["gpus"], diversity["mem_mb"], diversity["runtime"]) == (1, 32000, 120)
-    assert score_settings(paper, "llama3_8b_gem", "length")["gpus"] == 0
+    assert score_settings(paper, "llama3_8b_gem", "length_levels")["gpus"] == 0
+
+
+def test_a_metrics_stage_is_what_its_entry_declares_whatever_its_settings_say():
+    """Diversity runs its sentence encoder (the packaged one where no ``encoder`` is named):
+    its score jobs keep the score stage's GPU when the setting is left out."""
+    from reprolm.config.resources import score_settings
+    from reprolm.score.metrics import METRICS, metric_stage
+
+    paper = paper_config()
+    paper["metrics"]["diversity"].pop("encoder", None)
+    assert score_settings(paper, "llama3_8b_gem", "diversity")["gpus"] == 1
+    assert {name: metric_stage(name) for name in METRICS if metric_stage(name) != "default"} == {"diversity": "score"}
 
 
 def test_a_dataset_build_asks_for_memory_by_the_rows_and_data_it_reads(tmp_path):

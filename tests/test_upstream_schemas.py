@@ -147,3 +147,17 @@ def test_a_jobs_fingerprint_names_the_schemas_its_sources_and_tasks_are_read_by(
     ]
     with pytest.raises(KeyError, match="unknown upstream schema 'gsm8'"):
         schema_entries(["gsm8"])
+
+
+def test_the_nltk_data_of_a_tasks_checks_is_declared_on_the_schema_of_its_documents():
+    """What the nltk_data rule fetches for a suite, and what the lm-eval bridge looks for
+    before a task runs, is read from the entry that describes the task's documents."""
+    from reprolm.config.lookups import nltk_data
+    from reprolm.data.upstream import nltk_data_needed
+    from reprolm.paths import nltk_data_dir
+
+    assert nltk_data_needed("ifeval") == {"length_constraints:number_sentences": "tokenizers/punkt_tab"}
+    assert nltk_data_needed("boolq") == {} and nltk_data_needed("not_a_task") == {}
+    suite = {"tasks": [{"task": "ifeval"}, {"task": "boolq"}]}
+    assert nltk_data(suite) == [nltk_data_dir("punkt_tab")]
+    assert nltk_data({**suite, "nltk_data": []}) == []

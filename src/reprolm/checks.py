@@ -17,6 +17,7 @@ from reprolm.config.references import check_extrapolation, require_grader, requi
 from reprolm.config.resources import model_settings, setting_key, stage_gpu_needs
 from reprolm.data.builder_registry import BUILDERS
 from reprolm.data.released_ratings import check_released
+from reprolm.data.upstream import UPSTREAM_SCHEMAS
 from reprolm.errors import ConfigError, require
 from reprolm.generate.prompts import PROMPT_BUILDERS
 from reprolm.io import read_yaml
@@ -128,7 +129,6 @@ def _check_sources(config: Mapping) -> None:
     a files source's files exist in formats it reads, and a released source names its
     format's files (whether they are downloaded is asked when the DAG is built)."""
     from reprolm.data.sources import file_splits
-    from reprolm.data.upstream import UPSTREAM_SCHEMAS
 
     for name, spec in config["sources"].items():
         try:

@@ -9,7 +9,7 @@ the pipeline its jobs' cost is counted under; its ``resources`` is the stage of 
 ``resources`` block (and ``base_models.*.resources``) that sizes its jobs for the base model
 its ``base`` wildcard names, None where the profile sizes them or another model's settings
 do (a judge's jobs: its model's ``evaluate``; a score job's: its metric's stage,
-:func:`reprolm.config.resources.score_stage`).
+:func:`reprolm.score.metrics.scored_on`).
 
 Packing on a cluster: a rule's ``pack`` names the wildcards its jobs share a submission by
 (one model, so one resource class: :func:`pack_group` makes the Snakemake group), and a

@@ -29,7 +29,6 @@ from reprolm.config.resources import (
     routed_keys,
     routing,
     score_settings,
-    score_stage,
     stop_signal,
     TASKS_PER_GPU,
 )
@@ -44,7 +43,7 @@ from reprolm.data.sources import source_file_paths
 from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
 from reprolm.score.judges import judge_name_regex, successors
-from reprolm.score.metrics import METRICS
+from reprolm.score.metrics import METRICS, metric_stage
 from reprolm.stages import host_rules, pack_group
 from reprolm.studies import (
     enabled_studies,
@@ -501,7 +500,7 @@ def score_resource(key):
     def lookup(wildcards, attempt, rulename):
         if key == "gpus":
             check_gpu_partition(
-                wildcards.base, score_stage(config, wildcards.metric), rulename
+                wildcards.base, metric_stage(wildcards.metric), rulename
             )
         value = score_settings(config, wildcards.base, wildcards.metric)[key]
         return attempt_size(config, key, value, attempt)
@@ -515,7 +514,7 @@ def score_routing():
     return routing_lookups(
         "score",
         lambda wildcards: job_routing(
-            config, wildcards.base, score_stage(config, wildcards.metric)
+            config, wildcards.base, metric_stage(wildcards.metric)
         ),
     )
 

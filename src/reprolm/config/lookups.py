@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from reprolm.data.upstream import nltk_data_needed
 from reprolm.errors import ConfigError
 from reprolm.generate.prompts import PROMPTSET_KEYS as GENERATION_PROMPTSET_KEYS
 from reprolm.generate.prompts import RECIPE_KEYS as GENERATION_RECIPE_KEYS
@@ -31,7 +32,6 @@ from reprolm.paths import (
 )
 from reprolm.score.definitions import chosen_definitions
 from reprolm.score.judges import judge_kind
-from reprolm.score.nltk_needs import NLTK_DATA_NEEDED
 
 
 def _without_seeds(spec: Mapping) -> dict:
@@ -263,7 +263,7 @@ def nltk_data(suite: Mapping) -> list[str]:
         packages = {
             resource.rsplit("/", 1)[-1]
             for task in suite["tasks"]
-            for resource in NLTK_DATA_NEEDED.get(task["task"], {}).values()
+            for resource in nltk_data_needed(task["task"]).values()
         }
     return [nltk_data_dir(package) for package in sorted(packages)]
 

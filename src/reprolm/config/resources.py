@@ -18,6 +18,7 @@ from pathlib import Path
 
 from reprolm.errors import ConfigError
 from reprolm.score.judges import judge_kind
+from reprolm.score.metrics import metric_stage
 from reprolm.train.objectives import objective_of
 
 STAGE_DEFAULTS = {
@@ -269,15 +270,9 @@ def stage_gpu_needs(
     return needs
 
 
-def score_stage(config: Mapping, metric: str) -> str:
-    """The stage whose settings a metric's score jobs take: ``score`` for a metric that runs
-    a sentence encoder (diversity, on the job's GPU where the stage has GPUs), else
-    ``default`` (the other metrics count and parse on a CPU)."""
-    return "score" if config.get("metrics", {}).get(metric, {}).get("encoder") else "default"
-
-
 def score_settings(config: Mapping, base: str, metric: str) -> dict:
-    return model_settings(config, base, score_stage(config, metric))
+    """A score job's settings: its metric's stage's (as the metric's entry declares it)."""
+    return model_settings(config, base, metric_stage(metric))
 
 
 # A dataset build reads its sources whole into Python records (the builders shuffle and

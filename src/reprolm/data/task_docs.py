@@ -19,9 +19,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from reprolm.data.fixture_world import OBJECTS, SUBJECTS, TAILS, question
 from reprolm.data.schemas import Problem
 
@@ -383,6 +380,10 @@ def boolq(n: int, seed: int) -> dict[str, list[dict]]:
 def write_task_docs(docs: dict[str, list[dict]], folder: str | Path) -> dict[str, Path]:
     """Write each split to ``folder/{split}.parquet`` (through a temporary file, so a failed
     write leaves no partial split behind) and return the paths."""
+    # Here, not at the top: the schemas' declarations are read while the workflow parses.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}

@@ -13,10 +13,8 @@ import fnmatch
 import inspect
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import pyarrow.parquet as pq
 
 from reprolm.data import fixtures, schemas, task_docs
 from reprolm.data.schemas import DataError, Problem
@@ -63,6 +61,9 @@ class UpstreamSchema:
     task_text: Callable[[dict], str] | None = None
     # lm-eval tasks that read this schema (shell patterns).
     lm_eval_tasks: tuple[str, ...] = ()
+    # NLTK data the checks of those tasks read, by check (lm-eval downloads it on first use,
+    # which offline cannot happen): the workflow fetches it, the lm-eval bridge looks for it.
+    nltk_data: Mapping[str, str] = field(default_factory=dict)
 
     def adapter(self, kind: str, reader: str) -> Callable:
         """The ``kind`` adapter, or an error naming ``reader`` and the schemas that have one."""
@@ -521,6 +522,8 @@ IFEVAL = define(
         task_docs.check_ifeval,
         task_docs.ifeval,
         lm_eval_tasks=("ifeval",),
+        # IFEval counts sentences with punkt_tab.
+        nltk_data={"length_constraints:number_sentences": "tokenizers/punkt_tab"},
     )
 )
 
@@ -535,6 +538,12 @@ def schema_for_task(task: str) -> UpstreamSchema | None:
         if any(fnmatch.fnmatchcase(task, pattern) for pattern in schema.lm_eval_tasks):
             return schema
     return None
+
+
+def nltk_data_needed(task: str) -> Mapping[str, str]:
+    """The NLTK data an lm-eval task's checks read, by check (none for a task not covered)."""
+    schema = schema_for_task(task)
+    return schema.nltk_data if schema is not None else {}
 
 
 def schemas_read(sources: Mapping[str, Mapping]) -> list[str]:
@@ -600,4 +609,8 @@ def validate_records(records: list[dict], schema: str, path) -> list[dict]:
 
 def load_records(path: str | Path, schema: str) -> list[dict]:
     """Read a raw parquet source and validate every row against ``schema``."""
+    # Here, not at the top: the config's lookups read the schemas' declarations while the
+    # workflow parses, without loading pyarrow.
+    import pyarrow.parquet as pq
+
     return validate_records(pq.read_table(path).to_pylist(), schema, path)

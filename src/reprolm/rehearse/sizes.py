@@ -59,11 +59,12 @@ import pyarrow.parquet as pq
 import yaml
 
 from reprolm.config.lookups import promptset_spec
-from reprolm.config.resources import build_request, score_stage
+from reprolm.config.resources import build_request
 from reprolm.data.fixture_world import passage, question
 from reprolm.data.upstream import UPSTREAM_SCHEMAS
 from reprolm.io import atomic_path
 from reprolm.rehearse.submissions import JOB_NAMING, config_key, sbatch_options
+from reprolm.score.metrics import metric_stage
 from reprolm.studies.base import streamed_job
 
 FLAGGED_SHARE = 0.8
@@ -354,7 +355,7 @@ def score_jobs(dag, requests: Sequence = ()) -> list[ScoreJob]:
                 context=context,
                 mem_mb=request[0],
                 runtime_min=request[1],
-                stage=score_stage(config, metric),
+                stage=metric_stage(metric),
                 keys=set(),
                 assets=assets,
                 gpus=gpus,

@@ -46,6 +46,7 @@ from pathlib import Path
 
 import yaml
 
+from reprolm.data.upstream import UPSTREAM_SCHEMAS
 from reprolm.provenance import provenance_path
 from reprolm.rehearse.sizes import DEFAULT_CONFIG, fixture_options
 from reprolm.rehearse.submissions import Request, resource_sources
@@ -346,8 +347,6 @@ def stand_in_config(
         spec = stood_in["base_models"][name]
         spec.pop("hub")
         spec["path"] = folder
-    from reprolm.data.upstream import UPSTREAM_SCHEMAS
-
     for name, spec in stood_in.get("sources", {}).items():
         # A hub dataset, or released files the researcher downloads by hand (FLR's FLASK), is
         # a fixture where its schema has one; otherwise a job that reads it needs it.

@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from reprolm.data.schemas import DataError
-from reprolm.data.upstream import schema_for_task
+from reprolm.data.upstream import nltk_data_needed, schema_for_task
 from reprolm.io import atomic_path
 from reprolm.progress import Interval, ProgressCounter, interval
-from reprolm.score.nltk_needs import NLTK_DATA_NEEDED
 
 if TYPE_CHECKING:
     from lm_eval.api.model import LM
@@ -293,7 +292,7 @@ def unscorable_instructions(task: str) -> dict[str, str]:
     import nltk
 
     missing = {}
-    for instruction, resource in NLTK_DATA_NEEDED.get(task, {}).items():
+    for instruction, resource in nltk_data_needed(task).items():
         try:
             nltk.data.find(resource)
         except LookupError:

@@ -29,6 +29,26 @@ from reprolm.score.sampling import (
 
 MetricFunction = Callable[[list[Mapping], Mapping], dict]
 METRICS: Registry[MetricFunction] = Registry("metric", per_job=True)
+# The config stage whose settings (resources, GPUs, placement) a metric's score jobs take:
+# the metrics that count and parse run on a CPU, under ``default``'s; :func:`scored_on`
+# declares another.
+CPU_STAGE = "default"
+
+
+def scored_on(stage: str) -> Callable[[MetricFunction], MetricFunction]:
+    """Declares the config stage whose settings a metric's score jobs take (``score`` for one
+    that runs a model: on the job's GPU where that stage has GPUs)."""
+
+    def declare(entry: MetricFunction) -> MetricFunction:
+        entry.stage = stage
+        return entry
+
+    return declare
+
+
+def metric_stage(metric: str) -> str:
+    """The config stage whose settings ``metric``'s score jobs take (:func:`scored_on`)."""
+    return getattr(METRICS.get(metric, "metrics"), "stage", CPU_STAGE)
 
 
 def _targets(context) -> TargetSet:
@@ -189,6 +209,7 @@ def _diversity_scores(texts: Mapping, compat: str, encoder) -> dict:
 
 
 @METRICS.register("diversity")
+@scored_on("score")  # its embedding diversity runs a sentence encoder, whatever ``encoder`` names
 def diversity(rows, context) -> dict:
     """Diversity of each prompt's samples, averaged over prompts: distinct-1/2/3 (and their
     mean, the study's n-gram distinct ratio), self-BLEU and sentence-embedding diversity.
