@@ -1,6 +1,6 @@
 """The rerun scope of every leaf key of the default config: each changed to another value
 the workflow accepts, and the jobs the change reruns after a finished run of the default
-(reprolm.impact: two Snakemake DAGs, in this process)."""
+(reprolm.dag_jobs and reprolm.impact: two Snakemake DAGs, in this process)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import yaml
 
-from reprolm import impact
+from reprolm import dag_jobs, impact
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = Path("docs") / "rerun-scope.md"
@@ -180,13 +180,13 @@ def scope_of_every_key(root: Path = REPO, progress=None) -> list[Scope]:
     """Each leaf key changed to the first alternative the workflow accepts (None: none is)."""
     config = yaml.safe_load((root / "config" / "config.yaml").read_text())
     schema = yaml.safe_load((root / "workflow" / "schemas" / "config.schema.yaml").read_text())
-    default = impact.dag_states(root).states
+    default = dag_jobs.dag_states(root).states
     scopes = []
     for key, value in leaves(config):
         scope = Scope(key, value, None, False, (), {})
         for candidate in alternatives(config, schema, key, value):
             try:
-                states = impact.dag_states(root, config=changed(config, key, candidate)).states
+                states = dag_jobs.dag_states(root, config=changed(config, key, candidate)).states
             except Exception:  # the workflow refuses the value: the next one
                 continue
             found = impact.reruns(default, states)

@@ -1,6 +1,6 @@
 """Figures in README.md and docs/ that the code determines are computed here and must be what
 the pages say: job counts from one dry run per config (default and paper.yaml, from scratch),
-and `reprolm plan`'s figures for paper.yaml from the same dry run. Timings are measured by
+and `reprolm plan`'s figures for paper.yaml, of the same DAG. Timings are measured by
 `make bench`, not by tests: the pages link to bench/RESULTS.md instead of typing them."""
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ def _total(dry_run_output: str) -> int:
 @pytest.fixture(scope="module")
 def computed(tmp_path_factory) -> dict[str, float]:
     """Each figure the pages type, from the code: one dry run per config in a fresh copy of
-    the workflow (as in a fresh clone), and the plan of paper.yaml from its dry run."""
+    the workflow (as in a fresh clone), and the plan of paper.yaml."""
     work = scratch_copy(tmp_path_factory.mktemp("doc_figures"))
     default = snakemake(work, "-n")
     paper = run_printed(PAPER_DRY_RUN, work)
     assert paper.returncode == 0, (paper.stdout + paper.stderr)[-3000:]
     paper_text = paper.stdout + paper.stderr
-    estimate = plan(work, "config/paper.yaml", width=64, dry_run_text=paper_text, calibrated=False)
+    estimate = plan(work, "config/paper.yaml", width=64, calibrated=False)
     table = estimate.table()
     stages = table[table["study"] == "all"].set_index("stage")
     return {

@@ -3,6 +3,7 @@ calibration from recorded usage, and a plan of the default config against its dr
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import Counter
 
@@ -10,6 +11,7 @@ import pytest
 
 import reprolm.plan
 from reprolm.cli import main
+from reprolm.dag_jobs import JobState
 from reprolm.plan import (
     CHECKPOINT_BYTES,
     CPU_JOB_SECONDS,
@@ -19,8 +21,8 @@ from reprolm.plan import (
     calibrate,
     makespan,
     model_parameters,
-    parse_dry_run,
     plan,
+    planned_jobs,
 )
 from reprolm.provenance.cost import stage_of
 from reprolm.provenance.hashing import provenance_path
@@ -44,28 +46,61 @@ CONFIG = {
     "datasets": {"prompts": {"builder": "instructions", "sources": ["s"], "params": {"num": 500}}},
     "promptsets": {"ask": {"dataset": "prompts", "sampling": {"max_new_tokens": 768, "n": 2}}},
 }
-DRY_RUN = """
-rule finetune:
-    input: resources/models/big, results/datasets/d/train.parquet
-    output: results/models/big/sft
-    wildcards: base=big, recipe=sft
-    resources: tmpdir=/tmp, gpu=4, runtime=600, mem_mb=4000
-rule generate:
-    input: results/models/big/sft, results/datasets/prompts/test.parquet
-    output: results/generations/big/sft/ask.parquet
-    wildcards: base=big, recipe=sft, promptset=ask
-    resources: tmpdir=/tmp, gpu=1, runtime=120
-rule generate:
-    input: resources/models/odd, results/datasets/prompts/test.parquet
-    output: results/generations/odd/pretrained/ask.parquet
-    wildcards: base=odd, recipe=pretrained, promptset=ask
-    resources: tmpdir=/tmp, gpu=1, runtime=120
-rule score:
-    input: results/generations/big/sft/ask.parquet
-    output: results/scores/x/big/sft/ask.json
-    wildcards: base=big, recipe=sft, promptset=ask, metric=x
-    resources: tmpdir=/tmp, gpu=0, runtime=60
-"""
+
+
+def _job(rule: str, inputs: str, outputs: str, wildcards: str, gpus: int, runtime_min: float) -> JobState:
+    """A job as the DAG reader gives it (reprolm.dag_jobs), from its files and wildcards."""
+    return JobState(
+        rule=rule,
+        wildcards=dict(pair.split("=") for pair in wildcards.split(", ")),
+        params=[],
+        code="",
+        inputs=inputs.split(", ") if inputs else [],
+        software="",
+        outputs=outputs.split(", "),
+        gpus=gpus,
+        runtime_min=runtime_min,
+    )
+
+
+# A finetune, the generation from it, a generation of a model of unknown size, and a score.
+STATES = {
+    state.outputs[0]: state
+    for state in (
+        _job(
+            "finetune",
+            "resources/models/big, results/datasets/d/train.parquet",
+            "results/models/big/sft",
+            "base=big, recipe=sft",
+            4,
+            600,
+        ),
+        _job(
+            "generate",
+            "results/models/big/sft, results/datasets/prompts/test.parquet",
+            "results/generations/big/sft/ask.parquet",
+            "base=big, recipe=sft, promptset=ask",
+            1,
+            120,
+        ),
+        _job(
+            "generate",
+            "resources/models/odd, results/datasets/prompts/test.parquet",
+            "results/generations/odd/pretrained/ask.parquet",
+            "base=odd, recipe=pretrained, promptset=ask",
+            1,
+            120,
+        ),
+        _job(
+            "score",
+            "results/generations/big/sft/ask.parquet",
+            "results/scores/x/big/sft/ask.json",
+            "base=big, recipe=sft, promptset=ask, metric=x",
+            0,
+            60,
+        ),
+    )
+}
 
 
 def test_parameters_from_config_name_or_unknown(tmp_path):
@@ -75,8 +110,9 @@ def test_parameters_from_config_name_or_unknown(tmp_path):
 
 
 def test_finetune_and_generation_estimates_by_hand():
-    finetune, generate, unknown, score = parse_dry_run(DRY_RUN)
+    finetune, generate, unknown, score = planned_jobs(STATES)
     assert [job.after for job in (finetune, generate, unknown, score)] == [[], [0], [], [1]]
+    assert [job.stage for job in (finetune, generate, score)] == ["finetune", "generate", "evaluate"]
     h100, size = DEVICES["h100"], 7e9
     _estimate(finetune, CONFIG, h100, size, {})
     tokens = 100 * 4 * 2 * 4 * 1024  # steps x batch x accumulation x GPUs x max_length
@@ -98,13 +134,15 @@ def test_finetune_and_generation_estimates_by_hand():
 
 def test_a_studys_own_step_is_estimated_by_the_study():
     """LM-Harmony's train_before_test: the plan asks the registered studies (Study.job_flops)."""
-    (job,) = parse_dry_run("""
-rule train_before_test:
-    input: results/models/big/sft
-    output: results/scores/train_before_test/big/sft/arc.json
-    wildcards: base=big, recipe=sft, task=arc
-    resources: tmpdir=/tmp, gpu=1, runtime=60
-""")
+    state = _job(
+        "train_before_test",
+        "results/models/big/sft",
+        "results/scores/train_before_test/big/sft/arc.json",
+        "base=big, recipe=sft, task=arc",
+        1,
+        60,
+    )
+    (job,) = planned_jobs({state.outputs[0]: state})
     train = {"num_train_epochs": 2, "max_length": 512, "max_num_train": 100, "max_num_valid": 10, "max_num_test": 20}
     config = {**CONFIG, "harmony": {"train": train}}
     size = 7e9
@@ -143,7 +181,7 @@ def _recorded(root, path: str, wall_seconds: float, gpus: int) -> str:
 def test_calibration_scales_a_rule_by_its_recorded_wall_time_on_its_hardware(tmp_path):
     """Only records of outputs this config made count, and only those on the job's class of
     hardware: a tiny run's CPU record of a GPU job, or of a job another config made, does not."""
-    jobs = parse_dry_run(DRY_RUN)
+    jobs = planned_jobs(STATES)
     for job in jobs:
         job.seconds = 100.0
     generation = _recorded(tmp_path, "results/generations/big/sft/ask.parquet", 250.0, gpus=1)
@@ -176,14 +214,14 @@ def test_plan_in_a_run_folder_prices_the_config_from_its_own_inputs(tmp_path):
     import pandas as pd
 
     fresh = scratch_copy(tmp_path / "fresh")
-    text = reprolm.plan.dry_run(fresh, "config/paper.yaml")
+    jobs = reprolm.plan.dag_jobs(fresh, "config/paper.yaml")
     run = scratch_copy(tmp_path / "run")
     snakemake(run, "results/datasets/chat_sft/train.parquet")
     by_hand = run / "results/datasets/numina_sft/train.parquet"
     by_hand.parent.mkdir(parents=True)
     pd.DataFrame({"messages": [[{"role": "user", "content": "hi"}]] * 3}).to_parquet(by_hand)
     assert len(pd.read_parquet(run / "results/datasets/chat_sft/train.parquet")) < 1000
-    plans = {folder.name: plan(folder, "config/paper.yaml", dry_run_text=text) for folder in (fresh, run)}
+    plans = {folder.name: plan(folder, "config/paper.yaml", jobs=copy.deepcopy(jobs)) for folder in (fresh, run)}
 
     def finetune(estimate, base: str, recipe: str) -> PlannedJob:
         wildcards = {"base": base, "recipe": recipe}
@@ -198,29 +236,24 @@ def test_plan_in_a_run_folder_prices_the_config_from_its_own_inputs(tmp_path):
     assert numina["run"] == numina["fresh"] == pytest.approx(ce * 7 / 8 * 20_000 / 61_135)
     assert plans["run"].table().equals(plans["fresh"].table())
     assert plans["run"].summary() == plans["fresh"].summary() and "calibrated" not in plans["run"].summary()
+    # A dataset build is sized from raw data not downloaded yet (<TBD> in a dry run): planned
+    # with no runtime request.
+    builds = [job for job in plans["fresh"].jobs if job.rule == "dataset"]
+    assert builds and all(job.runtime_min == 0.0 and job.seconds > 0 for job in builds)
 
 
 @pytest.mark.slow
-def test_plan_of_the_default_config_has_the_dry_runs_jobs_per_stage(capsys, monkeypatch):
-    """``reprolm plan`` on the default config runs Snakemake's dry run once (recorded here as
-    it passes) and plans its jobs; the same text, read by the tests' own parser of dry runs,
-    has as many jobs of each stage."""
-    dry_runs = []
-
-    def recorded_dry_run(root, configfile):
-        dry_runs.append(real_dry_run(root, configfile))
-        return dry_runs[-1]
-
-    real_dry_run = reprolm.plan.dry_run
-    monkeypatch.setattr(reprolm.plan, "dry_run", recorded_dry_run)
+def test_plan_of_the_default_config_has_the_dry_runs_jobs_per_stage(capsys):
+    """``reprolm plan`` on the default config plans every job of Snakemake's DAG: as many of
+    each stage as Snakemake's own dry run of it lists (read by the tests' own parser)."""
     assert main(["--root", str(REPO), "plan", "--device", "cpu", "--width", "2"]) == 0
     printed = capsys.readouterr().out
     assert "of wall time on 2 GPUs" in printed
-    (text,) = dry_runs
+    text = snakemake(REPO, "-n", "--forceall").stdout
     rules = [header.group(1) for header in map(JOB_HEADER.match, text.splitlines()) if header]
     expected = Counter(stage_of(rule) for rule in rules if rule != "all")
     assert sum(expected.values()) > 100
-    estimate = plan(REPO, None, width=2, device="cpu", dry_run_text=text)
+    estimate = plan(REPO, None, width=2, device="cpu")
     assert Counter(job.stage for job in estimate.jobs) == expected
     table = estimate.table()
     total = table[(table["study"] == "all") & (table["stage"] == "total")].iloc[0]
@@ -228,17 +261,6 @@ def test_plan_of_the_default_config_has_the_dry_runs_jobs_per_stage(capsys, monk
     assert set(table["study"]) == {"all", "ruler", "harmony", "expo", "flr", "gem"}
     assert estimate.summary().startswith(f"{sum(expected.values())} jobs: 0 GPU-hours on cpu")
     assert estimate.summary() in printed
-
-
-def test_a_job_sized_from_inputs_not_made_yet_is_planned():
-    """A dataset build's memory and time come from its raw data (<TBD> in a dry run before
-    the download)."""
-    from reprolm.plan import parse_dry_run
-
-    (job,) = parse_dry_run(
-        "rule dataset:\n    wildcards: dataset=tlg, split=test\n    resources: tmpdir=/tmp, mem_mb=<TBD>, runtime=<TBD>\n"
-    )
-    assert (job.rule, job.runtime_min, job.gpus) == ("dataset", 0.0, 0)
 
 
 def test_jobs_the_rehearsal_measured_take_its_figures(tmp_path):
@@ -250,7 +272,7 @@ def test_jobs_the_rehearsal_measured_take_its_figures(tmp_path):
     measured = tmp_path / "results" / "rehearsal" / "sizes.json"
     measured.parent.mkdir(parents=True)
     measured.write_text(json.dumps({"score": {"big/sft/ask/x": {"seconds": 412.5, "peak_mb": 900.0}}}))
-    estimate = plan(tmp_path, "config.yaml", dry_run_text=DRY_RUN, calibrated=False)
+    estimate = plan(tmp_path, "config.yaml", jobs=planned_jobs(STATES), calibrated=False)
     score = next(job for job in estimate.jobs if job.rule == "score")
     assert (score.seconds, score.basis) == (412.5, "measured by the rehearsal")
     assert [job.basis for job in estimate.jobs if job.rule != "score"] == ["tokens x parameters"] * 2 + ["requested"]

@@ -13,32 +13,25 @@ after a finished run of the current side.
 The cost of the rerun jobs is ``reprolm plan``'s model of them (:mod:`reprolm.plan`),
 calibrated on the records of this run's artifacts where there are any.
 
-``--rev`` describes the jobs of another revision's tree by running this file with that tree's
-package (:func:`job_states`): what it imports of the package at its top is light and old.
+Both sides are read by :mod:`reprolm.dag_jobs`; ``--rev`` describes the jobs of another
+revision's tree by running that module with the tree's package (:func:`reprolm.dag_jobs.job_states`).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import gc
-import hashlib
 import io
-import json
-import os
 import subprocess
-import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from reprolm.config.overlays import load
+from reprolm.dag_jobs import SNAKEFILE, JobState, dag_states, job_states
 from reprolm.provenance.hashing import provenance_path
 from reprolm.stages import RULE_STAGES, stage_of
 
-SNAKEFILE = Path("workflow") / "Snakefile"
 # Snakemake's rerun triggers, in the words of `--rerun-triggers` (``code`` here also covers
 # the library code a job runs, its ``params.code``), then what a dry run adds.
 TRIGGERS = ("params", "input", "code", "software-env")
@@ -47,157 +40,6 @@ NEW, UPSTREAM = "new", "upstream"
 RETRAINS = ("finetune", "train_before_test", "build_base_model", "extrapolate")
 REGENERATES = ("generate", "generate_api")
 RESCORES = ("score", "lm_eval")
-
-
-@dataclass
-class JobState:
-    """One job as Snakemake's rerun triggers see it."""
-
-    rule: str
-    wildcards: dict
-    params: list[str]
-    code: str
-    inputs: list[str]
-    software: str
-    outputs: list[str] = field(default_factory=list)
-    needs: list[str] = field(default_factory=list)  # the first output of each job it reads from
-    gpus: int = 0
-    runtime_min: float = 0.0  # as requested; 0 where it is sized from inputs not made yet
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _local_file(source) -> Path:
-    return Path(source.get_path_or_uri(secret_free=True))
-
-
-def _state(job, persistence) -> JobState:
-    params = dict(job.params.items())
-    code = params.pop("code", "")
-    rule_code = persistence._code(job.rule) or ""
-    if job.rule.script:
-        # Snakemake dates a script by its mtime; between two trees its text is what differs.
-        rule_code += _local_file(job.rule.basedir.join(job.rule.script)).read_text()
-    serialised = sorted(repr(value) for value in params.values())
-    env = ""
-    if job.conda_env_spec:
-        env = _local_file(job.conda_env_spec.file).read_text()
-    resources = job.resources
-    return JobState(
-        rule=job.rule.name,
-        wildcards=dict(job.wildcards_dict),
-        params=serialised,
-        code=_digest(f"{code}\n{rule_code}"),
-        inputs=sorted(str(path) for path in job.input),
-        software=_digest(env),
-        outputs=[str(path) for path in job.output],
-        gpus=_number(resources.get("gpu", 0)),
-        runtime_min=_number(resources.get("runtime", 0)),
-    )
-
-
-def _number(value) -> int:
-    """A resource as a number; 0 for one sized from inputs not made yet (``<TBD>``)."""
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
-def _parse_once() -> None:
-    """Snakemake parses each rules file anew for every workflow it reads; this process reads
-    the same files for many configs (:func:`dag_states`), so each file's parse is kept, by
-    its text and place among the workflow's rules."""
-    import snakemake.workflow
-
-    if getattr(snakemake.workflow.parse, "kept", False):
-        return
-    parse = snakemake.workflow.parse
-    kept: dict = {}
-
-    def parse_kept(path, workflow, linemap, overwrite_shellcmd=None, rulecount=0):
-        key = (path.get_path_or_uri(secret_free=True), _local_file(path).read_text(), overwrite_shellcmd, rulecount)
-        if key not in kept:
-            lines: dict = {}
-            kept[key] = (*parse(path, workflow, lines, overwrite_shellcmd, rulecount), lines)
-        code, count, lines = kept[key]
-        linemap.update(lines)
-        return code, count
-
-    parse_kept.kept = True
-    snakemake.workflow.parse = parse_kept
-
-
-@dataclass
-class Side:
-    """One side of a change: its jobs by first output, and the config they were read with
-    (the workflow's, retired judges' successors in their places)."""
-
-    states: dict[str, JobState]
-    config: dict
-
-
-def dag_states(root: str | Path, configfile: str | Path | None = None, config: Mapping | None = None) -> Side:
-    """Every job of the config's whole DAG (as from scratch), by its first output: Snakemake's
-    own parse of the workflow in ``root``, in this process. ``configfile``: as ``--configfile``
-    (default: the embedded config/config.yaml); ``config``: as ``--config``, laid over it."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.enums import Quietness
-    from snakemake.settings.types import (
-        ConfigSettings,
-        DAGSettings,
-        OutputSettings,
-        ResourceSettings,
-        StorageSettings,
-    )
-
-    _parse_once()
-    root = Path(root).resolve()
-    here = Path.cwd()
-    configfiles = [Path(configfile).resolve()] if configfile else []
-    try:
-        with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
-            workflow_api = api.workflow(
-                resource_settings=ResourceSettings(cores=1),
-                storage_settings=StorageSettings(),
-                config_settings=ConfigSettings(configfiles=configfiles, config=dict(config or {})),
-                snakefile=root / SNAKEFILE,
-                workdir=root,
-            )
-            workflow_api.dag(DAGSettings(forceall=True))
-            workflow = workflow_api._workflow
-            workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True, nolock=True)
-            workflow._build_dag()
-            dag = workflow.dag
-            persistence = workflow.persistence
-            states = {}
-            for job in dag.needrun_jobs():
-                if job.rule.norun:
-                    continue
-                state = _state(job, persistence)
-                state.needs = sorted(str(dep.output[0]) for dep in dag.dependencies[job] if not dep.rule.norun)
-                states[str(job.output[0])] = state
-            return Side(states, json.loads(json.dumps(dict(workflow.globals["config"]), default=str)))
-    finally:
-        os.chdir(here)
-        # The Snakefile freezes what it has made (its parse's garbage collections skip it):
-        # this process reads many workflows, each collected once read.
-        gc.unfreeze()
-
-
-def job_states(root: str | Path, configfile: str | Path | None = None, package: str | Path | None = None) -> Side:
-    """:func:`dag_states` of ``root``, run with the package of the folder ``package`` (its
-    ``src``) in a process of its own, or in this process where it is not given."""
-    if package is None:
-        return dag_states(root, configfile)
-    command = [sys.executable, __file__, "--states", str(root)]
-    if configfile:
-        command += ["--configfile", str(configfile)]
-    env = {**os.environ, "PYTHONPATH": str(Path(package).resolve() / "src")}
-    result = subprocess.run(command, capture_output=True, text=True, env=env)
-    if result.returncode != 0:
-        raise RuntimeError(f"the workflow of {root} could not be read:\n{(result.stdout + result.stderr)[-3000:]}")
-    found = json.loads(result.stdout)
-    return Side({key: JobState(**value) for key, value in found["states"].items()}, found["config"])
 
 
 @dataclass
@@ -426,13 +268,3 @@ def impact(
             after = dag_states(root, current_file, config=with_assignments(written, assignments))
     found = reruns(before.states, after.states)
     return Impact(found, estimated(found, after.config, root, device), width, device)
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--states", required=True)
-    parser.add_argument("--configfile")
-    args = parser.parse_args()
-    with contextlib.redirect_stdout(io.StringIO()):
-        side = dag_states(args.states, args.configfile)
-    print(json.dumps({"states": {key: asdict(state) for key, state in side.states.items()}, "config": side.config}))

@@ -1,7 +1,7 @@
 """What a run will cost before it starts: ``reprolm plan``.
 
-The jobs come from Snakemake's own dry run of the config (``--forceall``: the whole DAG, as
-from scratch; the ExPO alpha search adds its evaluations only once it has run). Each job is
+The jobs come from Snakemake's own DAG of the config (:mod:`reprolm.dag_jobs`: the whole DAG,
+as from scratch; the ExPO alpha search adds its evaluations only once it has run). Each job is
 estimated by a cost model of its stage:
 
 - finetune: ``6 x N x T`` FLOPs for ``N`` parameters and ``T`` trained tokens, ``T`` =
@@ -42,9 +42,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import re
-import subprocess
-import sys
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -54,6 +51,7 @@ import pandas as pd
 
 from reprolm.config import overlays
 from reprolm.config.lookups import promptset_spec, recipe_spec
+from reprolm.dag_jobs import SNAKEFILE, JobState, dag_states
 from reprolm.models.parameters import model_parameters
 from reprolm.provenance.hashing import provenance_path
 from reprolm.rehearse.sizes import MEASURED
@@ -76,10 +74,6 @@ TRAINING_BYTES, INFERENCE_BYTES = 16, 2
 # A finetune keeps two checkpoints (weights and optimizer, 12 bytes/param) and the final
 # float32 weights.
 CHECKPOINT_BYTES = 2 * 12 + 4
-SNAKEFILE = "workflow/Snakefile"
-# A packed job is listed indented, under its group job (every dry run shows groups).
-JOB_HEADER = re.compile(r"^\s*(?:local)?(?:rule|checkpoint) (\w+):$")
-FIELD = re.compile(r"^\s+(input|output|wildcards|resources): (.*)$")
 
 
 @dataclass
@@ -102,63 +96,37 @@ class PlannedJob:
         return self.seconds * self.gpus
 
 
-def parse_dry_run(text: str) -> list[PlannedJob]:
-    """The jobs of ``snakemake -n`` output, with their wildcards, files and resources."""
-    jobs: list[PlannedJob] = []
-    for line in text.splitlines():
-        header = JOB_HEADER.match(line)
-        if header:
-            jobs.append(PlannedJob(header.group(1), {}, [], []))
-            continue
-        found = FIELD.match(line)
-        if not (found and jobs):
-            continue
-        kind, value = found.groups()
-        job = jobs[-1]
-        if kind == "wildcards":
-            job.wildcards = dict(pair.split("=", 1) for pair in value.split(", "))
-        elif kind == "resources":
-            resources = dict(pair.split("=", 1) for pair in value.split(", ") if "=" in pair)
-            job.gpus = int(resources.get("gpu", 0) or 0)
-            runtime = resources.get("runtime") or "0"
-            # "<TBD>": sized from inputs not made yet (dataset builds, CPU jobs the model bounds).
-            job.runtime_min = 0.0 if runtime == "<TBD>" else float(runtime)
-        else:
-            (job.inputs if kind == "input" else job.outputs).extend(value.split(", "))
-    jobs = [job for job in jobs if job.rule != "all"]
+def planned_jobs(states: Mapping[str, JobState]) -> list[PlannedJob]:
+    """The DAG's jobs (:func:`reprolm.dag_jobs.dag_states`) as the plan prices them: each
+    with its stage and the jobs it reads from."""
+    jobs = [
+        PlannedJob(
+            state.rule,
+            dict(state.wildcards),
+            list(state.inputs),
+            list(state.outputs),
+            gpus=state.gpus,
+            runtime_min=float(state.runtime_min),
+            stage=stage_of(state.rule),
+        )
+        for state in states.values()
+    ]
     made_by = {output: index for index, job in enumerate(jobs) for output in job.outputs}
     for job in jobs:
-        job.stage = stage_of(job.rule)
         job.after = sorted({made_by[path] for path in job.inputs if path in made_by})
     return jobs
 
 
-def _snakemake_dry_run(root: Path, configfile: str | None, *options: str) -> str:
-    command = [sys.executable, "-m", "snakemake", "-n", "--cores", "1", *options]
-    if configfile:
-        command += ["--configfile", configfile]
-    result = subprocess.run(command, cwd=root, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"the dry run failed:\n{(result.stdout + result.stderr)[-3000:]}")
-    return result.stdout + result.stderr
-
-
-def dry_run(root: Path, configfile: str | None) -> str:
-    """Every job of the config, as from scratch."""
-    return _snakemake_dry_run(root, configfile, "--forceall")
-
-
-def pending_dry_run(root: Path, configfile: str | None) -> str:
-    """The jobs Snakemake would run for the config here: those whose outputs are missing or
-    incomplete, were made with other params or inputs, or come after such a job. Not on a
-    newer input or changed code alone: those still leave a file this config made."""
-    return _snakemake_dry_run(root, configfile, "--rerun-triggers", "params", "input", "--rerun-incomplete")
+def dag_jobs(root: Path, configfile: str | None, pending: bool = False) -> list[PlannedJob]:
+    """Every job of the config, as from scratch; ``pending``: only those Snakemake would run
+    here now (:func:`reprolm.dag_jobs.dag_states`)."""
+    return planned_jobs(dag_states(root, root / configfile if configfile else None, pending=pending).states)
 
 
 def made_here(jobs: list[PlannedJob], root: Path, configfile: str | None) -> set[str]:
     """The planned jobs' outputs this config made here: on disk with the provenance record the
     workflow writes (a file put there by hand has none, and Snakemake would take it as made),
-    and their job not pending (:func:`pending_dry_run`, run only when there are such files)."""
+    and their job not pending (read only when there are such files)."""
     existing = [
         job
         for job in jobs
@@ -168,7 +136,7 @@ def made_here(jobs: list[PlannedJob], root: Path, configfile: str | None) -> set
     ]
     if not existing:
         return set()
-    pending = {path for job in parse_dry_run(pending_dry_run(root, configfile)) for path in job.outputs}
+    pending = {path for job in dag_jobs(root, configfile, pending=True) for path in job.outputs}
     return {path for job in existing if pending.isdisjoint(job.outputs) for path in job.outputs}
 
 
@@ -380,16 +348,16 @@ def plan(
     configfile: str | None = None,
     width: int = 8,
     device: str = "h100",
-    dry_run_text: str | None = None,
+    jobs: list[PlannedJob] | None = None,
     calibrated: bool = True,
 ) -> Plan:
-    """The plan of a config, from the workflow's folder ``root`` (``dry_run_text``: the
-    config's dry run, already made). Raises FileNotFoundError, naming it, where ``root`` is not
-    the workflow's folder or holds no such config file."""
+    """The plan of a config, from the workflow's folder ``root`` (``jobs``: the config's
+    jobs, already read). Raises FileNotFoundError, naming it, where ``root`` is not the
+    workflow's folder or holds no such config file."""
     root = Path(root)
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; known: {sorted(DEVICES)}")
-    if dry_run_text is None and not (root / SNAKEFILE).is_file():
+    if jobs is None and not (root / SNAKEFILE).is_file():
         raise FileNotFoundError(
             f"{root.resolve()} is not the workflow's folder (no {SNAKEFILE} there): "
             "run reprolm plan in the repository, or give --root"
@@ -399,7 +367,7 @@ def plan(
     if not config_path.is_file():
         raise FileNotFoundError(f"no config file {config_name} in {root.resolve()}")
     config = overlays.load(config_path, root)
-    jobs = parse_dry_run(dry_run_text if dry_run_text is not None else dry_run(root, configfile))
+    jobs = dag_jobs(root, configfile) if jobs is None else jobs
     made = made_here(jobs, root, configfile)
     sizes, measured, calibration = estimate(jobs, config, root, device, made, calibrated)
     return Plan(jobs, sizes, calibration, width, device, measured)
