@@ -13,6 +13,7 @@ from typing import NamedTuple
 import yaml
 
 from reprolm import dag_jobs, impact
+from reprolm.config import overlays
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = Path("docs") / "rerun-scope.md"
@@ -178,7 +179,7 @@ def changed(config, key: Key, value) -> dict:
 
 def scope_of_every_key(root: Path = REPO, progress=None) -> list[Scope]:
     """Each leaf key changed to the first alternative the workflow accepts (None: none is)."""
-    config = yaml.safe_load((root / "config" / "config.yaml").read_text())
+    config = overlays.load(root / "config" / "config.yaml", root)
     schema = yaml.safe_load((root / "workflow" / "schemas" / "config.schema.yaml").read_text())
     default = dag_jobs.dag_states(root).states
     scopes = []

@@ -15,6 +15,7 @@ import pytest
 from chat_endpoint_standin import ChatEndpointStandIn
 from reprolm.aggregate.judged import win_rate_estimates
 from reprolm.aggregate.uncertainty import unit_draws
+from reprolm.config import overlays
 from reprolm.data.sources import write_source
 from reprolm.score.judges import make_judge
 from reprolm.score.judging import win_rates
@@ -240,14 +241,13 @@ def test_the_released_verdicts_give_the_published_length_controlled_win_rates(ke
 
 
 def test_the_config_names_a_gamed_source_and_never_grades_with_alpaca_eval():
-    import yaml
 
     from reprolm.checks import check_config
     from reprolm.errors import ConfigError
 
     repo = Path(__file__).resolve().parents[1]
     schema = repo / "workflow/schemas/config.schema.yaml"
-    config = yaml.safe_load((repo / "config/config.yaml").read_text())
+    config = overlays.load(repo / "config/config.yaml", repo)
     judge = {
         "kind": "alpaca_eval",
         "base_url": "http://127.0.0.1:9/v1",

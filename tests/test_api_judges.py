@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from chat_endpoint_standin import ChatEndpointStandIn
+from reprolm.config import overlays
 from reprolm.data.sources import write_source
 from reprolm.score.judges import make_judge, request_counts
 from reprolm.score.judging import grade_generations
@@ -241,7 +242,7 @@ def _parsed_rules(configfile: Path) -> dict:
 def test_api_judge_rules_are_local_hold_an_api_request_and_ask_for_no_gpu(tmp_path):
     from snakemake.io import strip_wildcard_constraints
 
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config = overlays.load(REPO / "config" / "config.yaml", REPO)
     config["judges"]["standin"] = _endpoint_spec("http://127.0.0.1:9/v1", max_retries=3)  # a valid setting
     configfile = tmp_path / "config.yaml"
     configfile.write_text(yaml.safe_dump(config))

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from reprolm.checks import LM_EVAL_TASK_CACHE
+from reprolm.config import overlays
 from workflow_helpers import dry_run_jobs, scratch_copy, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.workflow
 
 def test_task_without_training_split_is_refused_before_any_job(tmp_path):
     work = scratch_copy(tmp_path)
-    config = yaml.safe_load((work / "config/config.yaml").read_text())
+    config = overlays.load(work / "config/config.yaml", work)
     config["harmony"]["tasks"].append({"name": "truthfulqa", "task": "truthfulqa_mc2", "metric": "acc,none"})
     (work / "bad.yaml").write_text(yaml.safe_dump(config))
     result = snakemake(work, "--configfile", "bad.yaml", check=False)
@@ -51,7 +52,7 @@ def test_bad_config_fails_before_any_job_naming_the_file_and_key(tmp_path):
 def test_built_and_hub_base_models_go_to_their_own_rules(tmp_path):
     """One output pattern, two rules: each base name is claimed by the rule of its config section."""
     work = scratch_copy(tmp_path)
-    config = yaml.safe_load((work / "config/config.yaml").read_text())
+    config = overlays.load(work / "config/config.yaml", work)
     config["base_models"]["hub_llama"] = {"hub": {"path": "example/tiny-llama"}}
     config["ruler"]["baselines"] = ["hub_llama"]
     (work / "mixed.yaml").write_text(yaml.safe_dump(config))
@@ -102,7 +103,7 @@ def test_every_studys_bases_are_checked_where_its_section_lists_them():
     from workflow_helpers import REPO
 
     schema = REPO / "workflow/schemas/config.schema.yaml"
-    default = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    default = overlays.load(REPO / "config/config.yaml", REPO)
     keys = {}
     for study in enabled_studies(default):
         base = study.models(default)[0][0]
@@ -154,7 +155,7 @@ def test_unknown_keys_are_named_before_missing_ones_in_every_section_and_study_s
     from workflow_helpers import REPO
 
     schema = REPO / "workflow/schemas/config.schema.yaml"
-    default = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    default = overlays.load(REPO / "config/config.yaml", REPO)
 
     def refused(change) -> str:
         config = copy.deepcopy(default)
@@ -319,7 +320,7 @@ def test_fewshot_as_multiturn_without_the_chat_template_and_a_tlg_only_model_not
     from workflow_helpers import REPO
 
     schema = REPO / "workflow/schemas/config.schema.yaml"
-    default = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    default = overlays.load(REPO / "config/config.yaml", REPO)
     config = copy.deepcopy(default)
     suite = next(iter(config["lm_eval_suites"]))
     config["lm_eval_suites"][suite].update(apply_chat_template=False, fewshot_as_multiturn=True)

@@ -83,15 +83,38 @@ def test_a_missing_base_or_a_null_on_a_key_the_base_lacks_is_refused_naming_the_
         overlays.load(overlay, tmp_path)
     assert str(error.value) == (
         f"{overlay}: extends: config/missing.yaml: no such config file (looked for "
-        f"{tmp_path / 'config/missing.yaml'} or {tmp_path / 'sub/config/missing.yaml'})"
+        f"{tmp_path / 'config/missing.yaml'} or {tmp_path / 'sub/config/missing.yaml'} or "
+        f"{overlays.PACKAGE_ROOT / 'config/missing.yaml'})"
     )
     _write(tmp_path / "base.yaml", BASE)
     typo = _write(tmp_path / "typo.yaml", {"extends": "base.yaml", "recipes": {"dpoo": None}})
     with pytest.raises(ConfigError, match=r"typo\.yaml: recipes\.dpoo: set to null to remove it, but .*base\.yaml has"):
         overlays.load(typo, tmp_path)
-    wrong = _write(tmp_path / "wrong.yaml", {"extends": ["base.yaml"]})
-    with pytest.raises(ConfigError, match=r"wrong\.yaml: extends: expected the path of a config file"):
-        overlays.load(wrong, tmp_path)
+    for wrong_value in ([], ["base.yaml", 3], {"base": "base.yaml"}):
+        wrong = _write(tmp_path / "wrong.yaml", {"extends": wrong_value})
+        with pytest.raises(ConfigError, match=r"wrong\.yaml: extends: expected the path of a config file or a list"):
+            overlays.load(wrong, tmp_path)
+
+
+def test_a_list_of_files_is_composed_each_over_the_one_before_and_is_its_own_base(tmp_path):
+    """How the embedded default is made of config/base.yaml and the studies' fragments: a
+    later file's values win, its nulls remove what an earlier file set, and a run of the
+    composing file (or of an overlay of it) is named by that file, not by its first part."""
+    _write(tmp_path / "base.yaml", BASE)
+    _write(tmp_path / "part.yaml", {"seed": 9, "recipes": {"dpo": None, "kto": {"beta": 0.1}}})
+    composed = _write(tmp_path / "composed.yaml", {"extends": ["base.yaml", "part.yaml"], "studies": ["ruler"]})
+    resolved = overlays.load(composed, tmp_path)
+    assert resolved["seed"] == 9 and resolved["studies"] == ["ruler"]
+    assert "dpo" not in resolved["recipes"] and resolved["recipes"]["kto"] == {"beta": 0.1}
+    assert resolved["ruler"] == BASE["ruler"]
+    overlay = _write(tmp_path / "overlay.yaml", {"extends": "composed.yaml", "seed": 3})
+    assert overlays.extends_chain(overlay, tmp_path) == [overlay, tmp_path / "composed.yaml"]
+    assert overlays.extends_chain(composed, tmp_path) == [composed]
+    # An error names the file whose value the merge holds: the part that set it.
+    _write(tmp_path / "part.yaml", {"recipes": {"kto": {"beta": "high"}}})
+    with pytest.raises(ConfigError, match=r"^part\.yaml: recipes\.kto\.beta: must be a number"):
+        with overlays.naming_the_file([composed], root=tmp_path):
+            raise ConfigError("recipes.kto.beta: must be a number")
 
 
 def test_the_extends_that_snakemake_keeps_of_several_configfiles_is_read_beside_its_file(tmp_path):

@@ -18,6 +18,7 @@ import pytest
 from snakemake.iocontainers import Namedlist
 
 from chat_endpoint_standin import ChatEndpointStandIn
+from reprolm.config import overlays
 from reprolm.generate import SamplingParams
 from reprolm.generate.endpoint_backend import ChatEndpointBackend, EndpointError
 from reprolm.generate.run import generate_promptset
@@ -232,8 +233,6 @@ def test_an_endpoint_model_is_a_baseline_of_generated_evaluations_only():
     model among a study's bases (to be finetuned) is refused naming the key."""
     import copy
 
-    import yaml
-
     from reprolm.checks import check_config
     from reprolm.config.schema import validate_config
     from reprolm.errors import ConfigError
@@ -241,7 +240,7 @@ def test_an_endpoint_model_is_a_baseline_of_generated_evaluations_only():
     from workflow_helpers import REPO
 
     schema = REPO / "workflow/schemas/config.schema.yaml"
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config = overlays.load(REPO / "config/config.yaml", REPO)
     config["base_models"]["closed"] = {
         "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": KEY_ENV}
     }

@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
+from reprolm.config import overlays
 from reprolm.data.fixture_world import passage, question
 from reprolm.merge.extrapolate import INDEX_FILE, IncompatibleCheckpoints, extrapolate
 from reprolm.models.tiny import build_tiny_model
@@ -137,7 +138,7 @@ def test_config_names_each_model_its_reference_and_refuses_unknown_ones():
     schema_file = repo / "workflow/schemas/config.schema.yaml"
     paper = yaml.safe_load((repo / "config/paper.yaml").read_text())
     assert expo_reference_dir(paper, "zephyr_7b_beta", "pretrained") == "resources/models/mistral_7b_sft_beta"
-    default = yaml.safe_load((repo / "config/config.yaml").read_text())
+    default = overlays.load(repo / "config/config.yaml", repo)
     assert expo_reference_dir(default, "tiny_llama", "sft") == "resources/models/tiny_llama"
     assert split_expo("vanilla+expo2.5") == ("vanilla", 2.5) and split_expo("vanilla") == ("vanilla", None)
     # An extrapolated model is asked for lengths the way the recipe it extrapolates is.

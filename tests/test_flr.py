@@ -20,6 +20,7 @@ import yaml
 from scipy import stats
 
 from finetune_helpers import tiny_finetune_inputs
+from reprolm.config import overlays
 from reprolm.data.builders import BUILDERS, BuildContext
 from reprolm.data.fixture_world import passage, question
 from reprolm.registry import UnknownName
@@ -260,7 +261,7 @@ def test_the_ranking_script_writes_the_ranking_and_leaves_no_progress(scoring_lm
 def test_the_original_rankings_memory_is_modelled_from_its_stream(tmp_path, monkeypatch):
     params = SimpleNamespace(judge={"kind": "flr", "compat": "original", "categories": ["relevance"]})
     inputs = SimpleNamespace(followups="config/flr_followups.yaml")
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config = overlays.load(REPO / "config" / "config.yaml", REPO)
     wildcards = {"judge": "flr_original", "dataset": "wildbench", "split": "test"}
     streamed = STUDIES["flr"].streamed_job(config, "model_ranking", wildcards, params, inputs, REPO)
     assert (streamed["dataset"], streamed["units_per_row"], streamed["unit"]) == ("wildbench/test", 20, "pairs")

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from reprolm.checks import check_config
+from reprolm.config import overlays
 from reprolm.data.released_ratings import (
     FASTCHAT_MT_BENCH_URL,
     FLASK_REVIEW_BLOBS,
@@ -314,7 +315,7 @@ def test_flask_reviews_are_checked_against_their_git_blobs_at_the_pinned_commit(
 
 
 def test_config_check_refuses_a_released_source_that_does_not_fit_its_format():
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config = overlays.load(REPO / "config/config.yaml", REPO)
     config["harmony"]["reference_results"] = str(REPO / config["harmony"]["reference_results"])
     files = {"questions": "q.jsonl", "answers": ["a.jsonl"], "judgments": "j.jsonl"}
     # Files need not be there yet: a dry run shows the DAG before they are downloaded.

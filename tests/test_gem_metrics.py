@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from sacrebleu.metrics import BLEU
 
+from reprolm.config import overlays
 from reprolm.score.diversity import distinct_n, embedding_diversity, offline_encoder, self_bleu_diversity
 from reprolm.score.metrics import compute
 from reprolm.score.sampling import (
@@ -414,7 +415,7 @@ def test_gem_config_gives_each_base_its_recipes_and_refuses_impossible_settings(
         s for s in scores if "qwen25_math_7b" in s and ("answer_voting" in s or "grade_" in s or "diversity" in s)
     ]
     assert sum("grade_fsfairx_rm/llama3_8b_gem/" in s for s in scores) == 3
-    default = yaml.safe_load((repo / "config/config.yaml").read_text())
+    default = overlays.load(repo / "config/config.yaml", repo)
     default["gem"]["best_of_n"]["ns"] = [1, 16]
     with pytest.raises(ConfigError, match="best-of-16, but promptset 'gem_chat' samples n=8"):
         check_config(default, schema_file)

@@ -13,6 +13,7 @@ import pytest
 
 from chat_endpoint_standin import ChatEndpointStandIn
 from default_config import DEFAULT, read_json
+from reprolm.config import overlays
 from reprolm.score.judges import ChatEndpointJudge, RewardModelJudge, make_judge
 from reprolm.score.judging import (
     grade_generations,
@@ -304,13 +305,11 @@ def test_a_fastchat_judge_needs_its_prompts_source(chat_endpoint, monkeypatch):
 def test_a_judges_prompts_must_be_a_fastchat_judge_prompts_source():
     from pathlib import Path
 
-    import yaml
-
     from reprolm.checks import check_config
     from reprolm.errors import ConfigError
 
     repo = Path(__file__).resolve().parents[1]
-    config = yaml.safe_load((repo / "config/config.yaml").read_text())
+    config = overlays.load(repo / "config/config.yaml", repo)
     judge = {
         "kind": "chat_endpoint",
         "base_url": "http://127.0.0.1:9/v1",

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-import yaml
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
 from finetune_helpers import tiny_preference_inputs
 from reprolm.checks import check_config
+from reprolm.config import overlays
 from reprolm.config.schema import validate_config
 from reprolm.errors import ConfigError
 from reprolm.models.loading import ADAPTER_CONFIG, load_causal_lm, load_tokenizer
@@ -141,7 +141,7 @@ def test_peft_trains_lora_for_sft_and_reward_models(inputs, objective):
 
 @pytest.fixture
 def config():
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config = overlays.load(REPO / "config/config.yaml", REPO)
     config["recipes"]["dpo"]["peft"] = {"r": 8, "lora_alpha": 16, "save": "adapter"}
     config["recipes"]["dpo"]["trainer_args"] = {"loss_type": "ipo"}
     return config

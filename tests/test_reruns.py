@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from default_config import DEFAULT, EXPO_MODELS, GEM, MODELS
+from reprolm.config import overlays
 from workflow_helpers import REPO, copy_run, dry_run_jobs, job_counts, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -22,7 +23,7 @@ def test_noop_rerun_does_nothing(default_run):
 def test_changing_one_recipe_reruns_exactly_its_descendants(default_run, tmp_path):
     from reprolm.paths import split_expo
 
-    changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    changed = overlays.load(default_run / "config/config.yaml", default_run)
     changed["recipes"]["vanilla"]["learning_rate"] *= 2
     configfile = tmp_path / "changed.yaml"
     configfile.write_text(yaml.safe_dump(changed, sort_keys=True))
@@ -46,7 +47,7 @@ def test_changing_one_recipe_reruns_exactly_its_descendants(default_run, tmp_pat
 
 def test_adding_an_alpha_runs_only_the_new_point(default_run, tmp_path):
     # 0.9: no earlier test built that extrapolation.
-    changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    changed = overlays.load(default_run / "config/config.yaml", default_run)
     changed["expo"]["alpha_search"]["alphas"].append(0.9)
     configfile = tmp_path / "grid.yaml"
     configfile.write_text(yaml.safe_dump(changed))
@@ -61,7 +62,7 @@ def test_adding_an_alpha_runs_only_the_new_point(default_run, tmp_path):
 
 
 def test_changing_the_flr_categories_reruns_exactly_what_flr_scored(default_run, tmp_path):
-    changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    changed = overlays.load(default_run / "config/config.yaml", default_run)
     changed["judges"]["flr"]["categories"] = ["relevance", "correctness"]
     configfile = tmp_path / "categories.yaml"
     configfile.write_text(yaml.safe_dump(changed))
@@ -88,7 +89,7 @@ def test_changing_the_flr_categories_reruns_exactly_what_flr_scored(default_run,
 
 
 def test_changing_the_voting_ks_rescores_only_the_sampled_gsm8k_answers(default_run, tmp_path):
-    changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    changed = overlays.load(default_run / "config/config.yaml", default_run)
     changed["metrics"]["answer_voting"]["ks"] = [1, 8]
     configfile = tmp_path / "ks.yaml"
     configfile.write_text(yaml.safe_dump(changed))
@@ -117,7 +118,7 @@ def test_moving_a_length_window_rescores_only_what_reads_it_as_impact_says(defau
     tables and pages above them rerun, and ``reprolm impact`` names the same jobs."""
     from reprolm.impact import impact
 
-    changed = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    changed = overlays.load(default_run / "config/config.yaml", default_run)
     for window in ("pm", "fm"):
         changed["length_targets"][-1][window][0] -= 10
     configfile = tmp_path / "window.yaml"

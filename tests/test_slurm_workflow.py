@@ -21,8 +21,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
+from reprolm.config import overlays
 from reprolm.provenance import content_hash, provenance_path
 from reprolm.stages import pack_groups
 from slurm_cluster import GPU_PARTITION, GPU_TYPE, NODE_FEATURE, SHORT_PLUGIN_WAITS
@@ -90,7 +90,7 @@ PROFILE = ("--workflow-profile", "profiles/slurm", "--profile", str(REPO / "test
 
 
 def small_config() -> dict:
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config = overlays.load(REPO / "config" / "config.yaml", REPO)
     # Ruler's chain covers every stage kind; the other studies only lengthen the run.
     config["studies"] = ["ruler"]
     for section in ("expo", "extrapolation", "flr", "gem", "leaderboard"):

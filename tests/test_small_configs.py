@@ -1,5 +1,7 @@
-"""The per-study small configs (tests/configs/config-{study}.yaml) are subsets of the default:
-overlays of config/config.yaml that leave things out.
+"""The embedded default (config/config.yaml) is composed of config/base.yaml and each study's
+fragment (reprolm/studies/{study}/config.yaml); the per-study small configs
+(tests/configs/config-{study}.yaml) are the base and one study's fragment, with only that
+study's section trimmed: subsets of the default.
 
 tests/test_determinism.py runs each of them clean and expects the same bytes as the default
 run at the same paths; that holds only if every source, tokenizer, base model, dataset,
@@ -12,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from default_config import DEFAULT
 from reprolm.checks import check_config
@@ -23,7 +26,7 @@ CONFIGS = sorted((REPO / "tests" / "configs").glob("config-*.yaml"))
 # Sections whose entries are kept or left out, each kept entry unchanged.
 NAMED = ("sources", "tokenizers", "base_models", "datasets", "recipes", "promptsets", "judges", "lm_eval_suites")
 # Settings kept whole or not at all.
-WHOLE = ("seed", "length_targets", "generation", "metrics", "extrapolation", "claims")
+WHOLE = ("seed", "length_targets", "generation", "metrics", "extrapolation", "claims", "_gsm8k_prompt")
 # The keys of each study's section a small config may trim (a list to a sublist, a mapping
 # to fewer entries or sublists, or the key left out); every other key is the default's.
 TRIMMED = {
@@ -73,11 +76,32 @@ def test_small_config_keeps_the_default_params_of_everything_it_keeps(path: Path
     assert set(DEFAULT[study]) - set(small[study]) <= TRIMMED[study]
 
 
+def test_the_default_is_the_base_and_each_default_studys_fragment():
+    """No fragment sets what the base or another fragment sets (an entry of a named section,
+    or a top-level key), so the order they are laid in changes nothing."""
+    written = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    fragments = [f"reprolm/studies/{study}/config.yaml" for study in written["studies"]]
+    assert written["extends"] == ["config/base.yaml", *fragments]
+    set_by: dict[tuple, str] = {}
+    for name in written["extends"]:
+        part = yaml.safe_load((REPO / name if name.startswith("config/") else overlays.PACKAGE_ROOT / name).read_text())
+        for key, value in part.items():
+            for entry in value if key in NAMED else [None]:
+                assert (key, entry) not in set_by, f"{name}: {key}.{entry} is set by {set_by[(key, entry)]} too"
+                set_by[(key, entry)] = name
+    study_keys = {key for key, entry in set_by if entry is None and key in DEFAULT["studies"]}
+    assert {key: set_by[(key, None)] for key in study_keys} == {
+        study: f"reprolm/studies/{study}/config.yaml" for study in DEFAULT["studies"]
+    }
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.stem)
-def test_small_config_is_a_short_overlay_of_the_default(path: Path):
-    lines = path.read_text().splitlines()
-    assert "extends: config/config.yaml" in lines
-    assert len(lines) <= 60, f"{path.name}: {len(lines)} lines"
+def test_small_config_adds_its_study_to_the_base_in_a_few_lines(path: Path):
+    study = path.stem.removeprefix("config-")
+    written = yaml.safe_load(path.read_text())
+    assert written["extends"] == ["config/base.yaml", f"reprolm/studies/{study}/config.yaml"]
+    assert set(written) == {"extends", "studies", study}, sorted(written)
+    assert len(path.read_text().splitlines()) <= 15, path.name
 
 
 def test_trimming_is_told_from_changing():

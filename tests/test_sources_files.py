@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from reprolm.checks import check_config
+from reprolm.config import overlays
 from reprolm.config.schema import validate_config
 from reprolm.data.fixtures import ultrafeedback_binarized
 from reprolm.data.schemas import DataError
@@ -107,7 +108,7 @@ def test_missing_or_unknown_file_is_refused_naming_source_and_path(preference_fi
 
 def test_config_check_refuses_a_missing_file_before_any_job(preference_files):
     _, files = preference_files
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config = overlays.load(REPO / "config/config.yaml", REPO)
     # This test works in a folder of its own, where the project's files are not.
     config["harmony"]["reference_results"] = str(REPO / config["harmony"]["reference_results"])
     config["sources"]["my_prefs"] = {"schema": "ultrafeedback_binarized", "files": files}
@@ -134,7 +135,7 @@ def test_config_check_refuses_a_missing_file_before_any_job(preference_files):
     ],
 )
 def test_config_schema_takes_exactly_one_of_fixture_hub_files(source, accepted):
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config = overlays.load(REPO / "config/config.yaml", REPO)
     config["sources"]["mine"] = source
     if accepted:
         validate_config(config, SCHEMA_FILE)
@@ -167,7 +168,7 @@ def test_raw_source_reruns_when_its_file_changes(tmp_path):
     from workflow_helpers import scratch_copy, snakemake
 
     work = scratch_copy(tmp_path)
-    config = yaml.safe_load((work / "config/config.yaml").read_text())
+    config = overlays.load(work / "config/config.yaml", work)
     config["sources"]["my_prefs"] = {
         "schema": "ultrafeedback_binarized",
         "files": {"train_prefs": "prefs/train.parquet"},

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from reprolm.config import overlays
 from reprolm.data.builders import BuildContext, build_chat_sft, build_instructions, build_rated_responses
 from reprolm.data.corpus import plain_texts
 from reprolm.data.sources import write_source
@@ -20,7 +21,7 @@ from reprolm.data.upstream import (
 )
 from workflow_helpers import REPO
 
-DEFAULT = yaml.safe_load((REPO / "config/config.yaml").read_text())
+DEFAULT = overlays.load(REPO / "config/config.yaml", REPO)
 PAPER = yaml.safe_load((REPO / "config/paper.yaml").read_text())
 
 

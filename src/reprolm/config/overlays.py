@@ -1,10 +1,12 @@
 """Config overlays: a config file with a top-level ``extends: PATH`` key is laid over the
-config file it names.
+config file it names; with ``extends: [PATH, ...]`` it is laid over the files it names, each
+laid over the one before (how the embedded default is composed of a base and each study's
+fragment, and a study's small config of the base and its own).
 
 Mappings merge key by key; a list or a scalar replaces the base's value; a key set to null
-removes the base's key (how a small config leaves out base models, recipes or studies).
-The base may extend another file in turn; a cycle is refused. ``PATH`` is looked up in the
-working directory first, then beside the extending file.
+removes the base's key. A file named may extend others in turn; a cycle is refused. ``PATH``
+is looked up in the working directory first, then beside the extending file, then in the folder
+holding the reprolm package (``reprolm/studies/{study}/config.yaml``: a study's fragment).
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from reprolm.errors import ConfigError
 from reprolm.io import read_yaml
 
 EXTENDS = "extends"
+# Where a path is looked up last: the folder holding the reprolm package, so that the studies'
+# fragments of the embedded default (reprolm/studies/{study}/config.yaml) are found wherever the
+# package is (a checkout's src/, an edited copy, a run folder elsewhere).
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def load(path: str | Path, root: str | Path | None = None) -> dict:
@@ -41,10 +47,19 @@ def overlay_origin(configfiles: Sequence[str | Path]) -> Path:
 
 
 def extends_chain(origin: str | Path, root: str | Path | None = None) -> list[Path]:
-    """``origin`` and the files its ``extends`` chain names, each laid over the next; the last
-    is the file the whole chain is laid on."""
+    """``origin`` and the files its chain of single ``extends`` names, each laid over the next;
+    the last is the file the chain is laid on (a file that extends none, or composes a list of
+    files, ends it)."""
     root = Path.cwd() if root is None else Path(root)
-    return [Path(origin), *(path for path, _ in _bases(Path(origin), root))]
+    chain = [Path(origin)]
+    while True:
+        extends = _read(chain[-1]).get(EXTENDS)
+        if not isinstance(extends, str) or not extends:
+            return chain
+        following = _locate(extends, chain[-1], root)
+        if any(path.resolve() == following.resolve() for path in chain):
+            return chain
+        chain.append(following)
 
 
 # How the keys given on Snakemake's command line are named in an error.
@@ -91,15 +106,21 @@ def key_origin(key: Sequence[str], layers: Sequence[tuple[str, Mapping]]) -> str
     return None
 
 
-def _bases(origin: Path, root: Path) -> list[tuple[Path, Mapping]]:
-    """The files ``origin``'s ``extends`` chain names, nearest first, with their content."""
-    bases, config = [], _read(origin)
-    while EXTENDS in config and isinstance(config[EXTENDS], str):
-        origin = _locate(config[EXTENDS], origin, root)
-        if any(path.resolve() == origin.resolve() for path, _ in bases):
-            break
-        config = _read(origin)
-        bases.append((origin, config))
+def _bases(origin: Path, root: Path, seen: frozenset = frozenset()) -> list[tuple[Path, Mapping]]:
+    """The files ``origin``'s ``extends`` names, directly or in turn, with their content: the
+    one whose values win first (of a list, the last file, then the files it extends)."""
+    seen = seen | {origin.resolve()}
+    extends = _read(origin).get(EXTENDS)
+    named = [extends] if isinstance(extends, str) else extends if isinstance(extends, list) else []
+    bases = []
+    for name in reversed(named):
+        if not isinstance(name, str) or not name:
+            continue
+        path = _locate(name, origin, root)
+        if path.resolve() in seen:
+            continue
+        bases.append((path, _read(path)))
+        bases += _bases(path, root, seen)
     return bases
 
 
@@ -114,24 +135,40 @@ def _shown(path: Path | str, root: Path) -> str:
         return str(path)
 
 
+def _extended(config: Mapping, origin: Path) -> list[str]:
+    """The files ``config``'s ``extends`` names, in the order they are laid over each other."""
+    extends = config[EXTENDS]
+    if isinstance(extends, str) and extends:
+        return [extends]
+    if isinstance(extends, list) and extends and all(isinstance(name, str) and name for name in extends):
+        return extends
+    raise ConfigError(f"{origin}: {EXTENDS}: expected the path of a config file or a list of them, got {extends!r}")
+
+
 def _resolve(config: Mapping, origin: Path, root: Path, chain: tuple[Path, ...]) -> dict:
     chain = (*chain, origin.resolve())
     if EXTENDS not in config:
         return dict(config)
-    extends = config[EXTENDS]
-    if not isinstance(extends, str) or not extends:
-        raise ConfigError(f"{origin}: {EXTENDS}: expected the path of a config file, got {extends!r}")
-    base_path = _locate(extends, origin, root)
-    if base_path.resolve() in chain:
-        cycle = " -> ".join(str(path) for path in (*chain, base_path.resolve()))
-        raise ConfigError(f"{origin}: {EXTENDS}: {extends} is already in the chain of files it extends ({cycle})")
-    base = _resolve(_read(base_path), base_path, root, chain)
+    merged: dict = {}
+    laid: list[str] = []
+    for extends in _extended(config, origin):
+        base_path = _locate(extends, origin, root)
+        if base_path.resolve() in chain:
+            cycle = " -> ".join(str(path) for path in (*chain, base_path.resolve()))
+            raise ConfigError(f"{origin}: {EXTENDS}: {extends} is already in the chain of files it extends ({cycle})")
+        base = _resolve(_read(base_path), base_path, root, chain)
+        merged = _merge(merged, base, f"{base_path}: ", " and ".join(laid)) if laid else base
+        laid.append(str(base_path))
     overlay = {key: value for key, value in config.items() if key != EXTENDS}
-    return _merge(base, overlay, f"{origin}: ", base_path)
+    return _merge(merged, overlay, f"{origin}: ", " and ".join(laid))
 
 
 def _locate(extends: str, origin: Path, root: Path) -> Path:
-    candidates = [Path(extends)] if Path(extends).is_absolute() else [root / extends, origin.parent / extends]
+    candidates = (
+        [Path(extends)]
+        if Path(extends).is_absolute()
+        else [root / extends, origin.parent / extends, PACKAGE_ROOT / extends]
+    )
     for candidate in candidates:
         if candidate.is_file():
             return candidate
@@ -139,15 +176,15 @@ def _locate(extends: str, origin: Path, root: Path) -> Path:
     raise ConfigError(f"{origin}: {EXTENDS}: {extends}: no such config file (looked for {looked})")
 
 
-def _merge(base: Mapping, overlay: Mapping, where: str, base_path: Path) -> dict:
+def _merge(base: Mapping, overlay: Mapping, where: str, base_files: str) -> dict:
     merged = dict(base)
     for key, value in overlay.items():
         if value is None:
             if key not in merged:
-                raise ConfigError(f"{where}{key}: set to null to remove it, but {base_path} has no such key")
+                raise ConfigError(f"{where}{key}: set to null to remove it, but {base_files} has no such key")
             del merged[key]
         elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(merged[key], value, f"{where}{key}.", base_path)
+            merged[key] = _merge(merged[key], value, f"{where}{key}.", base_files)
         else:
             merged[key] = value
     return merged

@@ -4,10 +4,11 @@
 Outputs are named by study, dataset, base and recipe (``results/tables/{study}``, the
 leaderboard, ``results/datasets/{name}``), not by config: a second config run in the same
 folder would replace the first one's results under the same names. A run is named by its base
-config, the file its config files are laid on: the end of the ``extends`` chain, else the first
-file given (Snakemake merges the others over it); ``config/config.yaml`` for the embedded
-default. An overlay of that file, ``--config`` or an edit of the file is a change of the run
-(Snakemake reruns what it touched); another base config, ``config/paper.yaml`` where the
+config, the file its config files are laid on: the end of the ``extends`` chain (a file that
+composes a list of files is its own base), else the first file given (Snakemake merges the
+others over it); ``config/config.yaml`` for the embedded default. An overlay of that file,
+``--config`` or an edit of the file is a change of the run (Snakemake reruns what it touched);
+another base config, ``config/paper.yaml`` where the
 default ran, runs in a folder of its own.
 """
 

@@ -56,8 +56,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import yaml
 
+from reprolm.config import overlays
 from reprolm.config.lookups import promptset_spec
 from reprolm.config.resources import build_request
 from reprolm.data.fixture_world import passage, question
@@ -300,7 +300,7 @@ def _judged_samples(config: Mapping, dataset: str) -> dict | None:
 def data_jobs(dag) -> list[DataJob]:
     """The DAG's dataset builds."""
     default_path = dag.workdir / DEFAULT_CONFIG
-    default = yaml.safe_load(default_path.read_text()) if default_path.is_file() else {}
+    default = overlays.load(default_path, default_path.parents[1]) if default_path.is_file() else {}
     jobs = []
     for job in dag.jobs:
         if job.rule.name != "dataset":

@@ -46,6 +46,7 @@ from pathlib import Path
 
 import yaml
 
+from reprolm.config import overlays
 from reprolm.data.upstream import UPSTREAM_SCHEMAS
 from reprolm.provenance import provenance_path
 from reprolm.rehearse.sizes import DEFAULT_CONFIG, fixture_options
@@ -546,7 +547,7 @@ def run_stand_ins(
             stand_in_model(hub_files[name], output, template_files)
         models[name] = str(output.relative_to(folder))
     default_path = workdir / DEFAULT_CONFIG
-    default = yaml.safe_load(default_path.read_text()) if default_path.is_file() else {}
+    default = overlays.load(default_path, default_path.parents[1]) if default_path.is_file() else {}
     stopped = stopped_generation(chosen)
     stopped_promptset = _generation_parts(stopped)[1] if stopped else None
     (folder / "stand-in.yaml").write_text(
