@@ -52,10 +52,13 @@ def test_hub_environment_points_at_the_login_token_only_where_nothing_else_names
     assert hub_environment({"HOME": str(tmp_path / "nobody")}, project) == {"HF_HOME": project}
 
 
-# A job of the workflow's environment set-up (common.smk with the default config) that reads
-# the token as every job's library code would, inside the project's tracked step.
+# A job of the workflow's environment set-up (common.smk with the default config, composed as
+# the Snakefile composes it) that reads the token as every job's library code would, inside the
+# project's tracked step.
 PROBE_RULES = """\
-configfile: "config/config.yaml"
+from reprolm.config import overlays
+
+config.update(overlays.load("config/config.yaml"))
 
 
 include: "rules/common.smk"
