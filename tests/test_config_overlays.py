@@ -86,6 +86,13 @@ def test_a_missing_base_or_a_null_on_a_key_the_base_lacks_is_refused_naming_the_
         f"{tmp_path / 'config/missing.yaml'} or {tmp_path / 'sub/config/missing.yaml'} or "
         f"{overlays.PACKAGE_ROOT / 'config/missing.yaml'})"
     )
+    # A misspelt study in a fragment's path is given the closest that is there.
+    misspelt = _write(tmp_path / "misspelt.yaml", {"extends": ["reprolm/studies/rulr/config.yaml"]})
+    with pytest.raises(
+        ConfigError,
+        match=r"rulr/config\.yaml: no such config file .*; did you mean reprolm/studies/ruler/config\.yaml\?$",
+    ):
+        overlays.load(misspelt, tmp_path)
     _write(tmp_path / "base.yaml", BASE)
     typo = _write(tmp_path / "typo.yaml", {"extends": "base.yaml", "recipes": {"dpoo": None}})
     with pytest.raises(ConfigError, match=r"typo\.yaml: recipes\.dpoo: set to null to remove it, but .*base\.yaml has"):

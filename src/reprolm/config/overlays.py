@@ -12,6 +12,7 @@ holding the reprolm package (``reprolm/studies/{study}/config.yaml``: a study's 
 from __future__ import annotations
 
 import contextlib
+import difflib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -164,16 +165,30 @@ def _resolve(config: Mapping, origin: Path, root: Path, chain: tuple[Path, ...])
 
 
 def _locate(extends: str, origin: Path, root: Path) -> Path:
-    candidates = (
-        [Path(extends)]
-        if Path(extends).is_absolute()
-        else [root / extends, origin.parent / extends, PACKAGE_ROOT / extends]
-    )
+    places = [Path("/")] if Path(extends).is_absolute() else [root, origin.parent, PACKAGE_ROOT]
+    candidates = [place / extends for place in places]
     for candidate in candidates:
         if candidate.is_file():
             return candidate
     looked = " or ".join(str(candidate) for candidate in dict.fromkeys(candidates))
-    raise ConfigError(f"{origin}: {EXTENDS}: {extends}: no such config file (looked for {looked})")
+    meant = next((found for place in places if (found := _near_miss(place, extends))), None)
+    hint = f"; did you mean {meant}?" if meant else ""
+    raise ConfigError(f"{origin}: {EXTENDS}: {extends}: no such config file (looked for {looked}){hint}")
+
+
+def _near_miss(place: Path, extends: str) -> str | None:
+    """``extends`` with each folder or file name that ``place`` lacks replaced by the closest
+    one there (a misspelt study, ``reprolm/studies/rulr/config.yaml``), where that names a file."""
+    current, named = place, []
+    for part in Path(extends).parts:
+        if not (current / part).exists():
+            siblings = [entry.name for entry in current.iterdir()] if current.is_dir() else []
+            close = difflib.get_close_matches(part, siblings, n=1, cutoff=0.6)
+            if not close:
+                return None
+            part = close[0]
+        current, named = current / part, [*named, part]
+    return str(Path(*named)) if current.is_file() and str(Path(*named)) != extends else None
 
 
 def _merge(base: Mapping, overlay: Mapping, where: str, base_files: str) -> dict:
