@@ -86,6 +86,11 @@ def test_a_missing_base_or_a_null_on_a_key_the_base_lacks_is_refused_naming_the_
         f"{tmp_path / 'config/missing.yaml'} or {tmp_path / 'sub/config/missing.yaml'} or "
         f"{overlays.PACKAGE_ROOT / 'config/missing.yaml'})"
     )
+    # A file that is not YAML is named with the line where its parse stopped.
+    (tmp_path / "broken.yaml").write_text("seed: 42\nrecipes: {dpo: [\n")
+    cut = _write(tmp_path / "cut.yaml", {"extends": "broken.yaml"})
+    with pytest.raises(ConfigError, match=r"(?s)broken\.yaml: not valid YAML: .*broken\.yaml\", line 3"):
+        overlays.load(cut, tmp_path)
     # A misspelt study in a fragment's path is given the closest that is there.
     misspelt = _write(tmp_path / "misspelt.yaml", {"extends": ["reprolm/studies/rulr/config.yaml"]})
     with pytest.raises(

@@ -202,22 +202,29 @@ def compare(small_run: Path, default_run: Path) -> tuple[list[str], list[str], l
     return whole, by_rows, sorted(different)
 
 
+def _united(first, second, where: str):
+    """Two small configs' values of one key as one: mappings key by key, anything else equal."""
+    if isinstance(first, dict) and isinstance(second, dict):
+        return {
+            key: _united(first[key], second[key], f"{where}.{key}")
+            if key in first and key in second
+            else first.get(key, second.get(key))
+            for key in {**first, **second}
+        }
+    assert first == second, f"{where} differs between two small configs"
+    return first
+
+
 def union_of_small_configs(studies) -> dict:
     """The small configs of ``studies`` as one config: their studies, every source, dataset,
-    recipe, ... any of them keeps (each the default's, unchanged: tests/test_small_configs.py),
-    and each study's own trimmed section."""
+    recipe, claim, ... any of them keeps (each the default's, unchanged:
+    tests/test_small_configs.py), and each study's own trimmed section."""
     union: dict = {"studies": []}
     for study in studies:
         small = overlays.load(CONFIGS / f"config-{study}.yaml", REPO)
         union["studies"] += small.pop("studies")
         for key, value in small.items():
-            if key in union and key != study and isinstance(value, dict):
-                clashes = [name for name in value.keys() & union[key].keys() if value[name] != union[key][name]]
-                assert clashes == [], f"config-{study}.yaml: {key}: {clashes} differ from another small config's"
-                union[key] = {**union[key], **value}
-            else:
-                assert union.get(key, value) == value, f"config-{study}.yaml: {key} differs from another small config's"
-                union[key] = value
+            union[key] = _united(union[key], value, f"config-{study}.yaml: {key}") if key in union else value
     return union
 
 

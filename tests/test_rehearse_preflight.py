@@ -12,7 +12,11 @@ import re
 import shutil
 from pathlib import Path
 
+import huggingface_hub
+import pytest
+
 from hub_standin import HubServerStandIn
+from reprolm.models.base import download_base_model
 from reprolm.rehearse.gpu_memory import gpu_memory_problems, named_memory_gb, satisfies
 from reprolm.rehearse.login_node import (
     DagJob,
@@ -129,11 +133,6 @@ def test_a_base_model_without_safetensors_weights_fails_the_verdict_naming_the_c
 
 
 def test_a_download_that_gives_no_safetensors_fails_and_leaves_no_model(tmp_path, monkeypatch):
-    import huggingface_hub
-    import pytest
-
-    from reprolm.models.base import download_base_model
-
     def snapshot_download_stand_in(repo_id, revision, local_dir, allow_patterns):
         Path(local_dir).mkdir(parents=True, exist_ok=True)
         (Path(local_dir) / "config.json").write_text("{}")

@@ -182,5 +182,7 @@ REPLICATE_COLUMNS = ["row", "column", "replicates", "units", "seeds"]
 
 
 def read_yaml(path: str | Path) -> Any:
-    """A YAML file's content, read as ``yaml.safe_load`` reads it."""
-    return yaml.load(Path(path).read_text(), Loader=YAML_LOADER)
+    """A YAML file's content, read as ``yaml.safe_load`` reads it; a parse error's position
+    names the file (``in "config/base.yaml", line 183, column 1``)."""
+    with Path(path).open(encoding="utf-8") as stream:
+        return yaml.load(stream, Loader=YAML_LOADER)

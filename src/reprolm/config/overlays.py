@@ -16,6 +16,8 @@ import difflib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+import yaml
+
 from reprolm.errors import ConfigError
 from reprolm.io import read_yaml
 
@@ -206,7 +208,10 @@ def _merge(base: Mapping, overlay: Mapping, where: str, base_files: str) -> dict
 
 
 def _read(path: Path) -> dict:
-    config = read_yaml(path)
+    try:
+        config = read_yaml(path)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
     if config is None:
         return {}
     if not isinstance(config, Mapping):
