@@ -111,7 +111,7 @@ def test_mfu_on_known_numbers():
 
 
 def test_peaks_are_the_plans_dense_bf16_figures():
-    assert finetune_1b.peak_bf16_flops("NVIDIA H100 80GB HBM3") == (989e12, "reprolm.plan.DEVICES['h100']")
+    assert finetune_1b.peak_bf16_flops("NVIDIA H100 80GB HBM3") == (989e12, "reprolm.need.DEVICES['h100']")
     assert finetune_1b.peak_bf16_flops("NVIDIA H200")[0] == 989e12
     assert finetune_1b.peak_bf16_flops("NVIDIA H100 PCIe")[0] is None
     assert finetune_1b.peak_bf16_flops(None)[0] is None

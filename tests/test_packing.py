@@ -10,12 +10,14 @@ from collections import Counter
 import pytest
 import yaml
 
+from reprolm.need import MIN_RUNTIME_MIN
 from reprolm.rehearse.dag import inspect_cluster_dag, snakemake_arguments
-from reprolm.rehearse.packing import packing
+from reprolm.rehearse.packing import NEED_FACTOR, packing
 from reprolm.rehearse.submissions import (
     ACCEPTED,
     OVER_LIMIT,
     Partition,
+    attempt_problems,
     group_shapes,
     limit_problems,
     packed_problems,
@@ -52,7 +54,9 @@ def paper_cluster(tmp_path_factory):
     arguments += ["--directory", str(work), "--snakefile", str(work / "workflow" / "Snakefile")]
 
     def read(dag):
-        return packing(dag, UNPACKED_STUDY_RULES), group_shapes(plugin_requests(dag, packed=True)), dag.config
+        # The attempts the profile's retries give, and one retry only.
+        short = (attempt_problems(dag), attempt_problems(dataclasses.replace(dag, attempts=2)))
+        return packing(dag, UNPACKED_STUDY_RULES), group_shapes(plugin_requests(dag, packed=True)), dag.config, short
 
     return inspect_cluster_dag(arguments, read)
 
@@ -60,7 +64,7 @@ def paper_cluster(tmp_path_factory):
 def test_the_paper_dag_makes_at_most_half_the_submissions_it_made_one_a_job(paper_cluster):
     """Generations, grades, scores, lm-eval suites and merges of one model (or judge) share
     submissions; tables and pages run on the submitting host."""
-    result, _, _ = paper_cluster
+    result, _, _, _ = paper_cluster
     by_rule = result.by_rule()
     jobs = Counter()
     for submission in result.submissions:
@@ -80,7 +84,7 @@ def test_the_paper_dag_makes_at_most_half_the_submissions_it_made_one_a_job(pape
 
 
 def test_a_packed_submission_asks_for_its_largest_job_and_the_sum_of_their_runtimes(paper_cluster):
-    result, shapes, _ = paper_cluster
+    result, shapes, _, _ = paper_cluster
     packs = [s for s in result.submissions if len(s.members) > 1 and s.runtime_min is not None]
     assert len(packs) > 50
     for submission in packs:
@@ -94,10 +98,33 @@ def test_a_packed_submission_asks_for_its_largest_job_and_the_sum_of_their_runti
     assert gpus and gpus <= {"a100:1", "a100:2", "a100:4"}
 
 
+def test_every_submission_asks_for_at_most_four_times_its_modelled_need(paper_cluster):
+    """config/paper.yaml sizes runtime requests from need (runtime_over_need: 2) on the GPU
+    docs/cluster.md routes them to (a100): no submission asks for more than NEED_FACTOR times
+    what reprolm plan models for its jobs (105 did when every stage asked for its runtime)."""
+    result, _, _, _ = paper_cluster
+    assert not result.over_need(), [(s.name, s.runtime_min, s.need_s) for s in result.over_need()[:5]]
+    # A CPU score job (the per-job figure, 30 s) asks for the 2-minute floor.
+    scores = [s for s in result.submissions if "score" in s.rules and s.bases == {"per-job figure"}]
+    assert len(scores) > 50 and all(s.runtime_min == MIN_RUNTIME_MIN * len(s.members) for s in scores)
+    assert NEED_FACTOR == 4
+
+
+def test_a_long_train_before_test_runs_as_attempts_the_profiles_retries_give(paper_cluster):
+    """The 12-14B models' train-before-test (up to ~33 h modelled on an A100) asks for the
+    one-day runtime_limit and resumes: the profile's 3 retries give the attempts; one retry
+    would not, and the rehearsal says so."""
+    *_, (enough, one_retry) = paper_cluster
+    assert enough == []
+    assert one_retry[0].startswith("- train_before_test (") and "needs up to 3 attempts" in one_retry[0]
+    assert one_retry[0].endswith("the profile's retries give 2")
+    assert one_retry[1] == "  change: the profile's retries (to 2), or runtime_limit if a partition allows longer"
+
+
 def test_a_packed_submission_past_its_partitions_maxtime_is_a_verdict_line(paper_cluster):
     """The ExPO reward model's six grades of one model's alpha grid ask for 6 x 480 min
     packed, past a one-day MaxTime that each job alone fits."""
-    _, shapes, config = paper_cluster
+    _, shapes, config, _ = paper_cluster
     day = Partition("gpu", max_minutes=1440, max_nodes=None, max_mem_per_node_mb=None, default=False)
     judged = []
     for shape in shapes:

@@ -12,18 +12,8 @@ import pytest
 import reprolm.plan
 from reprolm.cli import main
 from reprolm.dag_jobs import JobState
-from reprolm.plan import (
-    CHECKPOINT_BYTES,
-    CPU_JOB_SECONDS,
-    DEVICES,
-    PlannedJob,
-    _estimate,
-    calibrate,
-    makespan,
-    model_parameters,
-    plan,
-    planned_jobs,
-)
+from reprolm.need import CHECKPOINT_BYTES, CPU_JOB_SECONDS, DEVICES, PlannedJob, estimate_job
+from reprolm.plan import calibrate, makespan, model_parameters, plan, planned_jobs
 from reprolm.provenance.cost import stage_of
 from reprolm.provenance.hashing import provenance_path
 from workflow_helpers import JOB_HEADER, REPO, scratch_copy, snakemake
@@ -114,21 +104,21 @@ def test_finetune_and_generation_estimates_by_hand():
     assert [job.after for job in (finetune, generate, unknown, score)] == [[], [0], [], [1]]
     assert [job.stage for job in (finetune, generate, score)] == ["finetune", "generate", "evaluate"]
     h100, size = DEVICES["h100"], 7e9
-    _estimate(finetune, CONFIG, h100, size, {})
+    estimate_job(finetune, CONFIG, h100, size, {})
     tokens = 100 * 4 * 2 * 4 * 1024  # steps x batch x accumulation x GPUs x max_length
     assert finetune.seconds == pytest.approx(6 * size * tokens / (989e12 * 0.35 * 4))
     assert finetune.gpu_seconds == pytest.approx(4 * finetune.seconds)
     assert finetune.peak_gpu_gb == pytest.approx(16 * size / 4 / 1e9)  # fp32 weights, grads, Adam over 4 GPUs
     assert finetune.checkpoint_gb == pytest.approx(CHECKPOINT_BYTES * size / 1e9)
-    _estimate(generate, CONFIG, h100, size, {})
+    estimate_job(generate, CONFIG, h100, size, {})
     assert generate.seconds == pytest.approx(2 * size * 500 * 2 * (256 + 768) / (989e12 * 0.10))
     assert generate.basis == "tokens x parameters" and generate.peak_gpu_gb == pytest.approx(14.0)
     # Prompts as this config built them, where it did, instead of the config's num.
-    _estimate(generate, CONFIG, h100, size, {"prompts": 40})
+    estimate_job(generate, CONFIG, h100, size, {"prompts": 40})
     assert generate.seconds == pytest.approx(2 * size * 40 * 2 * (256 + 768) / (989e12 * 0.10))
-    _estimate(unknown, CONFIG, h100, None, {})
+    estimate_job(unknown, CONFIG, h100, None, {})
     assert (unknown.seconds, unknown.basis) == (120 * 60, "requested")
-    _estimate(score, CONFIG, h100, size, {})
+    estimate_job(score, CONFIG, h100, size, {})
     assert (score.seconds, score.gpus) == (CPU_JOB_SECONDS, 0)
 
 
@@ -146,12 +136,12 @@ def test_a_studys_own_step_is_estimated_by_the_study():
     train = {"num_train_epochs": 2, "max_length": 512, "max_num_train": 100, "max_num_valid": 10, "max_num_test": 20}
     config = {**CONFIG, "harmony": {"train": train}}
     size = 7e9
-    _estimate(job, config, DEVICES["h100"], size, {})
+    estimate_job(job, config, DEVICES["h100"], size, {})
     flops = 6 * size * 100 * 2 * 512 + 2 * size * (10 + 20) * (2 + 1) * 512
     assert job.basis == "tokens x parameters" and job.seconds == pytest.approx(flops / (989e12 * 0.35))
     # Without a cap on every document count the study gives no figure: the request bounds it.
     del train["max_num_test"]
-    _estimate(job, config, DEVICES["h100"], size, {})
+    estimate_job(job, config, DEVICES["h100"], size, {})
     assert (job.seconds, job.basis) == (60 * 60, "requested")
 
 

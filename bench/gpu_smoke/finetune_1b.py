@@ -16,7 +16,7 @@ Figures (written to ``--result`` as JSON):
   path writes itself (``REPROLM_PROGRESS_STEPS=1``: one per optimizer step);
 - model FLOPs utilisation ``6 x N x tokens/s / peak`` (:func:`model_flops_utilisation`), N
   the parameters (tied embeddings counted once), the peak the GPU's dense bf16 rate as
-  ``reprolm plan`` has it (``reprolm.plan.DEVICES``); and with attention's matrix products
+  ``reprolm plan`` has it (``reprolm.need.DEVICES``); and with attention's matrix products
   added (``12 x layers x hidden x sequence`` per token, PaLM's count);
 - peak GPU memory (``torch.cuda.max_memory_allocated`` and ``_reserved``) beside the two
   memory models: the pre-flight check's ``finetune_gib`` (reprolm.config.resources, states,
@@ -91,8 +91,8 @@ def attention_flops_per_token(layers: int, hidden: int, sequence: int) -> int:
 
 def peak_bf16_flops(device_name: str | None) -> tuple[float | None, str]:
     """(dense bf16 peak FLOP/s, where it comes from) of a GPU by its name, from
-    ``reprolm.plan.DEVICES`` (the SXM parts' datasheet figures); None for any other device."""
-    from reprolm.plan import DEVICES
+    ``reprolm.need.DEVICES`` (the SXM parts' datasheet figures); None for any other device."""
+    from reprolm.need import DEVICES
 
     name = (device_name or "").upper()
     if "H200" in name:
@@ -103,7 +103,7 @@ def peak_bf16_flops(device_name: str | None) -> tuple[float | None, str]:
         key = "a100"
     else:
         return None, f"no dense bf16 peak known for {device_name or 'this device'}"
-    return DEVICES[key]["peak"], f"reprolm.plan.DEVICES[{key!r}]"
+    return DEVICES[key]["peak"], f"reprolm.need.DEVICES[{key!r}]"
 
 
 def timed_throughput(step_times: dict[int, float], warmup_steps: int, tokens_per_step: int) -> dict:
@@ -308,7 +308,7 @@ def memory(parameters: int, recipe: dict, device: str) -> dict:
     import torch
 
     from reprolm.config.resources import finetune_gib
-    from reprolm.plan import TRAINING_BYTES
+    from reprolm.need import TRAINING_BYTES
 
     gib = 2**30
     figures = {

@@ -25,7 +25,8 @@ from reprolm import lock
 from reprolm.config.overlays import load
 from reprolm.config_docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
 from reprolm.impact import impact
-from reprolm.plan import DEVICES, plan
+from reprolm.need import DEVICES
+from reprolm.plan import plan
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
 from reprolm.provenance.query import format_tree, lineage, verify, verify_downloads
 from reprolm.run_summary import parse_since, run_jobs, run_summary

@@ -138,7 +138,8 @@ def with_assignments(config: Mapping, assignments: Sequence[str]) -> dict:
 def estimated(found: Sequence[Rerun], config: Mapping, root: Path, device: str) -> list:
     """The rerun jobs as ``reprolm plan`` estimates them (:func:`reprolm.plan.estimate`),
     calibrated on the records of the artifacts they would replace."""
-    from reprolm.plan import PlannedJob, estimate
+    from reprolm.need import PlannedJob
+    from reprolm.plan import estimate
 
     jobs = [
         PlannedJob(
@@ -168,7 +169,7 @@ def estimated(found: Sequence[Rerun], config: Mapping, root: Path, device: str) 
 @dataclass
 class Impact:
     found: list[Rerun]
-    jobs: list  # reprolm.plan.PlannedJob, one per rerun job
+    jobs: list  # reprolm.need.PlannedJob, one per rerun job
     width: int
     device: str
 

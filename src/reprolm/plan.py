@@ -2,29 +2,13 @@
 
 The jobs come from Snakemake's own DAG of the config (:mod:`reprolm.dag_jobs`: the whole DAG,
 as from scratch; the ExPO alpha search adds its evaluations only once it has run). Each job is
-estimated by a cost model of its stage:
-
-- finetune: ``6 x N x T`` FLOPs for ``N`` parameters and ``T`` trained tokens, ``T`` =
-  optimizer steps x batch x accumulation x GPUs x ``max_length`` when the recipe sets
-  ``max_steps``, else epochs x dataset rows x ``max_length`` (every example counted at the
-  recipe's full length: an upper bound that calibration corrects);
-- a study's own step, by the study (:meth:`reprolm.studies.Study.job_flops`; LM-Harmony's
-  train_before_test: ``6 x N x`` (training documents x epochs x ``max_length``) plus
-  ``2 x N x`` (validation and test documents x (epochs + 1) x ``max_length``));
-- generate: ``2 x N x`` prompts x samples x (``PROMPT_TOKENS`` + ``max_new_tokens``);
-- pretrain (a built tiny model): ``6 x N x`` steps x batch x block size.
-
-Time is FLOPs / (the device's peak x its utilisation, ``DEVICES``); a GPU job's GPU-seconds
-are its time x its GPUs. Jobs the model does not cover (lm-eval suites, judges, scores) are
-bounded by what they ask the scheduler for (GPUs x ``runtime``), marked ``requested``; CPU
-jobs get ``CPU_JOB_SECONDS``. ``N`` is read from the checkpoint's safetensors headers when it
-is on disk, else from the config (a base model's ``parameters``, or a built model's shape),
-else from a size tag in the hub name (``Qwen2.5-1.5B``: 1.5e9); a model none of these give is
-``unknown`` and its jobs fall back to the requested bound.
-
-Measured: a job that ``reprolm rehearse --sizes`` ran at the papers' sizes (dataset builds,
-and score jobs on a CPU: each of those alike in metric, prompt set and request) takes its
-measured wall time instead (``reprolm.rehearse.sizes.MEASURED``).
+estimated by the cost model of its stage (:mod:`reprolm.need`: FLOPs of its tokens and
+parameters, bytes streamed, its request, or the rehearsal's measurement). A GPU job's
+GPU-seconds are its time x its GPUs. ``N``, a model's parameters, is read from the
+checkpoint's safetensors headers when it is on disk, else from the config (a base model's
+``parameters``, or a built model's shape), else from a size tag in the hub name
+(``Qwen2.5-1.5B``: 1.5e9); a model none of these give is ``unknown`` and its jobs fall back to
+the requested bound.
 
 Calibration: where earlier runs of this config left provenance records of a planned job's
 outputs (``execution.usage.wall_seconds``) on the job's class of hardware (a GPU job's on
@@ -44,56 +28,17 @@ import heapq
 import json
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from reprolm.config import overlays
-from reprolm.config.lookups import promptset_spec, recipe_spec
 from reprolm.dag_jobs import SNAKEFILE, JobState, dag_states
 from reprolm.models.parameters import model_parameters
+from reprolm.need import DEVICES, PlannedJob, apply_measurements, estimate_job
 from reprolm.provenance.hashing import provenance_path
-from reprolm.rehearse.sizes import MEASURED
-from reprolm.stages import rule_stage, stage_of
-from reprolm.studies import job_flops
-
-# Dense bf16 peak FLOP/s and the share of it a job reaches (training, generation). The CPU
-# figure is per core of a current server CPU in float32.
-DEVICES = {
-    "h100": {"peak": 989e12, "train": 0.35, "generate": 0.10},
-    "h200": {"peak": 989e12, "train": 0.40, "generate": 0.12},
-    "a100": {"peak": 312e12, "train": 0.40, "generate": 0.10},
-    "cpu": {"peak": 50e9, "train": 0.20, "generate": 0.05},
-}
-PROMPT_TOKENS = 256
-CPU_JOB_SECONDS = 30.0
-# Bytes per parameter held on the GPUs: a finetune keeps float32 weights, gradients and two
-# Adam moments (ZeRO shards them over the job's GPUs); inference holds bf16 weights.
-TRAINING_BYTES, INFERENCE_BYTES = 16, 2
-# A finetune keeps two checkpoints (weights and optimizer, 12 bytes/param) and the final
-# float32 weights.
-CHECKPOINT_BYTES = 2 * 12 + 4
-
-
-@dataclass
-class PlannedJob:
-    rule: str
-    wildcards: dict
-    inputs: list[str]
-    outputs: list[str]
-    gpus: int = 0
-    runtime_min: float = 0.0
-    stage: str = ""
-    seconds: float = 0.0
-    basis: str = ""
-    peak_gpu_gb: float = 0.0
-    checkpoint_gb: float = 0.0
-    after: list[int] = field(default_factory=list)
-
-    @property
-    def gpu_seconds(self) -> float:
-        return self.seconds * self.gpus
+from reprolm.stages import stage_of
 
 
 def planned_jobs(states: Mapping[str, JobState]) -> list[PlannedJob]:
@@ -150,80 +95,6 @@ def built_rows(root: Path, made: set[str]) -> dict[str, int]:
         if parts[:2] == ("results", "datasets") and len(parts) == 4 and path.endswith(".parquet"):
             rows[parts[2]] = max(rows.get(parts[2], 0), pq.ParquetFile(root / path).metadata.num_rows)
     return rows
-
-
-def dataset_rows(config: Mapping, dataset: str, built: Mapping[str, int]) -> int | None:
-    """Rows of a dataset: as this config built it (:func:`built_rows`), else the config's count."""
-    if dataset in built:
-        return built[dataset]
-    spec = config.get("datasets", {}).get(dataset, {})
-    params = spec.get("params", {})
-    for key in ("rows", "num"):
-        if key in spec or key in params:
-            return int(spec.get(key, params.get(key)))
-    return None
-
-
-def _estimate(job: PlannedJob, config: Mapping, device: Mapping, size: int | None, built: Mapping[str, int]) -> None:
-    """Fill the job's seconds, basis, peak GPU memory and checkpoint disk (``built``: the rows
-    of the datasets this config built, :func:`built_rows`)."""
-    requested = job.runtime_min * 60
-    flops, kind = None, "train"
-    wildcards = job.wildcards
-    entry = rule_stage(job.rule)
-    if size and job.stage == "finetune":
-        recipe = recipe_spec(config, wildcards["recipe"])
-        if recipe.get("max_steps"):
-            examples = (
-                recipe["max_steps"]
-                * recipe.get("per_device_train_batch_size", 1)
-                * recipe.get("gradient_accumulation_steps", 1)
-                * max(1, job.gpus)
-            )
-        else:
-            rows = dataset_rows(config, recipe["dataset"], built)
-            examples = rows * recipe.get("num_train_epochs", 1) if rows else None
-        if examples:
-            flops = 6 * size * examples * recipe["max_length"]
-        job.checkpoint_gb = size * CHECKPOINT_BYTES / 1e9
-    elif size and job.stage == "pretrain":
-        pretrain = config["base_models"][wildcards["base"]]["build"]["pretrain"]
-        flops = 6 * size * pretrain["steps"] * pretrain["batch_size"] * pretrain["block_size"]
-    elif size and job.stage == "generate" and not entry.api:
-        promptset = promptset_spec(config, wildcards["promptset"])
-        prompts = dataset_rows(config, promptset["dataset"], built)
-        sampling = promptset.get("sampling", {})
-        if prompts:
-            flops = 2 * size * prompts * sampling.get("n", 1) * (PROMPT_TOKENS + sampling["max_new_tokens"])
-            kind = "generate"
-    elif size:
-        flops = job_flops(config, job.rule, wildcards, size)
-    if size:
-        training = entry.trains
-        held = size * (TRAINING_BYTES if training else INFERENCE_BYTES)
-        job.peak_gpu_gb = held / max(1, job.gpus if training else 1) / 1e9 if job.gpus else 0.0
-    if flops is not None:
-        job.seconds = flops / (device["peak"] * device[kind] * max(1, job.gpus if job.gpus else 1))
-        job.basis = "tokens x parameters"
-    elif job.gpus:
-        job.seconds, job.basis = requested, "requested"
-    else:
-        job.seconds, job.basis = CPU_JOB_SECONDS, "per-job figure"
-
-
-def apply_measurements(jobs: list[PlannedJob], root: Path) -> int:
-    """Jobs the rehearsal measured take its wall time; how many did."""
-    path = root / MEASURED
-    if not path.is_file():
-        return 0
-    figures = json.loads(path.read_text())
-    measured = 0
-    for job in jobs:
-        figure = figures.get(job.rule, {}).get("/".join(job.wildcards.values()))
-        if figure:
-            job.seconds, job.basis = figure["seconds"], "measured by the rehearsal"
-            measured += 1
-    return measured
 
 
 def calibrate(jobs: list[PlannedJob], root: Path, made: set[str]) -> dict[str, tuple[float, int]]:
@@ -383,6 +254,6 @@ def estimate(
     sizes = {base: model_parameters(config, base, root) for base in config.get("base_models", {})}
     for job in jobs:
         base = job.wildcards.get("base")
-        _estimate(job, config, DEVICES[device], sizes.get(base, (None, ""))[0] if base else None, built)
+        estimate_job(job, config, DEVICES[device], sizes.get(base, (None, ""))[0] if base else None, built)
     measured = apply_measurements(jobs, root)
     return sizes, measured, calibrate(jobs, root, made) if calibrated else {}

@@ -40,6 +40,9 @@ class RuleStage:
     pack: tuple[str, ...] = ()
     # A short CPU job (tables, pages, picking an alpha): run on the submitting host.
     host: bool = False
+    # A stopped job saves its progress on SLURM's warning (``stop_warning_s``) and its next
+    # attempt goes on from there: a job longer than the partition allows runs as attempts.
+    resumes: bool = False
 
 
 def local_and_api(rule: str, stage: str, pack: tuple[str, ...] = ("judge",)) -> dict[str, RuleStage]:
@@ -64,9 +67,9 @@ SHARED_RULE_STAGES = {
     "dataset": RuleStage("data"),
     "tokenizer": RuleStage("data"),
     "build_base_model": RuleStage("pretrain", trains=True),
-    "finetune": RuleStage("finetune", resources="finetune", trains=True),
+    "finetune": RuleStage("finetune", resources="finetune", trains=True, resumes=True),
     "extrapolate": RuleStage("extrapolate", resources="extrapolate", pack=MODEL),
-    "generate": RuleStage("generate", resources="generate", inference=True, pack=MODEL),
+    "generate": RuleStage("generate", resources="generate", inference=True, pack=MODEL, resumes=True),
     "generate_api": RuleStage("generate", api=True),
     "lm_eval": RuleStage("evaluate", resources="evaluate", inference=True, pack=MODEL),
     # A score job's resource class is its metric's (an encoder on a GPU, or a CPU).

@@ -1,5 +1,6 @@
 import os
 import re
+from pathlib import Path
 
 from snakemake.logging import logger
 
@@ -44,6 +45,7 @@ from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
 from reprolm.score.judges import judge_name_regex, successors
 from reprolm.score.metrics import METRICS, metric_stage
+from reprolm.need import job_runtime
 from reprolm.stages import host_rules, pack_group
 from reprolm.studies import (
     enabled_studies,
@@ -424,10 +426,25 @@ def stage_resource(stage, key):
     def lookup(wildcards, attempt, rulename):
         if key == "gpus":
             check_gpu_partition(wildcards.base, stage, rulename)
-        value = model_settings(config, wildcards.base, stage)[key]
-        return attempt_size(config, key, value, attempt)
+        return sized(
+            model_settings(config, wildcards.base, stage),
+            key,
+            rulename,
+            wildcards,
+            attempt,
+        )
 
     return lookup
+
+
+def sized(settings, key, rule, wildcards, attempt):
+    """A job's ``mem_mb`` or ``runtime`` for its attempt; its runtime from its modelled
+    need where the config sets ``runtime_over_need``."""
+    if key == "runtime":
+        return job_runtime(
+            config, rule, dict(wildcards.items()), settings, attempt, Path(".")
+        )
+    return attempt_size(config, key, settings[key], attempt)
 
 
 def check_gpu_partition(base, stage, rule):
@@ -502,8 +519,13 @@ def score_resource(key):
             check_gpu_partition(
                 wildcards.base, metric_stage(wildcards.metric), rulename
             )
-        value = score_settings(config, wildcards.base, wildcards.metric)[key]
-        return attempt_size(config, key, value, attempt)
+        return sized(
+            score_settings(config, wildcards.base, wildcards.metric),
+            key,
+            rulename,
+            wildcards,
+            attempt,
+        )
 
     return lookup
 

@@ -31,6 +31,8 @@ STAGE_DEFAULTS = {
     "tensor_parallel": False,
     "cpus_per_gpu": 8,
     "stop_warning_s": 300,
+    "runtime_over_need": None,
+    "runtime_limit": None,
 }
 # Passed to snakemake-executor-plugin-slurm as they are; unset ones are left to the profile.
 ROUTING_KEYS = ("slurm_partition", "slurm_account", "qos", "constraint", "gpu_model")

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from reprolm.config.hub_ids import WORKERS, HubId, config_hub_ids, hub_offline
 from reprolm.models.parameters import model_parameters
+from reprolm.need import CHECKPOINT_BYTES
 from reprolm.paths import base_model_dir, hub_model_dir, raw_dir
-from reprolm.plan import CHECKPOINT_BYTES
 from reprolm.stages import rule_stage
 
 # Seconds the hub has to answer each access check.

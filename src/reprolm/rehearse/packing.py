@@ -12,11 +12,12 @@ jobs.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from reprolm.plan import PlannedJob, estimate
+from reprolm.need import PlannedJob, job_device
+from reprolm.plan import estimate
 from reprolm.rehearse.dag import ClusterDag
 from reprolm.stages import rule_stage, stage_of
 
@@ -95,12 +96,17 @@ def _planned(job) -> PlannedJob:
     )
 
 
-def packing(dag: ClusterDag, excluded_rules: Collection[str] = (), device: str = "h100") -> Packing:
+def packing(dag: ClusterDag, excluded_rules: Collection[str] = ()) -> Packing:
     """The submissions of the cluster DAG but the jobs of ``excluded_rules``, each with its
-    modelled need on ``device`` (:mod:`reprolm.plan`, uncalibrated)."""
+    modelled need (:mod:`reprolm.plan`, uncalibrated) on the device its request is sized for
+    (:func:`reprolm.need.job_device`: its GPU type, else the slowest GPU the model knows)."""
     jobs = [job for job in dag.jobs if job.rule.name not in excluded_rules]
     planned = {job: _planned(job) for job in jobs}
-    estimate(list(planned.values()), dag.config, dag.workdir, device, made=set(), calibrated=False)
+    by_device: dict[str, list[PlannedJob]] = defaultdict(list)
+    for job, plan in planned.items():
+        by_device[job_device({"gpus": plan.gpus, "gpu_model": job.resources.get("gpu_model")})].append(plan)
+    for device, members in by_device.items():
+        estimate(members, dag.config, dag.workdir, device, made=set(), calibrated=False)
     submissions: dict[object, Submission] = {}
     for job in jobs:
         group = dag.groups.get(job)

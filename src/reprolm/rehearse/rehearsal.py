@@ -55,6 +55,7 @@ from reprolm.rehearse.standin import STAND_IN_DIR, StandInRun, candidates, run_s
 from reprolm.rehearse.submissions import (
     NEVER_STARTED,
     Shape,
+    attempt_problems,
     group_shapes,
     judge,
     packed_problems,
@@ -283,6 +284,7 @@ def rehearse(
             dag.attempts,
             dag.local_outputs,
             [DagJob(rule, wildcards, outputs) for rule, wildcards, outputs in dag.every_job],
+            attempt_problems(dag),
         )
 
     try:
@@ -299,6 +301,7 @@ def rehearse(
             attempts,
             local_outputs,
             every_job,
+            short_of_attempts,
         ) = inspect_cluster_dag(arguments, read)
     except PreflightRefusal as refusal:
         lines = ["not ready: Snakemake refuses the real run before any job (its preflight, as a dry run has it):"]
@@ -310,6 +313,9 @@ def rehearse(
     ready, lines = verdict(shapes, config, profile or workflow_profile or "the profile")
     retried = retry_problems(shapes, partitions, config, attempts)
     ready, lines = fail_verdict(ready, lines, "retries would ask for more than their partitions grant", retried)
+    ready, lines = fail_verdict(
+        ready, lines, "jobs longer than runtime_limit would need more attempts than the retries give", short_of_attempts
+    )
     packed_shapes = group_shapes(packed)
     judge(packed_shapes, partitions, env)
     over = packed_problems(packed_shapes, config, profile or workflow_profile or "the profile")

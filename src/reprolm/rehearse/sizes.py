@@ -63,12 +63,12 @@ from reprolm.config.resources import build_request
 from reprolm.data.fixture_world import passage, question
 from reprolm.data.upstream import UPSTREAM_SCHEMAS
 from reprolm.io import atomic_path
+from reprolm.need import MEASURED
 from reprolm.rehearse.submissions import JOB_NAMING, config_key, sbatch_options
 from reprolm.score.metrics import metric_stage
 from reprolm.studies.base import streamed_job
 
 FLAGGED_SHARE = 0.8
-MEASURED = Path("results") / "rehearsal" / "sizes.json"
 SEED = 0
 DEFAULT_CONFIG = Path("config") / "config.yaml"
 WRITE_SOURCE = """

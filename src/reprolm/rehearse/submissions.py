@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 from snakemake_interface_common.exceptions import WorkflowError
 
-from reprolm.config.resources import attempt_size
+from reprolm.config.resources import attempt_size, model_settings
+from reprolm.need import runtime_request
 from reprolm.score.judges import judge_kind
 from reprolm.stages import rule_stage
 
@@ -387,6 +388,8 @@ def retry_problems(
         over = []
         if shape.value("-t") and partition.max_minutes is not None:
             minutes = attempt_size(config, "runtime", parse_time_to_minutes(shape.value("-t")), attempts)
+            if rule_stage(shape.rule).resumes:
+                minutes = _resuming_runtime(config, shape, minutes)
             if minutes > partition.max_minutes:
                 over.append(
                     (
@@ -408,6 +411,40 @@ def retry_problems(
                 + " and ".join(why for _, why in over)
             )
             lines.append(f"  change: {'; '.join(key for key, _ in over)} (or the profile's retries)")
+    return lines
+
+
+def _resuming_runtime(config: Mapping, shape: Shape, minutes: int) -> int:
+    """A resuming job's grown runtime as it asks for it: never past its ``runtime_limit``
+    (:func:`reprolm.need.job_runtime`)."""
+    models = config.get("base_models", {})
+    limits = [model_settings(config, base, stage)["runtime_limit"] for stage, base in shape.sources if base in models]
+    return min(minutes, max(limits)) if limits and all(limits) else minutes
+
+
+def attempt_problems(dag) -> list[str]:
+    """Verdict lines for the jobs sized from need (``runtime_over_need``) that would need more
+    attempts under ``runtime_limit`` than the profile's retries give (each attempt saves on
+    SLURM's warning and the next resumes), by rule."""
+    short: dict[str, list[tuple[str, int]]] = {}
+    for job in dag.jobs:
+        entry = rule_stage(job.rule.name)
+        wildcards = dict(job.wildcards_dict)
+        if not (entry.resumes and entry.resources and wildcards.get("base") in dag.config.get("base_models", {})):
+            continue
+        settings = model_settings(dag.config, wildcards["base"], entry.resources)
+        request = runtime_request(dag.config, job.rule.name, wildcards, settings, dag.workdir)
+        if request.attempts > dag.attempts:
+            short.setdefault(job.rule.name, []).append(("_".join(map(str, wildcards.values())), request.attempts))
+    lines = []
+    for rule, jobs in short.items():
+        names = ", ".join(name for name, _ in jobs[:3]) + (", ..." if len(jobs) > 3 else "")
+        most = max(attempts for _, attempts in jobs)
+        lines.append(
+            f"- {rule} ({len(jobs)} jobs: {names}): needs up to {most} attempts under runtime_limit "
+            f"(each saves on SLURM's warning and the next resumes); the profile's retries give {dag.attempts}"
+        )
+        lines.append(f"  change: the profile's retries (to {most - 1}), or runtime_limit if a partition allows longer")
     return lines
 
 

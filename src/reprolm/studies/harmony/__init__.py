@@ -31,7 +31,9 @@ class Harmony(Study):
     name = "harmony"
     tables = "reprolm.studies.harmony.tables:write_harmony_tables"
     rule_stages = {
-        "train_before_test": RuleStage("train_before_test", resources="train_before_test", trains=True, inference=True)
+        "train_before_test": RuleStage(
+            "train_before_test", resources="train_before_test", trains=True, inference=True, resumes=True
+        )
     }
     schema = section_schema(__file__)
     caption = """\

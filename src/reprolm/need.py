@@ -1,0 +1,228 @@
+"""What a job needs: the cost model ``reprolm plan`` prices a run with, and the runtime a job
+asks the scheduler for from it (where the config says to size requests from need).
+
+Each job is estimated by a model of its stage (:func:`estimate_job`):
+
+- finetune: ``6 x N x T`` FLOPs for ``N`` parameters and ``T`` trained tokens, ``T`` =
+  optimizer steps x batch x accumulation x GPUs x ``max_length`` when the recipe sets
+  ``max_steps``, else epochs x dataset rows x ``max_length`` (every example counted at the
+  recipe's full length: an upper bound that calibration corrects);
+- a study's own step, by the study (:meth:`reprolm.studies.Study.job_flops`; LM-Harmony's
+  train_before_test: ``6 x N x`` (training documents x epochs x ``max_length``) plus
+  ``2 x N x`` (validation and test documents x (epochs + 1) x ``max_length``));
+- generate: ``2 x N x`` prompts x samples x (``PROMPT_TOKENS`` + ``max_new_tokens``);
+- pretrain (a built tiny model): ``6 x N x`` steps x batch x block size;
+- extrapolate and merge (weight arithmetic, streamed tensor by tensor): two checkpoints read
+  and one written, ``3 x 4 x N`` bytes at ``STREAM_BYTES_PER_S``.
+
+Time is FLOPs / (the device's peak x its utilisation, ``DEVICES``). Jobs the model does not
+cover (lm-eval suites, judges, GPU scores) are bounded by what they ask the scheduler for,
+marked ``requested``; CPU jobs get ``CPU_JOB_SECONDS``. A job that ``reprolm rehearse
+--sizes`` ran at the papers' sizes takes its measured wall time (``MEASURED``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reprolm.config.lookups import promptset_spec, recipe_spec
+from reprolm.config.resources import attempt_size
+from reprolm.models.parameters import model_parameters
+from reprolm.stages import rule_stage, stage_of
+from reprolm.studies import job_flops
+
+# Dense bf16 peak FLOP/s and the share of it a job reaches (training, generation). The CPU
+# figure is per core of a current server CPU in float32.
+DEVICES = {
+    "h100": {"peak": 989e12, "train": 0.35, "generate": 0.10},
+    "h200": {"peak": 989e12, "train": 0.40, "generate": 0.12},
+    "a100": {"peak": 312e12, "train": 0.40, "generate": 0.10},
+    "cpu": {"peak": 50e9, "train": 0.20, "generate": 0.05},
+}
+PROMPT_TOKENS = 256
+CPU_JOB_SECONDS = 30.0
+# Bytes per parameter held on the GPUs: a finetune keeps float32 weights, gradients and two
+# Adam moments (ZeRO shards them over the job's GPUs); inference holds bf16 weights.
+TRAINING_BYTES, INFERENCE_BYTES = 16, 2
+# A finetune keeps two checkpoints (weights and optimizer, 12 bytes/param) and the final
+# float32 weights.
+CHECKPOINT_BYTES = 2 * 12 + 4
+
+
+@dataclass
+class PlannedJob:
+    rule: str
+    wildcards: dict
+    inputs: list[str]
+    outputs: list[str]
+    gpus: int = 0
+    runtime_min: float = 0.0
+    stage: str = ""
+    seconds: float = 0.0
+    basis: str = ""
+    peak_gpu_gb: float = 0.0
+    checkpoint_gb: float = 0.0
+    after: list[int] = field(default_factory=list)
+
+    @property
+    def gpu_seconds(self) -> float:
+        return self.seconds * self.gpus
+
+
+# Extrapolation and merges stream checkpoints (float32 at most: 4 bytes a parameter, two read
+# and one written) at a network file system's single-stream rate.
+STREAMED_STAGES = ("extrapolate", "merge")
+STREAMED_BYTES_PER_PARAMETER = 3 * 4
+STREAM_BYTES_PER_S = 200e6
+# What ``reprolm rehearse --sizes`` measured, per rule and job.
+MEASURED = Path("results") / "rehearsal" / "sizes.json"
+# A request from need is never under this many minutes (SLURM counts whole minutes, and a job
+# starts its interpreter and Snakemake on the node first).
+MIN_RUNTIME_MIN = 2
+
+
+def dataset_rows(config: Mapping, dataset: str, built: Mapping[str, int]) -> int | None:
+    """Rows of a dataset: as this config built it (:func:`built_rows`), else the config's count."""
+    if dataset in built:
+        return built[dataset]
+    spec = config.get("datasets", {}).get(dataset, {})
+    params = spec.get("params", {})
+    for key in ("rows", "num"):
+        if key in spec or key in params:
+            return int(spec.get(key, params.get(key)))
+    return None
+
+
+def estimate_job(job: PlannedJob, config: Mapping, device: Mapping, size: int | None, built: Mapping[str, int]) -> None:
+    """Fill the job's seconds, basis, peak GPU memory and checkpoint disk (``built``: the rows
+    of the datasets this config built, :func:`built_rows`)."""
+    requested = job.runtime_min * 60
+    flops, kind = None, "train"
+    wildcards = job.wildcards
+    entry = rule_stage(job.rule)
+    if size and job.stage == "finetune":
+        recipe = recipe_spec(config, wildcards["recipe"])
+        if recipe.get("max_steps"):
+            examples = (
+                recipe["max_steps"]
+                * recipe.get("per_device_train_batch_size", 1)
+                * recipe.get("gradient_accumulation_steps", 1)
+                * max(1, job.gpus)
+            )
+        else:
+            rows = dataset_rows(config, recipe["dataset"], built)
+            examples = rows * recipe.get("num_train_epochs", 1) if rows else None
+        if examples:
+            flops = 6 * size * examples * recipe["max_length"]
+        job.checkpoint_gb = size * CHECKPOINT_BYTES / 1e9
+    elif size and job.stage == "pretrain":
+        pretrain = config["base_models"][wildcards["base"]]["build"]["pretrain"]
+        flops = 6 * size * pretrain["steps"] * pretrain["batch_size"] * pretrain["block_size"]
+    elif size and job.stage == "generate" and not entry.api:
+        promptset = promptset_spec(config, wildcards["promptset"])
+        prompts = dataset_rows(config, promptset["dataset"], built)
+        sampling = promptset.get("sampling", {})
+        if prompts:
+            flops = 2 * size * prompts * sampling.get("n", 1) * (PROMPT_TOKENS + sampling["max_new_tokens"])
+            kind = "generate"
+    elif size and job.stage in STREAMED_STAGES:
+        job.seconds, job.basis = STREAMED_BYTES_PER_PARAMETER * size / STREAM_BYTES_PER_S, "bytes streamed"
+        return
+    elif size:
+        flops = job_flops(config, job.rule, wildcards, size)
+    if size:
+        training = entry.trains
+        held = size * (TRAINING_BYTES if training else INFERENCE_BYTES)
+        job.peak_gpu_gb = held / max(1, job.gpus if training else 1) / 1e9 if job.gpus else 0.0
+    if flops is not None:
+        job.seconds = flops / (device["peak"] * device[kind] * max(1, job.gpus if job.gpus else 1))
+        job.basis = "tokens x parameters"
+    elif job.gpus:
+        job.seconds, job.basis = requested, "requested"
+    else:
+        job.seconds, job.basis = CPU_JOB_SECONDS, "per-job figure"
+
+
+def apply_measurements(jobs: list[PlannedJob], root: Path) -> int:
+    """Jobs the rehearsal measured take its wall time; how many did."""
+    path = root / MEASURED
+    if not path.is_file():
+        return 0
+    figures = json.loads(path.read_text())
+    measured = 0
+    for job in jobs:
+        figure = figures.get(job.rule, {}).get("/".join(job.wildcards.values()))
+        if figure:
+            job.seconds, job.basis = figure["seconds"], "measured by the rehearsal"
+            measured += 1
+    return measured
+
+
+def job_device(settings: Mapping) -> str:
+    """The device a job's need is modelled on: a GPU job's ``gpu_model`` where the model knows
+    it, else the slowest GPU it knows (a request sized for it holds on faster ones); the CPU
+    for a job that asks for no GPU."""
+    if not settings.get("gpus"):
+        return "cpu"
+    named = str(settings.get("gpu_model") or "").lower()
+    if named in DEVICES and named != "cpu":
+        return named
+    gpus = [name for name in DEVICES if name != "cpu"]
+    return min(gpus, key=lambda name: DEVICES[name]["peak"] * DEVICES[name]["train"])
+
+
+def modelled_need(config: Mapping, rule: str, wildcards: Mapping, settings: Mapping, root: Path) -> PlannedJob:
+    """One job as the cost model prices it before anything is built (the config's dataset
+    rows, the rehearsal's measurements), on :func:`job_device`."""
+    job = PlannedJob(rule, dict(wildcards), [], [], gpus=int(settings.get("gpus") or 0), stage=stage_of(rule))
+    base = wildcards.get("base")
+    size = model_parameters(config, base, root)[0] if base in config.get("base_models", {}) else None
+    estimate_job(job, config, DEVICES[job_device(settings)], size, {})
+    apply_measurements([job], root)
+    return job
+
+
+@dataclass(frozen=True)
+class RuntimeRequest:
+    minutes: int
+    # Attempts the job needs under ``runtime_limit`` (a job that resumes where it stopped).
+    attempts: int = 1
+    need_s: float | None = None  # None: not sized from need
+
+
+def runtime_request(config: Mapping, rule: str, wildcards: Mapping, settings: Mapping, root: Path) -> RuntimeRequest:
+    """The minutes a job asks for. Where its settings give ``runtime_over_need`` and the cost
+    model sizes the job (not only bounds it by its request): that many times its modelled
+    need, at least ``MIN_RUNTIME_MIN``, plus ``stop_warning_s`` for a job that saves its
+    progress on SLURM's warning and resumes (its rule's entry: ``resumes``); such a job asks
+    for at most ``runtime_limit`` and runs as several attempts (Snakemake's retries). Else its
+    ``runtime``."""
+    factor = settings.get("runtime_over_need")
+    if not factor:
+        return RuntimeRequest(settings["runtime"])
+    job = modelled_need(config, rule, wildcards, settings, root)
+    if job.basis.startswith("requested") or job.seconds <= 0:
+        return RuntimeRequest(settings["runtime"])
+    resumes = rule_stage(rule).resumes
+    lead = settings["stop_warning_s"] if resumes else 0
+    minutes = max(MIN_RUNTIME_MIN, math.ceil((factor * job.seconds + lead) / 60))
+    limit = settings.get("runtime_limit")
+    if not (resumes and limit and minutes > limit):
+        return RuntimeRequest(minutes, 1, job.seconds)
+    # Each attempt works until the warning, then saves.
+    attempts = math.ceil(factor * job.seconds / max(60 * limit - lead, 60))
+    return RuntimeRequest(limit, attempts, job.seconds)
+
+
+def job_runtime(config: Mapping, rule: str, wildcards: Mapping, settings: Mapping, attempt: int, root: Path) -> int:
+    """The runtime resource of a job's ``attempt``: :func:`runtime_request`, grown by the
+    config's ``retry_growth``; a job that resumes never asks for more than ``runtime_limit``
+    (its next attempt goes on from where this one stopped)."""
+    request = runtime_request(config, rule, wildcards, settings, root)
+    minutes = attempt_size(config, "runtime", request.minutes, attempt)
+    limit = settings.get("runtime_limit")
+    return min(minutes, limit) if limit and rule_stage(rule).resumes else minutes
