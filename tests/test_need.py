@@ -11,7 +11,9 @@ import pytest
 
 from reprolm.config.resources import model_settings
 from reprolm.need import (
+    CPU_JOB_SECONDS,
     DEVICES,
+    JOB_START_SECONDS,
     MIN_RUNTIME_MIN,
     STREAM_BYTES_PER_S,
     job_device,
@@ -54,7 +56,7 @@ def test_a_finetune_asks_for_twice_its_need_on_the_slowest_gpu_plus_its_stop_war
     # No GPU type named: sized for the A100, the slowest the model knows.
     assert job_device(settings) == "a100"
     tokens = 100 * 4 * 2 * 4 * 1024
-    need = 6 * 7e9 * tokens / (312e12 * 0.40 * 4)
+    need = JOB_START_SECONDS + 2 * 7e9 / STREAM_BYTES_PER_S + 6 * 7e9 * tokens / (312e12 * 0.40 * 4)
     assert request.need_s == pytest.approx(need)
     assert request.minutes == math.ceil((2 * need + 300) / 60) and request.attempts == 1
     # The model's runtime (1440) is not asked for: the job is sized.
@@ -65,7 +67,8 @@ def test_a_generation_is_sized_on_the_gpu_it_is_routed_to(tmp_path):
     wildcards = {"base": "big", "recipe": "sft", "promptset": "ask"}
     request, settings = _request(CONFIG, "generate", wildcards, "generate", tmp_path)
     assert job_device(settings) == "h100"
-    need = 2 * 7e9 * 500 * 2 * (256 + 768) / (DEVICES["h100"]["peak"] * DEVICES["h100"]["generate"])
+    work = 2 * 7e9 * 500 * 2 * (256 + 768) / (DEVICES["h100"]["peak"] * DEVICES["h100"]["generate"])
+    need = JOB_START_SECONDS + 2 * 7e9 / STREAM_BYTES_PER_S + work
     assert request.minutes == math.ceil((2 * need + 300) / 60)
 
 
@@ -81,10 +84,11 @@ def test_a_job_the_model_cannot_size_asks_for_its_runtime(tmp_path):
 def test_a_short_cpu_job_asks_for_the_floor_and_a_merge_for_its_streamed_bytes(tmp_path):
     score = {"base": "big", "recipe": "sft", "promptset": "ask", "metric": "length"}
     request, _ = _request(CONFIG, "score", score, "default", tmp_path)
-    assert request.minutes == MIN_RUNTIME_MIN and request.need_s == 30.0
+    assert request.need_s == JOB_START_SECONDS + CPU_JOB_SECONDS
+    assert request.minutes == max(MIN_RUNTIME_MIN, math.ceil(2 * request.need_s / 60))
     merge = {"base": "huge", "recipe": "expo"}
     request, settings = _request(CONFIG, "extrapolate", merge, "extrapolate", tmp_path)
-    need = 3 * 4 * 70e9 / STREAM_BYTES_PER_S
+    need = JOB_START_SECONDS + 3 * 4 * 70e9 / STREAM_BYTES_PER_S
     assert modelled_need(CONFIG, "extrapolate", merge, settings, tmp_path).basis == "bytes streamed"
     # No stop warning: a merge does not resume.
     assert request.minutes == math.ceil(2 * need / 60)

@@ -10,7 +10,6 @@ from collections import Counter
 import pytest
 import yaml
 
-from reprolm.need import MIN_RUNTIME_MIN
 from reprolm.rehearse.dag import inspect_cluster_dag, snakemake_arguments
 from reprolm.rehearse.packing import NEED_FACTOR, packing
 from reprolm.rehearse.submissions import (
@@ -104,9 +103,9 @@ def test_every_submission_asks_for_at_most_four_times_its_modelled_need(paper_cl
     what reprolm plan models for its jobs (105 did when every stage asked for its runtime)."""
     result, _, _, _ = paper_cluster
     assert not result.over_need(), [(s.name, s.runtime_min, s.need_s) for s in result.over_need()[:5]]
-    # A CPU score job (the per-job figure, 30 s) asks for the 2-minute floor.
+    # A CPU score job (the per-job figure: 30 s and its start) asks for twice that, 3 minutes.
     scores = [s for s in result.submissions if "score" in s.rules and s.bases == {"per-job figure"}]
-    assert len(scores) > 50 and all(s.runtime_min == MIN_RUNTIME_MIN * len(s.members) for s in scores)
+    assert len(scores) > 50 and all(s.runtime_min == 3 * len(s.members) for s in scores)
     assert NEED_FACTOR == 4
 
 

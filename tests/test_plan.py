@@ -12,7 +12,14 @@ import pytest
 import reprolm.plan
 from reprolm.cli import main
 from reprolm.dag_jobs import JobState
-from reprolm.need import CHECKPOINT_BYTES, CPU_JOB_SECONDS, DEVICES, PlannedJob, estimate_job
+from reprolm.need import (
+    CHECKPOINT_BYTES,
+    CPU_JOB_SECONDS,
+    DEVICES,
+    JOB_START_SECONDS,
+    PlannedJob,
+    estimate_job,
+)
 from reprolm.plan import calibrate, makespan, model_parameters, plan, planned_jobs
 from reprolm.provenance.cost import stage_of
 from reprolm.provenance.hashing import provenance_path
@@ -104,22 +111,24 @@ def test_finetune_and_generation_estimates_by_hand():
     assert [job.after for job in (finetune, generate, unknown, score)] == [[], [0], [], [1]]
     assert [job.stage for job in (finetune, generate, score)] == ["finetune", "generate", "evaluate"]
     h100, size = DEVICES["h100"], 7e9
+    # Every job starts (interpreter, Snakemake, imports) and reads its bf16 weights at 200 MB/s.
+    start = JOB_START_SECONDS + 2 * size / 200e6
     estimate_job(finetune, CONFIG, h100, size, {})
     tokens = 100 * 4 * 2 * 4 * 1024  # steps x batch x accumulation x GPUs x max_length
-    assert finetune.seconds == pytest.approx(6 * size * tokens / (989e12 * 0.35 * 4))
+    assert finetune.seconds == pytest.approx(start + 6 * size * tokens / (989e12 * 0.35 * 4))
     assert finetune.gpu_seconds == pytest.approx(4 * finetune.seconds)
     assert finetune.peak_gpu_gb == pytest.approx(16 * size / 4 / 1e9)  # fp32 weights, grads, Adam over 4 GPUs
     assert finetune.checkpoint_gb == pytest.approx(CHECKPOINT_BYTES * size / 1e9)
     estimate_job(generate, CONFIG, h100, size, {})
-    assert generate.seconds == pytest.approx(2 * size * 500 * 2 * (256 + 768) / (989e12 * 0.10))
+    assert generate.seconds == pytest.approx(start + 2 * size * 500 * 2 * (256 + 768) / (989e12 * 0.10))
     assert generate.basis == "tokens x parameters" and generate.peak_gpu_gb == pytest.approx(14.0)
     # Prompts as this config built them, where it did, instead of the config's num.
     estimate_job(generate, CONFIG, h100, size, {"prompts": 40})
-    assert generate.seconds == pytest.approx(2 * size * 40 * 2 * (256 + 768) / (989e12 * 0.10))
+    assert generate.seconds == pytest.approx(start + 2 * size * 40 * 2 * (256 + 768) / (989e12 * 0.10))
     estimate_job(unknown, CONFIG, h100, None, {})
     assert (unknown.seconds, unknown.basis) == (120 * 60, "requested")
     estimate_job(score, CONFIG, h100, size, {})
-    assert (score.seconds, score.gpus) == (CPU_JOB_SECONDS, 0)
+    assert (score.seconds, score.gpus) == (JOB_START_SECONDS + CPU_JOB_SECONDS, 0)
 
 
 def test_a_studys_own_step_is_estimated_by_the_study():
@@ -138,7 +147,8 @@ def test_a_studys_own_step_is_estimated_by_the_study():
     size = 7e9
     estimate_job(job, config, DEVICES["h100"], size, {})
     flops = 6 * size * 100 * 2 * 512 + 2 * size * (10 + 20) * (2 + 1) * 512
-    assert job.basis == "tokens x parameters" and job.seconds == pytest.approx(flops / (989e12 * 0.35))
+    start = JOB_START_SECONDS + 2 * size / 200e6
+    assert job.basis == "tokens x parameters" and job.seconds == pytest.approx(start + flops / (989e12 * 0.35))
     # Without a cap on every document count the study gives no figure: the request bounds it.
     del train["max_num_test"]
     estimate_job(job, config, DEVICES["h100"], size, {})
@@ -217,13 +227,18 @@ def test_plan_in_a_run_folder_prices_the_config_from_its_own_inputs(tmp_path):
         wildcards = {"base": base, "recipe": recipe}
         return next(job for job in estimate.jobs if job.rule == "finetune" and job.wildcards == wildcards)
 
-    # 6 x 8B parameters x 61,135 rows x 3 epochs x 2,048 tokens, on 4 H100s at 35%.
-    ce = 6 * 8e9 * 61_135 * 3 * 2048 / (989e12 * 0.35 * 4)
+    # 6 x 8B parameters x 61,135 rows x 3 epochs x 2,048 tokens, on 4 H100s at 35%, after the
+    # job's start and its weights' read.
+    def start(size: float) -> float:
+        return JOB_START_SECONDS + 2 * size / 200e6
+
+    work = 6 * 8e9 * 61_135 * 3 * 2048 / (989e12 * 0.35 * 4)
+    ce = start(8e9) + work
     gem = {name: finetune(estimate, "llama3_8b_gem", "ce").seconds for name, estimate in plans.items()}
     assert gem["run"] == gem["fresh"] == pytest.approx(ce)
     # Qwen2.5-Math-7B's on NuminaMath's 20,000 rows.
     numina = {name: finetune(estimate, "qwen25_math_7b", "ce_numina").seconds for name, estimate in plans.items()}
-    assert numina["run"] == numina["fresh"] == pytest.approx(ce * 7 / 8 * 20_000 / 61_135)
+    assert numina["run"] == numina["fresh"] == pytest.approx(start(7e9) + work * 7 / 8 * 20_000 / 61_135)
     assert plans["run"].table().equals(plans["fresh"].table())
     assert plans["run"].summary() == plans["fresh"].summary() and "calibrated" not in plans["run"].summary()
     # A dataset build is sized from raw data not downloaded yet (<TBD> in a dry run): planned

@@ -819,7 +819,7 @@ def test_stand_in_run_of_each_family_and_class_through_the_profile(slurm_cluster
     )
     assert match and match[1] != match[3] and match[2] == match[4] and 1 <= int(match[2]) < 8, stop
     # The TLG build, the four representatives and the stopped generation's retry: six SLURM jobs.
-    assert "(6 SLURM jobs with those upstream" in section[0], section[0]
+    assert "(6 SLURM jobs with those upstream" in section[0], "\n".join(section)
     record = json.loads(
         (
             work / ".rehearsal/stand-in/results/generations/gemma_7b_it/pretrained/tlg.parquet.provenance.json"

@@ -15,7 +15,9 @@ Each job is estimated by a model of its stage (:func:`estimate_job`):
 - extrapolate and merge (weight arithmetic, streamed tensor by tensor): two checkpoints read
   and one written, ``3 x 4 x N`` bytes at ``STREAM_BYTES_PER_S``.
 
-Time is FLOPs / (the device's peak x its utilisation, ``DEVICES``). Jobs the model does not
+Time is FLOPs / (the device's peak x its utilisation, ``DEVICES``), after reading the model's
+weights (``2 x N`` bytes at ``STREAM_BYTES_PER_S``); every job the model prices also starts
+(``JOB_START_SECONDS``: its interpreter, Snakemake and imports on the node). Jobs the model does not
 cover (lm-eval suites, judges, GPU scores) are bounded by what they ask the scheduler for,
 marked ``requested``; CPU jobs get ``CPU_JOB_SECONDS``. A job that ``reprolm rehearse
 --sizes`` ran at the papers' sizes takes its measured wall time (``MEASURED``).
@@ -44,7 +46,10 @@ DEVICES = {
     "cpu": {"peak": 50e9, "train": 0.20, "generate": 0.05},
 }
 PROMPT_TOKENS = 256
+# A CPU job's own work (a score, a table), and what every job spends before it: its
+# interpreter, Snakemake and the job's imports on the node.
 CPU_JOB_SECONDS = 30.0
+JOB_START_SECONDS = 60.0
 # Bytes per parameter held on the GPUs: a finetune keeps float32 weights, gradients and two
 # Adam moments (ZeRO shards them over the job's GPUs); inference holds bf16 weights.
 TRAINING_BYTES, INFERENCE_BYTES = 16, 2
@@ -74,10 +79,12 @@ class PlannedJob:
 
 
 # Extrapolation and merges stream checkpoints (float32 at most: 4 bytes a parameter, two read
-# and one written) at a network file system's single-stream rate.
+# and one written) at a network file system's single-stream rate; a job that runs a model
+# first reads its weights (bf16) at that rate.
 STREAMED_STAGES = ("extrapolate", "merge")
 STREAMED_BYTES_PER_PARAMETER = 3 * 4
 STREAM_BYTES_PER_S = 200e6
+LOAD_BYTES_PER_PARAMETER = 2
 # What ``reprolm rehearse --sizes`` measured, per rule and job.
 MEASURED = Path("results") / "rehearsal" / "sizes.json"
 # A request from need is never under this many minutes (SLURM counts whole minutes, and a job
@@ -130,7 +137,8 @@ def estimate_job(job: PlannedJob, config: Mapping, device: Mapping, size: int | 
             flops = 2 * size * prompts * sampling.get("n", 1) * (PROMPT_TOKENS + sampling["max_new_tokens"])
             kind = "generate"
     elif size and job.stage in STREAMED_STAGES:
-        job.seconds, job.basis = STREAMED_BYTES_PER_PARAMETER * size / STREAM_BYTES_PER_S, "bytes streamed"
+        streamed = STREAMED_BYTES_PER_PARAMETER * size / STREAM_BYTES_PER_S
+        job.seconds, job.basis = JOB_START_SECONDS + streamed, "bytes streamed"
         return
     elif size:
         flops = job_flops(config, job.rule, wildcards, size)
@@ -139,12 +147,13 @@ def estimate_job(job: PlannedJob, config: Mapping, device: Mapping, size: int | 
         held = size * (TRAINING_BYTES if training else INFERENCE_BYTES)
         job.peak_gpu_gb = held / max(1, job.gpus if training else 1) / 1e9 if job.gpus else 0.0
     if flops is not None:
-        job.seconds = flops / (device["peak"] * device[kind] * max(1, job.gpus if job.gpus else 1))
+        work = flops / (device["peak"] * device[kind] * max(1, job.gpus if job.gpus else 1))
+        job.seconds = JOB_START_SECONDS + LOAD_BYTES_PER_PARAMETER * size / STREAM_BYTES_PER_S + work
         job.basis = "tokens x parameters"
     elif job.gpus:
         job.seconds, job.basis = requested, "requested"
     else:
-        job.seconds, job.basis = CPU_JOB_SECONDS, "per-job figure"
+        job.seconds, job.basis = JOB_START_SECONDS + CPU_JOB_SECONDS, "per-job figure"
 
 
 def apply_measurements(jobs: list[PlannedJob], root: Path) -> int:
