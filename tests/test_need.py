@@ -21,8 +21,11 @@ from reprolm.need import (
     modelled_need,
     runtime_request,
 )
+from test_plan import CONFIG as PLAN_CONFIG
 
+# test_plan's recipe, dataset and prompt set (priced by hand there), with requests from need.
 CONFIG = {
+    **PLAN_CONFIG,
     "resources": {"default": {"runtime_over_need": 2}, "evaluate": {"gpus": 1, "runtime": 480}},
     "base_models": {
         "big": {
@@ -31,17 +34,6 @@ CONFIG = {
         },
         "huge": {"hub": {"path": "org/Huge-70B"}},
     },
-    "recipes": {
-        "sft": {
-            "dataset": "d",
-            "max_length": 1024,
-            "max_steps": 100,
-            "per_device_train_batch_size": 4,
-            "gradient_accumulation_steps": 2,
-        }
-    },
-    "datasets": {"prompts": {"builder": "instructions", "sources": ["s"], "params": {"num": 500}}},
-    "promptsets": {"ask": {"dataset": "prompts", "sampling": {"max_new_tokens": 768, "n": 2}}},
 }
 FINETUNE = {"base": "big", "recipe": "sft"}
 
