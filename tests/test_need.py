@@ -5,19 +5,23 @@ resumes, which then runs as attempts."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
 from reprolm.config.resources import model_settings
+from reprolm.errors import ConfigError
 from reprolm.need import (
     CPU_JOB_SECONDS,
     DEVICES,
     JOB_START_SECONDS,
+    MEASURED,
     MIN_RUNTIME_MIN,
     STREAM_BYTES_PER_S,
     job_device,
     job_runtime,
+    job_size,
     modelled_need,
     runtime_request,
 )
@@ -97,3 +101,20 @@ def test_a_job_longer_than_the_limit_runs_as_attempts_and_a_retry_never_asks_pas
     merge = {"base": "huge", "recipe": "expo"}
     settings = model_settings(config, "huge", "extrapolate")
     assert job_runtime(config, "extrapolate", merge, settings, 1, tmp_path) > 10
+
+
+def test_the_workflows_lookup_grows_memory_and_sizes_runtime_and_a_broken_measurement_file_is_named(tmp_path):
+    settings = model_settings(CONFIG, "big", "finetune")
+    grown = {**CONFIG, "retry_growth": {"factor": 2.0}}
+    assert job_size(grown, "mem_mb", "finetune", FINETUNE, settings, 2, tmp_path) == 2 * settings["mem_mb"]
+    request, _ = _request(CONFIG, "finetune", FINETUNE, "finetune", tmp_path)
+    assert job_size(CONFIG, "runtime", "finetune", FINETUNE, settings, 1, tmp_path) == request.minutes
+    # A measurement the rehearsal wrote replaces the model's figure.
+    (tmp_path / MEASURED).parent.mkdir(parents=True)
+    (tmp_path / MEASURED).write_text(json.dumps({"finetune": {"big/sft": {"seconds": 600.0}}}))
+    assert runtime_request(CONFIG, "finetune", FINETUNE, settings, tmp_path).minutes == math.ceil((1200 + 300) / 60)
+    (tmp_path / MEASURED).write_text('{"finetune": ')
+    with pytest.raises(
+        ConfigError, match=r"results/rehearsal/sizes.json: not the JSON `reprolm rehearse --sizes` writes"
+    ):
+        job_size(CONFIG, "runtime", "finetune", FINETUNE, settings, 1, tmp_path)

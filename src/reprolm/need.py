@@ -33,6 +33,7 @@ from pathlib import Path
 
 from reprolm.config.lookups import promptset_spec, recipe_spec
 from reprolm.config.resources import attempt_size
+from reprolm.errors import ConfigError
 from reprolm.models.parameters import model_parameters
 from reprolm.stages import rule_stage, stage_of
 from reprolm.studies import job_flops
@@ -161,7 +162,12 @@ def apply_measurements(jobs: list[PlannedJob], root: Path) -> int:
     path = root / MEASURED
     if not path.is_file():
         return 0
-    figures = json.loads(path.read_text())
+    try:
+        figures = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"{path}: not the JSON `reprolm rehearse --sizes` writes ({error}); rerun it, or delete the file"
+        ) from error
     measured = 0
     for job in jobs:
         figure = figures.get(job.rule, {}).get("/".join(job.wildcards.values()))
@@ -225,6 +231,17 @@ def runtime_request(config: Mapping, rule: str, wildcards: Mapping, settings: Ma
     # Each attempt works until the warning, then saves.
     attempts = math.ceil(factor * job.seconds / max(60 * limit - lead, 60))
     return RuntimeRequest(limit, attempts, job.seconds)
+
+
+def job_size(
+    config: Mapping, key: str, rule: str, wildcards: Mapping, settings: Mapping, attempt: int, root: Path
+) -> int:
+    """A job's ``mem_mb`` or ``runtime`` resource for its ``attempt`` (what the workflow's
+    resource lookups return): the runtime from :func:`job_runtime`, the memory as its settings
+    give it, grown by the config's ``retry_growth``."""
+    if key == "runtime":
+        return job_runtime(config, rule, wildcards, settings, attempt, root)
+    return attempt_size(config, key, settings[key], attempt)
 
 
 def job_runtime(config: Mapping, rule: str, wildcards: Mapping, settings: Mapping, attempt: int, root: Path) -> int:

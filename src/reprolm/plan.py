@@ -124,10 +124,12 @@ def calibrate(jobs: list[PlannedJob], root: Path, made: set[str]) -> dict[str, t
 def makespan(jobs: list[PlannedJob], width: int) -> float:
     """Seconds to run the jobs on ``width`` GPUs: a job starts once the jobs it needs have
     finished and its GPUs are free (CPU jobs never wait for GPUs; a job asking for more
-    than ``width`` takes all of them), in plan order among the ready ones."""
+    than ``width`` takes all of them), in the order of their outputs among the ready ones."""
     finish: dict[int, float] = {}
     running: list[tuple[float, int]] = []  # (end, GPUs held)
-    waiting = list(range(len(jobs)))
+    # Ready jobs start in the order of their outputs, not the DAG's (which varies from run to
+    # run): every plan of a config gives the same wall time.
+    waiting = sorted(range(len(jobs)), key=lambda index: jobs[index].outputs)
     clock, free = 0.0, width
     while waiting or running:
         for index in list(waiting):

@@ -45,7 +45,7 @@ from reprolm.data.upstream import schema_entries, schemas_read, task_schemas
 from reprolm.provenance.fingerprint import entry_of, job_code
 from reprolm.score.judges import judge_name_regex, successors
 from reprolm.score.metrics import METRICS, metric_stage
-from reprolm.need import job_runtime
+from reprolm.need import job_size
 from reprolm.stages import host_rules, pack_group
 from reprolm.studies import (
     enabled_studies,
@@ -438,13 +438,9 @@ def stage_resource(stage, key):
 
 
 def sized(settings, key, rule, wildcards, attempt):
-    """A job's ``mem_mb`` or ``runtime`` for its attempt; its runtime from its modelled
-    need where the config sets ``runtime_over_need``."""
-    if key == "runtime":
-        return job_runtime(
-            config, rule, dict(wildcards.items()), settings, attempt, Path(".")
-        )
-    return attempt_size(config, key, settings[key], attempt)
+    return job_size(
+        config, key, rule, dict(wildcards.items()), settings, attempt, Path(".")
+    )
 
 
 def check_gpu_partition(base, stage, rule):
@@ -620,6 +616,8 @@ def judge_resource(key):
             check_gpu_partition(
                 judge_base(config, wildcards.judge), "evaluate", rulename
             )
+        # Not sized from need: the cost model prices no judge (an API judge's time is
+        # its requests', a reward model's is not modelled yet).
         value = judge_settings(config, wildcards.judge)[key]
         return attempt_size(config, key, value, attempt)
 
