@@ -451,7 +451,20 @@ def test_a_stopped_evaluation_resumes_with_only_its_unanswered_requests(tiny_mod
     assert resumed["tasks"] == evaluate_tasks(model, tokenizer, boolq(6), bootstrap_iters=0)["tasks"]
 
 
-def test_environment_report_is_collected_once_per_process_and_scores_do_not_change(
+class RecordingLogger:
+    """Stands in for lm-eval's W&B logger (W&B is not reachable here): keeps each output."""
+
+    def __init__(self):
+        self.outputs = []
+
+    def post_init(self, output):
+        self.outputs.append(output)
+
+    def log_eval_result(self):
+        pass
+
+
+def test_environment_report_is_collected_once_per_process_only_where_a_logger_sends_it_and_scores_do_not_change(
     tiny_model, fixture_dirs, monkeypatch
 ):
     import lm_eval.evaluator as evaluator
@@ -469,10 +482,15 @@ def test_environment_report_is_collected_once_per_process_and_scores_do_not_chan
     lm_eval_own = evaluator.add_env_info
     _, model, tokenizer = tiny_model
     specs = [TaskSpec("boolq", "boolq", 0, "acc,none", fixture_dirs / "boolq", limit=4)]
-    repeated = [evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0) for _ in range(3)]
+    # Without a logger nothing reads the report: pip and the other probes are not run.
+    unlogged = evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0)
+    assert collected == []
+    logger = RecordingLogger()
+    repeated = [evaluate_tasks(model, tokenizer, specs, bootstrap_iters=0, logger=logger) for _ in range(3)]
     assert len(collected) == 1
+    assert all("pretty_env_info" in output for output in logger.outputs) and len(logger.outputs) == 3
     assert repeated[0]["tasks"]["boolq"]["n_docs"] == 4
-    assert repeated[1] == repeated[0] and repeated[2] == repeated[0]
+    assert repeated[1] == repeated[0] and repeated[2] == repeated[0] and unlogged == repeated[0]
     assert "pretty_env_info" in environment_report() and len(collected) == 1
     # lm-eval's own collector is back once the evaluations are done.
     assert evaluator.add_env_info is lm_eval_own

@@ -51,7 +51,7 @@ def _local_file(source) -> Path:
     return Path(source.get_path_or_uri(secret_free=True))
 
 
-def _state(job, persistence) -> JobState:
+def _state(job, persistence, sized: bool) -> JobState:
     params = dict(job.params.items())
     code = params.pop("code", "")
     rule_code = persistence._code(job.rule) or ""
@@ -62,8 +62,7 @@ def _state(job, persistence) -> JobState:
     env = ""
     if job.conda_env_spec:
         env = _local_file(job.conda_env_spec.file).read_text()
-    resources = job.resources
-    return JobState(
+    state = JobState(
         rule=job.rule.name,
         wildcards=dict(job.wildcards_dict),
         params=serialised,
@@ -71,9 +70,12 @@ def _state(job, persistence) -> JobState:
         inputs=sorted(str(path) for path in job.input),
         software=_digest(env),
         outputs=[str(path) for path in job.output],
-        gpus=_number(resources.get("gpu", 0)),
-        runtime_min=_number(resources.get("runtime", 0)),
     )
+    if sized:
+        resources = job.resources
+        state.gpus = _number(resources.get("gpu", 0))
+        state.runtime_min = _number(resources.get("runtime", 0))
+    return state
 
 
 def _number(value) -> int:
@@ -115,14 +117,20 @@ class Side:
 
 
 def dag_states(
-    root: str | Path, configfile: str | Path | None = None, config: Mapping | None = None, pending: bool = False
+    root: str | Path,
+    configfile: str | Path | None = None,
+    config: Mapping | None = None,
+    pending: bool = False,
+    sized: bool = True,
 ) -> Side:
     """Every job of the config's whole DAG (as from scratch), by its first output: Snakemake's
     own parse of the workflow in ``root``, in this process. ``configfile``: as ``--configfile``
     (default: the embedded config/config.yaml); ``config``: as ``--config``, laid over it.
     ``pending``: only the jobs Snakemake would run here now, those whose outputs are missing
     or incomplete, were made with other params or inputs, or come after such a job (not on a
-    newer input or changed code alone: those still leave a file this config made)."""
+    newer input or changed code alone: those still leave a file this config made).
+    ``sized``: read each job's GPUs and runtime request; what is compared for a rerun does not
+    need them, and Snakemake's evaluation of every job's resources is a quarter of a read."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.enums import Quietness, RerunTrigger
     from snakemake.settings.types import (
@@ -161,7 +169,7 @@ def dag_states(
             for job in dag.needrun_jobs():
                 if job.rule.norun:
                     continue
-                state = _state(job, persistence)
+                state = _state(job, persistence, sized)
                 state.needs = sorted(str(dep.output[0]) for dep in dag.dependencies[job] if not dep.rule.norun)
                 states[str(job.output[0])] = state
             return Side(states, json.loads(json.dumps(dict(workflow.globals["config"]), default=str)))
@@ -169,14 +177,18 @@ def dag_states(
         os.chdir(here)
 
 
-def job_states(root: str | Path, configfile: str | Path | None = None, package: str | Path | None = None) -> Side:
+def job_states(
+    root: str | Path, configfile: str | Path | None = None, package: str | Path | None = None, sized: bool = True
+) -> Side:
     """:func:`dag_states` of ``root``, run with the package of the folder ``package`` (its
     ``src``) in a process of its own, or in this process where it is not given."""
     if package is None:
-        return dag_states(root, configfile)
+        return dag_states(root, configfile, sized=sized)
     command = [sys.executable, __file__, "--states", str(root)]
     if configfile:
         command += ["--configfile", str(configfile)]
+    if not sized:
+        command.append("--unsized")
     env = {**os.environ, "PYTHONPATH": str(Path(package).resolve() / "src")}
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
@@ -189,7 +201,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--states", required=True)
     parser.add_argument("--configfile")
+    parser.add_argument("--unsized", action="store_true")
     args = parser.parse_args()
     with contextlib.redirect_stdout(io.StringIO()):
-        side = dag_states(args.states, args.configfile)
+        side = dag_states(args.states, args.configfile, sized=not args.unsized)
     print(json.dumps({"states": {key: asdict(state) for key, state in side.states.items()}, "config": side.config}))

@@ -256,10 +256,11 @@ def impact(
     package = root if (root / "src" / "reprolm").is_dir() else None
     if rev is not None:
         with tempfile.TemporaryDirectory(prefix="reprolm-impact-") as scratch:
-            before = job_states(tree_at(root, rev, Path(scratch)), current_file, package=scratch)
+            # Only the rerun jobs' sizes are priced: the side before the change goes unsized.
+            before = job_states(tree_at(root, rev, Path(scratch)), current_file, package=scratch, sized=False)
         after = job_states(root, current_file, package=package)
     else:
-        before = dag_states(root, current_file)
+        before = dag_states(root, current_file, sized=False)
         if configfile is not None:
             if not (root / configfile).is_file() and not Path(configfile).is_file():
                 raise FileNotFoundError(f"no config file {configfile}")

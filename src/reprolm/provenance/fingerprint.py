@@ -47,17 +47,11 @@ def module_file(module: str) -> Path | None:
     return None
 
 
-def _strip_docstrings(node: ast.AST) -> ast.AST:
-    for item in ast.walk(node):
-        if isinstance(item, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and item.body:
-            first = item.body[0]
-            if (
-                isinstance(first, ast.Expr)
-                and isinstance(first.value, ast.Constant)
-                and isinstance(first.value.value, str)
-            ):
-                item.body = item.body[1:] or [ast.Pass()]
-    return node
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return body[1:] or [ast.Pass()]
+    return body
 
 
 def _defined_names(statement: ast.stmt) -> list[str]:
@@ -71,28 +65,84 @@ def _defined_names(statement: ast.stmt) -> list[str]:
     return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
 
 
-def _imports(node: ast.AST) -> dict[str, tuple[str, str | None]]:
-    """Names bound by ``reprolm`` imports anywhere in ``node``: alias -> (module, name or
-    None for a module itself)."""
+def _bound(statement: ast.Import | ast.ImportFrom) -> dict[str, tuple[str, str | None]]:
+    """Names a ``reprolm`` import binds: alias -> (module, name or None for a module itself)."""
     bound = {}
-    for item in ast.walk(node):
-        if isinstance(item, ast.ImportFrom) and item.module and item.module.split(".")[0] == PACKAGE:
-            for alias in item.names:
-                submodule = f"{item.module}.{alias.name}"
+    if isinstance(statement, ast.ImportFrom):
+        if statement.module and statement.module.split(".")[0] == PACKAGE:
+            for alias in statement.names:
+                submodule = f"{statement.module}.{alias.name}"
                 bound[alias.asname or alias.name] = (
-                    (submodule, None) if module_file(submodule) else (item.module, alias.name)
+                    (submodule, None) if module_file(submodule) else (statement.module, alias.name)
                 )
-        elif isinstance(item, ast.Import):
-            for alias in item.names:
-                if alias.name.split(".")[0] == PACKAGE:
-                    bound[alias.asname or alias.name] = (alias.name, None) if alias.asname else (PACKAGE, None)
+    else:
+        for alias in statement.names:
+            if alias.name.split(".")[0] == PACKAGE:
+                bound[alias.asname or alias.name] = (alias.name, None) if alias.asname else (PACKAGE, None)
     return bound
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _dump(node) -> str:
+    """``ast.dump(node)``, the same text, without its indentation machinery (a third of the
+    time a dry run spends on fingerprints)."""
+    if isinstance(node, ast.AST):
+        kind = type(node)
+        fields = []
+        for name in node._fields:
+            try:
+                value = getattr(node, name)
+            except AttributeError:
+                continue
+            if value is None and getattr(kind, name, ...) is None:
+                continue
+            fields.append(f"{name}={_dump(value)}")
+        return f"{kind.__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return f"[{', '.join(map(_dump, node))}]"
+    return repr(node)
+
+
+@dataclass
+class Statement:
+    """A top-level statement, its docstrings left out: the names it uses (with the attribute
+    read from each, where it is one) and the ``reprolm`` names it imports, found in one pass."""
+
+    node: ast.stmt
+    names: set[tuple[str, str | None]] = field(default_factory=set)
+    imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # One walk over the statement (ast.walk's generators cost more than the parse).
+        pending = [self.node]
+        while pending:
+            node = pending.pop()
+            kind = type(node)
+            if kind is ast.Name:
+                self.names.add((node.id, None))
+                continue
+            if kind is ast.Attribute and type(node.value) is ast.Name:
+                self.names.add((node.value.id, node.attr))
+                continue
+            if kind is ast.Import or kind is ast.ImportFrom:
+                self.imports.update(_bound(node))
+                continue
+            if kind in _FUNCTIONS:
+                node.body = _without_docstring(node.body)
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if isinstance(value, list):
+                    pending.extend(item for item in value if isinstance(item, ast.AST))
+                elif isinstance(value, ast.AST):
+                    pending.append(value)
 
 
 @dataclass
 class ModuleIndex:
-    definitions: dict[str, list[ast.stmt]] = field(default_factory=dict)
-    preamble: list[ast.stmt] = field(default_factory=list)
+    definitions: dict[str, list[Statement]] = field(default_factory=dict)
+    preamble: list[Statement] = field(default_factory=list)
     imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
@@ -101,12 +151,15 @@ def module_index(module: str) -> ModuleIndex:
     path = module_file(module)
     if path is None:
         raise ModuleNotFoundError(f"{module}: not a module of {PACKAGE_DIR}")
-    tree = _strip_docstrings(ast.parse(path.read_text(), filename=str(path)))
-    index = ModuleIndex(imports=_imports(tree))
-    for statement in tree.body:
-        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    index = ModuleIndex()
+    for node in _without_docstring(tree.body):
+        statement = Statement(node)
+        # An import anywhere in the module (a function's too) binds its name module-wide.
+        index.imports.update(statement.imports)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
-        names = _defined_names(statement)
+        names = _defined_names(node)
         if not names:
             index.preamble.append(statement)
         for name in names:
@@ -114,33 +167,27 @@ def module_index(module: str) -> ModuleIndex:
     return index
 
 
-def _references(nodes: list[ast.stmt], module: str) -> set[Ref]:
-    """What ``nodes`` use: same-module names, and imported names (``alias.attr`` resolves
-    to the attribute of an imported module)."""
+def _references(statements: list[Statement], module: str) -> set[Ref]:
+    """What ``statements`` use: same-module names, and imported names (``alias.attr``
+    resolves to the attribute of an imported module)."""
     index = module_index(module)
     imports = {**index.imports}
-    for node in nodes:
-        imports.update(_imports(node))
+    for statement in statements:
+        imports.update(statement.imports)
     used: set[Ref] = set()
-    for node in nodes:
-        attributes = {}
-        for item in ast.walk(node):
-            if isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name):
-                attributes[id(item.value)] = item.attr
-        for item in ast.walk(node):
-            if not isinstance(item, ast.Name):
-                continue
-            if item.id in imports:
-                target, name = imports[item.id]
-                if name is not None:
-                    used.add((target, name))
-                elif id(item) in attributes:
-                    used.add((target, attributes[id(item)]))
+    for statement in statements:
+        for name, attribute in statement.names:
+            if name in imports:
+                target, imported = imports[name]
+                if imported is not None:
+                    used.add((target, imported))
+                elif attribute is not None:
+                    used.add((target, attribute))
                 else:
                     used.update((target, n) for n in module_index(target).definitions)
                     used.add((target, PREAMBLE))
-            elif item.id in index.definitions:
-                used.add((module, item.id))
+            elif name in index.definitions:
+                used.add((module, name))
     return used
 
 
@@ -184,13 +231,13 @@ def _definition(ref: Ref) -> tuple[str, tuple[Ref, ...]]:
     which share most of their definitions."""
     module, name = ref
     index = module_index(module)
-    nodes = index.preamble if name == PREAMBLE else index.definitions[name]
-    if name != PREAMBLE and all(_is_per_job_registry(node) for node in nodes):
+    statements = index.preamble if name == PREAMBLE else index.definitions[name]
+    if name != PREAMBLE and all(_is_per_job_registry(statement.node) for statement in statements):
         return hashlib.sha256(b"").hexdigest(), ()
-    source_hash = hashlib.sha256("\n".join(ast.dump(node) for node in nodes).encode()).hexdigest()
+    source_hash = hashlib.sha256("\n".join(_dump(statement.node) for statement in statements).encode()).hexdigest()
     # Any use of a module runs its top-level statements.
     used = {(module, PREAMBLE)} | {
-        resolved for reference in _references(nodes, module) if (resolved := _resolve(reference))
+        resolved for reference in _references(statements, module) if (resolved := _resolve(reference))
     }
     return source_hash, tuple(sorted(used))
 
@@ -207,10 +254,14 @@ def closure(entries: Iterable[Ref]) -> dict[Ref, str]:
     return seen
 
 
+@cache
 def script_entries(script: str | Path) -> list[Ref]:
     """The ``reprolm`` names a workflow script imports."""
     tree = ast.parse(Path(script).read_text(), filename=str(script))
-    return [(target, name) if name else (target, PREAMBLE) for target, name in _imports(tree).values()]
+    bound = {}
+    for node in tree.body:
+        bound.update(Statement(node).imports)
+    return [(target, name) if name else (target, PREAMBLE) for target, name in bound.values()]
 
 
 def fingerprint(entries: Iterable[Ref]) -> str:

@@ -447,9 +447,9 @@ def environment_report() -> dict[str, Any]:
     """lm-eval's report of the environment (``add_env_info``: ``torch.utils.collect_env``,
     which runs pip and other subprocesses, about 1.5 s), collected once per process.
 
-    Every ``simple_evaluate`` call attaches it to its results, which reprolm does not keep;
-    within one process the environment does not change, so one report serves every
-    evaluation.
+    Every ``simple_evaluate`` call attaches it to its results; of those reprolm keeps only
+    what lm-eval's W&B logger sends, and within one process the environment does not change,
+    so one report serves every evaluation.
     """
     from lm_eval.loggers.utils import add_env_info
 
@@ -459,13 +459,16 @@ def environment_report() -> dict[str, Any]:
 
 
 @contextmanager
-def environment_report_once() -> Iterator[None]:
+def environment_report_once(logged: bool) -> Iterator[None]:
     """Inside this block, lm-eval's evaluations attach :func:`environment_report` instead of
-    collecting the report again. The evaluation is not touched."""
+    collecting the report again, or, where no W&B logger sends the results on (``logged``),
+    none: nothing would read it. The evaluation is not touched."""
     import lm_eval.evaluator as evaluator
 
     collect = evaluator.add_env_info
-    evaluator.add_env_info = lambda storage: storage.update(environment_report())
+    evaluator.add_env_info = (
+        (lambda storage: storage.update(environment_report())) if logged else (lambda storage: None)
+    )
     try:
         yield
     finally:
@@ -620,7 +623,7 @@ def evaluate_tasks(
     summaries, samples = {}, []
     # A progress line every interval's steps of batches.
     requests_per_line = interval().steps * (batch_size if isinstance(batch_size, int) else 1)
-    with environment_report_once(), counting_requests(lm, requests_per_line):
+    with environment_report_once(logger is not None), counting_requests(lm, requests_per_line):
         for spec in tasks:
             output = lm_eval.simple_evaluate(
                 model=lm,
