@@ -37,6 +37,8 @@ NAMED = (
 Key = tuple
 # Values tried per key: each refused one costs a parse of the workflow.
 TRIES = 4
+# Reader processes at most (each holds Snakemake and a parsed workflow, about 250 MB).
+MAX_READERS = 8
 
 
 class Scope(NamedTuple):
@@ -212,7 +214,7 @@ def scope_of_every_key(root: Path = REPO) -> list[Scope]:
     """The scope of every leaf key, in the config's order: about 800 reads of the workflow, in
     one process per core (each reads the default's DAG once)."""
     keys = [key for key, _ in leaves(overlays.load(root / "config" / "config.yaml", root))]
-    workers = len(os.sched_getaffinity(0))
+    workers = min(len(os.sched_getaffinity(0)), MAX_READERS)
     # Every worker gets keys from all over the config: a study's keys cost alike.
     shares = [keys[index::workers] for index in range(workers)]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
