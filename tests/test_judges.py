@@ -116,6 +116,35 @@ def test_length_controlled_win_rate_recovers_the_length_free_preference():
     assert result["lc_win_rate"] == pytest.approx(100 * _sigmoid(theta), abs=1.0)
 
 
+def test_the_length_controlled_fit_is_the_penalised_maximum_likelihood():
+    """The fitted weights are where the penalised logistic loss is flat (its gradient by finite
+    differences vanishes there), a judge that always prefers the answer included (only the
+    penalty keeps its weights finite); with equal lengths theta solves
+    sigmoid(theta) - mean(p) + 2 * l2 * theta = 0 and phi is 0."""
+    from scipy import optimize, special
+
+    rng = np.random.default_rng(3)
+    for case in range(6):
+        n = int(rng.integers(8, 300))
+        preferences = np.ones(n) if case == 0 else rng.random(n) if case % 2 else (rng.random(n) > 0.4).astype(float)
+        answer_lengths, reference_lengths = rng.integers(10, 2000, n), rng.integers(10, 2000, n)
+        result = length_controlled_win_rate(preferences, answer_lengths, reference_lengths)
+        d = (answer_lengths - reference_lengths).astype(float)
+        x = np.tanh(d / d.std())
+
+        def loss(weights, x=x, p=preferences):
+            logits = weights[0] + weights[1] * x
+            return np.mean(np.logaddexp(0, logits) - p * logits) + 1e-3 * weights @ weights
+
+        fitted = np.array([result["theta"], result["phi"]])
+        assert np.abs(optimize.approx_fprime(fitted, loss, 1e-7)).max() < 2e-5, (case, fitted)
+        assert result["lc_win_rate"] == pytest.approx(100 * special.expit(result["theta"]))
+    preferences = rng.random(50)
+    result = length_controlled_win_rate(preferences, [100] * 50, [100] * 50)
+    theta = optimize.brentq(lambda t: special.expit(t) - preferences.mean() + 2e-3 * t, -20, 20)
+    assert result["theta"] == pytest.approx(theta, abs=1e-5) and result["phi"] == pytest.approx(0, abs=1e-6)
+
+
 def test_a_judge_that_only_likes_length_wins_raw_but_not_length_controlled():
     answers = ["word " * 80] * 30 + ["word " * 5] * 10  # three quarters longer than the reference
     references = ["word " * 40] * 40

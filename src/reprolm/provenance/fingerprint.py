@@ -82,7 +82,8 @@ def _bound(statement: ast.Import | ast.ImportFrom) -> dict[str, tuple[str, str |
     return bound
 
 
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# Definitions whose body may open with a docstring (a module's is left out where it is parsed).
+_DOCUMENTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _dump(node) -> str:
@@ -129,7 +130,7 @@ class Statement:
             if kind is ast.Import or kind is ast.ImportFrom:
                 self.imports.update(_bound(node))
                 continue
-            if kind in _FUNCTIONS:
+            if kind in _DOCUMENTED:
                 node.body = _without_docstring(node.body)
             for name in node._fields:
                 value = getattr(node, name, None)
