@@ -118,3 +118,32 @@ def test_the_workflows_lookup_grows_memory_and_sizes_runtime_and_a_broken_measur
         ConfigError, match=r"results/rehearsal/sizes.json: not the JSON `reprolm rehearse --sizes` writes"
     ):
         job_size(CONFIG, "runtime", "finetune", FINETUNE, settings, 1, tmp_path)
+
+
+def test_a_model_judges_grade_asks_for_twice_the_need_of_the_rows_its_dataset_was_built_with(tmp_path):
+    """A reward model's grades of `big`'s generations, routed as the `rm` model's evaluate
+    stage: the config's 500 prompts before the dataset exists, its built rows once it does
+    (Snakemake evaluates a job's resources again once its inputs exist)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    config = {
+        **CONFIG,
+        "base_models": {**CONFIG["base_models"], "rm": {"hub": {"path": "org/rm-2B"}}},
+        "judges": {"rm_judge": {"kind": "reward_model", "model": "rm/pretrained", "max_length": 512}},
+    }
+    wildcards = {"judge": "rm_judge", "base": "big", "recipe": "sft", "promptset": "ask"}
+    settings = model_settings(config, "rm", "evaluate")
+
+    def need(prompts):
+        work = 2 * 2e9 * prompts * 2 * 512 / (DEVICES["a100"]["peak"] * DEVICES["a100"]["forward"])
+        return JOB_START_SECONDS + 2 * 2e9 / STREAM_BYTES_PER_S + work
+
+    assert modelled_need(config, "grade", wildcards, settings, tmp_path).seconds == pytest.approx(need(500))
+    assert job_runtime(config, "grade", wildcards, settings, 1, tmp_path) == math.ceil(2 * need(500) / 60)
+    built = tmp_path / "results" / "datasets" / "prompts"
+    built.mkdir(parents=True)
+    pq.write_table(pa.table({"prompt": ["q"] * 4000}), built / "test.parquet")
+    assert job_runtime(config, "grade", wildcards, settings, 1, tmp_path) == math.ceil(2 * need(4000) / 60)
+    # Its API twin runs no model and asks for the CPU job's floor.
+    assert modelled_need(config, "grade_api", wildcards, {}, tmp_path).basis == "per-job figure"

@@ -120,9 +120,25 @@ def test_a_long_train_before_test_runs_as_attempts_the_profiles_retries_give(pap
     assert one_retry[1] == "  change: the profile's retries (to 2), or runtime_limit if a partition allows longer"
 
 
+def test_a_model_judges_jobs_ask_for_what_their_judges_model_needs(paper_cluster):
+    """The ExPO reward model (7B) grades each of 1,000 alpha-search answers once: ~7 min on
+    an A100 with its start and its weights' read, so 15 min at runtime_over_need 2; a
+    model's six alphas share a submission of 90 min (they asked 6 x 480 before judges were
+    sized). A judge of a set of unknown size (FLASK's reviews) still asks for its runtime."""
+    result, _, _, _ = paper_cluster
+    expo = [s for s in result.submissions if s.name.startswith("group grade_expo_rm_")]
+    assert len(expo) == 14
+    for submission in expo:
+        assert submission.bases == {"tokens x parameters"}
+        assert submission.runtime_min == 6 * 15 and all(6 * 60 < need < 7.5 * 60 for _, need in submission.members)
+    ratings = next(s for s in result.submissions if s.name == "group rating_agreement_skywork_rm")
+    assert ratings.bases == {"tokens x parameters", "requested"}
+    assert sorted(runtime for runtime, _ in ratings.members) == [25, 41, 480, 480]
+
+
 def test_a_packed_submission_past_its_partitions_maxtime_is_a_verdict_line(paper_cluster):
-    """The ExPO reward model's six grades of one model's alpha grid ask for 6 x 480 min
-    packed, past a one-day MaxTime that each job alone fits."""
+    """The 70B model's two lm-eval suites (each asks for a day: lm-eval is not modelled)
+    ask for two days packed, past a one-day MaxTime that each alone fits."""
     _, shapes, config, _ = paper_cluster
     day = Partition("gpu", max_minutes=1440, max_nodes=None, max_mem_per_node_mb=None, default=False)
     judged = []
@@ -134,13 +150,17 @@ def test_a_packed_submission_past_its_partitions_maxtime_is_a_verdict_line(paper
         shape.problem_options = tuple(option for option, _ in problems)
         judged.append(shape)
     lines = packed_problems(judged, config, "profiles/slurm")
-    grades = next(index for index, line in enumerate(lines) if line.startswith("- grade, packed (14 submissions: "))
-    assert "grade_expo_rm_" in lines[grades]
-    assert lines[grades].endswith("over limit: runtime 2880 min is over partition gpu's MaxTime of 1440 min")
-    assert lines[grades + 1] == (
-        "  change: base_models.rm_mistral_7b.resources.evaluate.runtime (a packed submission asks for the sum of its jobs' runtimes), "
+    suites = lines.index(
+        "- lm_eval, packed (2 submissions: lm_eval_tulu_2_dpo_70b_pretrained_lm_eval, "
+        "lm_eval_tulu_2_dpo_70b_pretrained+expo0.5_lm_eval): "
+        "over limit: runtime 2880 min is over partition gpu's MaxTime of 1440 min"
+    )
+    assert lines[suites + 1] == (
+        "  change: base_models.tulu_2_dpo_70b.resources.evaluate.runtime (a packed submission asks for the sum of its jobs' runtimes), "
         "or a smaller count for its group in profiles/slurm's group-components"
     )
+    # No judge's pack is among them now that judges are sized from need.
+    assert not [line for line in lines if line.startswith(("- grade", "- rating_agreement"))]
     assert not packed_problems([dataclasses.replace(shape, verdict=ACCEPTED) for shape in judged], config, "p")
 
 

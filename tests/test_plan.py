@@ -7,6 +7,8 @@ import copy
 import json
 from collections import Counter
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import reprolm.plan
@@ -17,8 +19,11 @@ from reprolm.need import (
     CPU_JOB_SECONDS,
     DEVICES,
     JOB_START_SECONDS,
+    BuiltRows,
     PlannedJob,
+    dataset_rows,
     estimate_job,
+    job_model,
 )
 from reprolm.plan import calibrate, makespan, model_parameters, plan, planned_jobs
 from reprolm.provenance.cost import stage_of
@@ -113,21 +118,21 @@ def test_finetune_and_generation_estimates_by_hand():
     h100, size = DEVICES["h100"], 7e9
     # Every job starts (interpreter, Snakemake, imports) and reads its bf16 weights at 200 MB/s.
     start = JOB_START_SECONDS + 2 * size / 200e6
-    estimate_job(finetune, CONFIG, h100, size, {})
+    estimate_job(finetune, CONFIG, h100, size, {}, REPO)
     tokens = 100 * 4 * 2 * 4 * 1024  # steps x batch x accumulation x GPUs x max_length
     assert finetune.seconds == pytest.approx(start + 6 * size * tokens / (989e12 * 0.35 * 4))
     assert finetune.gpu_seconds == pytest.approx(4 * finetune.seconds)
     assert finetune.peak_gpu_gb == pytest.approx(16 * size / 4 / 1e9)  # fp32 weights, grads, Adam over 4 GPUs
     assert finetune.checkpoint_gb == pytest.approx(CHECKPOINT_BYTES * size / 1e9)
-    estimate_job(generate, CONFIG, h100, size, {})
+    estimate_job(generate, CONFIG, h100, size, {}, REPO)
     assert generate.seconds == pytest.approx(start + 2 * size * 500 * 2 * (256 + 768) / (989e12 * 0.10))
     assert generate.basis == "tokens x parameters" and generate.peak_gpu_gb == pytest.approx(14.0)
     # Prompts as this config built them, where it did, instead of the config's num.
-    estimate_job(generate, CONFIG, h100, size, {"prompts": 40})
+    estimate_job(generate, CONFIG, h100, size, {"prompts": 40}, REPO)
     assert generate.seconds == pytest.approx(start + 2 * size * 40 * 2 * (256 + 768) / (989e12 * 0.10))
-    estimate_job(unknown, CONFIG, h100, None, {})
+    estimate_job(unknown, CONFIG, h100, None, {}, REPO)
     assert (unknown.seconds, unknown.basis) == (120 * 60, "requested")
-    estimate_job(score, CONFIG, h100, size, {})
+    estimate_job(score, CONFIG, h100, size, {}, REPO)
     assert (score.seconds, score.gpus) == (JOB_START_SECONDS + CPU_JOB_SECONDS, 0)
 
 
@@ -145,14 +150,84 @@ def test_a_studys_own_step_is_estimated_by_the_study():
     train = {"num_train_epochs": 2, "max_length": 512, "max_num_train": 100, "max_num_valid": 10, "max_num_test": 20}
     config = {**CONFIG, "harmony": {"train": train}}
     size = 7e9
-    estimate_job(job, config, DEVICES["h100"], size, {})
+    estimate_job(job, config, DEVICES["h100"], size, {}, REPO)
     flops = 6 * size * 100 * 2 * 512 + 2 * size * (10 + 20) * (2 + 1) * 512
     start = JOB_START_SECONDS + 2 * size / 200e6
     assert job.basis == "tokens x parameters" and job.seconds == pytest.approx(start + flops / (989e12 * 0.35))
     # Without a cap on every document count the study gives no figure: the request bounds it.
     del train["max_num_test"]
-    estimate_job(job, config, DEVICES["h100"], size, {})
+    estimate_job(job, config, DEVICES["h100"], size, {}, REPO)
     assert (job.seconds, job.basis) == (60 * 60, "requested")
+
+
+JUDGED = {
+    **CONFIG,
+    "base_models": {**CONFIG["base_models"], "rm": {"hub": {"path": "org/rm"}, "parameters": 2_000_000_000}},
+    "datasets": {**CONFIG["datasets"], "rated": {"builder": "rated_responses", "sources": ["r"], "rows": 300}},
+    "judges": {
+        "rm_judge": {"kind": "reward_model", "model": "rm/pretrained", "max_length": 512},
+        "flr_judge": {"kind": "flr", "model": "rm/pretrained", "followups": "config/flr_followups.yaml"},
+        "api_judge": {"kind": "chat_endpoint", "base_url": "https://x", "model": "m", "api_key_env": "KEY"},
+    },
+}
+
+
+def _judge_job(rule: str, wildcards: str) -> PlannedJob:
+    pairs = dict(pair.split("=") for pair in wildcards.split(", "))
+    return PlannedJob(rule, pairs, [], [], gpus=1, runtime_min=480, stage=stage_of(rule))
+
+
+def test_a_model_judges_job_is_sized_by_its_judges_model_and_what_it_reads():
+    """A grade of `big`'s generations by a 2B reward model: 2 x 2B x (500 prompts x 2 samples)
+    x (256 + 768 prompt and answer tokens, cut at the judge's max_length of 512), at the
+    device's forward-pass share; the 7B model judged only names the generations."""
+    h100, judge = DEVICES["h100"], 2e9
+    start = JOB_START_SECONDS + 2 * judge / 200e6
+    grade = _judge_job("grade", "judge=rm_judge, base=big, recipe=sft, promptset=ask")
+    assert job_model(JUDGED, grade.wildcards) == "rm"
+    estimate_job(grade, JUDGED, h100, judge, {}, REPO)
+    assert grade.basis == "tokens x parameters"
+    assert grade.seconds == pytest.approx(start + 2 * judge * 500 * 2 * 512 / (989e12 * 0.30))
+    assert grade.peak_gpu_gb == pytest.approx(4.0)  # the judge's bf16 weights, not the 7B model's
+    # A win rate judges each answer and its reference.
+    win_rate = _judge_job("win_rate", "judge=rm_judge, base=big, recipe=sft, promptset=ask")
+    estimate_job(win_rate, JUDGED, h100, judge, {}, REPO)
+    assert win_rate.seconds - start == pytest.approx(2 * (grade.seconds - start))
+    # FLR reads each answer (its max_length of 2048 bounds a dataset row) and 120 follow-ups
+    # of at most 32 tokens: 6 categories x 10 positive and 10 negative in the shipped file.
+    rated = _judge_job("rating_agreement", "judge=flr_judge, dataset=rated, split=test")
+    estimate_job(rated, JUDGED, h100, judge, {}, REPO)
+    assert rated.seconds == pytest.approx(start + 2 * judge * 300 * (2048 + 120 * 32) / (989e12 * 0.30))
+    # Rows as the dataset was built, where it was, over the config's.
+    estimate_job(rated, JUDGED, h100, judge, {"rated": 30}, REPO)
+    assert rated.seconds == pytest.approx(start + 2 * judge * 30 * (2048 + 120 * 32) / (989e12 * 0.30))
+
+
+def test_a_judge_the_model_cannot_size_is_bounded_by_its_request():
+    h100 = DEVICES["h100"]
+    # A set of unknown size: the request.
+    unknown = _judge_job("pair_accuracy", "judge=rm_judge, dataset=prompts_of_no_size, split=test")
+    config = {**JUDGED, "datasets": {**JUDGED["datasets"], "prompts_of_no_size": {"builder": "x", "sources": ["s"]}}}
+    estimate_job(unknown, config, h100, 2e9, {}, REPO)
+    assert (unknown.seconds, unknown.basis) == (480 * 60, "requested")
+    # An API judge runs no model: it has none to size, and asks for no GPU.
+    api = PlannedJob("grade_api", {"judge": "api_judge", "base": "big", "recipe": "sft", "promptset": "ask"}, [], [])
+    assert job_model(JUDGED, api.wildcards) is None
+    estimate_job(api, JUDGED, h100, None, {}, REPO)
+    assert (api.seconds, api.basis) == (JOB_START_SECONDS + CPU_JOB_SECONDS, "per-job figure")
+
+
+def test_a_job_sized_as_it_is_about_to_run_counts_the_rows_its_dataset_was_built_with(tmp_path):
+    """Snakemake evaluates a job's resources again once its inputs exist: the need then counts
+    the built dataset's rows (its largest split), not the config's."""
+    built = BuiltRows(tmp_path)
+    assert "rated" not in built
+    folder = tmp_path / "results" / "datasets" / "rated"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"x": list(range(7))}), folder / "test.parquet")
+    pq.write_table(pa.table({"x": list(range(3))}), folder / "train.parquet")
+    assert BuiltRows(tmp_path)["rated"] == 7 and dataset_rows(JUDGED, "rated", BuiltRows(tmp_path)) == 7
+    assert dataset_rows(JUDGED, "rated", built) == 300
 
 
 def test_schedule_on_two_gpus():

@@ -11,6 +11,11 @@ Each job is estimated by a model of its stage (:func:`estimate_job`):
   train_before_test: ``6 x N x`` (training documents x epochs x ``max_length``) plus
   ``2 x N x`` (validation and test documents x (epochs + 1) x ``max_length``));
 - generate: ``2 x N x`` prompts x samples x (``PROMPT_TOKENS`` + ``max_new_tokens``);
+- a model judge's job (the rule's ``judged``, :class:`reprolm.stages.RuleStage`): ``2 x N x``
+  rows x answers a row x the tokens its kind reads forward for one answer
+  (:attr:`reprolm.score.judges.JudgeKind.forward_tokens`; a generation's answer is
+  ``PROMPT_TOKENS`` + ``max_new_tokens``, a dataset row's is bounded by the judge's
+  ``max_length``), ``N`` the judge's own model (:func:`job_model`);
 - pretrain (a built tiny model): ``6 x N x`` steps x batch x block size;
 - extrapolate and merge (weight arithmetic, streamed tensor by tensor): two checkpoints read
   and one written, ``3 x 4 x N`` bytes at ``STREAM_BYTES_PER_S``.
@@ -18,9 +23,14 @@ Each job is estimated by a model of its stage (:func:`estimate_job`):
 Time is FLOPs / (the device's peak x its utilisation, ``DEVICES``), after reading the model's
 weights (``2 x N`` bytes at ``STREAM_BYTES_PER_S``); every job the model prices also starts
 (``JOB_START_SECONDS``: its interpreter, Snakemake and imports on the node). Jobs the model does not
-cover (lm-eval suites, judges, GPU scores) are bounded by what they ask the scheduler for,
-marked ``requested``; CPU jobs get ``CPU_JOB_SECONDS``. A job that ``reprolm rehearse
---sizes`` ran at the papers' sizes takes its measured wall time (``MEASURED``).
+cover (lm-eval suites, released-verdict judging, GPU scores, a set of unknown size) are
+bounded by what they ask the scheduler for, marked ``requested``; CPU jobs get
+``CPU_JOB_SECONDS``. A job that ``reprolm rehearse --sizes`` ran at the papers' sizes takes
+its measured wall time (``MEASURED``).
+
+Rows are the config's (``rows``, ``num``) until the dataset is built; a job sized when it is
+about to run (Snakemake evaluates resources again once a job's inputs exist) counts the rows
+its dataset was built with (:class:`BuiltRows`).
 """
 
 from __future__ import annotations
@@ -32,19 +42,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reprolm.config.lookups import promptset_spec, recipe_spec
-from reprolm.config.resources import attempt_size
+from reprolm.config.resources import attempt_size, judge_base
 from reprolm.errors import ConfigError
 from reprolm.models.parameters import model_parameters
-from reprolm.stages import rule_stage, stage_of
+from reprolm.paths import dataset_dir
+from reprolm.score.judges import judge_kind
+from reprolm.stages import RuleStage, rule_stage, stage_of
 from reprolm.studies import job_flops
 
-# Dense bf16 peak FLOP/s and the share of it a job reaches (training, generation). The CPU
-# figure is per core of a current server CPU in float32.
+# Dense bf16 peak FLOP/s and the share of it a job reaches (training; a judge's batched
+# forward passes, padding included; generation, bound by decoding). The CPU figure is per
+# core of a current server CPU in float32.
 DEVICES = {
-    "h100": {"peak": 989e12, "train": 0.35, "generate": 0.10},
-    "h200": {"peak": 989e12, "train": 0.40, "generate": 0.12},
-    "a100": {"peak": 312e12, "train": 0.40, "generate": 0.10},
-    "cpu": {"peak": 50e9, "train": 0.20, "generate": 0.05},
+    "h100": {"peak": 989e12, "train": 0.35, "forward": 0.30, "generate": 0.10},
+    "h200": {"peak": 989e12, "train": 0.40, "forward": 0.35, "generate": 0.12},
+    "a100": {"peak": 312e12, "train": 0.40, "forward": 0.35, "generate": 0.10},
+    "cpu": {"peak": 50e9, "train": 0.20, "forward": 0.20, "generate": 0.05},
 }
 PROMPT_TOKENS = 256
 # A CPU job's own work (a score, a table), and what every job spends before it: its
@@ -93,6 +106,58 @@ MEASURED = Path("results") / "rehearsal" / "sizes.json"
 MIN_RUNTIME_MIN = 2
 
 
+class BuiltRows(Mapping):
+    """Rows of each dataset built under ``root`` (the most of its splits), read from its
+    parquet files' metadata when first asked for."""
+
+    def __init__(self, root: Path):
+        self.root, self._rows = root, {}
+
+    def __getitem__(self, dataset: str) -> int:
+        if dataset not in self._rows:
+            import pyarrow.parquet as pq
+
+            splits = sorted((self.root / dataset_dir(dataset)).glob("*.parquet"))
+            self._rows[dataset] = max((pq.ParquetFile(path).metadata.num_rows for path in splits), default=None)
+        if self._rows[dataset] is None:
+            raise KeyError(dataset)
+        return self._rows[dataset]
+
+    def __iter__(self):
+        return iter(dataset for dataset, rows in self._rows.items() if rows is not None)
+
+    def __len__(self) -> int:
+        return sum(rows is not None for rows in self._rows.values())
+
+
+def job_model(config: Mapping, wildcards: Mapping) -> str | None:
+    """The base model a job runs: a judge's job runs its judge's own model (its ``base``
+    wildcard names the model judged), an API judge's none; else its ``base``."""
+    if "judge" in wildcards:
+        return judge_base(config, wildcards["judge"])
+    base = wildcards.get("base")
+    return base if base in config.get("base_models", {}) else None
+
+
+def judged_tokens(
+    config: Mapping, wildcards: Mapping, entry: RuleStage, built: Mapping[str, int], root: Path
+) -> int | None:
+    """The tokens a model judge's job reads forward (rows x answers x its kind's tokens per
+    answer); None where a count is unknown."""
+    spec = config["judges"][wildcards["judge"]]
+    per_answer = judge_kind(spec).forward_tokens
+    if entry.judged == "promptset":
+        promptset = promptset_spec(config, wildcards["promptset"])
+        sampling = promptset.get("sampling", {})
+        rows = dataset_rows(config, promptset["dataset"], built)
+        rows = rows * sampling.get("n", 1) if rows else None
+        answer = PROMPT_TOKENS + sampling["max_new_tokens"]
+    else:
+        rows, answer = dataset_rows(config, wildcards["dataset"], built), None
+    tokens = per_answer(spec, answer, root) if per_answer else None
+    return rows * entry.answers * tokens if rows and tokens else None
+
+
 def dataset_rows(config: Mapping, dataset: str, built: Mapping[str, int]) -> int | None:
     """Rows of a dataset: as this config built it (:func:`built_rows`), else the config's count."""
     if dataset in built:
@@ -105,9 +170,12 @@ def dataset_rows(config: Mapping, dataset: str, built: Mapping[str, int]) -> int
     return None
 
 
-def estimate_job(job: PlannedJob, config: Mapping, device: Mapping, size: int | None, built: Mapping[str, int]) -> None:
-    """Fill the job's seconds, basis, peak GPU memory and checkpoint disk (``built``: the rows
-    of the datasets this config built, :func:`built_rows`)."""
+def estimate_job(
+    job: PlannedJob, config: Mapping, device: Mapping, size: int | None, built: Mapping[str, int], root: Path
+) -> None:
+    """Fill the job's seconds, basis, peak GPU memory and checkpoint disk (``size``: the
+    parameters of the model it runs, :func:`job_model`; ``built``: the rows of the datasets
+    this config built, :func:`reprolm.plan.built_rows` or :class:`BuiltRows`)."""
     requested = job.runtime_min * 60
     flops, kind = None, "train"
     wildcards = job.wildcards
@@ -137,6 +205,10 @@ def estimate_job(job: PlannedJob, config: Mapping, device: Mapping, size: int | 
         if prompts:
             flops = 2 * size * prompts * sampling.get("n", 1) * (PROMPT_TOKENS + sampling["max_new_tokens"])
             kind = "generate"
+    elif size and entry.judged and not entry.api:
+        tokens = judged_tokens(config, wildcards, entry, built, root)
+        flops = 2 * size * tokens if tokens else None
+        kind = "forward"
     elif size and job.stage in STREAMED_STAGES:
         streamed = STREAMED_BYTES_PER_PARAMETER * size / STREAM_BYTES_PER_S
         job.seconds, job.basis = JOB_START_SECONDS + streamed, "bytes streamed"
@@ -191,12 +263,12 @@ def job_device(settings: Mapping) -> str:
 
 
 def modelled_need(config: Mapping, rule: str, wildcards: Mapping, settings: Mapping, root: Path) -> PlannedJob:
-    """One job as the cost model prices it before anything is built (the config's dataset
-    rows, the rehearsal's measurements), on :func:`job_device`."""
+    """One job as the cost model prices it (the rows of the datasets built under ``root``,
+    else the config's; the rehearsal's measurements), on :func:`job_device`."""
     job = PlannedJob(rule, dict(wildcards), [], [], gpus=int(settings.get("gpus") or 0), stage=stage_of(rule))
-    base = wildcards.get("base")
-    size = model_parameters(config, base, root)[0] if base in config.get("base_models", {}) else None
-    estimate_job(job, config, DEVICES[job_device(settings)], size, {})
+    model = job_model(config, wildcards)
+    size = model_parameters(config, model, root)[0] if model else None
+    estimate_job(job, config, DEVICES[job_device(settings)], size, BuiltRows(root), root)
     apply_measurements([job], root)
     return job
 

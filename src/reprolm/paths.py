@@ -73,8 +73,12 @@ def model_dir(base: str, recipe: str) -> str:
     return base_model_dir(base) if recipe == PRETRAINED else f"results/models/{base}/{recipe}"
 
 
+def dataset_dir(dataset: str) -> str:
+    return f"results/datasets/{dataset}"
+
+
 def dataset_file(dataset: str, split: str) -> str:
-    return f"results/datasets/{dataset}/{split}.parquet"
+    return f"{dataset_dir(dataset)}/{split}.parquet"
 
 
 def generations_file(base: str, recipe: str, promptset: str) -> str:

@@ -36,7 +36,7 @@ import pandas as pd
 from reprolm.config import overlays
 from reprolm.dag_jobs import SNAKEFILE, JobState, dag_states
 from reprolm.models.parameters import model_parameters
-from reprolm.need import DEVICES, PlannedJob, apply_measurements, estimate_job
+from reprolm.need import DEVICES, PlannedJob, apply_measurements, estimate_job, job_model
 from reprolm.provenance.hashing import provenance_path
 from reprolm.stages import stage_of
 
@@ -255,7 +255,7 @@ def estimate(
     built = built_rows(root, made)
     sizes = {base: model_parameters(config, base, root) for base in config.get("base_models", {})}
     for job in jobs:
-        base = job.wildcards.get("base")
-        estimate_job(job, config, DEVICES[device], sizes.get(base, (None, ""))[0] if base else None, built)
+        model = job_model(config, job.wildcards)
+        estimate_job(job, config, DEVICES[device], sizes[model][0] if model else None, built, root)
     measured = apply_measurements(jobs, root)
     return sizes, measured, calibrate(jobs, root, made) if calibrated else {}

@@ -43,12 +43,23 @@ class RuleStage:
     # A stopped job saves its progress on SLURM's warning (``stop_warning_s``) and its next
     # attempt goes on from there: a job longer than the partition allows runs as attempts.
     resumes: bool = False
+    # What a model judge's job judges, for its need (:mod:`reprolm.need`): the wildcard
+    # naming it (``promptset``: a model's generations of the prompt set; ``dataset``: the
+    # dataset's rows), and the answers judged per row (a pair's two, an answer and its
+    # reference). Empty: not modelled.
+    judged: str = ""
+    answers: int = 1
 
 
-def local_and_api(rule: str, stage: str, pack: tuple[str, ...] = ("judge",)) -> dict[str, RuleStage]:
+def local_and_api(
+    rule: str, stage: str, pack: tuple[str, ...] = ("judge",), judged: str = "", answers: int = 1
+) -> dict[str, RuleStage]:
     """A step of two rules (common.smk: judge_rule): ``{rule}`` for a model run by the
     workflow (its jobs packed per judge model), ``{rule}_api`` for one behind an API."""
-    return {rule: RuleStage(stage, pack=pack), f"{rule}_api": RuleStage(stage, api=True)}
+    return {
+        rule: RuleStage(stage, pack=pack, judged=judged, answers=answers),
+        f"{rule}_api": RuleStage(stage, api=True),
+    }
 
 
 # A model's jobs: its base model and recipe (the checkpoint).
@@ -77,10 +88,10 @@ SHARED_RULE_STAGES = {
     # Per judge, base model and prompt set (its checkpoints' grades: an alpha search's grid):
     # a judge's grades of one prompt set can feed a finetune whose generations it grades on
     # another (FLR's online feedback), and a group may not sit on both ends of a path.
-    **local_and_api("grade", "judge", ("judge", "base", "promptset")),
-    **local_and_api("win_rate", "judge", ("judge", "base", "promptset")),
-    **local_and_api("pair_accuracy", "judge"),
-    **local_and_api("rating_agreement", "judge"),
+    **local_and_api("grade", "judge", ("judge", "base", "promptset"), judged="promptset"),
+    **local_and_api("win_rate", "judge", ("judge", "base", "promptset"), judged="promptset", answers=2),
+    **local_and_api("pair_accuracy", "judge", judged="dataset", answers=2),
+    **local_and_api("rating_agreement", "judge", judged="dataset"),
     **local_and_api("judge_released", "judge"),
     **local_and_api("judge_released_grades", "judge"),
     # Tables, pages and costs: short CPU jobs, run on the submitting host.

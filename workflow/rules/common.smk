@@ -609,17 +609,17 @@ def judge_inputs(wildcards):
 
 
 def judge_resource(key):
-    """A judge job's resources are those its own model needs (none for an endpoint)."""
+    """A judge job's resources are those its own model needs (none for an endpoint), its
+    runtime sized from the need of what it judges where the config says so."""
 
     def lookup(wildcards, attempt, rulename):
         if key == "gpus":
             check_gpu_partition(
                 judge_base(config, wildcards.judge), "evaluate", rulename
             )
-        # Not sized from need: the cost model prices no judge (an API judge's time is
-        # its requests', a reward model's is not modelled yet).
-        value = judge_settings(config, wildcards.judge)[key]
-        return attempt_size(config, key, value, attempt)
+        return sized(
+            judge_settings(config, wildcards.judge), key, rulename, wildcards, attempt
+        )
 
     return lookup
 

@@ -38,6 +38,8 @@ from reprolm.registry import Registry
 
 FEEDBACK_OPENING = "Please ask me a question and provide feedback to my answer."
 FORMATS = ("chat", "feedback")
+# Tokens a conversation is cut to (its start dropped) with its longest follow-up.
+MAX_LENGTH = 2048
 # Stands in for the follow-up while the chat template is rendered, to find where it starts.
 PLACEHOLDER = "\u2063FOLLOW-UP\u2063"
 # ``compat: original``: the distinct prefixes held at a time, in batches' worth of tokens.
@@ -83,7 +85,7 @@ class FollowUpScorer:
         compat: str = "paper",
         format: str = "chat",
         batch_size: int = 16,
-        max_length: int = 2048,
+        max_length: int = MAX_LENGTH,
         precision: str = "float32",
         batch_tokens: int | None = None,
     ):

@@ -44,11 +44,13 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from reprolm.errors import ConfigError
 from reprolm.paths import model_dir, raw_dir
 from reprolm.registry import Registry
 from reprolm.score.api_requests import DEFAULT_MAX_RETRIES, request_failure
+from reprolm.score.flr import MAX_LENGTH as FLR_MAX_LENGTH
 from reprolm.score.flr import FollowUpScorer, load_followups
 from reprolm.score.judge_cache import CACHE_ROOT, JudgeCache, cache_dir
 from reprolm.stats.estimate import RESAMPLES
@@ -398,6 +400,10 @@ class JudgeKind:
     verdicts_model: Callable[[Mapping], str] = field(default=lambda spec: spec["model"])
     # How a table's caption names the kind (its name where empty).
     title: str = ""
+    # (spec, an answer's tokens or None where unknown, the workflow's folder) -> the tokens
+    # its model reads forward to judge that answer, for the job's need (reprolm.need); None
+    # where it cannot say. Only a local kind has one.
+    forward_tokens: Callable[[Mapping, int | None, Path], int | None] | None = None
 
     @property
     def local(self) -> bool:
@@ -443,12 +449,35 @@ def judge_name_regex(judges: Mapping[str, Mapping], api: bool) -> str:
 
 
 JUDGE_MODEL = JudgeInput("judge_model", "model", "model", "runs its model")
+REWARD_MODEL_MAX_LENGTH = 1024
+# A follow-up's tokens, at most (they are short questions and remarks): what scoring one
+# adds to the conversation's forward pass.
+FOLLOWUP_TOKENS = 32
+
+
+def _reward_model_tokens(spec: Mapping, tokens: int | None, root: Path) -> int:
+    """One forward pass over the answer in its conversation, cut at ``max_length``."""
+    length = spec.get("max_length", REWARD_MODEL_MAX_LENGTH)
+    return min(tokens or length, length)
+
+
+def _flr_tokens(spec: Mapping, tokens: int | None, root: Path) -> int | None:
+    """The conversation once (the paper's scoring reuses its cache for every follow-up; the
+    original's reads one position of it), and each follow-up's tokens."""
+    path = root / spec["followups"]
+    if not path.is_file():
+        return None
+    followups = load_followups(path, spec.get("categories"))
+    count = sum(len(utterances) for sides in followups.values() for utterances in sides.values())
+    length = spec.get("max_length", FLR_MAX_LENGTH)
+    return min(tokens or length, length) + count * FOLLOWUP_TOKENS
 
 
 @register_judge_kind(
     "flr",
     inputs=(JUDGE_MODEL, JudgeInput("followups", "followups", "file", "scores the likelihood of follow-ups")),
     title="follow-up likelihood",
+    forward_tokens=_flr_tokens,
 )
 def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     return FollowUpScorer(
@@ -457,17 +486,17 @@ def _flr_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | N
         compat=spec.get("compat", "paper"),
         format=spec.get("format", "chat"),
         batch_size=spec.get("batch_size", 16),
-        max_length=spec.get("max_length", 2048),
+        max_length=spec.get("max_length", FLR_MAX_LENGTH),
         precision=spec.get("precision", "float32"),
     )
 
 
-@register_judge_kind("reward_model", inputs=(JUDGE_MODEL,), title="reward model")
+@register_judge_kind("reward_model", inputs=(JUDGE_MODEL,), title="reward model", forward_tokens=_reward_model_tokens)
 def _reward_model_judge(spec: Mapping, files: Mapping[str, str], seed: int, name: str | None, cache: JudgeCache):
     return RewardModelJudge(
         files["judge_model"],
         batch_size=spec.get("batch_size", 8),
-        max_length=spec.get("max_length", 1024),
+        max_length=spec.get("max_length", REWARD_MODEL_MAX_LENGTH),
         precision=spec.get("precision", "float32"),
         compat=spec.get("compat", "paper"),
     )
@@ -506,8 +535,6 @@ def _chat_endpoint_judge(spec: Mapping, files: Mapping[str, str], seed: int, nam
 def _alpaca_eval_annotator_model(spec: Mapping) -> str:
     """The model of an ``alpaca_eval`` judge's annotator, as the package's annotator config
     names it."""
-    from pathlib import Path
-
     import alpaca_eval
     import yaml
 

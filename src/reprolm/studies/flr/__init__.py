@@ -21,7 +21,7 @@ class Flr(Study):
     name = "flr"
     tables = "reprolm.studies.flr.tables:write_flr_tables"
     builders = {"feedback_conversations": "reprolm.studies.flr.builders:build_feedback_conversations"}
-    rule_stages = local_and_api("model_ranking", "judge")
+    rule_stages = local_and_api("model_ranking", "judge", judged="dataset")
     schema = section_schema(__file__)
     caption = """\
         ``reward_models``: each judge's pair accuracy (the chosen answer scored strictly higher), and
