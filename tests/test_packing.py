@@ -159,6 +159,11 @@ def test_a_packed_submission_past_its_partitions_maxtime_is_a_verdict_line(paper
         "  change: base_models.tulu_2_dpo_70b.resources.evaluate.runtime (a packed submission asks for the sum of its jobs' runtimes), "
         "or a smaller count for its group in profiles/slurm's group-components"
     )
+    # A model's generations, one of them a resuming generation capped at the one-day
+    # runtime_limit: that cap is what fits the pack (its runtime is not read).
+    generations = lines.index(next(line for line in lines if line.startswith("- generate, packed (1 submissions: ")))
+    assert "generate_llama3_8b_instruct_pretrained" in lines[generations]
+    assert lines[generations + 1].startswith("  change: resources.default.runtime_limit (a packed submission")
     # No judge's pack is among them now that judges are sized from need.
     assert not [line for line in lines if line.startswith(("- grade", "- rating_agreement"))]
     assert not packed_problems([dataclasses.replace(shape, verdict=ACCEPTED) for shape in judged], config, "p")

@@ -526,14 +526,15 @@ def config_key(config: Mapping, base: str, stage: str, key: str) -> str:
 
 def _sized_by(config: Mapping, base: str, stage: str, option: str, shape: Shape) -> str:
     """The config key behind an option; a GPU job's CPUs are cpus_per_gpu per GPU unless a
-    layer sets threads."""
+    layer sets threads; the time of a job that resumes and is sized from need is capped by
+    runtime_limit (its runtime is not read)."""
     key = CONFIG_KEYS[option]
-    if (
-        key == "threads"
-        and shape.value("--gpus")
-        and not any(key in layer for _, layer in _config_layers(config, base, stage))
-    ):
+    layers = [layer for _, layer in _config_layers(config, base, stage)]
+    if key == "threads" and shape.value("--gpus") and not any(key in layer for layer in layers):
         return "cpus_per_gpu"
+    sized_from_need = any("runtime_over_need" in layer for layer in layers)
+    if key == "runtime" and sized_from_need and rule_stage(shape.rule).resumes:
+        return "runtime_limit"
     return key
 
 
