@@ -14,6 +14,7 @@ import pytest
 import reprolm.plan
 from reprolm.cli import main
 from reprolm.dag_jobs import JobState
+from reprolm.errors import ConfigError
 from reprolm.need import (
     CHECKPOINT_BYTES,
     CPU_JOB_SECONDS,
@@ -203,6 +204,15 @@ def test_a_model_judges_job_is_sized_by_its_judges_model_and_what_it_reads():
     assert rated.seconds == pytest.approx(start + 2 * judge * 30 * (2048 + 120 * 32) / (989e12 * 0.30))
 
 
+def test_a_judges_file_that_cannot_be_read_is_refused_naming_the_judge_and_the_file(tmp_path):
+    broken = tmp_path / "followups.yaml"
+    broken.write_text("categories: 3\n")
+    config = {**JUDGED, "judges": {"flr_judge": {**JUDGED["judges"]["flr_judge"], "followups": str(broken)}}}
+    rated = _judge_job("rating_agreement", "judge=flr_judge, dataset=rated, split=test")
+    with pytest.raises(ConfigError, match=rf"^judges\.flr_judge: {broken}: expected a 'categories' mapping"):
+        estimate_job(rated, config, DEVICES["h100"], 2e9, {}, REPO)
+
+
 def test_a_judge_the_model_cannot_size_is_bounded_by_its_request():
     h100 = DEVICES["h100"]
     # A set of unknown size: the request.
@@ -228,6 +238,12 @@ def test_a_job_sized_as_it_is_about_to_run_counts_the_rows_its_dataset_was_built
     pq.write_table(pa.table({"x": list(range(3))}), folder / "train.parquet")
     assert BuiltRows(tmp_path)["rated"] == 7 and dataset_rows(JUDGED, "rated", BuiltRows(tmp_path)) == 7
     assert dataset_rows(JUDGED, "rated", built) == 300
+    # A split cut short is not counted; a dataset with no readable split is the config's.
+    (folder / "validation.parquet").write_bytes(b"PAR1 cut short")
+    assert BuiltRows(tmp_path)["rated"] == 7
+    for split in ("test", "train"):
+        (folder / f"{split}.parquet").unlink()
+    assert dataset_rows(JUDGED, "rated", BuiltRows(tmp_path)) == 300
 
 
 def test_schedule_on_two_gpus():

@@ -24,6 +24,7 @@ from pathlib import Path
 from reprolm import lock
 from reprolm.config.overlays import load
 from reprolm.config_docs import KEYS_PAGE, SCHEMA_FILE, write_keys_page
+from reprolm.errors import ConfigError
 from reprolm.impact import impact
 from reprolm.need import DEVICES
 from reprolm.plan import plan
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "plan":
         try:
             estimate = plan(args.root, args.configfile, width=args.width, device=args.device)
-        except FileNotFoundError as error:
+        except (FileNotFoundError, ConfigError) as error:
             print(f"reprolm plan: {error}", file=sys.stderr)
             return 2
         if args.json:

@@ -108,17 +108,17 @@ MIN_RUNTIME_MIN = 2
 
 class BuiltRows(Mapping):
     """Rows of each dataset built under ``root`` (the most of its splits), read from its
-    parquet files' metadata when first asked for."""
+    parquet files' metadata when first asked for. A split that cannot be read (a build cut
+    short, which Snakemake makes again before any job reads it) does not count: a resource
+    lookup must not fail the run over a size. Iterating gives the datasets asked for so far."""
 
     def __init__(self, root: Path):
         self.root, self._rows = root, {}
 
     def __getitem__(self, dataset: str) -> int:
         if dataset not in self._rows:
-            import pyarrow.parquet as pq
-
             splits = sorted((self.root / dataset_dir(dataset)).glob("*.parquet"))
-            self._rows[dataset] = max((pq.ParquetFile(path).metadata.num_rows for path in splits), default=None)
+            self._rows[dataset] = max(filter(None, map(_parquet_rows, splits)), default=None)
         if self._rows[dataset] is None:
             raise KeyError(dataset)
         return self._rows[dataset]
@@ -128,6 +128,17 @@ class BuiltRows(Mapping):
 
     def __len__(self) -> int:
         return sum(rows is not None for rows in self._rows.values())
+
+
+def _parquet_rows(path: Path) -> int | None:
+    """A parquet file's rows from its footer; None where it cannot be read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (pa.ArrowException, OSError):
+        return None
 
 
 def job_model(config: Mapping, wildcards: Mapping) -> str | None:
@@ -154,7 +165,10 @@ def judged_tokens(
         answer = PROMPT_TOKENS + sampling["max_new_tokens"]
     else:
         rows, answer = dataset_rows(config, wildcards["dataset"], built), None
-    tokens = per_answer(spec, answer, root) if per_answer else None
+    try:
+        tokens = per_answer(spec, answer, root) if per_answer else None
+    except ValueError as error:  # a judge file that cannot be read (e.g. FLR's follow-ups)
+        raise ConfigError(f"judges.{wildcards['judge']}: {error}") from error
     return rows * entry.answers * tokens if rows and tokens else None
 
 
