@@ -13,7 +13,7 @@ from default_config import DEFAULT
 from reprolm.cli import main
 from reprolm.provenance import content_hash, provenance_path
 from reprolm.provenance.cost import cost_table, lineage_jobs, summary
-from reprolm.provenance.environment import job_usage
+from reprolm.provenance.environment import granted_gpus, job_usage
 from workflow_helpers import REPO, dry_run_details
 
 
@@ -144,6 +144,25 @@ def test_job_usage_takes_gpus_and_cpus_from_the_slurm_allocation(monkeypatch):
     on_slurm = job_usage(10.0, cpus=2)
     assert (on_slurm["source"], on_slurm["gpus"], on_slurm["gpu_seconds"], on_slurm["cpus"]) == ("slurm", 2, 20.0, 16)
     assert on_slurm["cpu_seconds"] > 0
+
+
+def test_a_local_job_holds_the_gpus_its_rule_asked_for_not_every_gpu_it_sees(monkeypatch):
+    # Stand-in for a machine with four GPUs (none here): every local job sees all four, as
+    # bench/gpu_smoke found on an H200, where CPU rules' tables were billed GPU-seconds.
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    local = {}
+    assert granted_gpus(local, asked=0) == 0
+    assert granted_gpus(local, asked=1) == 1
+    assert granted_gpus(local, asked=8) == 4
+    assert granted_gpus(local) == 4
+    assert granted_gpus({"SLURM_STEP_GPUS": "2,3"}, asked=0) == 2
+    for variable in ("SLURM_JOB_ID", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE"):
+        monkeypatch.delenv(variable, raising=False)
+    usage = job_usage(10.0, cpus=2, asked_gpus=0)
+    assert (usage["gpus"], usage["gpu_seconds"], usage["gpu_model"]) == (0, 0.0, None)
 
 
 @pytest.mark.slow

@@ -94,19 +94,22 @@ def execution_host() -> dict:
     }
 
 
-def granted_gpus(env: Mapping | None = None) -> int:
+def granted_gpus(env: Mapping | None = None, asked: int | None = None) -> int:
     """GPUs this job holds: SLURM's grant for the step when there is one (its indices, else
-    its count), else the CUDA devices this process may see (none without CUDA)."""
+    its count); else, run locally, the GPUs its rule asked for (``asked``, Snakemake's ``gpu``
+    resource) as far as CUDA shows them, since every local job sees all of the machine's GPUs
+    and a CPU rule's job holds none; with nothing asked known, the CUDA devices it may see."""
     env = os.environ if env is None else env
     indices = _first(env, "SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
     if indices:
         return len([i for i in indices.split(",") if i.strip()])
     if env.get("SLURM_GPUS_ON_NODE", "").isdigit():
         return int(env["SLURM_GPUS_ON_NODE"])
+    if asked == 0:
+        return 0
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        return torch.cuda.device_count()
-    return 0
+    visible = torch.cuda.device_count() if torch is not None and torch.cuda.is_available() else 0
+    return visible if asked is None else min(asked, visible)
 
 
 def slurm_gpu_type(job_id: str) -> str | None:
@@ -121,17 +124,18 @@ def slurm_gpu_type(job_id: str) -> str | None:
     return types[0] if types else None
 
 
-def job_usage(wall_seconds: float, cpus: int) -> dict:
+def job_usage(wall_seconds: float, cpus: int, asked_gpus: int | None = None) -> dict:
     """What this job (attempt) used: wall seconds, GPUs granted and GPU-seconds (GPUs x wall),
     the GPU model, the CPUs it was given, and the CPU seconds (its own and its finished
     subprocesses', e.g. torchrun ranks) and peak resident memory the kernel counted. Under
-    SLURM GPUs, their type and the CPUs come from the allocation (``source: slurm``)."""
+    SLURM GPUs, their type and the CPUs come from the allocation (``source: slurm``); run
+    locally, the GPUs are those the rule asked for (``asked_gpus``, :func:`granted_gpus`)."""
     env = os.environ
     # GPU-seconds from the rounded wall time, so that the record's figures agree exactly.
     wall = round(wall_seconds, 2)
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    gpus = granted_gpus(env)
+    gpus = granted_gpus(env, asked_gpus)
     on_slurm = bool(env.get("SLURM_JOB_ID"))
     gpu_model = None
     if gpus:

@@ -153,15 +153,16 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
         step_log = logging.getLogger(f"reprolm.rule.{smk.rule}")
         step_log.info("rule %s wildcards %s", smk.rule, dict(_named(smk.wildcards)))
         outputs = [str(p) for p in smk.output]
+        # The GPUs the rule asked for: a GPU job first checks that they can run it (driver,
+        # devices, bfloat16), and a local job's usage counts only these.
+        asked = int(getattr(smk.resources, "gpu", 0) or 0)
         try:
-            # A GPU job first checks that its GPUs can run it (driver, devices, bfloat16).
-            asked = int(getattr(smk.resources, "gpu", 0) or 0)
             if asked:
                 check_gpus(asked, params.get("precision"))
             yield step_log
         except JobStopped as stop:
             preempted = being_preempted()
-            noted = record_stop(smk.rule, outputs, stop, job_usage(time.monotonic() - clock, smk.threads), preempted)
+            noted = record_stop(smk.rule, outputs, stop, job_usage(time.monotonic() - clock, smk.threads, asked), preempted)
             step_log.warning("%s; noted in %s", stop, noted)
             if preempted:
                 wait_for_requeue()
@@ -187,7 +188,7 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
             seed=seed,
             started=started,
             finished=_now(),
-            usage=job_usage(time.monotonic() - clock, smk.threads),
+            usage=job_usage(time.monotonic() - clock, smk.threads, asked),
             notes=notes,
         )
         # Attempts that SLURM stopped (time limit, preemption) before this one finished.
