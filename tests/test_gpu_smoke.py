@@ -51,6 +51,7 @@ def load(name: str):
 
 
 smoke, finetune_1b, table = load("smoke"), load("finetune_1b"), load("table")
+step_profile = load("step_profile")
 
 
 def pins(path: Path) -> dict[str, str]:
@@ -169,6 +170,49 @@ def readme_command(prefix: str) -> str:
     found = [line for block in commands for line in block.splitlines() if line.startswith(prefix)]
     assert len(found) == 1, f"README: {found}"
     return found[0]
+
+
+def test_kernels_are_summed_by_what_they_do():
+    # Kernel names as CUDA profiles give them: the first five from the H200 profile of the
+    # paper's setting.
+    kinds = {
+        "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN": "matrix products",
+        "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1_cga1x1x1_kernel0_0": "attention",
+        "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<"
+        "float, float, float, at::native::binary_internal::MulFunctor<float> > >": "elementwise",
+        "void at::native::vectorized_elementwise_kernel<8, at::native::bfloat16_copy_kernel_cuda": "elementwise",
+        "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float": "loss",
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>": "optimizer",
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::NormTwoOps": "elementwise",
+    }
+    assert {name: step_profile.kind_of(name) for name in kinds} == kinds
+
+
+@pytest.mark.slow
+def test_the_readme_step_profile_runs_on_the_cpu(tmp_path):
+    """`bash bench/gpu_smoke/profile_step ...` as the README prints it, without a GPU: every
+    uncompiled setting trains and is timed, and the paper's step is profiled by kind."""
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
+    result = subprocess.run(
+        ["bash", "-c", readme_command("bash bench/gpu_smoke/profile_step")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((out / "step_profile.json").read_text())
+    assert report["device"] == "cpu" and report["failures"] == {}
+    uncompiled = [name for name, setting in step_profile.SETTINGS.items() if not setting["compile"]]
+    assert list(report["settings"]) == uncompiled
+    for figures in report["settings"].values():
+        assert figures["tokens_per_second"] > 0 and figures["parameters"] == 139_584
+    profile = report["profile"]
+    assert sum(kind["share"] for kind in profile["by_kind"].values()) == pytest.approx(1.0, abs=0.01)
+    # A tiny model's step is still mostly its matrix products, on a CPU too.
+    assert max(profile["by_kind"], key=lambda kind: profile["by_kind"][kind]["seconds"]) == "matrix products"
 
 
 @pytest.mark.install

@@ -121,7 +121,7 @@ def test_finetune_and_generation_estimates_by_hand():
     start = JOB_START_SECONDS + 2 * size / 200e6
     estimate_job(finetune, CONFIG, h100, size, {}, REPO)
     tokens = 100 * 4 * 2 * 4 * 1024  # steps x batch x accumulation x GPUs x max_length
-    assert finetune.seconds == pytest.approx(start + 6 * size * tokens / (989e12 * 0.35 * 4))
+    assert finetune.seconds == pytest.approx(start + 6 * size * tokens / (989e12 * 0.30 * 4))
     assert finetune.gpu_seconds == pytest.approx(4 * finetune.seconds)
     assert finetune.peak_gpu_gb == pytest.approx(16 * size / 4 / 1e9)  # fp32 weights, grads, Adam over 4 GPUs
     assert finetune.checkpoint_gb == pytest.approx(CHECKPOINT_BYTES * size / 1e9)
@@ -154,7 +154,7 @@ def test_a_studys_own_step_is_estimated_by_the_study():
     estimate_job(job, config, DEVICES["h100"], size, {}, REPO)
     flops = 6 * size * 100 * 2 * 512 + 2 * size * (10 + 20) * (2 + 1) * 512
     start = JOB_START_SECONDS + 2 * size / 200e6
-    assert job.basis == "tokens x parameters" and job.seconds == pytest.approx(start + flops / (989e12 * 0.35))
+    assert job.basis == "tokens x parameters" and job.seconds == pytest.approx(start + flops / (989e12 * 0.30))
     # Without a cap on every document count the study gives no figure: the request bounds it.
     del train["max_num_test"]
     estimate_job(job, config, DEVICES["h100"], size, {}, REPO)
@@ -323,7 +323,7 @@ def test_plan_in_a_run_folder_prices_the_config_from_its_own_inputs(tmp_path):
     def start(size: float) -> float:
         return JOB_START_SECONDS + 2 * size / 200e6
 
-    work = 6 * 8e9 * 61_135 * 3 * 2048 / (989e12 * 0.35 * 4)
+    work = 6 * 8e9 * 61_135 * 3 * 2048 / (989e12 * 0.30 * 4)
     ce = start(8e9) + work
     gem = {name: finetune(estimate, "llama3_8b_gem", "ce").seconds for name, estimate in plans.items()}
     assert gem["run"] == gem["fresh"] == pytest.approx(ce)

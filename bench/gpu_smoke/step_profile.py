@@ -1,6 +1,6 @@
 """Where a finetune step's GPU time goes, and what each setting of the recipe path changes.
 
-    python bench/gpu_smoke/step_profile.py --device cuda --size large --out DIR
+    bash bench/gpu_smoke/profile_step --out DIR
 
 The model of ``finetune_1b.py`` (Llama-3.2-1B's shape, random weights) trained in a plain
 loop that does what the Trainer does on one GPU for our SFT recipes: float32 weights under
@@ -12,8 +12,9 @@ matches the Trainer is checked by its throughput against ``finetune_1b.py``'s fo
 setting (``gpu_smoke.json``).
 
 Figures are written to ``DIR/step_profile.json`` after every setting, so that a run stopped
-at its time limit keeps what it measured. ``--size tiny`` runs every step on a CPU in seconds
-(the profile then sums CPU operators, not kernels).
+at its time limit keeps what it measured. Without a GPU (``--device`` is CUDA where torch sees
+it) the settings without ``torch.compile`` run at the tiny size in seconds, the profile then
+summing CPU operators, not kernels: a check of the loop and the profile, not a measurement.
 """
 
 from __future__ import annotations
@@ -210,13 +211,19 @@ def profile(loop: Loop, device: str) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=("cuda", "cpu"), required=True)
-    parser.add_argument("--size", choices=sorted(SIZES), required=True)
+    parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    parser.add_argument("--size", choices=sorted(SIZES), help="large on a GPU, tiny on a CPU")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), help="all on a GPU; uncompiled on a CPU")
     parser.add_argument("--budget", type=float, default=240.0, help="seconds; a setting starts only with 30 left")
     args = parser.parse_args(argv)
     import torch
+
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    on_gpu = args.device == "cuda"
+    args.size = args.size or ("large" if on_gpu else "tiny")
+    args.settings = args.settings or [name for name, setting in SETTINGS.items() if on_gpu or not setting["compile"]]
 
     size = SIZES[args.size]
     warmup, measured = (2, 4) if args.size == "large" else (1, 2)

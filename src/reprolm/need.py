@@ -52,10 +52,14 @@ from reprolm.studies import job_flops
 
 # Dense bf16 peak FLOP/s and the share of it a job reaches (training; a judge's batched
 # forward passes, padding included; generation, bound by decoding). The CPU figure is per
-# core of a current server CPU in float32.
+# core of a current server CPU in float32. Training on Hopper: bench/gpu_smoke measured 27 %
+# on an H200 (a 1.24B Llama through our recipe path, 2048 tokens, gradient checkpointing, bf16
+# autocast; bench/RESULTS.md); 7-8B models spend less of a step in elementwise kernels, so
+# 30 %, where 40 % (H200) and 35 % (H100) were assumed before any GPU ran. The H100 has the
+# H200's compute and less memory bandwidth.
 DEVICES = {
-    "h100": {"peak": 989e12, "train": 0.35, "forward": 0.30, "generate": 0.10},
-    "h200": {"peak": 989e12, "train": 0.40, "forward": 0.35, "generate": 0.12},
+    "h100": {"peak": 989e12, "train": 0.30, "forward": 0.30, "generate": 0.10},
+    "h200": {"peak": 989e12, "train": 0.30, "forward": 0.35, "generate": 0.12},
     "a100": {"peak": 312e12, "train": 0.40, "forward": 0.35, "generate": 0.10},
     "cpu": {"peak": 50e9, "train": 0.20, "forward": 0.20, "generate": 0.05},
 }
