@@ -162,7 +162,9 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
             yield step_log
         except JobStopped as stop:
             preempted = being_preempted()
-            noted = record_stop(smk.rule, outputs, stop, job_usage(time.monotonic() - clock, smk.threads, asked), preempted)
+            noted = record_stop(
+                smk.rule, outputs, stop, job_usage(time.monotonic() - clock, smk.threads, asked), preempted
+            )
             step_log.warning("%s; noted in %s", stop, noted)
             if preempted:
                 wait_for_requeue()
