@@ -9,11 +9,13 @@ node at that boundary, and the driver's version file by one written here.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from reprolm.gpu_check import GpuUnusable, check_gpus, driver_version
+from reprolm.gpu_check import GpuUnusable, check_gpus, claim_local_gpus, driver_version
 
 # What /proc/driver/nvidia/version says on a node with NVIDIA's driver loaded.
 DRIVER_FILE = (
@@ -78,3 +80,70 @@ def test_fewer_devices_than_granted_and_bfloat16_on_an_older_gpu_are_refused(mon
     )
     check_gpus(1, "float16")
     check_gpus(1, None)
+
+
+def driver_with(tmp_path, count: int):
+    """A stand-in for /proc/driver/nvidia/gpus (no GPU here): one folder per GPU."""
+    gpus = tmp_path / "driver_gpus"
+    for index in range(count):
+        (gpus / f"0000:{index:02x}:00.0").mkdir(parents=True)
+    return gpus
+
+
+def test_local_jobs_take_free_gpus_first_and_share_only_past_the_count(tmp_path, caplog):
+    gpus, locks = driver_with(tmp_path, 2), tmp_path / "locks"
+    first, second, third = {}, {}, {}
+    with (
+        claim_local_gpus(1, first, locks, gpus) as taken_first,
+        claim_local_gpus(1, second, locks, gpus) as taken_second,
+    ):
+        assert (taken_first, first["CUDA_VISIBLE_DEVICES"]) == (["0"], "0")
+        assert (taken_second, second["CUDA_VISIBLE_DEVICES"]) == (["1"], "1")
+        with caplog.at_level(logging.WARNING), claim_local_gpus(2, third, locks, gpus) as taken_third:
+            assert taken_third == ["0", "1"]
+        assert "GPU 0, 1 shared with another local job" in caplog.text
+    # Released with their jobs, the environment as it was.
+    assert first == {} and second == {}
+    with claim_local_gpus(2, {}, locks, gpus) as again:
+        assert again == ["0", "1"]
+
+
+def test_a_gpu_held_by_another_process_is_left_to_it(tmp_path):
+    gpus, locks = driver_with(tmp_path, 2), tmp_path / "locks"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from reprolm.gpu_check import claim_local_gpus\n"
+            f"with claim_local_gpus(1, {{}}, Path({str(locks)!r}), Path({str(gpus)!r})) as taken:\n"
+            "    print(taken[0], flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "0"
+        with claim_local_gpus(1, {}, locks, gpus) as taken:
+            assert taken == ["1"]
+    finally:
+        holder.communicate("")
+    # The holder's process ended: its GPU is free again.
+    with claim_local_gpus(1, {}, locks, gpus) as taken:
+        assert taken == ["0"]
+
+
+def test_the_runs_own_gpus_slurms_grant_and_no_driver_are_respected(tmp_path):
+    gpus, locks = driver_with(tmp_path, 4), tmp_path / "locks"
+    given = {"CUDA_VISIBLE_DEVICES": "2,3"}
+    with claim_local_gpus(1, given, locks, gpus) as taken:
+        assert taken == ["2"] and given["CUDA_VISIBLE_DEVICES"] == "2"
+    assert given == {"CUDA_VISIBLE_DEVICES": "2,3"}
+    on_slurm = {"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "0"}
+    with claim_local_gpus(1, on_slurm, locks, gpus) as taken:
+        assert taken == [] and on_slurm["CUDA_VISIBLE_DEVICES"] == "0"
+    with claim_local_gpus(1, {}, locks, tmp_path / "no_driver") as taken:
+        assert taken == []
+    # More than the machine has: nothing taken, check_gpus names the shortfall.
+    with claim_local_gpus(5, {}, locks, gpus) as taken:
+        assert taken == []

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from reprolm.gpu_check import check_gpus
+from reprolm.gpu_check import check_gpus, claim_local_gpus
 from reprolm.io import atomic_path
 from reprolm.oserrors import os_fault
 from reprolm.progress import configure as configure_progress
@@ -153,11 +153,12 @@ def tracked_step(smk, seed=None) -> Iterator[logging.Logger]:
         step_log = logging.getLogger(f"reprolm.rule.{smk.rule}")
         step_log.info("rule %s wildcards %s", smk.rule, dict(_named(smk.wildcards)))
         outputs = [str(p) for p in smk.output]
-        # The GPUs the rule asked for: a GPU job first checks that they can run it (driver,
-        # devices, bfloat16), and a local job's usage counts only these.
+        # The GPUs the rule asked for: a local GPU job first takes its own of the machine's, then
+        # checks that they can run it (driver, devices, bfloat16); its usage counts only these.
         asked = int(getattr(smk.resources, "gpu", 0) or 0)
         try:
             if asked:
+                stack.enter_context(claim_local_gpus(asked))
                 check_gpus(asked, params.get("precision"))
             yield step_log
         except JobStopped as stop:
