@@ -129,19 +129,10 @@ def test_throughput_counts_only_the_steps_after_the_warm_up():
 
 def test_the_measured_model_is_llama_3_2_1b_shaped():
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
     size = finetune_1b.SIZES["large"]
-    config = AutoConfig.for_model(
-        "llama",
-        vocab_size=size["vocab_size"],
-        hidden_size=size["hidden_size"],
-        num_hidden_layers=size["num_layers"],
-        num_attention_heads=size["num_heads"],
-        num_key_value_heads=size["num_kv_heads"],
-        intermediate_size=size["intermediate_size"],
-        tie_word_embeddings=True,
-    )
+    config = finetune_1b.llama_config(size)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     assert sum(p.numel() for p in model.parameters()) == 1_235_814_400
@@ -172,6 +163,15 @@ def readme_command(prefix: str) -> str:
     return found[0]
 
 
+def run_readme_command(prefix: str, cwd: Path, out: Path, timeout: int) -> subprocess.CompletedProcess:
+    """The README's command starting with ``prefix``, run as printed in ``cwd`` with ``$OUT``
+    the folder ``out`` and this interpreter as the scripts' Python."""
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
+    return subprocess.run(
+        ["bash", "-c", readme_command(prefix)], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def test_kernels_are_summed_by_what_they_do():
     # Kernel names as CUDA profiles give them: the first five from the H200 profile of the
     # paper's setting.
@@ -193,15 +193,7 @@ def test_the_readme_step_profile_runs_on_the_cpu(tmp_path):
     """`bash bench/gpu_smoke/profile_step ...` as the README prints it, without a GPU: every
     uncompiled setting trains and is timed, and the paper's step is profiled by kind."""
     out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
-    result = subprocess.run(
-        ["bash", "-c", readme_command("bash bench/gpu_smoke/profile_step")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_readme_command("bash bench/gpu_smoke/profile_step", REPO, out, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((out / "step_profile.json").read_text())
     assert report["device"] == "cpu" and report["failures"] == {}
@@ -256,15 +248,7 @@ def test_the_readme_command_runs_every_step_on_the_cpu(tmp_path):
     for name in ("src", "bench", "workflow", "config", "profiles"):
         shutil.copytree(REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__", "last_run.json"))
     out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
-    result = subprocess.run(
-        ["bash", "-c", readme_command("bash bench/gpu_smoke/run")],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
+    result = run_readme_command("bash bench/gpu_smoke/run", repo, out, timeout=1500)
     report = json.loads((out / "gpu_smoke.json").read_text())
     assert result.returncode == 0, json.dumps(report["failures"], indent=1) + result.stdout[-3000:]
     assert report["schema"] == smoke.SCHEMA and report["failures"] == []
@@ -306,14 +290,9 @@ def test_the_readme_command_runs_every_step_on_the_cpu(tmp_path):
         "Finished jobid" in (out / "workflow.log").read_text()
         or "steps (100%) done" in (out / "workflow.log").read_text()
     )
-    printed = subprocess.run(
-        ["bash", "-c", readme_command("python3 bench/gpu_smoke/table.py")],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    printed = run_readme_command("python3 bench/gpu_smoke/table.py", repo, out, timeout=120)
+    assert printed.returncode == 0, printed.stderr[-3000:]
+    printed = printed.stdout
     assert printed == table.render(report)
     assert "| finetune_1b:paper | ok |" in printed and "Failures: 0." in printed
     tokens = report["finetune_1b"]["paper"]["tokens_per_second"]

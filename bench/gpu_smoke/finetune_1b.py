@@ -156,12 +156,30 @@ def synthetic_rows(count: int, words: int, seed: int) -> list[dict]:
     ]
 
 
+def llama_config(size: dict, **token_ids):
+    """The Llama-shaped config of a size (tied embeddings), with the tokenizer's ids given."""
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model(
+        "llama",
+        vocab_size=size["vocab_size"],
+        hidden_size=size["hidden_size"],
+        num_hidden_layers=size["num_layers"],
+        num_attention_heads=size["num_heads"],
+        num_key_value_heads=size["num_kv_heads"],
+        intermediate_size=size["intermediate_size"],
+        max_position_embeddings=size["max_length"],
+        tie_word_embeddings=True,
+        **token_ids,
+    )
+
+
 def build(size: dict, device: str, model_dir: Path, train_file: Path, rows: int) -> dict:
     """The model (saved in bf16), its tokenizer and the training rows; the model's facts."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
     from reprolm.models.tokenizer import train_bpe_tokenizer
 
@@ -171,19 +189,11 @@ def build(size: dict, device: str, model_dir: Path, train_file: Path, rows: int)
     if shortest < size["max_length"]:
         raise ValueError(f"an answer of {shortest} tokens is shorter than max_length {size['max_length']}")
     pq.write_table(pa.Table.from_pylist(records), train_file)
-    config = AutoConfig.for_model(
-        "llama",
-        vocab_size=max(size["vocab_size"], len(tokenizer)),
-        hidden_size=size["hidden_size"],
-        num_hidden_layers=size["num_layers"],
-        num_attention_heads=size["num_heads"],
-        num_key_value_heads=size["num_kv_heads"],
-        intermediate_size=size["intermediate_size"],
-        max_position_embeddings=size["max_length"],
+    config = llama_config(
+        {**size, "vocab_size": max(size["vocab_size"], len(tokenizer))},
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
     )
     torch.manual_seed(0)
     # Initialised where it will train: a 1B model's random init takes a CPU far longer.

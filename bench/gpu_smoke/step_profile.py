@@ -29,7 +29,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from finetune_1b import SIZES, attention_flops_per_token, model_flops_utilisation, peak_bf16_flops  # noqa: E402
+from finetune_1b import (  # noqa: E402
+    SIZES,
+    attention_flops_per_token,
+    llama_config,
+    model_flops_utilisation,
+    peak_bf16_flops,
+)
 
 # Each setting: the weights' dtype, bf16 autocast, gradient checkpointing, sequences per
 # micro-batch (the accumulation keeps 32 sequences an optimizer step), torch.compile.
@@ -62,19 +68,9 @@ def kind_of(name: str) -> str:
 
 def build_model(size: dict, setting: dict, device: str):
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    config = AutoConfig.for_model(
-        "llama",
-        vocab_size=size["vocab_size"],
-        hidden_size=size["hidden_size"],
-        num_hidden_layers=size["num_layers"],
-        num_attention_heads=size["num_heads"],
-        num_key_value_heads=size["num_kv_heads"],
-        intermediate_size=size["intermediate_size"],
-        max_position_embeddings=size["max_length"],
-        tie_word_embeddings=True,
-    )
+    config = llama_config(size)
     torch.manual_seed(0)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(
