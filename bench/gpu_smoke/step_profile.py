@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", choices=sorted(SIZES), help="large on a GPU, tiny on a CPU")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), help="all on a GPU; uncompiled on a CPU")
-    parser.add_argument("--budget", type=float, default=240.0, help="seconds; a setting starts only with 30 left")
+    parser.add_argument("--budget", type=float, default=400.0, help="seconds; a setting starts only with 30 left")
     args = parser.parse_args(argv)
     import torch
 
