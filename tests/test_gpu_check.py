@@ -8,7 +8,9 @@ node at that boundary, and the driver's version file by one written here.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import subprocess
 import sys
 
@@ -16,6 +18,7 @@ import pytest
 import torch
 
 from reprolm.gpu_check import GpuUnusable, check_gpus, claim_local_gpus, driver_version
+from reprolm.provenance import provenance_path
 
 # What /proc/driver/nvidia/version says on a node with NVIDIA's driver loaded.
 DRIVER_FILE = (
@@ -147,3 +150,45 @@ def test_the_runs_own_gpus_slurms_grant_and_no_driver_are_respected(tmp_path):
     # More than the machine has: nothing taken, check_gpus names the shortfall.
     with claim_local_gpus(5, {}, locks, gpus) as taken:
         assert taken == []
+
+
+def test_a_local_gpu_job_runs_on_the_gpus_it_took_and_records_them(tmp_path, monkeypatch):
+    """The job step (reprolm.provenance.tracked_step) of a rule asking one GPU, on a stand-in
+    two-GPU machine whose GPU 0 another job holds: the step runs with GPU 1 named in
+    CUDA_VISIBLE_DEVICES, its provenance record says so, and the lock goes with the step."""
+    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params, ResourceList, Wildcards
+    from snakemake.script import Snakemake
+
+    from reprolm import gpu_check
+    from reprolm.provenance import tracked_step
+
+    gpus, locks = driver_with(tmp_path, 2), tmp_path / "locks"
+    monkeypatch.setattr(gpu_check, "DRIVER_GPUS", gpus)
+    monkeypatch.setattr(gpu_check, "LOCAL_GPU_LOCKS", locks)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    for variable in ("SLURM_JOB_ID", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.chdir(tmp_path)
+    job = Snakemake(
+        InputFiles(),
+        OutputFiles(["out.txt"]),
+        Params(),
+        Wildcards(),
+        1,
+        ResourceList(fromdict={"gpu": 1}),
+        Log(["logs/job.log"]),
+        {},
+        "generate",
+        None,
+    )
+    with claim_local_gpus(1, {}, locks, gpus) as other:
+        assert other == ["0"]
+        with tracked_step(job):
+            seen = os.environ["CUDA_VISIBLE_DEVICES"]
+            (tmp_path / "out.txt").write_text("done")
+    assert seen == "1" and "CUDA_VISIBLE_DEVICES" not in os.environ
+    record = json.loads(provenance_path(tmp_path / "out.txt").read_text())
+    assert record["execution"]["cuda_visible_devices"] == "1"
+    assert "this job holds GPU(s) 1 of 0,1" in (tmp_path / "logs" / "job.log").read_text()
+    with claim_local_gpus(2, {}, locks, gpus) as both:
+        assert both == ["0", "1"]

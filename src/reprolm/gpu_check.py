@@ -99,7 +99,7 @@ def check_gpus(asked: int, precision: str | None, version_file: Path = DRIVER_VE
                 )
 
 
-def machine_gpus(env: MutableMapping[str, str], driver_gpus: Path = DRIVER_GPUS) -> list[str]:
+def machine_gpus(env: MutableMapping[str, str], driver_gpus: Path) -> list[str]:
     """The GPUs a local job may take, as CUDA_VISIBLE_DEVICES names them: those the run was
     given (CUDA_VISIBLE_DEVICES set for it) else one index per GPU the driver runs; none
     without a driver."""
@@ -116,8 +116,8 @@ def machine_gpus(env: MutableMapping[str, str], driver_gpus: Path = DRIVER_GPUS)
 def claim_local_gpus(
     asked: int,
     env: MutableMapping[str, str] | None = None,
-    locks: Path = LOCAL_GPU_LOCKS,
-    driver_gpus: Path = DRIVER_GPUS,
+    locks: Path | None = None,
+    driver_gpus: Path | None = None,
 ) -> Iterator[list[str]]:
     """Hold ``asked`` of this machine's GPUs for a local job's life, and name them in
     CUDA_VISIBLE_DEVICES for the job and every process it starts (torchrun's workers, vLLM's).
@@ -128,7 +128,8 @@ def claim_local_gpus(
     already held is shared (with a warning) only when none is free. Under SLURM the grant
     decides, and without a driver there is nothing to take: both yield no GPUs."""
     env = os.environ if env is None else env
-    devices = machine_gpus(env, driver_gpus)
+    locks = LOCAL_GPU_LOCKS if locks is None else locks
+    devices = machine_gpus(env, DRIVER_GPUS if driver_gpus is None else driver_gpus)
     if not asked or env.get("SLURM_JOB_ID") or asked > len(devices):
         # More GPUs asked than there are: check_gpus says so in words.
         yield []
